@@ -1,0 +1,161 @@
+// The foundation demo: 8 processes compute a long sum step by step; two of
+// them are killed for real (SIGKILL) at random steps. The survivors see the
+// failure, heal the communicator by shrinking, redo the interrupted step on
+// fewer processes and finish with a result checked against a closed form.
+//
+//   heal_demo [--steps N] [--items-per-step N] [--kills K] [--seed S]
+//
+// REPRISE_FAULTS="RANK@STEP,..." replaces the random schedule.
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "reprise/reprise.hpp"
+
+namespace {
+
+__extension__ using Uint128 = unsigned __int128;
+
+struct Options {
+  std::uint64_t steps = 300;
+  std::uint64_t items_per_step = 2'000'000;
+  int kills = 2;
+  std::uint64_t seed = std::random_device{}();
+};
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const std::uint64_t value = std::strtoull(argv[i + 1], nullptr, 10);
+    if (flag == "--steps") options.steps = value;
+    else if (flag == "--items-per-step") options.items_per_step = value;
+    else if (flag == "--kills") options.kills = static_cast<int>(value);
+    else if (flag == "--seed") options.seed = value;
+    else throw reprise::UsageError("heal_demo: unknown flag " + flag +
+                                   " (use --steps, --items-per-step, --kills, --seed)");
+  }
+  return options;
+}
+
+/// Sum of i*i over [begin, end), modulo 2^64.
+std::uint64_t sum_of_squares(std::uint64_t begin, std::uint64_t end) {
+  std::uint64_t sum = 0;
+  for (std::uint64_t i = begin; i < end; ++i) sum += i * i;
+  return sum;
+}
+
+/// The same sum over [0, n) from the closed form n(n-1)(2n-1)/6, modulo 2^64.
+std::uint64_t closed_form(std::uint64_t n) {
+  Uint128 a = n;
+  Uint128 b = n - 1;
+  Uint128 c = 2 * static_cast<Uint128>(n) - 1;
+  // Divide before multiplying the last factor so nothing overflows 128 bits.
+  Uint128 ab = a * b;
+  if (ab % 2 == 0) ab /= 2; else c /= 2;
+  if (ab % 3 == 0) ab /= 3; else c /= 3;
+  return static_cast<std::uint64_t>(ab * c);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  reprise::Environment environment(argc, argv);
+  auto comm = reprise::Comm::world();
+  const auto me = comm.original_rank();
+  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
+  Options options;
+  reprise::inject::Schedule schedule;
+  try {
+    options = parse(argc, argv);
+    // Every process drew its own seed; all use the largest, so all of them
+    // build the same schedule.
+    const auto seed = comm.allreduce(static_cast<unsigned long long>(options.seed), MPI_MAX);
+    options.seed = seed;
+    schedule = std::getenv("REPRISE_FAULTS") != nullptr
+                   ? reprise::inject::Schedule::from_env()
+                   : reprise::inject::Schedule::random_exact(seed, comm.size(), options.steps, options.kills);
+  } catch (const reprise::UsageError& error) {
+    if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
+    reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
+    return 2;
+  }
+  const bool reporter = comm.rank().value() == 0;
+  if (reporter) {
+    std::printf("reprise demo: %d processes sum i*i over %llu items in %llu steps\n", comm.size(),
+                static_cast<unsigned long long>(options.steps * options.items_per_step),
+                static_cast<unsigned long long>(options.steps));
+    std::printf("  fault plan (original rank@step, seed %llu): %s%s\n", static_cast<unsigned long long>(options.seed),
+                schedule.to_string().c_str(), reprise::Comm::fault_tolerant() ? "" : "  [ULFM is OFF: a kill ends the job]");
+    std::fflush(stdout);
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t total = 0;
+  std::uint64_t step = 0;
+  int recoveries = 0;
+  while (step < options.steps) {
+    schedule.apply(me, step, comm.is_replacement());
+    // This step's items, split evenly over whoever is alive now.
+    const std::uint64_t first = step * options.items_per_step;
+    const auto share = [&](int rank) { return first + options.items_per_step * static_cast<std::uint64_t>(rank) /
+                                                          static_cast<std::uint64_t>(comm.size()); };
+    const std::uint64_t partial = sum_of_squares(share(comm.rank().value()), share(comm.rank().value() + 1));
+    bool ok = true;
+    std::uint64_t step_sum = 0;
+    try {
+      step_sum = comm.allreduce(static_cast<unsigned long>(partial), MPI_SUM);
+    } catch (const reprise::ProcessFailed&) {
+      ok = false;
+    } catch (const reprise::Revoked&) {
+      ok = false;
+    }
+    // Commit the step only if every survivor got its sum: a uniform decision.
+    try {
+      if (!ok) comm.revoke();
+      if (comm.agree(ok)) {
+        total += step_sum;
+        ++step;
+        continue;
+      }
+    } catch (const reprise::ProcessFailed&) {
+    }
+    const auto heal_start = std::chrono::steady_clock::now();
+    comm.revoke();
+    auto healed = comm.shrink();
+    const double heal_ms = 1e3 * seconds_since(heal_start);
+    ++recoveries;
+    if (healed.rank().value() == 0) {
+      std::string lost;
+      for (auto rank : healed.failed()) {
+        if (!comm.rank_of(rank)) continue;  // reported in an earlier recovery
+        lost += (lost.empty() ? "#" : ", #") + std::to_string(rank.value());
+      }
+      std::printf("  step %4llu: lost %s; %d survivors healed the communicator in %.1f ms and redo the step\n",
+                  static_cast<unsigned long long>(step), lost.c_str(), healed.size(), heal_ms);
+      std::fflush(stdout);
+    }
+    comm = std::move(healed);
+  }
+  const double elapsed = seconds_since(start);
+  const std::uint64_t expected = closed_form(options.steps * options.items_per_step);
+  const bool correct = total == expected;
+  if (comm.rank().value() == 0) {
+    std::printf("  result %llu, closed form %llu: %s (%d of %d processes finished, %d recoveries, %.2f s)\n",
+                static_cast<unsigned long long>(total), static_cast<unsigned long long>(expected),
+                correct ? "CORRECT" : "WRONG", comm.size(), comm.original_size(), recoveries, elapsed);
+    std::fflush(stdout);
+  }
+  reprise::inject::record_outcome(correct ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed, me,
+                                  correct ? "" : "wrong result");
+  return correct ? 0 : 1;
+}

@@ -1,0 +1,175 @@
+#pragma once
+/// \file
+/// `Comm`: one MPI communicator with failure semantics. The only part of
+/// reprise that talks ULFM; everything above it sees exceptions
+/// (`ProcessFailed`, `Revoked`) and recovers with `shrink()` or `respawn()`.
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "reprise/error.hpp"
+#include "reprise/rank.hpp"
+
+namespace reprise {
+
+/// One message to send in `Comm::sparse_all_to_all`.
+struct OutgoingMessage {
+  Rank destination;                   ///< current rank of the receiver
+  std::span<const std::byte> payload; ///< bytes to send (may be empty)
+};
+
+/// One message received by `Comm::sparse_all_to_all`.
+struct IncomingMessage {
+  Rank source;                        ///< current rank of the sender
+  std::vector<std::byte> payload;     ///< the bytes sent
+};
+
+namespace detail {
+/// The MPI datatype of an arithmetic C++ type.
+template <class T>
+MPI_Datatype mpi_datatype();
+}  // namespace detail
+
+/// A communicator that knows who its members were at the start of the job,
+/// turns every MPI error into an exception, and heals after process failures.
+///
+/// Move-only; owns its MPI communicators. All collective members must be
+/// called by every process of the communicator.
+class Comm {
+ public:
+  /// The job's communicator (a private duplicate of `MPI_COMM_WORLD`; MPI must
+  /// be initialised, see `Environment`). In a process spawned by `respawn()`,
+  /// this joins the survivors instead and returns the healed communicator, in
+  /// which the process has the original rank of the process it replaces.
+  static Comm world();
+
+  /// True if this MPI has ULFM and the job was started with it enabled
+  /// (`mpirun --with-ft ulfm`); otherwise a process failure ends the job.
+  [[nodiscard]] static bool fault_tolerant();
+
+  Comm(Comm&& other) noexcept;
+  Comm& operator=(Comm&& other) noexcept;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  ~Comm();
+
+  /// This process's position in the communicator.
+  [[nodiscard]] Rank rank() const noexcept { return _rank; }
+  /// Number of processes in the communicator now.
+  [[nodiscard]] int size() const noexcept { return static_cast<int>(_members.size()); }
+  /// Number of processes the job started with.
+  [[nodiscard]] int original_size() const noexcept { return _original_size; }
+  /// This process's original rank.
+  [[nodiscard]] OriginalRank original_rank() const noexcept { return _members[_rank.value()]; }
+  /// Original rank of the process at `rank`; `UsageError` if out of range.
+  [[nodiscard]] OriginalRank original_rank(Rank rank) const;
+  /// Current rank of an original rank, or nothing if that process is gone;
+  /// `UsageError` if `original` never existed.
+  [[nodiscard]] std::optional<Rank> rank_of(OriginalRank original) const;
+  /// Original rank of every member, indexed by current rank (ascending).
+  [[nodiscard]] const std::vector<OriginalRank>& members() const noexcept { return _members; }
+  /// Original ranks that are no longer members (lost and not replaced).
+  [[nodiscard]] std::vector<OriginalRank> missing() const;
+  /// Every original rank whose process has failed so far, sorted, whether or
+  /// not it has been replaced since.
+  [[nodiscard]] const std::vector<OriginalRank>& failed() const noexcept { return _failed; }
+  /// True in a process spawned by `respawn()` to replace a failed one.
+  [[nodiscard]] bool is_replacement() const noexcept { return _replacement; }
+  /// The underlying communicator, for the application's own MPI calls. Its
+  /// error handler returns errors: pass their codes to `check()`.
+  [[nodiscard]] MPI_Comm raw() const noexcept { return _comm; }
+
+  /// Turns an MPI return code from a call on `raw()` into the matching
+  /// exception (`ProcessFailed`, `Revoked`, `MpiError`); `what` names the call.
+  void check(int mpi_result, std::string_view what);
+
+  /// Barrier; raises if a member failed.
+  void barrier();
+  /// Reduction of one arithmetic value over all members.
+  template <class T>
+  [[nodiscard]] T allreduce(T value, MPI_Op op) {
+    T result{};
+    check(MPI_Allreduce(&value, &result, 1, detail::mpi_datatype<T>(), op, _comm), "MPI_Allreduce");
+    return result;
+  }
+
+  /// Fault-tolerant agreement: the logical AND of `flag` over the live
+  /// members, the same on all of them. Raises `ProcessFailed` on all of them
+  /// if a member has failed, so it decides uniformly whether a step worked.
+  /// A process whose step failed must `revoke()` before it calls this, or
+  /// members still waiting inside the step's collectives never get here.
+  [[nodiscard]] bool agree(bool flag);
+
+  /// Makes every pending and future operation on this communicator fail with
+  /// `Revoked` on every member, so that all of them start recovery. Local.
+  void revoke();
+  /// True once a member revoked the communicator.
+  [[nodiscard]] bool is_revoked() const;
+
+  /// Original ranks of members that have failed and are not yet acknowledged
+  /// (local; what MPI knows here now).
+  [[nodiscard]] std::vector<OriginalRank> get_failed();
+  /// Acknowledges the failures known here, so that wildcard receives and
+  /// agreements proceed despite them; returns those original ranks.
+  std::vector<OriginalRank> ack_failed();
+
+  /// A communicator of the survivors, same order of original ranks. Works on
+  /// a revoked communicator and retries by itself if more processes fail
+  /// meanwhile. This communicator stays valid only for inspection.
+  [[nodiscard]] Comm shrink();
+
+  /// Heals back to the original size: shrinks, spawns one new process per
+  /// missing original rank (running this program with the same arguments),
+  /// and returns a communicator ordered by original rank in which each
+  /// replacement holds the original rank it replaces. Retries by itself if
+  /// processes fail during the recovery.
+  [[nodiscard]] Comm respawn();
+
+  /// Irregular exchange: each member sends a few messages, receivers do not
+  /// know who sends to them. Messages to self are delivered too. Returns the
+  /// received messages sorted by source. If a member dies during the
+  /// exchange, every live member raises (never hangs) and the communicator
+  /// is revoked.
+  [[nodiscard]] std::vector<IncomingMessage> sparse_all_to_all(std::span<const OutgoingMessage> outgoing);
+
+ private:
+  struct Parts;
+  explicit Comm(Parts&& parts);
+  static Comm join_as_replacement(MPI_Comm parent);
+  [[noreturn]] void raise(int mpi_result, std::string_view what);
+  void release() noexcept;
+
+  MPI_Comm _comm = MPI_COMM_NULL;      // the application's communicator
+  MPI_Comm _internal = MPI_COMM_NULL;  // private duplicate for reprise's own traffic
+  Rank _rank{0};
+  int _original_size = 0;
+  std::vector<OriginalRank> _members;
+  std::vector<OriginalRank> _failed;
+  std::uint64_t _exchange_round = 0;
+  bool _replacement = false;
+};
+
+namespace detail {
+template <class T>
+MPI_Datatype mpi_datatype() {
+  if constexpr (std::is_same_v<T, int>) return MPI_INT;
+  else if constexpr (std::is_same_v<T, long>) return MPI_LONG;
+  else if constexpr (std::is_same_v<T, long long>) return MPI_LONG_LONG;
+  else if constexpr (std::is_same_v<T, unsigned>) return MPI_UNSIGNED;
+  else if constexpr (std::is_same_v<T, unsigned long>) return MPI_UNSIGNED_LONG;
+  else if constexpr (std::is_same_v<T, unsigned long long>) return MPI_UNSIGNED_LONG_LONG;
+  else if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
+  else static_assert(sizeof(T) == 0, "reprise: no MPI datatype for this type");
+}
+}  // namespace detail
+
+}  // namespace reprise

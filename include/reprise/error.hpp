@@ -1,0 +1,65 @@
+#pragma once
+/// \file
+/// The exceptions reprise raises. Every one carries the MPI error class that
+/// caused it (or `MPI_ERR_ARG` / `MPI_ERR_OTHER` for reprise's own checks), so
+/// code that already dispatches on MPI error classes keeps working.
+
+#include <mpi.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reprise/rank.hpp"
+
+namespace reprise {
+
+/// Base of every reprise exception.
+class Error : public std::runtime_error {
+ public:
+  Error(const std::string& what, int mpi_error_class)
+      : std::runtime_error(what), _mpi_error_class(mpi_error_class) {}
+
+  /// The MPI error class behind this error (e.g. `MPIX_ERR_PROC_FAILED`).
+  [[nodiscard]] int mpi_error_class() const noexcept { return _mpi_error_class; }
+
+ private:
+  int _mpi_error_class;
+};
+
+/// One or more processes of the communicator died. The survivors should
+/// revoke, then shrink or respawn.
+class ProcessFailed : public Error {
+ public:
+  ProcessFailed(const std::string& what, int mpi_error_class, std::vector<OriginalRank> failed)
+      : Error(what, mpi_error_class), _failed(std::move(failed)) {}
+
+  /// The original ranks known to have failed when the error was raised
+  /// (may be empty when MPI could not tell yet).
+  [[nodiscard]] const std::vector<OriginalRank>& failed() const noexcept { return _failed; }
+
+ private:
+  std::vector<OriginalRank> _failed;
+};
+
+/// Another process revoked the communicator, usually because it saw a
+/// failure. Recover the same way as for `ProcessFailed`.
+class Revoked : public Error {
+ public:
+  using Error::Error;
+};
+
+/// The caller passed something wrong (a rank out of range, a bad size...).
+/// The message says what and how to fix it; no state was changed.
+class UsageError : public Error {
+ public:
+  explicit UsageError(const std::string& what) : Error(what, MPI_ERR_ARG) {}
+};
+
+/// Any other error reported by MPI.
+class MpiError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace reprise

@@ -1,0 +1,105 @@
+#pragma once
+/// \file
+/// Fault injection for tests, demos and benchmarks: real failures (SIGKILL),
+/// processes that stop responding, and schedules saying which original rank
+/// fails at which step. Also records each process's outcome for the test
+/// launcher (`scripts/mpirun-checked`), which trusts those records, not
+/// `mpirun`'s exit code.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reprise/rank.hpp"
+
+namespace reprise::inject {
+
+/// What a process reports about itself to the launcher.
+enum class Outcome {
+  running,    ///< started, not finished yet
+  passed,     ///< finished and every check held
+  failed,     ///< a check failed; the launcher stops the job
+  killed,     ///< about to be killed on purpose
+  hung,       ///< about to stop responding on purpose
+  abandoned,  ///< a replacement whose recovery failed; it exits, another is spawned
+};
+
+/// Records this process's outcome in `$REPRISE_OUTCOME_DIR` (does nothing when
+/// unset). Async-signal-safe apart from formatting `reason`.
+void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason = {});
+
+/// Kills the calling process for real with SIGKILL, after recording it.
+[[noreturn]] void kill_self(OriginalRank me);
+
+/// Makes the calling process stop responding without exiting: it never returns
+/// and ignores every signal but SIGKILL/SIGSTOP.
+[[noreturn]] void hang(OriginalRank me);
+
+/// What an injected fault does.
+enum class Action { kill, hang };
+
+/// One planned fault: `rank` fails when it reaches `step`.
+struct Fault {
+  OriginalRank rank;
+  std::uint64_t step = 0;
+  Action action = Action::kill;
+
+  friend bool operator==(const Fault&, const Fault&) = default;
+};
+
+/// A deterministic plan of faults, identical on every process that builds it
+/// from the same text or seed. Faults apply to the processes the job started
+/// with, never to replacements (which would otherwise fail again on replay).
+class Schedule {
+ public:
+  /// No faults.
+  Schedule() = default;
+
+  /// Parses `"RANK@STEP[:hang],..."`, e.g. `"3@10,5@20:hang"`. Empty text is
+  /// no faults. `UsageError` on anything malformed or a rank listed twice.
+  static Schedule parse(std::string_view text);
+
+  /// Parses the environment variable `variable` (no faults when unset).
+  static Schedule from_env(const char* variable = "REPRISE_FAULTS");
+
+  /// Each of `ranks` processes fails, independently with probability
+  /// `expected_fraction`, at a step drawn uniformly from [1, steps).
+  static Schedule random(std::uint64_t seed, int ranks, std::uint64_t steps, double expected_fraction);
+
+  /// Exactly `count` distinct ranks, drawn from [first_rank, ranks), fail at
+  /// distinct steps drawn uniformly from [1, steps).
+  static Schedule random_exact(std::uint64_t seed, int ranks, std::uint64_t steps, int count, int first_rank = 0);
+
+  /// The faults, sorted by step then rank.
+  [[nodiscard]] const std::vector<Fault>& faults() const noexcept { return _faults; }
+
+  /// The fault planned for `rank` at exactly `step`, if any.
+  [[nodiscard]] std::optional<Fault> at(OriginalRank rank, std::uint64_t step) const;
+
+  /// Carries out the fault planned for `me` at `step`, if any (and if this
+  /// process is not a replacement).
+  void apply(OriginalRank me, std::uint64_t step, bool is_replacement) const;
+
+  /// The schedule in the form `parse` reads.
+  [[nodiscard]] std::string to_string() const;
+
+ private:
+  explicit Schedule(std::vector<Fault> faults);
+  std::vector<Fault> _faults;
+};
+
+/// Arms a named fault point inside reprise (see `fault_point`): the first
+/// time process `victim` passes `point`, `action` happens to it.
+void arm(std::string_view point, OriginalRank victim, Action action = Action::kill);
+
+/// Disarms every armed fault point.
+void disarm_all();
+
+/// Called by reprise at moments where a failure is interesting (in the middle
+/// of a recovery, during an exchange); fires a fault armed for `me` here.
+/// Costs one atomic load when nothing is armed.
+void fault_point(std::string_view point, OriginalRank me);
+
+}  // namespace reprise::inject

@@ -1,0 +1,9 @@
+#pragma once
+/// \file
+/// Everything reprise offers, in one include.
+
+#include "reprise/comm.hpp"
+#include "reprise/environment.hpp"
+#include "reprise/error.hpp"
+#include "reprise/inject.hpp"
+#include "reprise/rank.hpp"

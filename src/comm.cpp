@@ -1,0 +1,301 @@
+#include "reprise/comm.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "comm_detail.hpp"
+#include "reprise/inject.hpp"
+#include "ulfm.hpp"
+
+namespace reprise {
+
+namespace {
+
+std::string join_ranks(const std::vector<OriginalRank>& ranks) {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < ranks.size(); ++i) out << (i == 0 ? "" : ", ") << ranks[i];
+  return out.str();
+}
+
+void insert_sorted_unique(std::vector<OriginalRank>& into, const std::vector<OriginalRank>& ranks) {
+  into.insert(into.end(), ranks.begin(), ranks.end());
+  std::sort(into.begin(), into.end());
+  into.erase(std::unique(into.begin(), into.end()), into.end());
+}
+
+// Ranks in `to` of the processes at ranks 0..n-1 of `from` (MPI_UNDEFINED if absent).
+std::vector<int> translate_all(MPI_Group from, MPI_Group to) {
+  int n = 0;
+  MPI_Group_size(from, &n);
+  std::vector<int> in(static_cast<std::size_t>(n));
+  std::iota(in.begin(), in.end(), 0);
+  std::vector<int> out(in.size());
+  if (n > 0) MPI_Group_translate_ranks(from, n, in.data(), to, out.data());
+  return out;
+}
+
+}  // namespace
+
+Comm::Comm(Parts&& parts)
+    : _comm(parts.comm),
+      _internal(parts.internal),
+      _original_size(parts.original_size),
+      _members(std::move(parts.members)),
+      _failed(std::move(parts.failed)),
+      _replacement(parts.replacement) {
+  int rank = 0;
+  MPI_Comm_rank(_comm, &rank);
+  _rank = Rank{rank};
+}
+
+Comm::Comm(Comm&& other) noexcept
+    : _comm(std::exchange(other._comm, MPI_COMM_NULL)),
+      _internal(std::exchange(other._internal, MPI_COMM_NULL)),
+      _rank(other._rank),
+      _original_size(other._original_size),
+      _members(std::move(other._members)),
+      _failed(std::move(other._failed)),
+      _exchange_round(other._exchange_round),
+      _replacement(other._replacement) {}
+
+Comm& Comm::operator=(Comm&& other) noexcept {
+  if (this != &other) {
+    release();
+    _comm = std::exchange(other._comm, MPI_COMM_NULL);
+    _internal = std::exchange(other._internal, MPI_COMM_NULL);
+    _rank = other._rank;
+    _original_size = other._original_size;
+    _members = std::move(other._members);
+    _failed = std::move(other._failed);
+    _exchange_round = other._exchange_round;
+    _replacement = other._replacement;
+  }
+  return *this;
+}
+
+Comm::~Comm() { release(); }
+
+void Comm::release() noexcept {
+  // MPI_Comm_free is local for our purposes (ULFM allows it on revoked
+  // communicators); nothing can be done about an error at this point.
+  if (_internal != MPI_COMM_NULL) MPI_Comm_free(&_internal);
+  if (_comm != MPI_COMM_NULL) MPI_Comm_free(&_comm);
+}
+
+bool Comm::fault_tolerant() {
+  if (!detail::ulfm::available()) return false;
+  int* value = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_FT, &value, &flag);
+  return flag != 0 && value != nullptr && *value != 0;
+}
+
+namespace detail {
+
+std::vector<OriginalRank> all_ranks(int original_size) {
+  std::vector<OriginalRank> ranks;
+  for (int r = 0; r < original_size; ++r) ranks.emplace_back(r);
+  return ranks;
+}
+
+int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal) {
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int rc = MPI_Comm_dup(comm, &application);
+  if (rc != MPI_SUCCESS) return rc;
+  rc = MPI_Comm_dup(comm, &internal);
+  if (rc != MPI_SUCCESS) {
+    MPI_Comm_free(&application);
+    return rc;
+  }
+  return MPI_SUCCESS;
+}
+
+}  // namespace detail
+
+Comm Comm::world() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized == 0) {
+    throw UsageError("reprise::Comm::world: MPI is not initialised; create a reprise::Environment first");
+  }
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  if (parent != MPI_COMM_NULL) return join_as_replacement(parent);
+
+  Parts parts;
+  MPI_Comm_size(MPI_COMM_WORLD, &parts.original_size);
+  const int rc = detail::make_pair(MPI_COMM_WORLD, parts.comm, parts.internal);
+  if (rc != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(rc, text, &length);
+    throw MpiError("reprise::Comm::world: MPI_Comm_dup failed: " + std::string(text, static_cast<std::size_t>(length)),
+                   rc);
+  }
+  parts.members = detail::all_ranks(parts.original_size);
+  return Comm(std::move(parts));
+}
+
+OriginalRank Comm::original_rank(Rank rank) const {
+  if (rank.value() < 0 || rank.value() >= size()) {
+    throw UsageError("reprise::Comm::original_rank: rank " + std::to_string(rank.value()) +
+                     " is out of range; the communicator has " + std::to_string(size()) + " processes");
+  }
+  return _members[static_cast<std::size_t>(rank.value())];
+}
+
+std::optional<Rank> Comm::rank_of(OriginalRank original) const {
+  if (original.value() < 0 || original.value() >= _original_size) {
+    throw UsageError("reprise::Comm::rank_of: original rank " + std::to_string(original.value()) +
+                     " never existed; the job started with " + std::to_string(_original_size) + " processes");
+  }
+  const auto it = std::lower_bound(_members.begin(), _members.end(), original);
+  if (it == _members.end() || *it != original) return std::nullopt;
+  return Rank{static_cast<int>(it - _members.begin())};
+}
+
+std::vector<OriginalRank> Comm::missing() const {
+  std::vector<OriginalRank> result;
+  for (int r = 0; r < _original_size; ++r) {
+    if (!std::binary_search(_members.begin(), _members.end(), OriginalRank{r})) result.emplace_back(r);
+  }
+  return result;
+}
+
+void Comm::check(int mpi_result, std::string_view what) {
+  if (mpi_result != MPI_SUCCESS) raise(mpi_result, what);
+}
+
+void Comm::raise(int mpi_result, std::string_view what) {
+  int error_class = MPI_ERR_OTHER;
+  MPI_Error_class(mpi_result, &error_class);
+  std::vector<OriginalRank> failed;
+  try {
+    failed = get_failed();
+  } catch (const Error&) {
+    // Failure reporting must not hide the error itself.
+  }
+  // Some collective algorithms of Open MPI 5 report a dead peer with another
+  // class (the linear barrier gives MPI_ERR_OTHER): an error on a communicator
+  // with a known failure, or a revoked one, is that failure.
+  if (!detail::ulfm::is_process_failure(error_class) && !detail::ulfm::is_revocation(error_class)) {
+    if (is_revoked()) {
+      error_class = detail::ulfm::revoked_error_class();
+    } else if (!failed.empty()) {
+      error_class = detail::ulfm::process_failed_error_class();
+    }
+  }
+  if (detail::ulfm::is_process_failure(error_class)) {
+    throw ProcessFailed(std::string(what) + ": process failure" +
+                            (failed.empty() ? std::string() : " of original rank(s) " + join_ranks(failed)) +
+                            " in a communicator of " + std::to_string(size()) +
+                            "; revoke(), then shrink() or respawn()",
+                        error_class, std::move(failed));
+  }
+  if (detail::ulfm::is_revocation(error_class)) {
+    throw Revoked(std::string(what) + ": the communicator was revoked (a process saw a failure); "
+                                      "recover with shrink() or respawn()",
+                  error_class);
+  }
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(mpi_result, text, &length);
+  throw MpiError(std::string(what) + ": " + std::string(text, static_cast<std::size_t>(length)) + " (MPI error code " +
+                     std::to_string(mpi_result) + ", class " + std::to_string(error_class) + ")",
+                 error_class);
+}
+
+void Comm::barrier() { check(MPI_Barrier(_comm), "MPI_Barrier"); }
+
+bool Comm::agree(bool flag) {
+  check(detail::ulfm::agree(_comm, flag), "agree");
+  return flag;
+}
+
+void Comm::revoke() {
+  // Revoking twice is harmless; errors here mean the communicator is gone
+  // already, which is what we want.
+  detail::ulfm::revoke(_internal);
+  detail::ulfm::revoke(_comm);
+}
+
+bool Comm::is_revoked() const {
+  bool revoked = false;
+  detail::ulfm::is_revoked(_comm, revoked);
+  return revoked;
+}
+
+std::vector<OriginalRank> Comm::get_failed() {
+  MPI_Group failed_group = MPI_GROUP_NULL;
+  const int rc = detail::ulfm::get_failed(_comm, failed_group);
+  if (rc != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    MPI_Error_string(rc, text, &length);
+    throw MpiError("get_failed: " + std::string(text, static_cast<std::size_t>(length)), rc);
+  }
+  MPI_Group comm_group = MPI_GROUP_NULL;
+  MPI_Comm_group(_comm, &comm_group);
+  std::vector<OriginalRank> failed;
+  for (int rank : translate_all(failed_group, comm_group)) {
+    if (rank != MPI_UNDEFINED) failed.push_back(_members[static_cast<std::size_t>(rank)]);
+  }
+  MPI_Group_free(&comm_group);
+  if (failed_group != MPI_GROUP_EMPTY) MPI_Group_free(&failed_group);
+  std::sort(failed.begin(), failed.end());
+  insert_sorted_unique(_failed, failed);
+  return failed;
+}
+
+std::vector<OriginalRank> Comm::ack_failed() {
+  auto failed = get_failed();
+  check(detail::ulfm::ack_failed(_comm), "ack_failed");
+  detail::ulfm::ack_failed(_internal);
+  return failed;
+}
+
+Comm Comm::shrink() {
+  if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("shrink");
+  // Each attempt shrinks, builds the private duplicate and agrees that every
+  // survivor got this far. A failure in between makes the agreement fail on
+  // all survivors alike, and they shrink the shrunk communicator again.
+  MPI_Comm current = _comm;
+  for (;;) {
+    MPI_Comm shrunk = MPI_COMM_NULL;
+    check(detail::ulfm::shrink(current, shrunk), "shrink");
+    if (current != _comm) MPI_Comm_free(&current);
+    inject::fault_point("comm.shrink", original_rank());
+    Parts parts;
+    bool ok = detail::make_pair(shrunk, parts.comm, parts.internal) == MPI_SUCCESS;
+    const int rc = detail::ulfm::agree_on_step(shrunk, ok);
+    if (rc == MPI_SUCCESS && ok) {
+      MPI_Group old_group = MPI_GROUP_NULL;
+      MPI_Group new_group = MPI_GROUP_NULL;
+      MPI_Comm_group(_comm, &old_group);
+      MPI_Comm_group(shrunk, &new_group);
+      for (int old_rank : translate_all(new_group, old_group)) {
+        parts.members.push_back(_members[static_cast<std::size_t>(old_rank)]);
+      }
+      MPI_Group_free(&old_group);
+      MPI_Group_free(&new_group);
+      MPI_Comm_free(&shrunk);
+      parts.original_size = _original_size;
+      parts.replacement = _replacement;
+      parts.failed = _failed;
+      std::vector<OriginalRank> lost;
+      std::set_difference(_members.begin(), _members.end(), parts.members.begin(), parts.members.end(),
+                          std::back_inserter(lost));
+      insert_sorted_unique(parts.failed, lost);
+      return Comm(std::move(parts));
+    }
+    if (parts.internal != MPI_COMM_NULL) MPI_Comm_free(&parts.internal);
+    if (parts.comm != MPI_COMM_NULL) MPI_Comm_free(&parts.comm);
+    detail::ulfm::revoke(shrunk);
+    current = shrunk;
+  }
+}
+
+}  // namespace reprise

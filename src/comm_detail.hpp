@@ -1,0 +1,34 @@
+#pragma once
+// Pieces of Comm shared between its source files.
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "reprise/comm.hpp"
+#include "reprise/rank.hpp"
+
+namespace reprise {
+
+/// Everything a new Comm is made of.
+struct Comm::Parts {
+  MPI_Comm comm = MPI_COMM_NULL;      // the application's communicator
+  MPI_Comm internal = MPI_COMM_NULL;  // reprise's private duplicate
+  int original_size = 0;
+  std::vector<OriginalRank> members;  // ascending
+  std::vector<OriginalRank> failed;
+  bool replacement = false;
+};
+
+}  // namespace reprise
+
+namespace reprise::detail {
+
+/// Original ranks 0..original_size-1: the members of a full-size communicator.
+std::vector<OriginalRank> all_ranks(int original_size);
+
+/// Duplicates `comm` into a communicator for the application and a private
+/// one for reprise, all of them returning errors instead of aborting.
+int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal);
+
+}  // namespace reprise::detail

@@ -1,0 +1,249 @@
+#include "reprise/inject.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "reprise/error.hpp"
+
+namespace reprise::inject {
+
+namespace {
+
+const char* outcome_name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::running: return "running";
+    case Outcome::passed: return "passed";
+    case Outcome::failed: return "failed";
+    case Outcome::killed: return "killed";
+    case Outcome::hung: return "hung";
+    case Outcome::abandoned: return "abandoned";
+  }
+  return "failed";
+}
+
+// splitmix64: a tiny, portable generator, so that every process (and every
+// platform) derives the same schedule from the same seed.
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31U);
+}
+
+// Uniform in [0, bound); the modulo bias is below 2^-40 for the bounds used here.
+std::uint64_t uniform_below(std::uint64_t& state, std::uint64_t bound) { return splitmix64(state) % bound; }
+
+double uniform_unit(std::uint64_t& state) {
+  return static_cast<double>(splitmix64(state) >> 11U) * 0x1.0p-53;
+}
+
+void check_steps(std::uint64_t steps) {
+  if (steps < 2) {
+    throw UsageError("inject::Schedule: a random schedule needs at least 2 steps (faults fall in [1, steps))");
+  }
+}
+
+struct ArmedPoint {
+  std::string point;
+  OriginalRank victim;
+  Action action;
+};
+
+std::mutex armed_mutex;
+std::vector<ArmedPoint> armed_points;
+std::atomic<bool> anything_armed{false};
+
+[[noreturn]] void carry_out(Action action, OriginalRank me) {
+  if (action == Action::hang) hang(me);
+  kill_self(me);
+}
+
+}  // namespace
+
+void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason) {
+  const char* dir = std::getenv("REPRISE_OUTCOME_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  std::string line = outcome_name(outcome);
+  line += ' ';
+  line += std::to_string(me.value());
+  if (!reason.empty()) {
+    line += ' ';
+    for (char c : reason) line += (c == '\n') ? ' ' : c;
+  }
+  line += '\n';
+  const std::string final_path = std::string(dir) + "/" + std::to_string(::getpid());
+  const std::string temp_path = final_path + ".tmp";
+  const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return;
+  const ssize_t written = ::write(fd, line.data(), line.size());
+  ::close(fd);
+  if (written == static_cast<ssize_t>(line.size())) ::rename(temp_path.c_str(), final_path.c_str());
+}
+
+void kill_self(OriginalRank me) {
+  record_outcome(Outcome::killed, me);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::kill(::getpid(), SIGKILL);
+  std::abort();  // not reached: SIGKILL cannot be caught
+}
+
+void hang(OriginalRank me) {
+  record_outcome(Outcome::hung, me);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_BLOCK, &all, nullptr);
+  for (;;) ::pause();
+}
+
+Schedule::Schedule(std::vector<Fault> faults) : _faults(std::move(faults)) {
+  std::sort(_faults.begin(), _faults.end(), [](const Fault& a, const Fault& b) {
+    return a.step != b.step ? a.step < b.step : a.rank < b.rank;
+  });
+}
+
+Schedule Schedule::parse(std::string_view text) {
+  std::vector<Fault> faults;
+  std::set<OriginalRank> seen;
+  auto fail = [&](std::string_view entry, const char* why) -> UsageError {
+    return UsageError("inject::Schedule: bad entry '" + std::string(entry) + "' in '" + std::string(text) + "': " +
+                      why + " (expected RANK@STEP[:hang],... e.g. 3@10,5@20:hang)");
+  };
+  while (!text.empty()) {
+    const auto comma = text.find(',');
+    std::string_view entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+    if (entry.empty()) continue;
+    Fault fault;
+    if (const auto colon = entry.find(':'); colon != std::string_view::npos) {
+      const auto action = entry.substr(colon + 1);
+      if (action == "hang") fault.action = Action::hang;
+      else if (action != "kill") throw fail(entry, "unknown action (use kill or hang)");
+      entry = entry.substr(0, colon);
+    }
+    const auto at = entry.find('@');
+    if (at == std::string_view::npos) throw fail(entry, "missing '@'");
+    int rank = -1;
+    const auto rank_text = entry.substr(0, at);
+    const auto step_text = entry.substr(at + 1);
+    auto [rank_end, rank_error] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
+    if (rank_error != std::errc{} || rank_end != rank_text.data() + rank_text.size() || rank < 0) {
+      throw fail(entry, "the rank is not a non-negative integer");
+    }
+    auto [step_end, step_error] =
+        std::from_chars(step_text.data(), step_text.data() + step_text.size(), fault.step);
+    if (step_error != std::errc{} || step_end != step_text.data() + step_text.size() || step_text.empty()) {
+      throw fail(entry, "the step is not a non-negative integer");
+    }
+    fault.rank = OriginalRank{rank};
+    if (!seen.insert(fault.rank).second) throw fail(entry, "this rank already has a fault (a process dies once)");
+    faults.push_back(fault);
+  }
+  return Schedule(std::move(faults));
+}
+
+Schedule Schedule::from_env(const char* variable) {
+  const char* text = std::getenv(variable);
+  return text == nullptr ? Schedule{} : parse(text);
+}
+
+Schedule Schedule::random(std::uint64_t seed, int ranks, std::uint64_t steps, double expected_fraction) {
+  check_steps(steps);
+  if (ranks < 1 || !(expected_fraction >= 0.0 && expected_fraction <= 1.0)) {
+    throw UsageError("inject::Schedule::random: need ranks >= 1 and 0 <= expected_fraction <= 1");
+  }
+  std::vector<Fault> faults;
+  for (int rank = 0; rank < ranks; ++rank) {
+    std::uint64_t state = seed ^ (0x5bd1e995ULL * static_cast<std::uint64_t>(rank + 1));
+    if (uniform_unit(state) < expected_fraction) {
+      faults.push_back(Fault{OriginalRank{rank}, 1 + uniform_below(state, steps - 1), Action::kill});
+    }
+  }
+  return Schedule(std::move(faults));
+}
+
+Schedule Schedule::random_exact(std::uint64_t seed, int ranks, std::uint64_t steps, int count, int first_rank) {
+  check_steps(steps);
+  if (first_rank < 0 || count < 0 || count > ranks - first_rank || static_cast<std::uint64_t>(count) > steps - 1) {
+    throw UsageError("inject::Schedule::random_exact: cannot pick " + std::to_string(count) + " ranks from [" +
+                     std::to_string(first_rank) + ", " + std::to_string(ranks) + ") at distinct steps below " +
+                     std::to_string(steps));
+  }
+  std::uint64_t state = seed;
+  std::vector<int> candidates;
+  for (int rank = first_rank; rank < ranks; ++rank) candidates.push_back(rank);
+  std::set<std::uint64_t> used_steps;
+  std::vector<Fault> faults;
+  for (int i = 0; i < count; ++i) {
+    const auto pick = i + uniform_below(state, candidates.size() - static_cast<std::size_t>(i));
+    std::swap(candidates[static_cast<std::size_t>(i)], candidates[pick]);
+    std::uint64_t step = 0;
+    do {
+      step = 1 + uniform_below(state, steps - 1);
+    } while (!used_steps.insert(step).second);
+    faults.push_back(Fault{OriginalRank{candidates[static_cast<std::size_t>(i)]}, step, Action::kill});
+  }
+  return Schedule(std::move(faults));
+}
+
+std::optional<Fault> Schedule::at(OriginalRank rank, std::uint64_t step) const {
+  for (const Fault& fault : _faults) {
+    if (fault.rank == rank && fault.step == step) return fault;
+  }
+  return std::nullopt;
+}
+
+void Schedule::apply(OriginalRank me, std::uint64_t step, bool is_replacement) const {
+  if (is_replacement) return;
+  if (auto fault = at(me, step)) carry_out(fault->action, me);
+}
+
+std::string Schedule::to_string() const {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < _faults.size(); ++i) {
+    if (i > 0) out << ',';
+    out << _faults[i].rank.value() << '@' << _faults[i].step;
+    if (_faults[i].action == Action::hang) out << ":hang";
+  }
+  return out.str();
+}
+
+void arm(std::string_view point, OriginalRank victim, Action action) {
+  const std::lock_guard lock(armed_mutex);
+  armed_points.push_back(ArmedPoint{std::string(point), victim, action});
+  anything_armed.store(true, std::memory_order_release);
+}
+
+void disarm_all() {
+  const std::lock_guard lock(armed_mutex);
+  armed_points.clear();
+  anything_armed.store(false, std::memory_order_release);
+}
+
+void fault_point(std::string_view point, OriginalRank me) {
+  if (!anything_armed.load(std::memory_order_acquire)) return;
+  std::optional<Action> action;
+  {
+    const std::lock_guard lock(armed_mutex);
+    auto it = std::find_if(armed_points.begin(), armed_points.end(),
+                           [&](const ArmedPoint& armed) { return armed.point == point && armed.victim == me; });
+    if (it == armed_points.end()) return;
+    action = it->action;
+    armed_points.erase(it);
+  }
+  carry_out(*action, me);
+}
+
+}  // namespace reprise::inject

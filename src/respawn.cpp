@@ -1,0 +1,239 @@
+// Substituting recovery: survivors spawn one process per missing original
+// rank; the new processes join through Comm::world(). Both sides run the same
+// sequence of collectives on the merged communicator (see finish_respawn).
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <string>
+
+#include "comm_detail.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/inject.hpp"
+#include "ulfm.hpp"
+
+namespace reprise {
+
+namespace {
+
+/// The running program and its arguments, as the kernel knows them, so that
+/// replacements run exactly what this process runs.
+struct Command {
+  std::string executable;
+  std::vector<std::string> arguments;
+};
+
+Command current_command() {
+  Command command;
+  std::vector<char> path(4096);
+  const ssize_t length = ::readlink("/proc/self/exe", path.data(), path.size() - 1);
+  if (length <= 0) throw MpiError("respawn: cannot read /proc/self/exe to know which program to spawn", MPI_ERR_OTHER);
+  command.executable.assign(path.data(), static_cast<std::size_t>(length));
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  std::size_t start = all.find('\0');  // skip argv[0]
+  while (start != std::string::npos && start + 1 < all.size()) {
+    const std::size_t end = all.find('\0', start + 1);
+    command.arguments.push_back(all.substr(start + 1, end - start - 1));
+    start = end;
+  }
+  return command;
+}
+
+}  // namespace
+
+namespace detail {
+
+/// What the survivors tell the replacements: the job's size, who has failed
+/// so far, and which original ranks the replacements take, in spawn order.
+struct Assignment {
+  int original_size = 0;
+  std::vector<OriginalRank> failed;
+  std::vector<OriginalRank> missing;
+};
+
+std::vector<int> encode(const Assignment& assignment) {
+  std::vector<int> data{assignment.original_size, static_cast<int>(assignment.failed.size())};
+  for (auto rank : assignment.failed) data.push_back(rank.value());
+  for (auto rank : assignment.missing) data.push_back(rank.value());
+  return data;
+}
+
+Assignment decode(const std::vector<int>& data) {
+  Assignment assignment;
+  assignment.original_size = data.at(0);
+  const auto failed_count = static_cast<std::size_t>(data.at(1));
+  for (std::size_t i = 0; i < failed_count; ++i) assignment.failed.emplace_back(data.at(2 + i));
+  for (std::size_t i = 2 + failed_count; i < data.size(); ++i) assignment.missing.emplace_back(data[i]);
+  return assignment;
+}
+
+}  // namespace detail
+
+namespace {
+
+// The survivors' first word to the processes they spawned: go on and merge,
+// or give up because a failure interrupted this attempt. A process blocked in
+// MPI_Intercomm_merge is not released by a revoke, so it waits for this first.
+constexpr int kJoinTag = 0x5e9b;
+constexpr int kJoinGo = 1;
+constexpr int kJoinAbandon = 0;
+
+/// Sends `word` to every spawned process; returns false if a send failed.
+bool tell_spawned(MPI_Comm inter, int word) {
+  int remote_size = 0;
+  MPI_Comm_remote_size(inter, &remote_size);
+  bool ok = true;
+  for (int r = 0; r < remote_size; ++r) ok = MPI_Send(&word, 1, MPI_INT, r, kJoinTag, inter) == MPI_SUCCESS && ok;
+  return ok;
+}
+
+[[noreturn]] void abandon(const char* why) {
+  std::fprintf(stderr,
+               "reprise: replacement process %d gives up (%s); the survivors will spawn another one\n",
+               static_cast<int>(::getpid()), why);
+  inject::record_outcome(inject::Outcome::abandoned, OriginalRank{-1}, why);
+  std::fflush(stderr);
+  // Not exit(): the runtime takes a process that leaves without
+  // MPI_Finalize for a broken job and kills others; a failure it tolerates.
+  ::kill(::getpid(), SIGKILL);
+  std::abort();
+}
+
+}  // namespace
+
+namespace detail {
+
+/// The steps both sides run on the merged communicator: learn the
+/// assignment, order by original rank, build the pair of communicators and
+/// agree that all of this worked everywhere. `me` is unknown (-1) in a
+/// replacement until the assignment arrives. Returns false if it did not.
+bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, MPI_Comm& application,
+                    MPI_Comm& internal) {
+  bool ok = true;
+  int merged_rank = 0;
+  int merged_size = 0;
+  MPI_Comm_rank(merged, &merged_rank);
+  MPI_Comm_size(merged, &merged_size);
+  std::vector<int> data;
+  int length = 0;
+  if (merged_rank == 0) {
+    data = encode(assignment);
+    length = static_cast<int>(data.size());
+  }
+  ok = ok && MPI_Bcast(&length, 1, MPI_INT, 0, merged) == MPI_SUCCESS;
+  if (ok) {
+    data.resize(static_cast<std::size_t>(length));
+    ok = MPI_Bcast(data.data(), length, MPI_INT, 0, merged) == MPI_SUCCESS;
+  }
+  if (ok) {
+    assignment = decode(data);
+    const int first_new = merged_size - static_cast<int>(assignment.missing.size());
+    if (me.value() < 0) me = assignment.missing.at(static_cast<std::size_t>(merged_rank - first_new));
+  }
+  MPI_Comm ordered = MPI_COMM_NULL;
+  ok = ok && MPI_Comm_split(merged, 0, me.value(), &ordered) == MPI_SUCCESS;
+  ok = ok && make_pair(ordered, application, internal) == MPI_SUCCESS;
+  if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
+  const int rc = ulfm::agree_on_step(merged, ok);
+  if (rc == MPI_SUCCESS && ok) return true;
+  if (internal != MPI_COMM_NULL) MPI_Comm_free(&internal);
+  if (application != MPI_COMM_NULL) MPI_Comm_free(&application);
+  ulfm::revoke(merged);
+  return false;
+}
+}  // namespace detail
+
+Comm Comm::respawn() {
+  if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("respawn");
+  const Command command = current_command();
+  std::vector<char*> argv;
+  for (const auto& argument : command.arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+  argv.push_back(nullptr);
+
+  Comm healed = shrink();
+  for (;;) {
+    detail::Assignment assignment{_original_size, healed._failed, healed.missing()};
+    if (assignment.missing.empty()) return healed;
+    const int count = static_cast<int>(assignment.missing.size());
+
+    MPI_Comm inter = MPI_COMM_NULL;
+    std::vector<int> spawn_errors(static_cast<std::size_t>(count), MPI_SUCCESS);
+    const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, MPI_INFO_NULL, 0,
+                                        healed._comm, &inter, spawn_errors.data());
+    inject::fault_point("comm.respawn.spawned", healed.original_rank());
+    bool spawned = spawn_rc == MPI_SUCCESS &&
+                   std::all_of(spawn_errors.begin(), spawn_errors.end(), [](int e) { return e == MPI_SUCCESS; });
+    try {
+      bool all_spawned = spawned;
+      healed.check(detail::ulfm::agree_on_step(healed._comm, all_spawned), "respawn: agreement after MPI_Comm_spawn");
+      if (!all_spawned) {
+        if (inter != MPI_COMM_NULL) detail::ulfm::revoke(inter);
+        healed.check(spawn_rc == MPI_SUCCESS ? MPI_ERR_SPAWN : spawn_rc,
+                     "respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" +
+                         command.executable + "' (does mpirun allow that many processes? use --oversubscribe)");
+      }
+      bool merged_ok = healed.rank().value() != 0 || tell_spawned(inter, kJoinGo);
+      MPI_Comm merged = MPI_COMM_NULL;
+      merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS && merged_ok;
+      healed.check(detail::ulfm::agree_on_step(inter, merged_ok), "respawn: agreement after MPI_Intercomm_merge");
+      MPI_Comm_free(&inter);
+      if (merged_ok) {
+        OriginalRank me = healed.original_rank();
+        Parts parts;
+        const bool done = detail::finish_respawn(merged, assignment, me, parts.comm, parts.internal);
+        MPI_Comm_free(&merged);
+        if (done) {
+          parts.original_size = _original_size;
+          parts.failed = assignment.failed;
+          parts.members = detail::all_ranks(_original_size);
+          parts.replacement = _replacement;
+          return Comm(std::move(parts));
+        }
+      }
+    } catch (const ProcessFailed&) {
+    } catch (const Revoked&) {
+    }
+    // Someone failed during this attempt: the survivors agree on that above,
+    // so all of them drop the replacements and start over.
+    if (inter != MPI_COMM_NULL) {
+      if (healed.rank().value() == 0) tell_spawned(inter, kJoinAbandon);
+      detail::ulfm::revoke(inter);
+      MPI_Comm_free(&inter);
+    }
+    healed.revoke();
+    healed = healed.shrink();
+  }
+}
+
+Comm Comm::join_as_replacement(MPI_Comm parent) {
+  MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+  int word = kJoinAbandon;
+  if (MPI_Recv(&word, 1, MPI_INT, 0, kJoinTag, parent, MPI_STATUS_IGNORE) != MPI_SUCCESS || word != kJoinGo) {
+    abandon("the survivors' recovery was interrupted by another failure");
+  }
+  MPI_Comm merged = MPI_COMM_NULL;
+  bool merged_ok = MPI_Intercomm_merge(parent, 1, &merged) == MPI_SUCCESS;
+  if (detail::ulfm::agree_on_step(parent, merged_ok) != MPI_SUCCESS || !merged_ok) {
+    abandon("merge with the survivors failed");
+  }
+  MPI_Comm_free(&parent);
+  detail::Assignment assignment;
+  OriginalRank me{-1};
+  Parts parts;
+  if (!detail::finish_respawn(merged, assignment, me, parts.comm, parts.internal)) {
+    abandon("a process failed while joining");
+  }
+  MPI_Comm_free(&merged);
+  parts.original_size = assignment.original_size;
+  parts.failed = assignment.failed;
+  parts.members = detail::all_ranks(parts.original_size);
+  parts.replacement = true;
+  return Comm(std::move(parts));
+}
+
+}  // namespace reprise

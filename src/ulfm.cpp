@@ -1,0 +1,103 @@
+#include "ulfm.hpp"
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#if REPRISE_HAVE_ULFM
+#include <mpi-ext.h>
+#endif
+
+namespace reprise::detail::ulfm {
+
+#if REPRISE_HAVE_ULFM
+
+bool available() noexcept { return true; }
+
+bool is_process_failure(int error_class) noexcept {
+  return error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING;
+}
+
+bool is_revocation(int error_class) noexcept { return error_class == MPIX_ERR_REVOKED; }
+
+int revoked_error_class() noexcept { return MPIX_ERR_REVOKED; }
+
+int process_failed_error_class() noexcept { return MPIX_ERR_PROC_FAILED; }
+
+int revoke(MPI_Comm comm) { return MPIX_Comm_revoke(comm); }
+
+int is_revoked(MPI_Comm comm, bool& revoked) {
+  int flag = 0;
+  const int rc = MPIX_Comm_is_revoked(comm, &flag);
+  revoked = flag != 0;
+  return rc;
+}
+
+int shrink(MPI_Comm comm, MPI_Comm& shrunk) { return MPIX_Comm_shrink(comm, &shrunk); }
+
+int agree(MPI_Comm comm, bool& flag) {
+  int value = flag ? 1 : 0;
+  const int rc = MPIX_Comm_agree(comm, &value);
+  flag = value != 0;
+  return rc;
+}
+
+int get_failed(MPI_Comm comm, MPI_Group& failed) { return MPIX_Comm_get_failed(comm, &failed); }
+
+int ack_failed(MPI_Comm comm) {
+  int acked = 0;
+  return MPIX_Comm_ack_failed(comm, INT_MAX, &acked);
+}
+
+#else
+
+bool available() noexcept { return false; }
+bool is_process_failure(int) noexcept { return false; }
+bool is_revocation(int) noexcept { return false; }
+int revoked_error_class() noexcept { return MPI_ERR_OTHER; }
+int process_failed_error_class() noexcept { return MPI_ERR_OTHER; }
+
+int revoke(MPI_Comm) { fail_without_ulfm("revoke"); }
+
+int is_revoked(MPI_Comm, bool& revoked) {
+  revoked = false;
+  return MPI_SUCCESS;
+}
+
+int shrink(MPI_Comm, MPI_Comm&) { fail_without_ulfm("shrink"); }
+
+int agree(MPI_Comm comm, bool& flag) {
+  int value = flag ? 1 : 0;
+  int result = 0;
+  const int rc = MPI_Allreduce(&value, &result, 1, MPI_INT, MPI_LAND, comm);
+  flag = result != 0;
+  return rc;
+}
+
+int get_failed(MPI_Comm, MPI_Group& failed) {
+  failed = MPI_GROUP_EMPTY;
+  return MPI_SUCCESS;
+}
+
+int ack_failed(MPI_Comm) { return MPI_SUCCESS; }
+
+#endif
+
+int agree_on_step(MPI_Comm comm, bool& ok) {
+  if (!ok && available()) revoke(comm);
+  return agree(comm, ok);
+}
+
+void fail_without_ulfm(std::string_view operation) {
+  std::fprintf(stderr,
+               "reprise: cannot %.*s: this build of reprise has no ULFM fault tolerance, so a process "
+               "failure cannot be survived. Rebuild against an MPI with ULFM (Open MPI 5, installed by "
+               "scripts/bootstrap.sh) and run with 'mpirun --with-ft ulfm'. Ending the job.\n",
+               static_cast<int>(operation.size()), operation.data());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();
+}
+
+}  // namespace reprise::detail::ulfm

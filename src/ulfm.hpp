@@ -1,0 +1,39 @@
+#pragma once
+// The ULFM calls reprise uses, with a fallback for MPIs without ULFM: there,
+// agreement is a plain reduction and anything that needs fault tolerance ends
+// the job with a message saying why.
+
+#include <mpi.h>
+
+#include <string_view>
+
+namespace reprise::detail::ulfm {
+
+/// True if reprise was built against an MPI with ULFM.
+bool available() noexcept;
+/// True if the MPI error class means "a process failed".
+bool is_process_failure(int error_class) noexcept;
+/// True if the MPI error class means "communicator revoked".
+bool is_revocation(int error_class) noexcept;
+/// The error class of a process failure (`MPI_ERR_OTHER` without ULFM).
+int process_failed_error_class() noexcept;
+/// The error class of a revoked communicator (`MPI_ERR_OTHER` without ULFM).
+int revoked_error_class() noexcept;
+
+int revoke(MPI_Comm comm);
+int is_revoked(MPI_Comm comm, bool& revoked);
+int shrink(MPI_Comm comm, MPI_Comm& shrunk);
+/// Uniform AND of `flag` over the live members (works on intercommunicators).
+int agree(MPI_Comm comm, bool& flag);
+/// Agreement that a step worked everywhere. A process whose step failed
+/// revokes first, so that members still inside the step's collectives leave
+/// them and join the agreement instead of waiting for it forever.
+int agree_on_step(MPI_Comm comm, bool& ok);
+/// Group of failed members known here; an empty group without ULFM.
+int get_failed(MPI_Comm comm, MPI_Group& failed);
+int ack_failed(MPI_Comm comm);
+
+/// Ends the job: `operation` needs ULFM and this build has none.
+[[noreturn]] void fail_without_ulfm(std::string_view operation);
+
+}  // namespace reprise::detail::ulfm

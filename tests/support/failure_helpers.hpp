@@ -1,0 +1,42 @@
+#pragma once
+// Helpers shared by the MPI tests that kill processes.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <numeric>
+
+#include "reprise/comm.hpp"
+#include "reprise/inject.hpp"
+
+namespace reprise::test {
+
+/// Runs `operation`, which must raise `ProcessFailed` or `Revoked` because
+/// members died, then revokes so that every member starts recovery. Where the
+/// error names failed ranks, they must be among `victims`.
+inline void expect_failure_reported(Comm& comm, const std::vector<OriginalRank>& victims,
+                                    const std::function<void()>& operation) {
+  try {
+    operation();
+    ADD_FAILURE() << "original rank " << comm.original_rank().value() << ": the failure was not reported";
+  } catch (const ProcessFailed& error) {
+    for (auto rank : error.failed()) {
+      EXPECT_NE(std::find(victims.begin(), victims.end(), rank), victims.end())
+          << "reported " << rank << " as failed: " << error.what();
+    }
+  } catch (const Revoked&) {
+  }
+  comm.revoke();
+}
+
+/// Checks that `comm` works for every member: the sum of the original ranks
+/// over all members equals the sum of `comm.members()`.
+inline void expect_working(Comm& comm) {
+  long expected = 0;
+  for (auto member : comm.members()) expected += member.value();
+  EXPECT_EQ(comm.allreduce(static_cast<long>(comm.original_rank().value()), MPI_SUM), expected);
+  EXPECT_EQ(comm.original_rank(comm.rank()), comm.original_rank());
+}
+
+}  // namespace reprise::test

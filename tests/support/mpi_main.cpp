@@ -1,0 +1,57 @@
+// GoogleTest main for MPI tests. Every process records its outcome for
+// scripts/mpirun-checked; the first failed assertion records "failed" and
+// ends the whole job at once, so that no other process waits forever.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <string>
+
+#include "reprise/environment.hpp"
+#include "reprise/inject.hpp"
+
+namespace {
+
+reprise::OriginalRank launch_rank() {
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  if (parent != MPI_COMM_NULL) return reprise::OriginalRank{-1};  // a replacement learns its rank later
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return reprise::OriginalRank{rank};
+}
+
+class AbortOnFailure : public testing::EmptyTestEventListener {
+ public:
+  explicit AbortOnFailure(reprise::OriginalRank me) : _me(me) {}
+
+  void OnTestPartResult(const testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    const std::string reason = std::string(result.file_name() ? result.file_name() : "?") + ":" +
+                               std::to_string(result.line_number()) + ": " + result.summary();
+    std::fprintf(stderr, "[process %d] FAILED %s\n", _me.value(), reason.c_str());
+    std::fflush(stderr);
+    reprise::inject::record_outcome(reprise::inject::Outcome::failed, _me, reason);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+ private:
+  reprise::OriginalRank _me;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  reprise::Environment environment(argc, argv);
+  testing::InitGoogleTest(&argc, argv);
+  const reprise::OriginalRank me = launch_rank();
+  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
+  auto& listeners = testing::UnitTest::GetInstance()->listeners();
+  if (me.value() != 0) delete listeners.Release(listeners.default_result_printer());
+  listeners.Append(new AbortOnFailure(me));
+  const int result = RUN_ALL_TESTS();
+  reprise::inject::record_outcome(result == 0 ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed,
+                                  me, result == 0 ? "" : "RUN_ALL_TESTS returned non-zero");
+  return result;
+}

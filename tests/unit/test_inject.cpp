@@ -1,0 +1,192 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "reprise/error.hpp"
+#include "reprise/inject.hpp"
+
+using reprise::OriginalRank;
+using reprise::UsageError;
+using namespace reprise::inject;
+
+TEST(Schedule, ParsesAndPrintsBack) {
+  const auto schedule = Schedule::parse("5@20:hang,3@10,7@10:kill");
+  ASSERT_EQ(schedule.faults().size(), 3U);
+  EXPECT_EQ(schedule.faults()[0], (Fault{OriginalRank{3}, 10, Action::kill}));
+  EXPECT_EQ(schedule.faults()[1], (Fault{OriginalRank{7}, 10, Action::kill}));
+  EXPECT_EQ(schedule.faults()[2], (Fault{OriginalRank{5}, 20, Action::hang}));
+  EXPECT_EQ(schedule.to_string(), "3@10,7@10,5@20:hang");
+  EXPECT_EQ(Schedule::parse(schedule.to_string()).faults(), schedule.faults());
+  EXPECT_TRUE(Schedule::parse("").faults().empty());
+}
+
+TEST(Schedule, FindsTheFaultAtAStep) {
+  const auto schedule = Schedule::parse("3@10");
+  EXPECT_TRUE(schedule.at(OriginalRank{3}, 10).has_value());
+  EXPECT_FALSE(schedule.at(OriginalRank{3}, 11).has_value());
+  EXPECT_FALSE(schedule.at(OriginalRank{2}, 10).has_value());
+}
+
+TEST(Schedule, RejectsMalformedText) {
+  for (const char* bad : {"3", "x@1", "3@", "3@y", "-1@4", "3@4:explode", "3@4,3@5", "3@4x"}) {
+    try {
+      (void)Schedule::parse(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const UsageError& error) {
+      EXPECT_NE(std::string(error.what()).find("RANK@STEP"), std::string::npos) << error.what();
+      EXPECT_EQ(error.mpi_error_class(), MPI_ERR_ARG);
+    }
+  }
+}
+
+TEST(Schedule, ReadsTheEnvironment) {
+  ::setenv("REPRISE_TEST_FAULTS", "1@2", 1);
+  EXPECT_EQ(Schedule::from_env("REPRISE_TEST_FAULTS").to_string(), "1@2");
+  ::unsetenv("REPRISE_TEST_FAULTS");
+  EXPECT_TRUE(Schedule::from_env("REPRISE_TEST_FAULTS").faults().empty());
+}
+
+TEST(Schedule, RandomIsDeterministicAndHasTheExpectedFraction) {
+  EXPECT_EQ(Schedule::random(42, 64, 100, 0.3).faults(), Schedule::random(42, 64, 100, 0.3).faults());
+  EXPECT_NE(Schedule::random(42, 64, 100, 0.3).faults(), Schedule::random(43, 64, 100, 0.3).faults());
+  std::size_t failed = 0;
+  constexpr int kRanks = 20000;
+  const auto schedule = Schedule::random(7, kRanks, 50, 0.25);
+  for (const auto& fault : schedule.faults()) {
+    EXPECT_GE(fault.step, 1U);
+    EXPECT_LT(fault.step, 50U);
+    ++failed;
+  }
+  EXPECT_NEAR(static_cast<double>(failed) / kRanks, 0.25, 0.02);
+  EXPECT_TRUE(Schedule::random(7, 100, 50, 0.0).faults().empty());
+  EXPECT_EQ(Schedule::random(7, 100, 50, 1.0).faults().size(), 100U);
+  EXPECT_THROW((void)Schedule::random(7, 100, 50, 1.5), UsageError);
+  EXPECT_THROW((void)Schedule::random(7, 100, 1, 0.5), UsageError);
+}
+
+TEST(Schedule, RandomExactPicksDistinctRanksAndSteps) {
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    const auto schedule = Schedule::random_exact(seed, 8, 30, 2, 1);
+    ASSERT_EQ(schedule.faults().size(), 2U);
+    std::set<int> ranks;
+    std::set<std::uint64_t> steps;
+    for (const auto& fault : schedule.faults()) {
+      EXPECT_GE(fault.rank.value(), 1);
+      EXPECT_LT(fault.rank.value(), 8);
+      EXPECT_GE(fault.step, 1U);
+      EXPECT_LT(fault.step, 30U);
+      ranks.insert(fault.rank.value());
+      steps.insert(fault.step);
+    }
+    EXPECT_EQ(ranks.size(), 2U);
+    EXPECT_EQ(steps.size(), 2U);
+  }
+  EXPECT_THROW((void)Schedule::random_exact(1, 4, 30, 4, 1), UsageError);
+  EXPECT_THROW((void)Schedule::random_exact(1, 4, 3, 3, 0), UsageError);
+}
+
+namespace {
+
+// Runs `body` in a child process and returns its wait status.
+template <class F>
+int in_child(F body, std::chrono::milliseconds let_run = std::chrono::milliseconds(0)) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    body();
+    ::_exit(0);
+  }
+  int status = 0;
+  if (let_run.count() > 0) {
+    std::this_thread::sleep_for(let_run);
+    EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the child should still be running";
+    ::kill(pid, SIGTERM);  // a hung process ignores this
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(::waitpid(pid, &status, WNOHANG), 0) << "the hung child should ignore SIGTERM";
+    ::kill(pid, SIGKILL);
+  }
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+std::string read_outcome(const std::filesystem::path& dir) {
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path());
+    std::string line;
+    std::getline(in, line);
+    return line;
+  }
+  return "";
+}
+
+struct OutcomeDir {
+  std::filesystem::path path;
+  OutcomeDir() {
+    char pattern[] = "/tmp/reprise-outcome-XXXXXX";
+    path = ::mkdtemp(pattern);
+    ::setenv("REPRISE_OUTCOME_DIR", path.c_str(), 1);
+  }
+  ~OutcomeDir() {
+    ::unsetenv("REPRISE_OUTCOME_DIR");
+    std::filesystem::remove_all(path);
+  }
+};
+
+}  // namespace
+
+TEST(Inject, KillSelfDiesOfSigkillAndRecordsIt) {
+  OutcomeDir outcomes;
+  const int status = in_child([] { kill_self(OriginalRank{4}); });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_EQ(read_outcome(outcomes.path), "killed 4");
+}
+
+TEST(Inject, HangStopsRespondingWithoutExiting) {
+  OutcomeDir outcomes;
+  const int status = in_child([] { hang(OriginalRank{2}); }, std::chrono::milliseconds(200));
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  EXPECT_EQ(read_outcome(outcomes.path), "hung 2");
+}
+
+TEST(Inject, ScheduleApplyKillsOnlyTheOriginalProcessAtItsStep) {
+  const auto schedule = Schedule::parse("3@5");
+  EXPECT_EQ(in_child([&] { schedule.apply(OriginalRank{3}, 4, false); }), 0);
+  EXPECT_EQ(in_child([&] { schedule.apply(OriginalRank{2}, 5, false); }), 0);
+  EXPECT_EQ(in_child([&] { schedule.apply(OriginalRank{3}, 5, true); }), 0) << "replacements are spared";
+  const int status = in_child([&] { schedule.apply(OriginalRank{3}, 5, false); });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+}
+
+TEST(Inject, FaultPointFiresOnceForItsVictim) {
+  const int status = in_child([] {
+    arm("test.point", OriginalRank{1});
+    fault_point("test.point", OriginalRank{0});  // not the victim
+    fault_point("other.point", OriginalRank{1});  // not the point
+    disarm_all();
+    fault_point("test.point", OriginalRank{1});  // disarmed
+    arm("test.point", OriginalRank{1});
+    fault_point("test.point", OriginalRank{1});
+    ::_exit(3);  // not reached
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+}
+
+TEST(Inject, RecordOutcomeWritesOneLine) {
+  OutcomeDir outcomes;
+  record_outcome(Outcome::running, OriginalRank{9});
+  EXPECT_EQ(read_outcome(outcomes.path), "running 9");
+  record_outcome(Outcome::failed, OriginalRank{9}, "bad\nthing");
+  EXPECT_EQ(read_outcome(outcomes.path), "failed 9 bad thing");
+}
