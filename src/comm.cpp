@@ -45,6 +45,7 @@ Comm::Comm(Parts&& parts)
       _original_size(parts.original_size),
       _members(std::move(parts.members)),
       _failed(std::move(parts.failed)),
+      _epoch(parts.epoch),
       _replacement(parts.replacement) {
   int rank = 0;
   MPI_Comm_rank(_comm, &rank);
@@ -58,6 +59,7 @@ Comm::Comm(Comm&& other) noexcept
       _original_size(other._original_size),
       _members(std::move(other._members)),
       _failed(std::move(other._failed)),
+      _epoch(other._epoch),
       _exchange_round(other._exchange_round),
       _replacement(other._replacement) {}
 
@@ -70,6 +72,7 @@ Comm& Comm::operator=(Comm&& other) noexcept {
     _original_size = other._original_size;
     _members = std::move(other._members);
     _failed = std::move(other._failed);
+    _epoch = other._epoch;
     _exchange_round = other._exchange_round;
     _replacement = other._replacement;
   }
@@ -85,13 +88,7 @@ void Comm::release() noexcept {
   if (_comm != MPI_COMM_NULL) MPI_Comm_free(&_comm);
 }
 
-bool Comm::fault_tolerant() {
-  if (!detail::ulfm::available()) return false;
-  int* value = nullptr;
-  int flag = 0;
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_FT, &value, &flag);
-  return flag != 0 && value != nullptr && *value != 0;
-}
+bool Comm::fault_tolerant() { return detail::ulfm::enabled(); }
 
 namespace detail {
 
@@ -102,14 +99,15 @@ std::vector<OriginalRank> all_ranks(int original_size) {
 }
 
 int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal) {
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   int rc = MPI_Comm_dup(comm, &application);
   if (rc != MPI_SUCCESS) return rc;
+  MPI_Comm_set_errhandler(application, MPI_ERRORS_RETURN);
   rc = MPI_Comm_dup(comm, &internal);
   if (rc != MPI_SUCCESS) {
     MPI_Comm_free(&application);
     return rc;
   }
+  MPI_Comm_set_errhandler(internal, MPI_ERRORS_RETURN);
   return MPI_SUCCESS;
 }
 
@@ -215,6 +213,20 @@ bool Comm::agree(bool flag) {
   return flag;
 }
 
+bool Comm::settle(bool ok) {
+  bool all_ok = false;
+  try {
+    if (!ok) revoke();
+    all_ok = agree(ok);
+  } catch (const ProcessFailed&) {
+    all_ok = false;
+  } catch (const Revoked&) {
+    all_ok = false;
+  }
+  if (!all_ok) revoke();
+  return all_ok;
+}
+
 void Comm::revoke() {
   // Revoking twice is harmless; errors here mean the communicator is gone
   // already, which is what we want.
@@ -284,6 +296,7 @@ Comm Comm::shrink() {
       MPI_Comm_free(&shrunk);
       parts.original_size = _original_size;
       parts.replacement = _replacement;
+      parts.epoch = _epoch + 1;
       parts.failed = _failed;
       std::vector<OriginalRank> lost;
       std::set_difference(_members.begin(), _members.end(), parts.members.begin(), parts.members.end(),

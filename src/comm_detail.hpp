@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "reprise/comm.hpp"
@@ -17,6 +18,7 @@ struct Comm::Parts {
   int original_size = 0;
   std::vector<OriginalRank> members;  // ascending
   std::vector<OriginalRank> failed;
+  std::uint64_t epoch = 0;
   bool replacement = false;
 };
 

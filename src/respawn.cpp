@@ -2,7 +2,6 @@
 // rank; the new processes join through Comm::world(). Both sides run the same
 // sequence of collectives on the merged communicator (see finish_respawn).
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -51,13 +50,15 @@ namespace detail {
 /// What the survivors tell the replacements: the job's size, who has failed
 /// so far, and which original ranks the replacements take, in spawn order.
 struct Assignment {
+  std::uint64_t epoch = 0;
   int original_size = 0;
   std::vector<OriginalRank> failed;
   std::vector<OriginalRank> missing;
 };
 
 std::vector<int> encode(const Assignment& assignment) {
-  std::vector<int> data{assignment.original_size, static_cast<int>(assignment.failed.size())};
+  std::vector<int> data{static_cast<int>(assignment.epoch >> 32U), static_cast<int>(assignment.epoch & 0xffffffffU),
+                        assignment.original_size, static_cast<int>(assignment.failed.size())};
   for (auto rank : assignment.failed) data.push_back(rank.value());
   for (auto rank : assignment.missing) data.push_back(rank.value());
   return data;
@@ -65,10 +66,12 @@ std::vector<int> encode(const Assignment& assignment) {
 
 Assignment decode(const std::vector<int>& data) {
   Assignment assignment;
-  assignment.original_size = data.at(0);
-  const auto failed_count = static_cast<std::size_t>(data.at(1));
-  for (std::size_t i = 0; i < failed_count; ++i) assignment.failed.emplace_back(data.at(2 + i));
-  for (std::size_t i = 2 + failed_count; i < data.size(); ++i) assignment.missing.emplace_back(data[i]);
+  assignment.epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(data.at(0))) << 32U) |
+                     static_cast<std::uint32_t>(data.at(1));
+  assignment.original_size = data.at(2);
+  const auto failed_count = static_cast<std::size_t>(data.at(3));
+  for (std::size_t i = 0; i < failed_count; ++i) assignment.failed.emplace_back(data.at(4 + i));
+  for (std::size_t i = 4 + failed_count; i < data.size(); ++i) assignment.missing.emplace_back(data[i]);
   return assignment;
 }
 
@@ -83,13 +86,19 @@ constexpr int kJoinTag = 0x5e9b;
 constexpr int kJoinGo = 1;
 constexpr int kJoinAbandon = 0;
 
-/// Sends `word` to every spawned process; returns false if a send failed.
-bool tell_spawned(MPI_Comm inter, int word) {
+/// Sends `word` to every spawned process without waiting: a spawned process
+/// may have given up on its own already, and a blocking send to it would
+/// never return. The words live in static storage, so nothing dangles.
+void tell_spawned(MPI_Comm inter, int word) {
+  static const int kWords[2] = {kJoinAbandon, kJoinGo};
   int remote_size = 0;
   MPI_Comm_remote_size(inter, &remote_size);
-  bool ok = true;
-  for (int r = 0; r < remote_size; ++r) ok = MPI_Send(&word, 1, MPI_INT, r, kJoinTag, inter) == MPI_SUCCESS && ok;
-  return ok;
+  for (int r = 0; r < remote_size; ++r) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Isend(&kWords[word], 1, MPI_INT, r, kJoinTag, inter, &request) == MPI_SUCCESS) {
+      MPI_Request_free(&request);
+    }
+  }
 }
 
 [[noreturn]] void abandon(const char* why) {
@@ -98,10 +107,10 @@ bool tell_spawned(MPI_Comm inter, int word) {
                static_cast<int>(::getpid()), why);
   inject::record_outcome(inject::Outcome::abandoned, OriginalRank{-1}, why);
   std::fflush(stderr);
-  // Not exit(): the runtime takes a process that leaves without
-  // MPI_Finalize for a broken job and kills others; a failure it tolerates.
-  ::kill(::getpid(), SIGKILL);
-  std::abort();
+  // Finalize, not exit or SIGKILL: Open MPI 5.0 tears down other processes
+  // when a spawned process dies (upstream issue #13325).
+  MPI_Finalize();
+  ::_exit(0);
 }
 
 }  // namespace
@@ -157,29 +166,43 @@ Comm Comm::respawn() {
 
   Comm healed = shrink();
   for (;;) {
-    detail::Assignment assignment{_original_size, healed._failed, healed.missing()};
-    if (assignment.missing.empty()) return healed;
+    detail::Assignment assignment{_epoch + 1, _original_size, healed._failed, healed.missing()};
+    if (assignment.missing.empty()) {
+      healed._epoch = assignment.epoch;
+      return healed;
+    }
     const int count = static_cast<int>(assignment.missing.size());
 
+    // MPI_Comm_spawn in Open MPI 5.0 hangs if a member of the communicator is
+    // dead, so first agree that all are alive; a failure found here sends
+    // everyone back to shrinking.
+    inject::fault_point("comm.respawn", healed.original_rank());
+    if (!healed.settle(true)) {
+      healed = healed.shrink();
+      continue;
+    }
     MPI_Comm inter = MPI_COMM_NULL;
     std::vector<int> spawn_errors(static_cast<std::size_t>(count), MPI_SUCCESS);
     const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, MPI_INFO_NULL, 0,
                                         healed._comm, &inter, spawn_errors.data());
-    inject::fault_point("comm.respawn.spawned", healed.original_rank());
+    if (inter != MPI_COMM_NULL) MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
     bool spawned = spawn_rc == MPI_SUCCESS &&
                    std::all_of(spawn_errors.begin(), spawn_errors.end(), [](int e) { return e == MPI_SUCCESS; });
     try {
       bool all_spawned = spawned;
       healed.check(detail::ulfm::agree_on_step(healed._comm, all_spawned), "respawn: agreement after MPI_Comm_spawn");
       if (!all_spawned) {
+        // No process failed (the agreement would have said so): the spawn
+        // itself is impossible, and trying again would not help.
         if (inter != MPI_COMM_NULL) detail::ulfm::revoke(inter);
-        healed.check(spawn_rc == MPI_SUCCESS ? MPI_ERR_SPAWN : spawn_rc,
-                     "respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" +
-                         command.executable + "' (does mpirun allow that many processes? use --oversubscribe)");
+        throw MpiError("respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" +
+                           command.executable +
+                           "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots)",
+                       MPI_ERR_SPAWN);
       }
-      bool merged_ok = healed.rank().value() != 0 || tell_spawned(inter, kJoinGo);
+      if (healed.rank().value() == 0) tell_spawned(inter, kJoinGo);
       MPI_Comm merged = MPI_COMM_NULL;
-      merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS && merged_ok;
+      bool merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS;
       healed.check(detail::ulfm::agree_on_step(inter, merged_ok), "respawn: agreement after MPI_Intercomm_merge");
       MPI_Comm_free(&inter);
       if (merged_ok) {
@@ -189,6 +212,7 @@ Comm Comm::respawn() {
         MPI_Comm_free(&merged);
         if (done) {
           parts.original_size = _original_size;
+          parts.epoch = assignment.epoch;
           parts.failed = assignment.failed;
           parts.members = detail::all_ranks(_original_size);
           parts.replacement = _replacement;
@@ -230,6 +254,7 @@ Comm Comm::join_as_replacement(MPI_Comm parent) {
   }
   MPI_Comm_free(&merged);
   parts.original_size = assignment.original_size;
+  parts.epoch = assignment.epoch;
   parts.failed = assignment.failed;
   parts.members = detail::all_ranks(parts.original_size);
   parts.replacement = true;

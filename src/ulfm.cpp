@@ -15,6 +15,17 @@ namespace reprise::detail::ulfm {
 
 bool available() noexcept { return true; }
 
+bool enabled() {
+#if defined(OPEN_MPI)
+  int* value = nullptr;
+  int flag = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_FT, &value, &flag);
+  return flag != 0 && value != nullptr && *value != 0;
+#else
+  return true;  // other MPIs with ULFM have no switch to ask
+#endif
+}
+
 bool is_process_failure(int error_class) noexcept {
   return error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING;
 }
@@ -53,6 +64,7 @@ int ack_failed(MPI_Comm comm) {
 #else
 
 bool available() noexcept { return false; }
+bool enabled() { return false; }
 bool is_process_failure(int) noexcept { return false; }
 bool is_revocation(int) noexcept { return false; }
 int revoked_error_class() noexcept { return MPI_ERR_OTHER; }

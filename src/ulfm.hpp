@@ -11,6 +11,8 @@ namespace reprise::detail::ulfm {
 
 /// True if reprise was built against an MPI with ULFM.
 bool available() noexcept;
+/// True if ULFM is also enabled in this run (Open MPI: `mpirun --with-ft ulfm`).
+bool enabled();
 /// True if the MPI error class means "a process failed".
 bool is_process_failure(int error_class) noexcept;
 /// True if the MPI error class means "communicator revoked".

@@ -80,6 +80,10 @@ class Comm {
   /// Every original rank whose process has failed so far, sorted, whether or
   /// not it has been replaced since.
   [[nodiscard]] const std::vector<OriginalRank>& failed() const noexcept { return _failed; }
+  /// How many recoveries (`shrink()` or `respawn()`) led to this
+  /// communicator: 0 for the job's first one. Replacements learn it too, so
+  /// every member can tell which phase of the run it is in.
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return _epoch; }
   /// True in a process spawned by `respawn()` to replace a failed one.
   [[nodiscard]] bool is_replacement() const noexcept { return _replacement; }
   /// The underlying communicator, for the application's own MPI calls. Its
@@ -106,6 +110,23 @@ class Comm {
   /// A process whose step failed must `revoke()` before it calls this, or
   /// members still waiting inside the step's collectives never get here.
   [[nodiscard]] bool agree(bool flag);
+
+  /// Runs `step` (which communicates on this communicator) on every member
+  /// and returns, on all of them alike, whether it succeeded everywhere. If a
+  /// member failed, every survivor gets false with the communicator revoked,
+  /// ready for `shrink()` or `respawn()`. Other exceptions propagate.
+  template <class Step>
+  [[nodiscard]] bool attempt(Step&& step) {
+    bool ok = true;
+    try {
+      step();
+    } catch (const ProcessFailed&) {
+      ok = false;
+    } catch (const Revoked&) {
+      ok = false;
+    }
+    return settle(ok);
+  }
 
   /// Makes every pending and future operation on this communicator fail with
   /// `Revoked` on every member, so that all of them start recovery. Local.
@@ -144,6 +165,7 @@ class Comm {
   explicit Comm(Parts&& parts);
   static Comm join_as_replacement(MPI_Comm parent);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
+  bool settle(bool ok);
   void release() noexcept;
 
   MPI_Comm _comm = MPI_COMM_NULL;      // the application's communicator
@@ -152,6 +174,7 @@ class Comm {
   int _original_size = 0;
   std::vector<OriginalRank> _members;
   std::vector<OriginalRank> _failed;
+  std::uint64_t _epoch = 0;
   std::uint64_t _exchange_round = 0;
   bool _replacement = false;
 };

@@ -23,14 +23,17 @@ std::vector<OriginalRank> all_but(int size, const std::vector<OriginalRank>& los
   return ranks;
 }
 
-/// Kills `victims` right after a barrier; the others see the failure in the
-/// next barrier and revoke.
+/// Kills `victims` right after a barrier; the others see the failure in that
+/// barrier (a victim may leave it before the others do) or the next, and revoke.
 void kill_and_detect(Comm& comm, const std::vector<OriginalRank>& victims) {
-  comm.barrier();
   if (std::find(victims.begin(), victims.end(), comm.original_rank()) != victims.end()) {
+    comm.barrier();
     inject::kill_self(comm.original_rank());
   }
-  expect_failure_reported(comm, victims, [&] { comm.barrier(); });
+  expect_failure_reported(comm, victims, [&] {
+    comm.barrier();
+    comm.barrier();
+  });
 }
 
 void expect_shrunk_without(Comm& before, Comm& after, const std::vector<OriginalRank>& lost) {
@@ -92,8 +95,10 @@ TEST(Failures, KillDuringExchange) {
     for (int to = 0; to < c.size(); ++to) out.push_back({Rank{to}, payloads[static_cast<std::size_t>(to)]});
     return c.sparse_all_to_all(out);
   };
-  comm.barrier();
-  expect_failure_reported(comm, {victim}, [&] { (void)exchange(comm); });
+  expect_failure_reported(comm, {victim}, [&] {
+    comm.barrier();
+    (void)exchange(comm);
+  });
   auto healed = comm.shrink();
   expect_shrunk_without(comm, healed, {victim});
   const auto in = exchange(healed);
@@ -138,7 +143,7 @@ TEST(Failures, KillDuringRespawn) {
   const OriginalRank first{1};
   const OriginalRank second{2};
   if (!comm.is_replacement()) {
-    inject::arm("comm.respawn.spawned", second);  // dies after the first spawn
+    inject::arm("comm.respawn", second);  // dies inside the recovery, before the spawn
     kill_and_detect(comm, {first});
     comm = comm.respawn();
   }
