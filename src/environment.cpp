@@ -1,8 +1,26 @@
 #include "reprise/environment.hpp"
 
 #include <mpi.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
 
 namespace reprise {
+
+namespace {
+
+std::chrono::seconds finalize_timeout() {
+  const char* text = std::getenv("REPRISE_FINALIZE_TIMEOUT");
+  if (text == nullptr || *text == '\0') return std::chrono::seconds(5);
+  return std::chrono::seconds(std::strtol(text, nullptr, 10));
+}
+
+}  // namespace
 
 Environment::Environment(int& argc, char**& argv) {
   int initialized = 0;
@@ -18,7 +36,34 @@ Environment::Environment(int& argc, char**& argv) {
 Environment::~Environment() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (_owns && finalized == 0) MPI_Finalize();
+  if (!_owns || finalized != 0) return;
+  const auto timeout = finalize_timeout();
+  if (timeout.count() <= 0) {
+    MPI_Finalize();
+    return;
+  }
+  std::mutex mutex;
+  std::condition_variable done_signal;
+  bool done = false;
+  const int status = _exit_status;
+  std::thread watchdog([&] {
+    std::unique_lock lock(mutex);
+    if (!done_signal.wait_for(lock, timeout, [&] { return done; })) {
+      std::fprintf(stderr,
+                   "reprise: MPI_Finalize has not returned after %lld s (a known Open MPI issue after process "
+                   "failures, open-mpi/ompi#11404); exiting without it\n",
+                   static_cast<long long>(timeout.count()));
+      std::fflush(stderr);
+      ::_exit(status);
+    }
+  });
+  MPI_Finalize();
+  {
+    const std::lock_guard lock(mutex);
+    done = true;
+  }
+  done_signal.notify_one();
+  watchdog.join();
 }
 
 }  // namespace reprise

@@ -7,6 +7,12 @@ namespace reprise {
 /// Initialises MPI (with `MPI_THREAD_MULTIPLE` support requested) on
 /// construction and finalises it on destruction. Construct exactly one, first
 /// thing in `main`. If MPI is already initialised it does neither.
+///
+/// After process failures, Open MPI 5's `MPI_Finalize` sometimes never
+/// returns (upstream issue open-mpi/ompi#11404), which would keep `mpirun`
+/// waiting forever. So finalisation is watched: if it has not returned after
+/// `REPRISE_FINALIZE_TIMEOUT` seconds (default 5; 0 waits forever), the
+/// process says so on stderr and exits with `exit_status()`.
 class Environment {
  public:
   Environment(int& argc, char**& argv);
@@ -17,9 +23,15 @@ class Environment {
   /// The thread support level MPI granted (an `MPI_THREAD_*` constant).
   [[nodiscard]] int thread_level() const noexcept { return _thread_level; }
 
+  /// The status to exit with if finalisation has to be abandoned; set it to
+  /// what `main` will return, so that a failed run is not reported as success.
+  void set_exit_status(int status) noexcept { _exit_status = status; }
+  [[nodiscard]] int exit_status() const noexcept { return _exit_status; }
+
  private:
   bool _owns = false;
   int _thread_level = 0;
+  int _exit_status = 0;
 };
 
 }  // namespace reprise

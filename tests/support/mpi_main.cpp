@@ -53,5 +53,6 @@ int main(int argc, char** argv) {
   const int result = RUN_ALL_TESTS();
   reprise::inject::record_outcome(result == 0 ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed,
                                   me, result == 0 ? "" : "RUN_ALL_TESTS returned non-zero");
+  environment.set_exit_status(result);
   return result;
 }
