@@ -141,6 +141,7 @@ std::vector<IncomingMessage> Comm::sparse_all_to_all(std::span<const OutgoingMes
   }
   // Only an agreement makes the outcome the same everywhere: a member whose
   // barrier completed just before a failure would otherwise return normally.
+  inject::fault_point("comm.sparse_all_to_all.done", original_rank());
   bool all_ok = error == MPI_SUCCESS;
   const int agree_rc = detail::ulfm::agree(_internal, all_ok);
   if (error != MPI_SUCCESS) raise(error, std::string("sparse_all_to_all: ") + failed_call);

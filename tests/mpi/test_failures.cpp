@@ -82,33 +82,49 @@ TEST(Failures, KillRankZero) {
   EXPECT_EQ(healed.original_rank(Rank{0}), OriginalRank{1});
 }
 
-TEST(Failures, KillDuringExchange) {
-  auto comm = Comm::world();
-  const OriginalRank victim{2};
-  inject::arm("comm.sparse_all_to_all", victim);  // dies with its sends posted
-  auto exchange = [](Comm& c) {
-    std::vector<std::vector<std::byte>> payloads;
-    std::vector<OutgoingMessage> out;
-    for (int to = 0; to < c.size(); ++to) {
-      payloads.emplace_back(1024 + static_cast<std::size_t>(to), static_cast<std::byte>(c.original_rank().value()));
-    }
-    for (int to = 0; to < c.size(); ++to) out.push_back({Rank{to}, payloads[static_cast<std::size_t>(to)]});
-    return c.sparse_all_to_all(out);
-  };
-  expect_failure_reported(comm, {victim}, [&] {
-    comm.barrier();
-    (void)exchange(comm);
-  });
-  auto healed = comm.shrink();
-  expect_shrunk_without(comm, healed, {victim});
-  const auto in = exchange(healed);
-  ASSERT_EQ(in.size(), static_cast<std::size_t>(healed.size()));
+namespace {
+
+/// Every member sends 1 KiB + (receiver's rank) bytes, each byte its original
+/// rank, to every member, and checks every byte it receives.
+void exchange_and_check(Comm& c) {
+  std::vector<std::vector<std::byte>> payloads;
+  std::vector<OutgoingMessage> out;
+  for (int to = 0; to < c.size(); ++to) {
+    payloads.emplace_back(1024 + static_cast<std::size_t>(to), static_cast<std::byte>(c.original_rank().value()));
+  }
+  for (int to = 0; to < c.size(); ++to) out.push_back({Rank{to}, payloads[static_cast<std::size_t>(to)]});
+  const auto in = c.sparse_all_to_all(out);
+  ASSERT_EQ(in.size(), static_cast<std::size_t>(c.size()));
   for (const auto& message : in) {
-    const auto from = healed.original_rank(message.source);
-    ASSERT_EQ(message.payload.size(), 1024 + static_cast<std::size_t>(healed.rank().value()));
+    const auto from = c.original_rank(message.source);
+    ASSERT_EQ(message.payload.size(), 1024 + static_cast<std::size_t>(c.rank().value()));
     for (auto byte : message.payload) ASSERT_EQ(byte, static_cast<std::byte>(from.value()));
   }
 }
+
+/// Original rank 2 dies at fault point `point` of an exchange: every
+/// survivor must raise, and the healed communicator then exchanges correctly.
+void kill_in_exchange(const char* point) {
+  auto comm = Comm::world();
+  const OriginalRank victim{2};
+  inject::arm(point, victim);
+  expect_failure_reported(comm, {victim}, [&] {
+    comm.barrier();
+    exchange_and_check(comm);
+  });
+  auto healed = comm.shrink();
+  expect_shrunk_without(comm, healed, {victim});
+  exchange_and_check(healed);
+}
+
+}  // namespace
+
+// The victim dies with its sends posted, before its barrier.
+TEST(Failures, KillDuringExchange) { kill_in_exchange("comm.sparse_all_to_all"); }
+
+// The victim dies after its own barrier completed: others may have completed
+// theirs too, and only the final agreement makes them all raise.
+TEST(Failures, KillAfterExchange) { kill_in_exchange("comm.sparse_all_to_all.done"); }
 
 TEST(Failures, KillDuringShrink) {
   auto comm = Comm::world();
