@@ -1,4 +1,5 @@
-// The library built without ULFM still builds and works while nothing fails.
+// The library built without ULFM still builds and works while nothing fails,
+// and a recovery it cannot do ends the job with a message saying why.
 
 #include <gtest/gtest.h>
 
@@ -18,4 +19,11 @@ TEST(WithoutUlfm, WorksWhileNothingFails) {
   const auto in = comm.sparse_all_to_all(out);
   ASSERT_EQ(in.size(), 1U);
   EXPECT_EQ(in[0].payload, payload);
+}
+
+// Registered to pass only if the job ends with reprise's explanation.
+TEST(WithoutUlfm, RecoveryEndsTheJobWithAMessage) {
+  auto comm = Comm::world();
+  auto shrunk = comm.shrink();
+  ADD_FAILURE() << "shrink() returned without ULFM";
 }
