@@ -26,7 +26,7 @@ test-release: build
 # Unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: setup
 	@cmake --preset asan > /dev/null
-	@cmake --build --preset asan --target unit_rank unit_inject
+	@cmake --build --preset asan --target reprise_unit_tests
 	@ctest --preset asan
 
 clean:

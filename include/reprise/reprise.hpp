@@ -3,7 +3,9 @@
 /// Everything reprise offers, in one include.
 
 #include "reprise/comm.hpp"
+#include "reprise/data_loss.hpp"
 #include "reprise/environment.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
+#include "reprise/placement.hpp"
 #include "reprise/rank.hpp"

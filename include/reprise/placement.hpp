@@ -1,0 +1,109 @@
+#pragma once
+/// \file
+/// Where the copies of each block live: the replicated block store's layout.
+/// Copy k of id range i lives on slot (i + k * floor(p/r)) mod p, where slot s
+/// is the s-th process at submit time (the store maps slots to original
+/// ranks). With permutation ranges, the block ids are cut into ranges that a
+/// seeded pseudorandom permutation scatters over the slots, so one process's
+/// blocks end up on many holders and reloading them has many senders.
+
+#include <cstdint>
+#include <vector>
+
+namespace reprise {
+
+/// Global identifier of one block.
+struct BlockId {
+  std::uint64_t value = 0;
+  friend constexpr auto operator<=>(BlockId, BlockId) = default;
+};
+
+/// The block ids [begin, end).
+struct BlockRange {
+  BlockId begin;
+  BlockId end;
+  /// Number of blocks in the range.
+  [[nodiscard]] constexpr std::uint64_t size() const noexcept { return end.value - begin.value; }
+  friend constexpr bool operator==(BlockRange, BlockRange) = default;
+};
+
+namespace detail {
+
+/// A seeded pseudorandom permutation of [0, size): a balanced Feistel network
+/// on the smallest even number of bits that covers `size`, with cycle walking
+/// to stay inside the domain. Cheap to evaluate either way, no tables.
+class FeistelPermutation {
+ public:
+  FeistelPermutation(std::uint64_t size, std::uint64_t seed);
+  [[nodiscard]] std::uint64_t forward(std::uint64_t x) const noexcept;
+  [[nodiscard]] std::uint64_t inverse(std::uint64_t y) const noexcept;
+  [[nodiscard]] std::uint64_t size() const noexcept { return _size; }
+
+ private:
+  [[nodiscard]] std::uint64_t encrypt(std::uint64_t x) const noexcept;
+  [[nodiscard]] std::uint64_t decrypt(std::uint64_t y) const noexcept;
+  [[nodiscard]] std::uint64_t round_function(int round, std::uint64_t half) const noexcept;
+
+  std::uint64_t _size;
+  std::uint64_t _seed;
+  int _half_bits = 1;
+};
+
+}  // namespace detail
+
+/// How a store lays out its blocks.
+struct PlacementConfig {
+  std::uint64_t blocks = 0;                     ///< total number of blocks (ids 0 .. blocks-1)
+  int slots = 0;                                ///< processes at submit time (p)
+  int replicas = 1;                             ///< copies of every block (r), 1 <= r <= p
+  std::uint64_t blocks_per_permuted_range = 0;  ///< 0: no permutation
+  std::uint64_t seed = 0;                       ///< seed of the permutation
+};
+
+/// The layout: which slots hold each block, and which blocks each slot holds.
+/// Identical on every process built from the same configuration.
+class Placement {
+ public:
+  /// Validates `config`; `UsageError` saying what to change if it is not
+  /// usable (no blocks, r = 0, r > p, ...).
+  explicit Placement(const PlacementConfig& config);
+
+  /// The configuration this layout was built from.
+  [[nodiscard]] const PlacementConfig& config() const noexcept { return _config; }
+
+  /// The slot distance between consecutive copies: floor(p / r).
+  [[nodiscard]] int copy_stride() const noexcept { return _config.slots / _config.replicas; }
+
+  /// The slots holding `id`, copy 0 first; never two equal. `UsageError` if
+  /// `id` is out of range.
+  [[nodiscard]] std::vector<int> holders(BlockId id) const;
+
+  /// Every block copy slot `slot` holds, as sorted, non-overlapping ranges.
+  [[nodiscard]] std::vector<BlockRange> ranges_on(int slot) const;
+
+  /// A run of consecutive ids whose copies all live on the same slots.
+  struct Piece {
+    BlockRange range;
+    std::vector<int> holders;  ///< copy 0 first
+  };
+
+  /// `range` cut into pieces, in id order: the units in which a store moves
+  /// data. `UsageError` if `range` reaches past the last block.
+  [[nodiscard]] std::vector<Piece> pieces(BlockRange range) const;
+
+ private:
+  // The id space is cut into units (the permuted ranges, or single blocks
+  // without permutation); unit j sits at position permutation(j), and the
+  // positions are cut into `slots` nearly equal slabs, slab s on slot s.
+  [[nodiscard]] BlockRange blocks_of_unit(std::uint64_t unit) const noexcept;
+  [[nodiscard]] int slab_of_position(std::uint64_t position) const noexcept;
+  [[nodiscard]] std::uint64_t slab_begin(int slab) const noexcept;
+  [[nodiscard]] std::vector<int> holders_of_unit(std::uint64_t unit) const;
+
+  PlacementConfig _config;
+  std::uint64_t _unit_blocks = 1;
+  std::uint64_t _units = 0;
+  detail::FeistelPermutation _permutation;
+};
+
+}  // namespace reprise

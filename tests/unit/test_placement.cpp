@@ -1,0 +1,147 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "reprise/error.hpp"
+#include "reprise/placement.hpp"
+
+using namespace reprise;
+
+TEST(FeistelPermutation, IsABijectionWithItsInverse) {
+  for (std::uint64_t size : {1ULL, 2ULL, 3ULL, 5ULL, 16ULL, 17ULL, 1000ULL, 4099ULL}) {
+    const detail::FeistelPermutation permutation(size, 42);
+    std::vector<bool> seen(size, false);
+    for (std::uint64_t x = 0; x < size; ++x) {
+      const auto y = permutation.forward(x);
+      ASSERT_LT(y, size);
+      ASSERT_FALSE(seen[y]) << "size " << size << ": " << y << " hit twice";
+      seen[y] = true;
+      ASSERT_EQ(permutation.inverse(y), x);
+    }
+  }
+}
+
+TEST(FeistelPermutation, DependsOnTheSeed) {
+  const detail::FeistelPermutation a(1000, 1);
+  const detail::FeistelPermutation b(1000, 2);
+  int same = 0;
+  for (std::uint64_t x = 0; x < 1000; ++x) same += a.forward(x) == b.forward(x) ? 1 : 0;
+  EXPECT_LT(same, 20);
+}
+
+namespace {
+
+/// For every block, the set of slots that ranges_on() says hold it.
+std::vector<std::set<int>> holders_by_ranges(const Placement& placement) {
+  std::vector<std::set<int>> result(placement.config().blocks);
+  for (int slot = 0; slot < placement.config().slots; ++slot) {
+    BlockId previous_end{0};
+    bool first = true;
+    for (const auto& range : placement.ranges_on(slot)) {
+      EXPECT_LT(range.begin, range.end);
+      if (!first) {
+        EXPECT_LT(previous_end, range.begin) << "ranges must be sorted, disjoint and merged";
+      }
+      first = false;
+      previous_end = range.end;
+      for (auto id = range.begin.value; id < range.end.value; ++id) result[id].insert(slot);
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+TEST(Placement, EveryBlockHasRDistinctHoldersAndRangesAgree) {
+  for (int slots : {1, 2, 5, 7, 8}) {
+    for (int replicas = 1; replicas <= std::min(slots, 4); ++replicas) {
+      for (std::uint64_t per_range : {0ULL, 1ULL, 8ULL, 13ULL}) {
+        const Placement placement({.blocks = 997, .slots = slots, .replicas = replicas,
+                                   .blocks_per_permuted_range = per_range, .seed = 9});
+        const auto by_ranges = holders_by_ranges(placement);
+        for (std::uint64_t id = 0; id < 997; ++id) {
+          const auto holders = placement.holders(BlockId{id});
+          ASSERT_EQ(holders.size(), static_cast<std::size_t>(replicas));
+          const std::set<int> distinct(holders.begin(), holders.end());
+          ASSERT_EQ(distinct.size(), holders.size()) << "two copies on one slot";
+          ASSERT_EQ(distinct, by_ranges[id]) << "p=" << slots << " r=" << replicas << " id=" << id;
+        }
+      }
+    }
+  }
+}
+
+TEST(Placement, CopyKOfRangeIIsOnSlotIPlusKTimesPOverR) {
+  constexpr int kSlots = 8;
+  constexpr std::uint64_t kPerSlot = 100;
+  const Placement placement({.blocks = kSlots * kPerSlot, .slots = kSlots, .replicas = 3});
+  for (std::uint64_t id = 0; id < kSlots * kPerSlot; ++id) {
+    const int range = static_cast<int>(id / kPerSlot);
+    const auto holders = placement.holders(BlockId{id});
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(holders[static_cast<std::size_t>(k)], (range + k * (kSlots / 3)) % kSlots);
+  }
+}
+
+TEST(Placement, EachSlotHoldsItsShare) {
+  const Placement placement({.blocks = 100000, .slots = 6, .replicas = 2, .blocks_per_permuted_range = 64, .seed = 3});
+  for (int slot = 0; slot < 6; ++slot) {
+    std::uint64_t held = 0;
+    for (const auto& range : placement.ranges_on(slot)) held += range.size();
+    EXPECT_NEAR(static_cast<double>(held), 2 * 100000 / 6.0, 2 * 64 + 2);
+  }
+}
+
+TEST(Placement, PiecesCoverTheRangeWithTheRightHolders) {
+  for (std::uint64_t per_range : {0ULL, 7ULL}) {
+    const Placement placement({.blocks = 5000, .slots = 7, .replicas = 2, .blocks_per_permuted_range = per_range});
+    const BlockRange asked{BlockId{123}, BlockId{4321}};
+    const auto pieces = placement.pieces(asked);
+    ASSERT_FALSE(pieces.empty());
+    EXPECT_EQ(pieces.front().range.begin, asked.begin);
+    EXPECT_EQ(pieces.back().range.end, asked.end);
+    for (std::size_t i = 0; i < pieces.size(); ++i) {
+      if (i > 0) {
+        EXPECT_EQ(pieces[i - 1].range.end, pieces[i].range.begin);
+      }
+      for (auto id = pieces[i].range.begin.value; id < pieces[i].range.end.value; ++id) {
+        ASSERT_EQ(placement.holders(BlockId{id}), pieces[i].holders);
+      }
+    }
+  }
+}
+
+TEST(Placement, PermutationSpreadsOneProcesssBlocksOverManyHolders) {
+  constexpr int kSlots = 32;
+  constexpr std::uint64_t kPerSlot = 4096;
+  auto first_holders_of_slot0_data = [&](std::uint64_t per_range) {
+    const Placement placement(
+        {.blocks = kSlots * kPerSlot, .slots = kSlots, .replicas = 2, .blocks_per_permuted_range = per_range});
+    std::set<int> holders;
+    for (const auto& piece : placement.pieces({BlockId{0}, BlockId{kPerSlot}})) holders.insert(piece.holders[0]);
+    return holders.size();
+  };
+  EXPECT_EQ(first_holders_of_slot0_data(0), 1U);
+  EXPECT_GE(first_holders_of_slot0_data(64), 24U) << "64 ranges of slot 0's data should land on most of 32 slots";
+}
+
+TEST(Placement, BadConfigurationsSayWhatToChange) {
+  auto message_of = [](const PlacementConfig& config) {
+    try {
+      Placement placement(config);
+    } catch (const UsageError& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message_of({.blocks = 0, .slots = 4, .replicas = 2}).find("no blocks"), std::string::npos);
+  EXPECT_NE(message_of({.blocks = 10, .slots = 0, .replicas = 1}).find("at least one process"), std::string::npos);
+  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .replicas = 0}).find("below 1"), std::string::npos);
+  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .replicas = 5}).find("lower the replication level"),
+            std::string::npos);
+  const Placement placement({.blocks = 10, .slots = 4, .replicas = 2});
+  EXPECT_THROW((void)placement.holders(BlockId{10}), UsageError);
+  EXPECT_THROW((void)placement.ranges_on(4), UsageError);
+  EXPECT_THROW((void)placement.pieces({BlockId{5}, BlockId{11}}), UsageError);
+}
