@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "reprise/block.hpp"
 #include "reprise/rank.hpp"
 
 namespace reprise {
@@ -47,6 +48,20 @@ class ProcessFailed : public Error {
 class Revoked : public Error {
  public:
   using Error::Error;
+};
+
+/// Every copy of some requested blocks is gone: too many of their holders
+/// failed. Never silent: the exception names the lost ranges.
+class DataLost : public Error {
+ public:
+  DataLost(const std::string& what, std::vector<BlockRange> lost)
+      : Error(what, MPI_ERR_OTHER), _lost(std::move(lost)) {}
+
+  /// The requested block ranges of which no copy survives, sorted.
+  [[nodiscard]] const std::vector<BlockRange>& lost() const noexcept { return _lost; }
+
+ private:
+  std::vector<BlockRange> _lost;
 };
 
 /// The caller passed something wrong (a rank out of range, a bad size...).

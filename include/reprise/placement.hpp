@@ -10,22 +10,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "reprise/block.hpp"
+
 namespace reprise {
-
-/// Global identifier of one block.
-struct BlockId {
-  std::uint64_t value = 0;
-  friend constexpr auto operator<=>(BlockId, BlockId) = default;
-};
-
-/// The block ids [begin, end).
-struct BlockRange {
-  BlockId begin;
-  BlockId end;
-  /// Number of blocks in the range.
-  [[nodiscard]] constexpr std::uint64_t size() const noexcept { return end.value - begin.value; }
-  friend constexpr bool operator==(BlockRange, BlockRange) = default;
-};
 
 namespace detail {
 

@@ -2,6 +2,7 @@
 /// \file
 /// Everything reprise offers, in one include.
 
+#include "reprise/block.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/data_loss.hpp"
 #include "reprise/environment.hpp"
@@ -9,3 +10,4 @@
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
 #include "reprise/rank.hpp"
+#include "reprise/store.hpp"

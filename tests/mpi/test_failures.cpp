@@ -11,6 +11,7 @@
 using namespace reprise;
 using reprise::test::expect_failure_reported;
 using reprise::test::expect_working;
+using reprise::test::kill_and_detect;
 
 namespace {
 
@@ -21,19 +22,6 @@ std::vector<OriginalRank> all_but(int size, const std::vector<OriginalRank>& los
     if (std::find(lost.begin(), lost.end(), OriginalRank{r}) == lost.end()) ranks.emplace_back(r);
   }
   return ranks;
-}
-
-/// Kills `victims` right after a barrier; the others see the failure in that
-/// barrier (a victim may leave it before the others do) or the next, and revoke.
-void kill_and_detect(Comm& comm, const std::vector<OriginalRank>& victims) {
-  if (std::find(victims.begin(), victims.end(), comm.original_rank()) != victims.end()) {
-    comm.barrier();
-    inject::kill_self(comm.original_rank());
-  }
-  expect_failure_reported(comm, victims, [&] {
-    comm.barrier();
-    comm.barrier();
-  });
 }
 
 void expect_shrunk_without(Comm& before, Comm& after, const std::vector<OriginalRank>& lost) {

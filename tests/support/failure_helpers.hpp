@@ -30,6 +30,19 @@ inline void expect_failure_reported(Comm& comm, const std::vector<OriginalRank>&
   comm.revoke();
 }
 
+/// Kills `victims` right after a barrier; the others see the failure in that
+/// barrier (a victim may leave it before the others do) or the next, and revoke.
+inline void kill_and_detect(Comm& comm, const std::vector<OriginalRank>& victims) {
+  if (std::find(victims.begin(), victims.end(), comm.original_rank()) != victims.end()) {
+    comm.barrier();
+    inject::kill_self(comm.original_rank());
+  }
+  expect_failure_reported(comm, victims, [&] {
+    comm.barrier();
+    comm.barrier();
+  });
+}
+
 /// Checks that `comm` works for every member: the sum of the original ranks
 /// over all members equals the sum of `comm.members()`.
 inline void expect_working(Comm& comm) {

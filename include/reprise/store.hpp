@@ -1,0 +1,87 @@
+#pragma once
+/// \file
+/// `Store`: a replicated in-memory block store (after ReStore, Hübner et al.).
+/// Processes submit fixed-size blocks with global ids; every block is kept on
+/// `replicas` processes; after failures, any process loads any id ranges
+/// from surviving copies, so survivors can take over lost processes' data.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "reprise/block.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/placement.hpp"
+
+namespace reprise {
+
+/// How a store keeps its blocks.
+struct StoreConfig {
+  int replicas = 2;                          ///< copies of every block, 1 <= replicas <= processes
+  std::size_t block_bytes = 0;               ///< size of every block, > 0
+  std::size_t bytes_per_permuted_range = 0;  ///< 0: no permutation; else a multiple of block_bytes
+  std::uint64_t seed = 0;                    ///< seed of the permutation
+};
+
+/// A replicated block store on a communicator. Every member calls `submit`
+/// and `load` together. Memory: each process keeps about
+/// replicas * (all blocks) / processes blocks, plus, during a call, the bytes
+/// it sends and receives.
+///
+/// The store refers to `comm` and follows it when the application replaces
+/// it in place (`comm = comm.shrink()`): copies held by processes that have
+/// failed since the submit are never used.
+class Store {
+ public:
+  /// `UsageError` if `config` cannot work on `comm` (no block size, replicas
+  /// out of range, a permutation range that is not a whole number of blocks).
+  Store(Comm& comm, StoreConfig config);
+
+  /// Collective: each process submits the blocks `mine` from `data`
+  /// (mine.size() * block_bytes bytes, in id order). Together the processes'
+  /// ranges must cover 0 .. N-1 exactly once; an empty range is allowed.
+  /// Replaces whatever the store held. `UsageError` on every process if any
+  /// process's input is wrong (overlapping or missing ids, wrong sizes).
+  void submit(BlockRange mine, std::span<const std::byte> data);
+
+  /// Collective: each process loads the blocks `wanted` (any ranges, possibly
+  /// none) into `into`, which holds their bytes back to back in the order
+  /// given. Each block comes from one live copy: this process's own if it has
+  /// one, otherwise spread over the live holders. `DataLost` (naming the
+  /// ranges) on a process whose request has no live copy left; its other
+  /// blocks are still loaded. `UsageError` on every process if any request is
+  /// out of range or `into` has the wrong size.
+  void load(std::span<const BlockRange> wanted, std::span<std::byte> into);
+
+  /// Total number of blocks submitted (0 before the first submit).
+  [[nodiscard]] std::uint64_t blocks() const noexcept { return _placement ? _placement->config().blocks : 0; }
+  /// Bytes of block copies this process holds now.
+  [[nodiscard]] std::size_t stored_bytes() const noexcept;
+  /// The configuration.
+  [[nodiscard]] const StoreConfig& config() const noexcept { return _config; }
+
+ private:
+  struct Chunk {
+    BlockRange range;
+    std::vector<std::byte> bytes;
+  };
+  /// The live process holding a copy of `piece` that this process should ask.
+  [[nodiscard]] std::optional<Rank> pick_holder(const Placement::Piece& piece, std::size_t spread) const;
+  /// Appends the bytes of `range` (which this process holds) to `out`.
+  void append_held(BlockRange range, std::vector<std::byte>& out) const;
+  /// Agrees with every member whether all inputs were right; throws
+  /// `UsageError` everywhere if not (with `problem` where it was found).
+  void agree_on_input(const std::string& problem, const char* operation);
+
+  Comm& _comm;
+  StoreConfig _config;
+  std::optional<Placement> _placement;
+  std::vector<OriginalRank> _slot_owner;          // slot at submit -> original rank
+  std::vector<OriginalRank> _failed_at_submit;    // sorted
+  std::map<std::uint64_t, Chunk> _chunks;         // copies held here, by first id
+};
+
+}  // namespace reprise

@@ -1,0 +1,274 @@
+#include "reprise/store.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "reprise/error.hpp"
+
+namespace reprise {
+
+namespace {
+
+void put_u64(std::vector<std::byte>& out, std::uint64_t value) {
+  const auto* bytes = reinterpret_cast<const std::byte*>(&value);
+  out.insert(out.end(), bytes, bytes + sizeof value);
+}
+
+std::uint64_t get_u64(std::span<const std::byte> in, std::size_t& offset) {
+  std::uint64_t value = 0;
+  std::memcpy(&value, in.data() + offset, sizeof value);
+  offset += sizeof value;
+  return value;
+}
+
+std::string describe(const std::vector<BlockRange>& ranges) {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < ranges.size(); ++i) out << (i == 0 ? "" : ", ") << ranges[i];
+  return out.str();
+}
+
+StoreConfig checked(const Comm& comm, StoreConfig config) {
+  if (config.block_bytes == 0) throw UsageError("reprise::Store: block_bytes is 0; give every block a size");
+  if (config.replicas < 1 || config.replicas > comm.size()) {
+    throw UsageError("reprise::Store: " + std::to_string(config.replicas) + " replicas need between 1 and " +
+                     std::to_string(comm.size()) + " (the number of processes); lower the replication level or " +
+                     "run on more processes");
+  }
+  if (config.bytes_per_permuted_range % config.block_bytes != 0) {
+    throw UsageError("reprise::Store: bytes_per_permuted_range (" + std::to_string(config.bytes_per_permuted_range) +
+                     ") is not a multiple of block_bytes (" + std::to_string(config.block_bytes) + ")");
+  }
+  return config;
+}
+
+/// One process's submit, as every process sees it.
+struct Submission {
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
+  std::uint64_t size_ok = 0;
+};
+
+}  // namespace
+
+Store::Store(Comm& comm, StoreConfig config) : _comm(comm), _config(checked(comm, config)) {}
+
+std::size_t Store::stored_bytes() const noexcept {
+  std::size_t total = 0;
+  for (const auto& [first, chunk] : _chunks) total += chunk.bytes.size();
+  return total;
+}
+
+void Store::agree_on_input(const std::string& problem, const char* operation) {
+  if (!_comm.agree(problem.empty())) {
+    throw UsageError(std::string("reprise::Store::") + operation + ": " +
+                     (problem.empty() ? "another process passed invalid input (its error says what)" : problem));
+  }
+}
+
+void Store::submit(BlockRange mine, std::span<const std::byte> data) {
+  // Everyone learns everyone's range, so that all judge the input alike.
+  const Submission local{mine.begin.value, mine.end.value,
+                         (mine.begin <= mine.end && data.size() == mine.size() * _config.block_bytes) ? 1U : 0U};
+  std::vector<Submission> all(static_cast<std::size_t>(_comm.size()));
+  _comm.check(MPI_Allgather(&local, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");
+  std::string problem;
+  std::vector<int> order;
+  for (int r = 0; r < _comm.size(); ++r) {
+    const auto& s = all[static_cast<std::size_t>(r)];
+    if (s.size_ok == 0 && problem.empty()) {
+      problem = "process " + std::to_string(_comm.original_rank(Rank{r}).value()) + " submitted blocks [" +
+                std::to_string(s.begin) + ", " + std::to_string(s.end) + ") with " +
+                "a wrong number of bytes (it needs blocks * block_bytes = " +
+                std::to_string((s.end >= s.begin ? s.end - s.begin : 0) * _config.block_bytes) + ")";
+    }
+    if (s.end > s.begin) order.push_back(r);
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return all[static_cast<std::size_t>(a)].begin < all[static_cast<std::size_t>(b)].begin;
+  });
+  std::uint64_t next = 0;
+  for (int r : order) {
+    const auto& s = all[static_cast<std::size_t>(r)];
+    if (!problem.empty()) break;
+    if (s.begin < next) {
+      problem = "block ids [" + std::to_string(s.begin) + ", " + std::to_string(std::min(next, s.end)) +
+                ") are submitted twice (again by process " + std::to_string(_comm.original_rank(Rank{r}).value()) +
+                "); every id must come from exactly one process";
+    } else if (s.begin > next) {
+      problem = "no process submitted block ids [" + std::to_string(next) + ", " + std::to_string(s.begin) +
+                "); the ids must cover 0 .. N-1 without gaps";
+    }
+    next = s.end;
+  }
+  if (problem.empty() && next == 0) problem = "no process submitted any block";
+  if (!problem.empty()) throw UsageError("reprise::Store::submit: " + problem);
+
+  const Placement placement({.blocks = next,
+                             .slots = _comm.size(),
+                             .replicas = _config.replicas,
+                             .blocks_per_permuted_range = _config.bytes_per_permuted_range / _config.block_bytes,
+                             .seed = _config.seed});
+  // Records [first id, end id, bytes] to every holder of every piece.
+  std::vector<std::vector<std::byte>> outgoing(static_cast<std::size_t>(_comm.size()));
+  if (mine.size() > 0) {
+    for (const auto& piece : placement.pieces(mine)) {
+      const auto offset = (piece.range.begin.value - mine.begin.value) * _config.block_bytes;
+      const auto length = piece.range.size() * _config.block_bytes;
+      for (int slot : piece.holders) {
+        auto& out = outgoing[static_cast<std::size_t>(slot)];
+        put_u64(out, piece.range.begin.value);
+        put_u64(out, piece.range.end.value);
+        out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(offset),
+                   data.begin() + static_cast<std::ptrdiff_t>(offset + length));
+      }
+    }
+  }
+  std::vector<OutgoingMessage> messages;
+  for (int r = 0; r < _comm.size(); ++r) {
+    if (!outgoing[static_cast<std::size_t>(r)].empty()) messages.push_back({Rank{r}, outgoing[static_cast<std::size_t>(r)]});
+  }
+  const auto received = _comm.sparse_all_to_all(messages);
+
+  std::map<std::uint64_t, Chunk> chunks;
+  for (const auto& message : received) {
+    std::size_t offset = 0;
+    while (offset < message.payload.size()) {
+      Chunk chunk;
+      chunk.range.begin = BlockId{get_u64(message.payload, offset)};
+      chunk.range.end = BlockId{get_u64(message.payload, offset)};
+      const auto length = chunk.range.size() * _config.block_bytes;
+      const auto* first = message.payload.data() + offset;
+      chunk.bytes.assign(first, first + length);
+      offset += length;
+      chunks.emplace(chunk.range.begin.value, std::move(chunk));
+    }
+  }
+  _chunks = std::move(chunks);
+  _placement.emplace(placement);
+  _slot_owner = _comm.members();
+  _failed_at_submit = _comm.failed();
+}
+
+std::optional<Rank> Store::pick_holder(const Placement::Piece& piece, std::size_t spread) const {
+  std::vector<Rank> live;
+  for (int slot : piece.holders) {
+    const OriginalRank owner = _slot_owner[static_cast<std::size_t>(slot)];
+    // A process that failed after the submit lost its copies, even if a
+    // replacement now has its original rank.
+    const auto& failed = _comm.failed();
+    const bool failed_since = std::binary_search(failed.begin(), failed.end(), owner) &&
+                              !std::binary_search(_failed_at_submit.begin(), _failed_at_submit.end(), owner);
+    if (failed_since) continue;
+    if (auto rank = _comm.rank_of(owner)) {
+      if (*rank == _comm.rank()) return rank;
+      live.push_back(*rank);
+    }
+  }
+  if (live.empty()) return std::nullopt;
+  return live[spread % live.size()];
+}
+
+void Store::append_held(BlockRange range, std::vector<std::byte>& out) const {
+  std::uint64_t id = range.begin.value;
+  auto it = _chunks.upper_bound(id);
+  while (id < range.end.value) {
+    if (it == _chunks.begin()) break;
+    const Chunk& chunk = std::prev(it)->second;
+    if (chunk.range.end.value <= id) break;
+    const std::uint64_t end = std::min(chunk.range.end.value, range.end.value);
+    const auto from = (id - chunk.range.begin.value) * _config.block_bytes;
+    out.insert(out.end(), chunk.bytes.begin() + static_cast<std::ptrdiff_t>(from),
+               chunk.bytes.begin() + static_cast<std::ptrdiff_t>(from + (end - id) * _config.block_bytes));
+    id = end;
+    it = _chunks.upper_bound(id);
+  }
+  if (id < range.end.value) {
+    throw Error("reprise::Store: internal error: asked for blocks [" + std::to_string(id) + ", " +
+                    std::to_string(range.end.value) + ") that this process does not hold",
+                MPI_ERR_INTERN);
+  }
+}
+
+void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) {
+  std::string problem;
+  std::uint64_t total = 0;
+  if (!_placement) problem = "nothing was submitted yet";
+  for (const auto& range : wanted) {
+    if (!problem.empty()) break;
+    if (range.end < range.begin || range.end.value > blocks()) {
+      std::ostringstream out;
+      out << "requested blocks " << range << " are not inside [0, " << blocks() << ")";
+      problem = out.str();
+    }
+    total += range.size();
+  }
+  if (problem.empty() && into.size() != total * _config.block_bytes) {
+    problem = "the destination has " + std::to_string(into.size()) + " bytes, but the " + std::to_string(total) +
+              " requested blocks need " + std::to_string(total * _config.block_bytes);
+  }
+  agree_on_input(problem, "load");
+
+  // Which holder sends which piece, and where its bytes go.
+  struct Destination {
+    std::size_t offset;
+    std::size_t length;
+  };
+  const auto processes = static_cast<std::size_t>(_comm.size());
+  std::vector<std::vector<std::byte>> requests(processes);
+  std::vector<std::vector<Destination>> destinations(processes);
+  std::vector<BlockRange> lost;
+  std::size_t offset = 0;
+  std::size_t spread = static_cast<std::size_t>(_comm.rank().value());
+  for (const auto& range : wanted) {
+    if (range.size() == 0) continue;
+    for (const auto& piece : _placement->pieces(range)) {
+      const std::size_t length = piece.range.size() * _config.block_bytes;
+      if (auto holder = pick_holder(piece, spread++)) {
+        const auto h = static_cast<std::size_t>(holder->value());
+        put_u64(requests[h], piece.range.begin.value);
+        put_u64(requests[h], piece.range.end.value);
+        destinations[h].push_back({offset, length});
+      } else if (!lost.empty() && lost.back().end == piece.range.begin) {
+        lost.back().end = piece.range.end;
+      } else {
+        lost.push_back(piece.range);
+      }
+      offset += length;
+    }
+  }
+  std::vector<OutgoingMessage> asks;
+  for (std::size_t r = 0; r < processes; ++r) {
+    if (!requests[r].empty()) asks.push_back({Rank{static_cast<int>(r)}, requests[r]});
+  }
+  const auto asked = _comm.sparse_all_to_all(asks);
+
+  std::vector<std::vector<std::byte>> replies(asked.size());
+  std::vector<OutgoingMessage> answers;
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    std::size_t at = 0;
+    while (at < asked[i].payload.size()) {
+      const BlockId begin{get_u64(asked[i].payload, at)};
+      const BlockId end{get_u64(asked[i].payload, at)};
+      append_held({begin, end}, replies[i]);
+    }
+    answers.push_back({asked[i].source, replies[i]});
+  }
+  for (const auto& reply : _comm.sparse_all_to_all(answers)) {
+    const auto h = static_cast<std::size_t>(reply.source.value());
+    std::size_t at = 0;
+    for (const auto& destination : destinations[h]) {
+      std::memcpy(into.data() + destination.offset, reply.payload.data() + at, destination.length);
+      at += destination.length;
+    }
+  }
+  if (!lost.empty()) {
+    throw DataLost("reprise::Store::load: every copy of blocks " + describe(lost) +
+                       " is gone (all of their holders failed since the submit); the other requested blocks were "
+                       "loaded",
+                   std::move(lost));
+  }
+}
+
+}  // namespace reprise

@@ -1,0 +1,192 @@
+// The replicated block store under real failures: survivors load the blocks
+// of killed processes and check every byte; losing every copy of a range
+// raises DataLost naming it; bad input is refused on every process.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "failure_helpers.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/store.hpp"
+
+using namespace reprise;
+using reprise::test::kill_and_detect;
+
+namespace {
+
+constexpr std::uint64_t kBlocksPerProcess = 1000;
+constexpr std::size_t kBlockBytes = 64;
+
+std::byte content(std::uint64_t id, std::size_t byte) {
+  std::uint64_t z = id * 0x9e3779b97f4a7c15ULL + byte;
+  z = (z ^ (z >> 29U)) * 0xbf58476d1ce4e5b9ULL;
+  return static_cast<std::byte>((z ^ (z >> 32U)) & 0xffU);
+}
+
+BlockRange blocks_of(OriginalRank rank) {
+  const auto first = static_cast<std::uint64_t>(rank.value()) * kBlocksPerProcess;
+  return {BlockId{first}, BlockId{first + kBlocksPerProcess}};
+}
+
+std::vector<std::byte> bytes_of(BlockRange range) {
+  std::vector<std::byte> bytes(range.size() * kBlockBytes);
+  for (std::uint64_t id = range.begin.value; id < range.end.value; ++id) {
+    for (std::size_t b = 0; b < kBlockBytes; ++b) bytes[(id - range.begin.value) * kBlockBytes + b] = content(id, b);
+  }
+  return bytes;
+}
+
+void submit_own_blocks(Store& store, const Comm& comm) {
+  const auto mine = blocks_of(comm.original_rank());
+  store.submit(mine, bytes_of(mine));
+}
+
+/// Counts the bytes of `loaded` (blocks `range`) that differ from what was submitted.
+std::size_t wrong_bytes(BlockRange range, std::span<const std::byte> loaded) {
+  const auto expected = bytes_of(range);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) wrong += loaded[i] != expected[i] ? 1 : 0;
+  return wrong;
+}
+
+/// The victims' blocks, cut evenly over the survivors: this process's share.
+std::vector<BlockRange> my_share_of(const Comm& comm, const std::vector<OriginalRank>& victims) {
+  std::vector<BlockRange> share;
+  for (auto victim : victims) {
+    const auto range = blocks_of(victim);
+    const auto n = static_cast<std::uint64_t>(comm.size());
+    const auto i = static_cast<std::uint64_t>(comm.rank().value());
+    share.push_back({BlockId{range.begin.value + range.size() * i / n},
+                     BlockId{range.begin.value + range.size() * (i + 1) / n}});
+  }
+  return share;
+}
+
+/// Submits with and without permutation ranges, kills `victims`, shrinks,
+/// and has the survivors load the victims' blocks evenly from both stores.
+void survive(const std::vector<OriginalRank>& victims, int replicas) {
+  auto comm = Comm::world();
+  Store plain(comm, {.replicas = replicas, .block_bytes = kBlockBytes});
+  Store permuted(comm, {.replicas = replicas, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
+                        .seed = 11});
+  submit_own_blocks(plain, comm);
+  submit_own_blocks(permuted, comm);
+  EXPECT_EQ(plain.blocks(), kBlocksPerProcess * static_cast<std::uint64_t>(comm.size()));
+  EXPECT_EQ(plain.stored_bytes(), static_cast<std::size_t>(replicas) * kBlocksPerProcess * kBlockBytes)
+      << "r copies of one process's worth of blocks per process";
+
+  kill_and_detect(comm, victims);
+  comm = comm.shrink();
+
+  const auto share = my_share_of(comm, victims);
+  std::uint64_t blocks = 0;
+  for (const auto& range : share) blocks += range.size();
+  for (Store* store : {&plain, &permuted}) {
+    std::vector<std::byte> loaded(blocks * kBlockBytes);
+    store->load(share, loaded);
+    std::size_t offset = 0;
+    for (const auto& range : share) {
+      EXPECT_EQ(wrong_bytes(range, std::span(loaded).subspan(offset, range.size() * kBlockBytes)), 0U)
+          << "blocks " << range << (store == &plain ? "" : " (permuted)");
+      offset += range.size() * kBlockBytes;
+    }
+  }
+  // Together the survivors loaded every lost block exactly once.
+  const auto loaded_blocks = comm.allreduce(static_cast<unsigned long>(blocks), MPI_SUM);
+  EXPECT_EQ(loaded_blocks, victims.size() * kBlocksPerProcess);
+}
+
+}  // namespace
+
+TEST(Store, SubmitAndLoadWithoutFailures) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = std::min(2, comm.size()), .block_bytes = kBlockBytes});
+  submit_own_blocks(store, comm);
+  // Everyone loads the next process's blocks, and a few of its own.
+  const auto next = blocks_of(OriginalRank{(comm.rank().value() + 1) % comm.size()});
+  const BlockRange own_part{blocks_of(comm.original_rank()).begin,
+                            BlockId{blocks_of(comm.original_rank()).begin.value + 10}};
+  const std::vector<BlockRange> wanted{next, own_part};
+  std::vector<std::byte> loaded((next.size() + own_part.size()) * kBlockBytes);
+  store.load(wanted, loaded);
+  EXPECT_EQ(wrong_bytes(next, loaded), 0U);
+  EXPECT_EQ(wrong_bytes(own_part, std::span(loaded).subspan(next.size() * kBlockBytes)), 0U);
+  store.load({}, {});  // taking part without asking for anything
+}
+
+TEST(Store, OneKilled) { survive({OriginalRank{1}}, 3); }
+
+TEST(Store, TwoKilled) { survive({OriginalRank{1}, OriginalRank{2}}, 3); }
+
+TEST(Store, AllHoldersKilledRaisesDataLost) {
+  auto comm = Comm::world();
+  // r = 2: the blocks of slot s live on s and s + p/2; killing 0 and p/2
+  // loses exactly the blocks of those two processes.
+  const std::vector<OriginalRank> victims{OriginalRank{0}, OriginalRank{comm.size() / 2}};
+  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  submit_own_blocks(store, comm);
+  const auto total = store.blocks();
+  kill_and_detect(comm, victims);
+  comm = comm.shrink();
+  const std::vector<BlockRange> everything{{BlockId{0}, BlockId{total}}};
+  std::vector<std::byte> loaded(total * kBlockBytes);
+  try {
+    store.load(everything, loaded);
+    ADD_FAILURE() << "lost blocks were not reported";
+  } catch (const DataLost& error) {
+    EXPECT_EQ(error.lost(), (std::vector<BlockRange>{blocks_of(victims[0]), blocks_of(victims[1])})) << error.what();
+  }
+  // What survived was still loaded.
+  for (int r = 0; r < comm.original_size(); ++r) {
+    if (r == victims[0].value() || r == victims[1].value()) continue;
+    const auto range = blocks_of(OriginalRank{r});
+    EXPECT_EQ(wrong_bytes(range, std::span(loaded).subspan(range.begin.value * kBlockBytes, range.size() * kBlockBytes)),
+              0U);
+  }
+}
+
+TEST(Store, BadInputIsRefusedEverywhere) {
+  auto comm = Comm::world();
+  EXPECT_THROW(Store(comm, {.replicas = comm.size() + 1, .block_bytes = kBlockBytes}), UsageError);
+  EXPECT_THROW(Store(comm, {.replicas = 0, .block_bytes = kBlockBytes}), UsageError);
+  EXPECT_THROW(Store(comm, {.replicas = 1, .block_bytes = 0}), UsageError);
+  EXPECT_THROW(Store(comm, {.replicas = 1, .block_bytes = 64, .bytes_per_permuted_range = 100}), UsageError);
+
+  Store store(comm, {.replicas = std::min(2, comm.size()), .block_bytes = kBlockBytes});
+  auto expect_submit_refused = [&](BlockRange mine, std::vector<std::byte> data, const char* words) {
+    try {
+      store.submit(mine, data);
+      ADD_FAILURE() << "accepted; expected an error saying '" << words << "'";
+    } catch (const UsageError& error) {
+      EXPECT_NE(std::string(error.what()).find(words), std::string::npos) << error.what();
+    }
+  };
+  const auto mine = blocks_of(comm.original_rank());
+  if (comm.size() > 1) {
+    // Process 1 submits process 0's ids again: duplicates.
+    const auto duplicate = comm.rank().value() == 1 ? blocks_of(OriginalRank{0}) : mine;
+    expect_submit_refused(duplicate, bytes_of(duplicate), "submitted twice");
+    // Process 0 submits nothing: a gap.
+    const BlockRange none{BlockId{0}, BlockId{0}};
+    const auto gap = comm.rank().value() == 0 ? none : mine;
+    expect_submit_refused(gap, bytes_of(gap), "no process submitted block ids [0, 1000)");
+  }
+  // Process 0 gives one byte too few.
+  auto short_data = bytes_of(mine);
+  if (comm.rank().value() == 0) short_data.pop_back();
+  expect_submit_refused(mine, short_data, "process 0 submitted blocks [0, 1000) with a wrong number of bytes");
+
+  // After all that, a good submit and load work.
+  submit_own_blocks(store, comm);
+  std::vector<std::byte> loaded(kBlocksPerProcess * kBlockBytes);
+  const std::vector<BlockRange> bad{{BlockId{0}, BlockId{store.blocks() + (comm.rank().value() == 0 ? 5 : 0)}}};
+  const std::vector<BlockRange> good{mine};
+  if (comm.rank().value() == 0) {
+    EXPECT_THROW(store.load(bad, loaded), UsageError);
+  } else {
+    EXPECT_THROW(store.load(good, loaded), UsageError) << "another process's bad request stops everyone";
+  }
+  store.load(good, loaded);
+  EXPECT_EQ(wrong_bytes(mine, loaded), 0U);
+}
