@@ -137,7 +137,10 @@ std::vector<IncomingMessage> Comm::sparse_all_to_all(std::span<const OutgoingMes
     for (auto& request : sends) {
       if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
     }
-    if (barrier != MPI_REQUEST_NULL) MPI_Request_free(&barrier);
+    // A non-blocking collective's request must not be freed (MPI makes that
+    // erroneous, and Open MPI aborts); on the revoked communicator it
+    // completes with an error, so wait for it.
+    if (barrier != MPI_REQUEST_NULL) MPI_Wait(&barrier, MPI_STATUS_IGNORE);
   }
   // Only an agreement makes the outcome the same everywhere: a member whose
   // barrier completed just before a failure would otherwise return normally.
