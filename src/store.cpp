@@ -1,6 +1,7 @@
 #include "reprise/store.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -269,6 +270,86 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
                        "loaded",
                    std::move(lost));
   }
+}
+
+void Store::share_layout() {
+  const int have = _placement ? _comm.rank().value() : INT_MAX;
+  const int root = _comm.allreduce(have, MPI_MIN);
+  if (root == INT_MAX) return;  // nothing submitted yet: nothing to share
+  std::vector<std::uint64_t> layout;
+  if (_comm.rank().value() == root) {
+    const auto& placement = _placement->config();
+    layout = {placement.blocks, static_cast<std::uint64_t>(placement.slots),
+              static_cast<std::uint64_t>(_config.replicas), _config.block_bytes, _config.bytes_per_permuted_range,
+              _config.seed, _failed_at_submit.size()};
+    for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
+    for (auto failed : _failed_at_submit) layout.push_back(static_cast<std::uint64_t>(failed.value()));
+  }
+  auto length = static_cast<unsigned long>(layout.size());
+  _comm.check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, root, _comm.raw()), "MPI_Bcast");
+  layout.resize(length);
+  _comm.check(MPI_Bcast(layout.data(), static_cast<int>(length), MPI_UINT64_T, root, _comm.raw()), "MPI_Bcast");
+  std::string problem;
+  if (layout[2] != static_cast<std::uint64_t>(_config.replicas) || layout[3] != _config.block_bytes ||
+      layout[4] != _config.bytes_per_permuted_range || layout[5] != _config.seed) {
+    problem = "process " + std::to_string(_comm.original_rank().value()) +
+              " built its Store with another configuration than the survivors; build it the same way everywhere";
+  }
+  agree_on_input(problem, "heal");
+  if (_placement) return;
+  const auto slots = static_cast<int>(layout[1]);
+  _placement.emplace(PlacementConfig{.blocks = layout[0],
+                                     .slots = slots,
+                                     .replicas = _config.replicas,
+                                     .blocks_per_permuted_range = _config.bytes_per_permuted_range / _config.block_bytes,
+                                     .seed = _config.seed});
+  _slot_owner.clear();
+  for (int s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[7 + static_cast<std::size_t>(s)]));
+  _failed_at_submit.clear();
+  for (std::size_t i = 7 + static_cast<std::size_t>(slots); i < layout.size(); ++i) {
+    _failed_at_submit.emplace_back(static_cast<int>(layout[i]));
+  }
+}
+
+void Store::heal() {
+  share_layout();
+  if (!_placement) return;
+  // A replacement owns the slots of the process it replaces; their copies
+  // died with it and come back from the other holders.
+  std::vector<BlockRange> wanted;
+  if (_comm.is_replacement()) {
+    _chunks.clear();
+    for (int slot = 0; slot < _placement->config().slots; ++slot) {
+      if (_slot_owner[static_cast<std::size_t>(slot)] != _comm.original_rank()) continue;
+      for (const auto& range : _placement->ranges_on(slot)) wanted.push_back(range);
+    }
+  }
+  std::uint64_t blocks = 0;
+  for (const auto& range : wanted) blocks += range.size();
+  std::vector<std::byte> bytes(blocks * _config.block_bytes);
+  bool recovered = true;
+  std::string why;
+  try {
+    load(wanted, bytes);
+  } catch (const DataLost& error) {
+    recovered = false;
+    why = error.what();
+  }
+  if (!_comm.agree(recovered)) {
+    throw DataLost("reprise::Store::heal: a replacement could not get back all the copies it must hold" +
+                       (why.empty() ? std::string() : ": " + why),
+                   {});
+  }
+  std::size_t offset = 0;
+  for (const auto& range : wanted) {
+    const auto length = range.size() * _config.block_bytes;
+    Chunk chunk{range, {bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                        bytes.begin() + static_cast<std::ptrdiff_t>(offset + length)}};
+    _chunks.emplace(range.begin.value, std::move(chunk));
+    offset += length;
+  }
+  // Every copy is back: from now on only failures after this point count.
+  _failed_at_submit = _comm.failed();
 }
 
 }  // namespace reprise

@@ -56,6 +56,14 @@ class Store {
   /// out of range or `into` has the wrong size.
   void load(std::span<const BlockRange> wanted, std::span<std::byte> into);
 
+  /// Collective, after `comm.respawn()`: replacements learn the store's
+  /// layout from a survivor and fetch, from the surviving copies, every copy
+  /// the process they replace held, so each block has its full number of
+  /// copies again and the replacement can `load` what the dead process had
+  /// submitted. Harmless when nothing was replaced. `DataLost` on every
+  /// process if some of those copies have no survivor left.
+  void heal();
+
   /// Total number of blocks submitted (0 before the first submit).
   [[nodiscard]] std::uint64_t blocks() const noexcept { return _placement ? _placement->config().blocks : 0; }
   /// Bytes of block copies this process holds now.
@@ -72,6 +80,8 @@ class Store {
   [[nodiscard]] std::optional<Rank> pick_holder(const Placement::Piece& piece, std::size_t spread) const;
   /// Appends the bytes of `range` (which this process holds) to `out`.
   void append_held(BlockRange range, std::vector<std::byte>& out) const;
+  /// Sends the layout from the lowest rank that has one to every member.
+  void share_layout();
   /// Agrees with every member whether all inputs were right; throws
   /// `UsageError` everywhere if not (with `problem` where it was found).
   void agree_on_input(const std::string& problem, const char* operation);

@@ -8,9 +8,11 @@
 
 #include "failure_helpers.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/inject.hpp"
 #include "reprise/store.hpp"
 
 using namespace reprise;
+using reprise::test::expect_failure_reported;
 using reprise::test::kill_and_detect;
 
 namespace {
@@ -18,8 +20,9 @@ namespace {
 constexpr std::uint64_t kBlocksPerProcess = 1000;
 constexpr std::size_t kBlockBytes = 64;
 
-std::byte content(std::uint64_t id, std::size_t byte) {
-  std::uint64_t z = id * 0x9e3779b97f4a7c15ULL + byte;
+/// Byte `byte` of block `id` in submitted version `version`.
+std::byte content(std::uint64_t id, std::size_t byte, std::uint64_t version) {
+  std::uint64_t z = id * 0x9e3779b97f4a7c15ULL + byte + (version << 40U);
   z = (z ^ (z >> 29U)) * 0xbf58476d1ce4e5b9ULL;
   return static_cast<std::byte>((z ^ (z >> 32U)) & 0xffU);
 }
@@ -29,22 +32,25 @@ BlockRange blocks_of(OriginalRank rank) {
   return {BlockId{first}, BlockId{first + kBlocksPerProcess}};
 }
 
-std::vector<std::byte> bytes_of(BlockRange range) {
+std::vector<std::byte> bytes_of(BlockRange range, std::uint64_t version = 0) {
   std::vector<std::byte> bytes(range.size() * kBlockBytes);
   for (std::uint64_t id = range.begin.value; id < range.end.value; ++id) {
-    for (std::size_t b = 0; b < kBlockBytes; ++b) bytes[(id - range.begin.value) * kBlockBytes + b] = content(id, b);
+    for (std::size_t b = 0; b < kBlockBytes; ++b) {
+      bytes[(id - range.begin.value) * kBlockBytes + b] = content(id, b, version);
+    }
   }
   return bytes;
 }
 
-void submit_own_blocks(Store& store, const Comm& comm) {
+void submit_own_blocks(Store& store, const Comm& comm, std::uint64_t version = 0) {
   const auto mine = blocks_of(comm.original_rank());
-  store.submit(mine, bytes_of(mine));
+  store.submit(mine, bytes_of(mine, version));
 }
 
-/// Counts the bytes of `loaded` (blocks `range`) that differ from what was submitted.
-std::size_t wrong_bytes(BlockRange range, std::span<const std::byte> loaded) {
-  const auto expected = bytes_of(range);
+/// Counts the bytes of `loaded` (blocks `range`) that differ from what was
+/// submitted as `version`.
+std::size_t wrong_bytes(BlockRange range, std::span<const std::byte> loaded, std::uint64_t version = 0) {
+  const auto expected = bytes_of(range, version);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < expected.size(); ++i) wrong += loaded[i] != expected[i] ? 1 : 0;
   return wrong;
@@ -63,6 +69,24 @@ std::vector<BlockRange> my_share_of(const Comm& comm, const std::vector<Original
   return share;
 }
 
+/// Loads this process's even share of the blocks of `owners` and checks
+/// every byte against `version`; returns how many blocks it loaded.
+std::uint64_t load_share_and_check(Store& store, const Comm& comm, const std::vector<OriginalRank>& owners,
+                                   std::uint64_t version = 0) {
+  const auto share = my_share_of(comm, owners);
+  std::uint64_t blocks = 0;
+  for (const auto& range : share) blocks += range.size();
+  std::vector<std::byte> loaded(blocks * kBlockBytes);
+  store.load(share, loaded);
+  std::size_t offset = 0;
+  for (const auto& range : share) {
+    EXPECT_EQ(wrong_bytes(range, std::span(loaded).subspan(offset, range.size() * kBlockBytes), version), 0U)
+        << "blocks " << range << ", version " << version;
+    offset += range.size() * kBlockBytes;
+  }
+  return blocks;
+}
+
 /// Submits with and without permutation ranges, kills `victims`, shrinks,
 /// and has the survivors load the victims' blocks evenly from both stores.
 void survive(const std::vector<OriginalRank>& victims, int replicas) {
@@ -79,19 +103,8 @@ void survive(const std::vector<OriginalRank>& victims, int replicas) {
   kill_and_detect(comm, victims);
   comm = comm.shrink();
 
-  const auto share = my_share_of(comm, victims);
   std::uint64_t blocks = 0;
-  for (const auto& range : share) blocks += range.size();
-  for (Store* store : {&plain, &permuted}) {
-    std::vector<std::byte> loaded(blocks * kBlockBytes);
-    store->load(share, loaded);
-    std::size_t offset = 0;
-    for (const auto& range : share) {
-      EXPECT_EQ(wrong_bytes(range, std::span(loaded).subspan(offset, range.size() * kBlockBytes)), 0U)
-          << "blocks " << range << (store == &plain ? "" : " (permuted)");
-      offset += range.size() * kBlockBytes;
-    }
-  }
+  for (Store* store : {&plain, &permuted}) blocks = load_share_and_check(*store, comm, victims);
   // Together the survivors loaded every lost block exactly once.
   const auto loaded_blocks = comm.allreduce(static_cast<unsigned long>(blocks), MPI_SUM);
   EXPECT_EQ(loaded_blocks, victims.size() * kBlocksPerProcess);
@@ -189,4 +202,71 @@ TEST(Store, BadInputIsRefusedEverywhere) {
   }
   store.load(good, loaded);
   EXPECT_EQ(wrong_bytes(mine, loaded), 0U);
+}
+
+TEST(Store, KillDuringLoad) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  submit_own_blocks(store, comm);
+  const OriginalRank victim{2};
+  inject::arm("comm.sparse_all_to_all", victim);  // dies inside the load's first exchange
+  expect_failure_reported(comm, {victim}, [&] {
+    comm.barrier();
+    (void)load_share_and_check(store, comm, {OriginalRank{0}});
+  });
+  comm = comm.shrink();
+  (void)load_share_and_check(store, comm, {victim});
+}
+
+TEST(Store, KillDuringSecondSubmitKeepsTheFirstVersion) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  submit_own_blocks(store, comm, 1);
+  const OriginalRank victim{1};
+  inject::arm("comm.sparse_all_to_all", victim);  // dies while version 2 is being sent
+  expect_failure_reported(comm, {victim}, [&] {
+    comm.barrier();
+    submit_own_blocks(store, comm, 2);
+  });
+  comm = comm.shrink();
+  (void)load_share_and_check(store, comm, {victim, OriginalRank{0}}, 1);
+  // The store still takes a new version: the survivors now cover all ids.
+  const auto n = store.blocks();
+  const auto i = static_cast<std::uint64_t>(comm.rank().value());
+  const auto s = static_cast<std::uint64_t>(comm.size());
+  const BlockRange mine{BlockId{n * i / s}, BlockId{n * (i + 1) / s}};
+  store.submit(mine, bytes_of(mine, 3));
+  const auto next = static_cast<std::uint64_t>((comm.rank().value() + 1) % comm.size());
+  const BlockRange theirs{BlockId{n * next / s}, BlockId{n * (next + 1) / s}};
+  std::vector<std::byte> loaded(theirs.size() * kBlockBytes);
+  store.load(std::vector<BlockRange>{theirs}, loaded);
+  EXPECT_EQ(wrong_bytes(theirs, loaded, 3), 0U);
+}
+
+TEST(Store, ReplacementGetsItsDataAndTheCopiesBack) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  // With r = 2 the copies of #1's slots are on #1 and #(1 + p/2).
+  const OriginalRank first{1};
+  const OriginalRank second{1 + comm.size() / 2};
+  if (comm.epoch() == 0) {  // replacements start at epoch 1 and skip this
+    submit_own_blocks(store, comm);
+    kill_and_detect(comm, {first});
+    comm = comm.respawn();
+  }
+  store.heal();
+  EXPECT_EQ(store.stored_bytes(), 2 * kBlocksPerProcess * kBlockBytes) << "every process holds two slabs again";
+  if (comm.is_replacement()) {
+    // Substituting recovery: the replacement loads what the dead one submitted.
+    const auto mine = blocks_of(first);
+    std::vector<std::byte> loaded(mine.size() * kBlockBytes);
+    store.load(std::vector<BlockRange>{mine}, loaded);
+    EXPECT_EQ(wrong_bytes(mine, loaded), 0U);
+  } else {
+    store.load({}, {});
+  }
+  // The copies are back: losing the other holder of #1's slots now loses nothing.
+  kill_and_detect(comm, {second});
+  comm = comm.shrink();
+  (void)load_share_and_check(store, comm, {first, second});
 }
