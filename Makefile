@@ -1,12 +1,13 @@
 # reprise: the two commands of the README, and a few more.
 #   make demo   set up, build, run the demo (8 processes, 2 killed for real)
 #   make test   set up, build, run every test (unit, MPI with real kills, sanitizers)
+#   make bench  set up, build, run every benchmark at its default size (JSON lines)
 PRESET ?= release
 BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3"
 DEMO_ARGS ?=
 
-.PHONY: setup build demo test test-release test-asan clean
+.PHONY: setup build demo test test-release test-asan bench clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -28,6 +29,11 @@ test-asan: setup
 	@cmake --preset asan > /dev/null
 	@cmake --build --preset asan --target reprise_unit_tests
 	@ctest --preset asan
+
+# Each benchmark prints one JSON object per measurement; BENCH_ARGS are passed on.
+BENCH_ARGS ?=
+bench: build
+	@scripts/mpirun-checked -n 4 --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
 
 clean:
 	rm -rf build
