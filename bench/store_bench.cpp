@@ -27,7 +27,7 @@ namespace {
 struct Options {
   int replicas = 2;
   std::size_t block_bytes = 64;
-  std::vector<std::size_t> perm_bytes{0, 65536};
+  std::vector<std::size_t> perm_bytes{0, std::size_t{4} << 20U};
   std::size_t mib_per_rank = 16;
   int repeats = 7;
   std::string disk_dir = "/tmp";

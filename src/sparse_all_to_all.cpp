@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "reprise/comm.hpp"
@@ -21,57 +22,96 @@ namespace {
 // of the next round is never taken for one of this round.
 constexpr int kExchangeTagBase = 0x5e9a;
 
-/// A datatype covering `bytes` bytes with a count that fits an int: plain
-/// bytes up to INT_MAX, above that chunks of 1 GiB plus a tail.
-class ByteRun {
+/// An MPI view of pieces of memory: plain bytes when there is one piece of
+/// at most INT_MAX bytes, otherwise an hindexed type over absolute addresses
+/// (pieces above 1 GiB are cut, so every count fits an int).
+class MemoryView {
  public:
-  explicit ByteRun(std::size_t bytes) {
-    if (bytes <= static_cast<std::size_t>(INT_MAX)) {
-      _count = static_cast<int>(bytes);
+  template <class Byte>
+  explicit MemoryView(const std::vector<std::span<Byte>>& pieces) {
+    std::size_t total = 0;
+    for (const auto& piece : pieces) total += piece.size();
+    _bytes = total;
+    if (pieces.size() == 1 && total <= static_cast<std::size_t>(INT_MAX)) {
+      _base = const_cast<std::byte*>(pieces.front().data());
+      _count = static_cast<int>(total);
       return;
     }
+    if (total == 0) return;
     constexpr std::size_t kChunk = std::size_t{1} << 30U;
-    MPI_Datatype chunk = MPI_DATATYPE_NULL;
-    MPI_Type_contiguous(static_cast<int>(kChunk), MPI_BYTE, &chunk);
-    const int lengths[2] = {static_cast<int>(bytes / kChunk), static_cast<int>(bytes % kChunk)};
-    const MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(bytes - bytes % kChunk)};
-    const MPI_Datatype types[2] = {chunk, MPI_BYTE};
-    MPI_Type_create_struct(2, lengths, displacements, types, &_type);
+    std::vector<int> lengths;
+    std::vector<MPI_Aint> addresses;
+    for (const auto& piece : pieces) {
+      for (std::size_t done = 0; done < piece.size(); done += kChunk) {
+        MPI_Aint address = 0;
+        MPI_Get_address(piece.data() + done, &address);
+        addresses.push_back(address);
+        lengths.push_back(static_cast<int>(std::min(kChunk, piece.size() - done)));
+      }
+    }
+    MPI_Type_create_hindexed(static_cast<int>(lengths.size()), lengths.data(), addresses.data(), MPI_BYTE, &_type);
     MPI_Type_commit(&_type);
-    MPI_Type_free(&chunk);
     _owned = true;
+    _base = MPI_BOTTOM;
     _count = 1;
   }
-  ByteRun(const ByteRun&) = delete;
-  ByteRun& operator=(const ByteRun&) = delete;
-  ~ByteRun() {
+  MemoryView(const MemoryView&) = delete;
+  MemoryView& operator=(const MemoryView&) = delete;
+  ~MemoryView() {
     if (_owned) MPI_Type_free(&_type);
   }
+  [[nodiscard]] void* base() const { return _base; }
   [[nodiscard]] MPI_Datatype type() const { return _type; }
   [[nodiscard]] int count() const { return _count; }
+  [[nodiscard]] std::size_t bytes() const { return _bytes; }
 
  private:
+  void* _base = nullptr;
   MPI_Datatype _type = MPI_BYTE;
   int _count = 0;
+  std::size_t _bytes = 0;
   bool _owned = false;
 };
 
+/// Copies pieces into pieces (both in order, same total size).
+void copy_pieces(const std::vector<std::span<const std::byte>>& from, const std::vector<std::span<std::byte>>& to) {
+  std::size_t in_piece = 0;
+  std::size_t in_offset = 0;
+  for (const auto& destination : to) {
+    std::size_t filled = 0;
+    while (filled < destination.size()) {
+      const auto& source = from[in_piece];
+      const std::size_t n = std::min(source.size() - in_offset, destination.size() - filled);
+      std::memcpy(destination.data() + filled, source.data() + in_offset, n);
+      filled += n;
+      in_offset += n;
+      if (in_offset == source.size()) {
+        ++in_piece;
+        in_offset = 0;
+      }
+    }
+  }
+}
+
+std::size_t total_size(const std::vector<std::span<std::byte>>& pieces) {
+  std::size_t total = 0;
+  for (const auto& piece : pieces) total += piece.size();
+  return total;
+}
+
 }  // namespace
 
-std::vector<IncomingMessage> Comm::sparse_all_to_all(std::span<const OutgoingMessage> outgoing) {
+void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const ScatterTarget& target) {
   for (const auto& message : outgoing) {
     if (message.destination.value() < 0 || message.destination.value() >= size()) {
       throw UsageError("sparse_all_to_all: destination rank " + std::to_string(message.destination.value()) +
                        " is out of range; the communicator has " + std::to_string(size()) + " processes");
     }
-    if (message.payload.size() > static_cast<std::size_t>(PTRDIFF_MAX)) {
-      throw UsageError("sparse_all_to_all: a message of " + std::to_string(message.payload.size()) +
-                       " bytes is larger than this machine can address");
-    }
   }
   const int tag = kExchangeTagBase + static_cast<int>(_exchange_round++ & 1U);
-  std::vector<IncomingMessage> received;
   std::vector<MPI_Request> sends;
+  std::vector<std::unique_ptr<MemoryView>> send_views;  // alive until the sends complete
+  std::string target_problem;
   int error = MPI_SUCCESS;
   const char* failed_call = "";
   auto ok = [&](int rc, const char* call) {
@@ -84,13 +124,21 @@ std::vector<IncomingMessage> Comm::sparse_all_to_all(std::span<const OutgoingMes
 
   for (const auto& message : outgoing) {
     if (message.destination == _rank) {
-      received.push_back({_rank, {message.payload.begin(), message.payload.end()}});
+      std::size_t bytes = 0;
+      for (const auto& piece : message.pieces) bytes += piece.size();
+      const auto pieces = target(_rank, bytes);
+      if (total_size(pieces) == bytes) {
+        copy_pieces(message.pieces, pieces);
+      } else if (target_problem.empty()) {
+        target_problem = "the receive target gave " + std::to_string(total_size(pieces)) + " bytes of room for a " +
+                         std::to_string(bytes) + "-byte message";
+      }
       continue;
     }
-    const ByteRun run(message.payload.size());
+    send_views.push_back(std::make_unique<MemoryView>(message.pieces));
+    const MemoryView& view = *send_views.back();
     MPI_Request request = MPI_REQUEST_NULL;
-    if (!ok(MPI_Issend(message.payload.data(), run.count(), run.type(), message.destination.value(), tag,
-                       _internal, &request),
+    if (!ok(MPI_Issend(view.base(), view.count(), view.type(), message.destination.value(), tag, _internal, &request),
             "MPI_Issend")) {
       break;
     }
@@ -106,14 +154,22 @@ std::vector<IncomingMessage> Comm::sparse_all_to_all(std::span<const OutgoingMes
     MPI_Status status;
     if (!ok(MPI_Improbe(MPI_ANY_SOURCE, tag, _internal, &arrived, &handle, &status), "MPI_Improbe")) break;
     if (arrived != 0) {
-      MPI_Count bytes = 0;
-      MPI_Get_elements_x(&status, MPI_BYTE, &bytes);
-      IncomingMessage message{Rank{status.MPI_SOURCE}, std::vector<std::byte>(static_cast<std::size_t>(bytes))};
-      const ByteRun run(message.payload.size());
-      if (!ok(MPI_Mrecv(message.payload.data(), run.count(), run.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) {
-        break;
+      MPI_Count count = 0;
+      MPI_Get_elements_x(&status, MPI_BYTE, &count);
+      const auto bytes = static_cast<std::size_t>(count);
+      auto pieces = target(Rank{status.MPI_SOURCE}, bytes);
+      std::vector<std::byte> scratch;
+      if (total_size(pieces) != bytes) {
+        // Take the message anyway so the exchange completes; report later.
+        if (target_problem.empty()) {
+          target_problem = "the receive target gave " + std::to_string(total_size(pieces)) + " bytes of room for a " +
+                           std::to_string(bytes) + "-byte message";
+        }
+        scratch.resize(bytes);
+        pieces = {scratch};
       }
-      received.push_back(std::move(message));
+      const MemoryView view(pieces);
+      if (!ok(MPI_Mrecv(view.base(), view.count(), view.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) break;
       continue;
     }
     int done = 0;
@@ -157,6 +213,18 @@ std::vector<IncomingMessage> Comm::sparse_all_to_all(std::span<const OutgoingMes
                   "recover with shrink() or respawn()",
                   detail::ulfm::revoked_error_class());
   }
+  if (!target_problem.empty()) throw UsageError("sparse_all_to_all: " + target_problem);
+}
+
+std::vector<IncomingMessage> Comm::sparse_all_to_all(std::span<const OutgoingMessage> outgoing) {
+  std::vector<GatherMessage> gathers;
+  gathers.reserve(outgoing.size());
+  for (const auto& message : outgoing) gathers.push_back({message.destination, {message.payload}});
+  std::vector<IncomingMessage> received;
+  sparse_all_to_all(gathers, [&](Rank source, std::size_t bytes) {
+    received.push_back({source, std::vector<std::byte>(bytes)});
+    return std::vector<std::span<std::byte>>{received.back().payload};
+  });
   std::stable_sort(received.begin(), received.end(),
                    [](const IncomingMessage& a, const IncomingMessage& b) { return a.source < b.source; });
   return received;

@@ -171,7 +171,7 @@ std::optional<Rank> Store::pick_holder(const Placement::Piece& piece, std::size_
   return live[spread % live.size()];
 }
 
-void Store::append_held(BlockRange range, std::vector<std::byte>& out) const {
+void Store::held_pieces(BlockRange range, std::vector<std::span<const std::byte>>& out) const {
   std::uint64_t id = range.begin.value;
   auto it = _chunks.upper_bound(id);
   while (id < range.end.value) {
@@ -180,8 +180,7 @@ void Store::append_held(BlockRange range, std::vector<std::byte>& out) const {
     if (chunk.range.end.value <= id) break;
     const std::uint64_t end = std::min(chunk.range.end.value, range.end.value);
     const auto from = (id - chunk.range.begin.value) * _config.block_bytes;
-    out.insert(out.end(), chunk.bytes.begin() + static_cast<std::ptrdiff_t>(from),
-               chunk.bytes.begin() + static_cast<std::ptrdiff_t>(from + (end - id) * _config.block_bytes));
+    out.emplace_back(chunk.bytes.data() + from, (end - id) * _config.block_bytes);
     id = end;
     it = _chunks.upper_bound(id);
   }
@@ -245,25 +244,25 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
   }
   const auto asked = _comm.sparse_all_to_all(asks);
 
-  std::vector<std::vector<std::byte>> replies(asked.size());
-  std::vector<OutgoingMessage> answers;
-  for (std::size_t i = 0; i < asked.size(); ++i) {
+  // Replies go straight from the held copies into the requesters' buffers.
+  std::vector<GatherMessage> answers;
+  for (const auto& ask : asked) {
+    GatherMessage answer{ask.source, {}};
     std::size_t at = 0;
-    while (at < asked[i].payload.size()) {
-      const BlockId begin{get_u64(asked[i].payload, at)};
-      const BlockId end{get_u64(asked[i].payload, at)};
-      append_held({begin, end}, replies[i]);
+    while (at < ask.payload.size()) {
+      const BlockId begin{get_u64(ask.payload, at)};
+      const BlockId end{get_u64(ask.payload, at)};
+      held_pieces({begin, end}, answer.pieces);
     }
-    answers.push_back({asked[i].source, replies[i]});
+    answers.push_back(std::move(answer));
   }
-  for (const auto& reply : _comm.sparse_all_to_all(answers)) {
-    const auto h = static_cast<std::size_t>(reply.source.value());
-    std::size_t at = 0;
-    for (const auto& destination : destinations[h]) {
-      std::memcpy(into.data() + destination.offset, reply.payload.data() + at, destination.length);
-      at += destination.length;
+  _comm.sparse_all_to_all(answers, [&](Rank source, std::size_t) {
+    std::vector<std::span<std::byte>> pieces;
+    for (const auto& destination : destinations[static_cast<std::size_t>(source.value())]) {
+      pieces.emplace_back(into.data() + destination.offset, destination.length);
     }
-  }
+    return pieces;
+  });
   if (!lost.empty()) {
     throw DataLost("reprise::Store::load: every copy of blocks " + describe(lost) +
                        " is gone (all of their holders failed since the submit); the other requested blocks were "

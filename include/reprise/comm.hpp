@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -30,6 +31,17 @@ struct IncomingMessage {
   Rank source;                        ///< current rank of the sender
   std::vector<std::byte> payload;     ///< the bytes sent
 };
+
+/// A message sent straight from several pieces of memory, without copying
+/// them into one buffer first.
+struct GatherMessage {
+  Rank destination;                                  ///< current rank of the receiver
+  std::vector<std::span<const std::byte>> pieces;    ///< sent back to back
+};
+
+/// Where an incoming message goes: given its source and size, the pieces of
+/// memory to fill in order; their sizes must add up to the message's size.
+using ScatterTarget = std::function<std::vector<std::span<std::byte>>(Rank source, std::size_t bytes)>;
 
 namespace detail {
 /// The MPI datatype of an arithmetic C++ type.
@@ -159,6 +171,12 @@ class Comm {
   /// exchange, every live member raises (never hangs) and the communicator
   /// is revoked.
   [[nodiscard]] std::vector<IncomingMessage> sparse_all_to_all(std::span<const OutgoingMessage> outgoing);
+
+  /// The same exchange without intermediate copies: each message leaves from
+  /// its pieces and lands where `target` says. Same failure behaviour;
+  /// `UsageError` (after the exchange) if `target` named pieces of the wrong
+  /// total size.
+  void sparse_all_to_all(std::span<const GatherMessage> outgoing, const ScatterTarget& target);
 
  private:
   struct Parts;

@@ -78,8 +78,8 @@ class Store {
   };
   /// The live process holding a copy of `piece` that this process should ask.
   [[nodiscard]] std::optional<Rank> pick_holder(const Placement::Piece& piece, std::size_t spread) const;
-  /// Appends the bytes of `range` (which this process holds) to `out`.
-  void append_held(BlockRange range, std::vector<std::byte>& out) const;
+  /// Appends the pieces of memory holding `range` (which this process holds) to `out`.
+  void held_pieces(BlockRange range, std::vector<std::span<const std::byte>>& out) const;
   /// Sends the layout from the lowest rank that has one to every member.
   void share_layout();
   /// Agrees with every member whether all inputs were right; throws
