@@ -1,5 +1,5 @@
 # reprise: the two commands of the README, and a few more.
-#   make demo   set up, build, run the demo (8 processes, 2 killed for real)
+#   make demo   set up, build, run the k-means demo (8 processes, 2 killed for real)
 #   make test   set up, build, run every test (unit, MPI with real kills, sanitizers)
 #   make bench  set up, build, run every benchmark at its default size (JSON lines)
 PRESET ?= release
@@ -7,7 +7,7 @@ BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3"
 DEMO_ARGS ?=
 
-.PHONY: setup build demo test test-release test-asan bench clean
+.PHONY: setup build demo demo-heal test test-release test-asan bench clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -17,6 +17,10 @@ build: setup
 	@cmake --build --preset $(PRESET)
 
 demo: build
+	@scripts/mpirun-checked -n 8 --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)
+
+# The foundation demo: a long sum that heals its communicator.
+demo-heal: build
 	@scripts/mpirun-checked -n 8 --timeout 120 -- $(BUILD)/examples/heal_demo $(DEMO_ARGS)
 
 test: test-release test-asan

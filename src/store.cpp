@@ -264,10 +264,11 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
     return pieces;
   });
   if (!lost.empty()) {
-    throw DataLost("reprise::Store::load: every copy of blocks " + describe(lost) +
-                       " is gone (all of their holders failed since the submit); the other requested blocks were "
-                       "loaded",
-                   std::move(lost));
+    std::sort(lost.begin(), lost.end(), [](BlockRange a, BlockRange b) { return a.begin < b.begin; });
+    const std::string what = "reprise::Store::load: every copy of blocks " + describe(lost) +
+                             " is gone (all of their holders failed since the submit); the other requested blocks "
+                             "were loaded";
+    throw DataLost(what, std::move(lost));
   }
 }
 

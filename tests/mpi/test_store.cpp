@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <sstream>
 
 #include "failure_helpers.hpp"
 #include "reprise/comm.hpp"
@@ -149,6 +150,9 @@ TEST(Store, AllHoldersKilledRaisesDataLost) {
     ADD_FAILURE() << "lost blocks were not reported";
   } catch (const DataLost& error) {
     EXPECT_EQ(error.lost(), (std::vector<BlockRange>{blocks_of(victims[0]), blocks_of(victims[1])})) << error.what();
+    std::ostringstream named;
+    named << "blocks " << blocks_of(victims[0]) << ", " << blocks_of(victims[1]) << " is gone";
+    EXPECT_NE(std::string(error.what()).find(named.str()), std::string::npos) << error.what();
   }
   // What survived was still loaded.
   for (int r = 0; r < comm.original_size(); ++r) {

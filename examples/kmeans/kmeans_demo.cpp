@@ -1,0 +1,265 @@
+// Fault-tolerant k-means (the application of the ReStore paper). Every
+// process owns points and keeps them in the replicated block store. All start
+// from the same centers; processes are killed for real at random iterations;
+// the survivors heal the communicator, split the dead processes' points
+// evenly, load them from the store, and redo the iteration. At the end one
+// process runs the same k-means alone on all points, without failures, and
+// the centers must agree.
+//
+//   kmeans_demo [--points-per-process N] [--dims D] [--clusters K]
+//               [--iterations I] [--kills F] [--replicas R] [--seed S]
+//
+// REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule.
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "reprise/reprise.hpp"
+
+namespace {
+
+struct Options {
+  std::uint64_t points_per_process = 20000;
+  std::size_t dims = 8;
+  std::size_t clusters = 10;
+  std::uint64_t iterations = 60;
+  int kills = 2;
+  int replicas = 3;
+  std::uint64_t seed = std::random_device{}();
+};
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const auto value = std::strtoull(argv[i + 1], nullptr, 10);
+    if (flag == "--points-per-process") options.points_per_process = value;
+    else if (flag == "--dims") options.dims = value;
+    else if (flag == "--clusters") options.clusters = value;
+    else if (flag == "--iterations") options.iterations = value;
+    else if (flag == "--kills") options.kills = static_cast<int>(value);
+    else if (flag == "--replicas") options.replicas = static_cast<int>(value);
+    else if (flag == "--seed") options.seed = value;
+    else throw reprise::UsageError("kmeans_demo: unknown flag " + flag);
+  }
+  return options;
+}
+
+double unit(std::uint64_t x) {
+  x = (x ^ (x >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27U)) * 0x94d049bb133111ebULL;
+  return static_cast<double>((x ^ (x >> 31U)) >> 11U) * 0x1.0p-53;
+}
+
+/// Point `id`: near one of `clusters` fixed centres, deterministic.
+void make_point(std::uint64_t id, const Options& options, double* point) {
+  const std::uint64_t cluster = id % options.clusters;
+  for (std::size_t d = 0; d < options.dims; ++d) {
+    const double centre = 10.0 * unit(cluster * 1000 + d);
+    point[d] = centre + unit(id * 64 + d + 7) - 0.5;
+  }
+}
+
+/// One k-means step over `points` (n x dims): per-centre sums and counts.
+std::vector<double> partial_sums(const std::vector<double>& points, const std::vector<double>& centers,
+                                 const Options& options) {
+  const std::size_t k = options.clusters;
+  const std::size_t d = options.dims;
+  std::vector<double> sums(k * (d + 1), 0.0);
+  for (std::size_t p = 0; p < points.size() / d; ++p) {
+    const double* point = &points[p * d];
+    std::size_t best = 0;
+    double best_distance = INFINITY;
+    for (std::size_t c = 0; c < k; ++c) {
+      double distance = 0;
+      for (std::size_t j = 0; j < d; ++j) distance += (point[j] - centers[c * d + j]) * (point[j] - centers[c * d + j]);
+      if (distance < best_distance) {
+        best_distance = distance;
+        best = c;
+      }
+    }
+    for (std::size_t j = 0; j < d; ++j) sums[best * (d + 1) + j] += point[j];
+    sums[best * (d + 1) + d] += 1.0;
+  }
+  return sums;
+}
+
+void update_centers(const std::vector<double>& sums, std::vector<double>& centers, const Options& options) {
+  const std::size_t d = options.dims;
+  for (std::size_t c = 0; c < options.clusters; ++c) {
+    const double count = sums[c * (d + 1) + d];
+    if (count == 0) continue;
+    for (std::size_t j = 0; j < d; ++j) centers[c * d + j] = sums[c * (d + 1) + j] / count;
+  }
+}
+
+std::vector<double> initial_centers(const Options& options) {
+  std::vector<double> centers(options.clusters * options.dims);
+  // The first points of the job, one per cluster: the same on every process.
+  for (std::size_t c = 0; c < options.clusters; ++c) make_point(c * 7919 + 1, options, &centers[c * options.dims]);
+  return centers;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  reprise::Environment environment(argc, argv);
+  auto comm = reprise::Comm::world();
+  const auto me = comm.original_rank();
+  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
+  Options options;
+  reprise::inject::Schedule schedule;
+  try {
+    options = parse(argc, argv);
+    options.seed = comm.allreduce(static_cast<unsigned long long>(options.seed), MPI_MAX);  // the same everywhere
+    schedule = std::getenv("REPRISE_FAULTS") != nullptr
+                   ? reprise::inject::Schedule::from_env()
+                   : reprise::inject::Schedule::random_exact(options.seed, comm.size(), options.iterations, options.kills);
+  } catch (const reprise::UsageError& error) {
+    if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
+    reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
+    environment.set_exit_status(2);
+    return 2;
+  }
+  const std::size_t point_bytes = options.dims * sizeof(double);
+  auto range_of = [&](reprise::OriginalRank rank) {
+    const auto first = static_cast<std::uint64_t>(rank.value()) * options.points_per_process;
+    return reprise::BlockRange{reprise::BlockId{first}, reprise::BlockId{first + options.points_per_process}};
+  };
+
+  // My points, kept in the store with `replicas` copies.
+  std::vector<double> points(options.points_per_process * options.dims);
+  for (std::uint64_t i = 0; i < options.points_per_process; ++i) {
+    make_point(range_of(me).begin.value + i, options, &points[i * options.dims]);
+  }
+  reprise::Store store(comm, {.replicas = options.replicas, .block_bytes = point_bytes});
+  store.submit(range_of(me), std::as_bytes(std::span(points)));
+
+  if (comm.rank().value() == 0) {
+    std::printf("reprise k-means: %d processes, %llu points in %zu dimensions, %zu clusters, %llu iterations, "
+                "%d copies of every point in the store\n",
+                comm.size(), static_cast<unsigned long long>(store.blocks()), options.dims, options.clusters,
+                static_cast<unsigned long long>(options.iterations), options.replicas);
+    std::printf("  fault plan (original rank@iteration, seed %llu): %s\n",
+                static_cast<unsigned long long>(options.seed), schedule.to_string().c_str());
+    std::fflush(stdout);
+  }
+
+  // Who owns which points now: the same table on every process. A process
+  // that dies takes adopted points with it too, so recovery hands out every
+  // range the dead owned, not only their original ones.
+  struct Ownership {
+    reprise::BlockRange range;
+    reprise::OriginalRank owner;
+  };
+  std::vector<Ownership> owners;
+  for (auto member : comm.members()) owners.push_back({range_of(member), member});
+
+  auto centers = initial_centers(options);
+  const auto start = std::chrono::steady_clock::now();
+  std::uint64_t iteration = 0;
+  while (iteration < options.iterations) {
+    schedule.apply(me, iteration, comm.is_replacement());
+    const auto partial = partial_sums(points, centers, options);
+    std::vector<double> sums(partial.size());
+    if (comm.attempt([&] {
+          comm.check(MPI_Allreduce(partial.data(), sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM,
+                                   comm.raw()),
+                     "MPI_Allreduce");
+        })) {
+      update_centers(sums, centers, options);
+      ++iteration;
+      continue;
+    }
+    // Heal, then take over the dead processes' points, split evenly.
+    const auto heal_start = std::chrono::steady_clock::now();
+    const std::vector<reprise::OriginalRank> before = comm.members();
+    comm = comm.shrink();
+    const double heal_ms = 1e3 * seconds_since(heal_start);
+    std::vector<reprise::OriginalRank> lost;
+    for (auto rank : before) {
+      if (!comm.rank_of(rank)) lost.push_back(rank);
+    }
+    std::vector<reprise::BlockRange> orphaned;
+    std::erase_if(owners, [&](const Ownership& entry) {
+      if (comm.rank_of(entry.owner)) return false;
+      orphaned.push_back(entry.range);
+      return true;
+    });
+    std::vector<reprise::BlockRange> share;
+    std::uint64_t blocks = 0;
+    std::uint64_t orphaned_blocks = 0;
+    const auto n = static_cast<std::uint64_t>(comm.size());
+    for (const auto& range : orphaned) {
+      orphaned_blocks += range.size();
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const reprise::BlockRange piece{reprise::BlockId{range.begin.value + range.size() * i / n},
+                                        reprise::BlockId{range.begin.value + range.size() * (i + 1) / n}};
+        if (piece.size() == 0) continue;
+        const auto owner = comm.original_rank(reprise::Rank{static_cast<int>(i)});
+        owners.push_back({piece, owner});
+        if (owner == me) {
+          share.push_back(piece);
+          blocks += piece.size();
+        }
+      }
+    }
+    const auto reload_start = std::chrono::steady_clock::now();
+    const auto old_size = points.size();
+    points.resize(old_size + blocks * options.dims);
+    try {
+      store.load(share, std::as_writable_bytes(std::span(points).subspan(old_size)));
+    } catch (const reprise::DataLost& error) {
+      // More holders died than there are copies: say so and stop.
+      std::fprintf(stderr, "kmeans_demo: %s\n  (with %d copies, %d failures among the holders of a point lose it)\n",
+                   error.what(), options.replicas, options.replicas);
+      reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
+      environment.set_exit_status(3);
+      return 3;
+    }
+    const double reload_ms = 1e3 * comm.allreduce(seconds_since(reload_start), MPI_MAX);
+    if (comm.rank().value() == 0) {
+      std::string names;
+      for (auto rank : lost) names += (names.empty() ? "#" : ", #") + std::to_string(rank.value());
+      const double mib = static_cast<double>(orphaned_blocks * point_bytes) / (1 << 20);
+      std::printf("  iteration %3llu: lost %s; healed in %.1f ms; %d survivors reloaded its %.2f MiB of points "
+                  "from the store in %.1f ms and redo the iteration\n",
+                  static_cast<unsigned long long>(iteration), names.c_str(), heal_ms, comm.size(), mib, reload_ms);
+      std::fflush(stdout);
+    }
+  }
+  const double elapsed = seconds_since(start);
+
+  // Reference: the same k-means on all points, on one process, no failures.
+  int correct = 0;
+  if (comm.rank().value() == 0) {
+    std::vector<double> all(store.blocks() * options.dims);
+    for (std::uint64_t id = 0; id < store.blocks(); ++id) make_point(id, options, &all[id * options.dims]);
+    auto reference = initial_centers(options);
+    for (std::uint64_t it = 0; it < options.iterations; ++it) update_centers(partial_sums(all, reference, options), reference, options);
+    double worst = 0;
+    for (std::size_t j = 0; j < centers.size(); ++j) worst = std::max(worst, std::abs(centers[j] - reference[j]));
+    correct = worst <= 1e-9 ? 1 : 0;
+    std::printf("  centers vs. a failure-free run on one process: largest difference %.1e -> %s\n", worst,
+                correct != 0 ? "CORRECT" : "WRONG");
+    std::printf("  %d of %d processes finished %llu iterations in %.2f s\n", comm.size(), comm.original_size(),
+                static_cast<unsigned long long>(options.iterations), elapsed);
+    std::fflush(stdout);
+  }
+  comm.check(MPI_Bcast(&correct, 1, MPI_INT, 0, comm.raw()), "MPI_Bcast");
+  reprise::inject::record_outcome(correct != 0 ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed,
+                                  me, correct != 0 ? "" : "centers differ from the failure-free run");
+  environment.set_exit_status(correct != 0 ? 0 : 1);
+  return environment.exit_status();
+}
