@@ -16,6 +16,7 @@
 #include <random>
 #include <string>
 
+#include "../common/demo_support.hpp"
 #include "reprise/reprise.hpp"
 
 namespace {
@@ -56,10 +57,6 @@ std::uint64_t sum_items(std::uint64_t begin, std::uint64_t end) {
   return sum;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,17 +68,12 @@ int main(int argc, char** argv) {
   reprise::inject::Schedule schedule;
   try {
     options = parse(argc, argv);
-    // Every process drew its own seed; all use the largest, so all of them
-    // build the same schedule.
-    const auto seed = comm.allreduce(static_cast<unsigned long long>(options.seed), MPI_MAX);
-    options.seed = seed;
-    schedule = std::getenv("REPRISE_FAULTS") != nullptr
-                   ? reprise::inject::Schedule::from_env()
-                   : reprise::inject::Schedule::random_exact(seed, comm.size(), options.steps, options.kills);
+    auto plan = demo::agreed_fault_plan(comm, options.seed, options.steps, options.kills);
+    options.seed = plan.seed;
+    schedule = std::move(plan.schedule);
   } catch (const reprise::UsageError& error) {
     if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
-    reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
-    return 2;
+    return demo::finish(environment, me, false, error.what(), 2);
   }
   const bool reporter = comm.rank().value() == 0;
   if (reporter) {
@@ -113,7 +105,7 @@ int main(int argc, char** argv) {
     }
     const auto heal_start = std::chrono::steady_clock::now();
     auto healed = comm.shrink();
-    const double heal_ms = 1e3 * seconds_since(heal_start);
+    const double heal_ms = 1e3 * demo::seconds_since(heal_start);
     ++recoveries;
     if (healed.rank().value() == 0) {
       std::string lost;
@@ -127,7 +119,7 @@ int main(int argc, char** argv) {
     }
     comm = std::move(healed);
   }
-  const double elapsed = seconds_since(start);
+  const double elapsed = demo::seconds_since(start);
   // One process recomputes the whole sum alone, as a failure-free reference,
   // and tells the others whether the resilient run got it right.
   int correct = 0;
@@ -142,8 +134,5 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   comm.check(MPI_Bcast(&correct, 1, MPI_INT, 0, comm.raw()), "MPI_Bcast");
-  reprise::inject::record_outcome(correct != 0 ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed,
-                                  me, correct != 0 ? "" : "wrong result");
-  environment.set_exit_status(correct != 0 ? 0 : 1);
-  return environment.exit_status();
+  return demo::finish(environment, me, correct != 0, "wrong result");
 }

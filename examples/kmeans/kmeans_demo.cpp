@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/demo_support.hpp"
 #include "reprise/reprise.hpp"
 
 namespace {
@@ -107,10 +108,6 @@ std::vector<double> initial_centers(const Options& options) {
   return centers;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -122,15 +119,12 @@ int main(int argc, char** argv) {
   reprise::inject::Schedule schedule;
   try {
     options = parse(argc, argv);
-    options.seed = comm.allreduce(static_cast<unsigned long long>(options.seed), MPI_MAX);  // the same everywhere
-    schedule = std::getenv("REPRISE_FAULTS") != nullptr
-                   ? reprise::inject::Schedule::from_env()
-                   : reprise::inject::Schedule::random_exact(options.seed, comm.size(), options.iterations, options.kills);
+    auto plan = demo::agreed_fault_plan(comm, options.seed, options.iterations, options.kills);
+    options.seed = plan.seed;
+    schedule = std::move(plan.schedule);
   } catch (const reprise::UsageError& error) {
     if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
-    reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
-    environment.set_exit_status(2);
-    return 2;
+    return demo::finish(environment, me, false, error.what(), 2);
   }
   const std::size_t point_bytes = options.dims * sizeof(double);
   auto range_of = [&](reprise::OriginalRank rank) {
@@ -186,7 +180,7 @@ int main(int argc, char** argv) {
     const auto heal_start = std::chrono::steady_clock::now();
     const std::vector<reprise::OriginalRank> before = comm.members();
     comm = comm.shrink();
-    const double heal_ms = 1e3 * seconds_since(heal_start);
+    const double heal_ms = 1e3 * demo::seconds_since(heal_start);
     std::vector<reprise::OriginalRank> lost;
     for (auto rank : before) {
       if (!comm.rank_of(rank)) lost.push_back(rank);
@@ -224,11 +218,9 @@ int main(int argc, char** argv) {
       // More holders died than there are copies: say so and stop.
       std::fprintf(stderr, "kmeans_demo: %s\n  (with %d copies, %d failures among the holders of a point lose it)\n",
                    error.what(), options.replicas, options.replicas);
-      reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
-      environment.set_exit_status(3);
-      return 3;
+      return demo::finish(environment, me, false, error.what(), 3);
     }
-    const double reload_ms = 1e3 * comm.allreduce(seconds_since(reload_start), MPI_MAX);
+    const double reload_ms = 1e3 * comm.allreduce(demo::seconds_since(reload_start), MPI_MAX);
     if (comm.rank().value() == 0) {
       std::string names;
       for (auto rank : lost) names += (names.empty() ? "#" : ", #") + std::to_string(rank.value());
@@ -239,7 +231,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  const double elapsed = seconds_since(start);
+  const double elapsed = demo::seconds_since(start);
 
   // Reference: the same k-means on all points, on one process, no failures.
   int correct = 0;
@@ -258,8 +250,5 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   comm.check(MPI_Bcast(&correct, 1, MPI_INT, 0, comm.raw()), "MPI_Bcast");
-  reprise::inject::record_outcome(correct != 0 ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed,
-                                  me, correct != 0 ? "" : "centers differ from the failure-free run");
-  environment.set_exit_status(correct != 0 ? 0 : 1);
-  return environment.exit_status();
+  return demo::finish(environment, me, correct != 0, "centers differ from the failure-free run");
 }
