@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <numeric>
 #include <sstream>
 #include <string>
 
@@ -147,25 +148,42 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
     }
   }
   _chunks = std::move(chunks);
+  _extra.clear();
   _placement.emplace(placement);
   _slot_owner = _comm.members();
   _failed_at_submit = _comm.failed();
 }
 
-std::optional<Rank> Store::pick_holder(const Placement::Piece& piece, std::size_t spread) const {
-  std::vector<Rank> live;
+bool Store::is_live(OriginalRank holder) const {
+  // A process that failed after the baseline lost its copies, even if a
+  // replacement now has its original rank.
+  const auto& failed = _comm.failed();
+  const bool failed_since = std::binary_search(failed.begin(), failed.end(), holder) &&
+                            !std::binary_search(_failed_at_submit.begin(), _failed_at_submit.end(), holder);
+  return !failed_since && _comm.rank_of(holder).has_value();
+}
+
+std::vector<OriginalRank> Store::live_holders(const Placement::Piece& piece) const {
+  std::vector<OriginalRank> live;
   for (int slot : piece.holders) {
     const OriginalRank owner = _slot_owner[static_cast<std::size_t>(slot)];
-    // A process that failed after the submit lost its copies, even if a
-    // replacement now has its original rank.
-    const auto& failed = _comm.failed();
-    const bool failed_since = std::binary_search(failed.begin(), failed.end(), owner) &&
-                              !std::binary_search(_failed_at_submit.begin(), _failed_at_submit.end(), owner);
-    if (failed_since) continue;
-    if (auto rank = _comm.rank_of(owner)) {
-      if (*rank == _comm.rank()) return rank;
-      live.push_back(*rank);
+    if (is_live(owner)) live.push_back(owner);
+  }
+  auto extra = _extra.upper_bound(piece.range.begin.value);
+  if (extra != _extra.begin() && std::prev(extra)->second.range.end > piece.range.begin) {
+    for (auto holder : std::prev(extra)->second.holders) {
+      if (is_live(holder) && std::find(live.begin(), live.end(), holder) == live.end()) live.push_back(holder);
     }
+  }
+  return live;
+}
+
+std::optional<Rank> Store::pick_holder(const Placement::Piece& piece, std::size_t spread) const {
+  std::vector<Rank> live;
+  for (auto holder : live_holders(piece)) {
+    const Rank rank = *_comm.rank_of(holder);
+    if (rank == _comm.rank()) return rank;
+    live.push_back(rank);
   }
   if (live.empty()) return std::nullopt;
   return live[spread % live.size()];
@@ -284,6 +302,10 @@ void Store::share_layout() {
               _config.seed, _failed_at_submit.size()};
     for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
     for (auto failed : _failed_at_submit) layout.push_back(static_cast<std::uint64_t>(failed.value()));
+    for (const auto& [first, extra] : _extra) {
+      layout.insert(layout.end(), {extra.range.begin.value, extra.range.end.value, extra.holders.size()});
+      for (auto holder : extra.holders) layout.push_back(static_cast<std::uint64_t>(holder.value()));
+    }
   }
   auto length = static_cast<unsigned long>(layout.size());
   _comm.check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, root, _comm.raw()), "MPI_Bcast");
@@ -306,14 +328,23 @@ void Store::share_layout() {
   _slot_owner.clear();
   for (int s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[7 + static_cast<std::size_t>(s)]));
   _failed_at_submit.clear();
-  for (std::size_t i = 7 + static_cast<std::size_t>(slots); i < layout.size(); ++i) {
-    _failed_at_submit.emplace_back(static_cast<int>(layout[i]));
+  std::size_t at = 7 + static_cast<std::size_t>(slots);
+  for (std::uint64_t i = 0; i < layout[6]; ++i) _failed_at_submit.emplace_back(static_cast<int>(layout[at++]));
+  _extra.clear();
+  while (at < layout.size()) {
+    ExtraCopies extra{{BlockId{layout[at]}, BlockId{layout[at + 1]}}, {}};
+    const auto holders = layout[at + 2];
+    at += 3;
+    for (std::uint64_t h = 0; h < holders; ++h) extra.holders.emplace_back(static_cast<int>(layout[at++]));
+    _extra.emplace(extra.range.begin.value, std::move(extra));
   }
 }
 
 void Store::heal() {
   share_layout();
   if (!_placement) return;
+  // Copies on processes that failed since the baseline are gone for good.
+  for (auto& [first, extra] : _extra) std::erase_if(extra.holders, [&](OriginalRank h) { return !is_live(h); });
   // A replacement owns the slots of the process it replaces; their copies
   // died with it and come back from the other holders.
   std::vector<BlockRange> wanted;
@@ -348,8 +379,65 @@ void Store::heal() {
     _chunks.emplace(range.begin.value, std::move(chunk));
     offset += length;
   }
-  // Every copy is back: from now on only failures after this point count.
+  // Replacements hold their slots' copies again, the dead that were not
+  // replaced are no members: from now on only later failures count.
   _failed_at_submit = _comm.failed();
+  rereplicate();
+}
+
+void Store::rereplicate() {
+  const int processes = _comm.size();
+  const int wanted_copies = std::min(_config.replicas, processes);
+  std::vector<BlockRange> lost;
+  std::vector<BlockRange> mine;
+  std::vector<ExtraCopies> additions;
+  for (const auto& piece : _placement->pieces({BlockId{0}, BlockId{blocks()}})) {
+    const auto live = live_holders(piece);
+    if (live.empty()) {
+      lost.push_back(piece.range);
+      continue;
+    }
+    const int missing = wanted_copies - static_cast<int>(live.size());
+    if (missing <= 0) continue;
+    // Probe (start + k * step) mod p with step coprime to p: visits every
+    // process once, in an order that differs from piece to piece, so the new
+    // copies spread over the survivors.
+    std::uint64_t hash = piece.range.begin.value * 0x9e3779b97f4a7c15ULL ^ _config.seed;
+    hash = (hash ^ (hash >> 31U)) * 0xbf58476d1ce4e5b9ULL;
+    const auto p = static_cast<std::uint64_t>(processes);
+    const std::uint64_t start = hash % p;
+    std::uint64_t step = p > 1 ? 1 + (hash >> 32U) % (p - 1) : 1;
+    while (std::gcd(step, p) != 1) ++step;
+    ExtraCopies added{piece.range, {}};
+    for (std::uint64_t k = 0; k < p && static_cast<int>(added.holders.size()) < missing; ++k) {
+      const auto candidate = _comm.original_rank(Rank{static_cast<int>((start + k * step) % p)});
+      if (std::find(live.begin(), live.end(), candidate) != live.end()) continue;
+      added.holders.push_back(candidate);
+      if (candidate == _comm.original_rank()) mine.push_back(piece.range);
+    }
+    additions.push_back(std::move(added));
+  }
+  std::uint64_t blocks_to_fetch = 0;
+  for (const auto& range : mine) blocks_to_fetch += range.size();
+  std::vector<std::byte> bytes(blocks_to_fetch * _config.block_bytes);
+  load(mine, bytes);
+  std::size_t offset = 0;
+  for (const auto& range : mine) {
+    const auto length = range.size() * _config.block_bytes;
+    _chunks.insert_or_assign(range.begin.value,
+                             Chunk{range, {bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                                           bytes.begin() + static_cast<std::ptrdiff_t>(offset + length)}});
+    offset += length;
+  }
+  for (auto& added : additions) {
+    auto [entry, fresh] = _extra.try_emplace(added.range.begin.value, ExtraCopies{added.range, {}});
+    entry->second.holders.insert(entry->second.holders.end(), added.holders.begin(), added.holders.end());
+  }
+  if (!lost.empty()) {
+    const std::string what = "reprise::Store::heal: every copy of blocks " + describe(lost) +
+                             " is gone; the other blocks have their copies back";
+    throw DataLost(what, std::move(lost));
+  }
 }
 
 }  // namespace reprise

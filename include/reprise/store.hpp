@@ -56,12 +56,15 @@ class Store {
   /// out of range or `into` has the wrong size.
   void load(std::span<const BlockRange> wanted, std::span<std::byte> into);
 
-  /// Collective, after `comm.respawn()`: replacements learn the store's
-  /// layout from a survivor and fetch, from the surviving copies, every copy
-  /// the process they replace held, so each block has its full number of
-  /// copies again and the replacement can `load` what the dead process had
-  /// submitted. Harmless when nothing was replaced. `DataLost` on every
-  /// process if some of those copies have no survivor left.
+  /// Collective, after a recovery (`comm.shrink()` or `comm.respawn()`):
+  /// brings every block back to `replicas` live copies (or to every process,
+  /// if fewer remain), moving only what was lost. Replacements learn the
+  /// store's layout from a survivor and fetch the copies the process they
+  /// replace held, and can then `load` what it had submitted; blocks still
+  /// short of copies get new holders along a per-range probe sequence over
+  /// the live processes. Afterwards the store survives further failures as
+  /// it did the first. `DataLost` on every process, naming the ranges, if
+  /// some blocks have no live copy left (the rest is healed).
   void heal();
 
   /// Total number of blocks submitted (0 before the first submit).
@@ -76,8 +79,19 @@ class Store {
     BlockRange range;
     std::vector<std::byte> bytes;
   };
+  /// Holders added by `heal()` beyond the layout's, for one piece of the layout.
+  struct ExtraCopies {
+    BlockRange range;
+    std::vector<OriginalRank> holders;
+  };
+  /// True if `holder` is a member and has not failed since the baseline.
+  [[nodiscard]] bool is_live(OriginalRank holder) const;
+  /// The live processes holding `piece` (a piece of the layout, or part of one).
+  [[nodiscard]] std::vector<OriginalRank> live_holders(const Placement::Piece& piece) const;
   /// The live process holding a copy of `piece` that this process should ask.
   [[nodiscard]] std::optional<Rank> pick_holder(const Placement::Piece& piece, std::size_t spread) const;
+  /// Gives every piece short of copies new holders, which fetch it.
+  void rereplicate();
   /// Appends the pieces of memory holding `range` (which this process holds) to `out`.
   void held_pieces(BlockRange range, std::vector<std::span<const std::byte>>& out) const;
   /// Sends the layout from the lowest rank that has one to every member.
@@ -92,6 +106,7 @@ class Store {
   std::vector<OriginalRank> _slot_owner;          // slot at submit -> original rank
   std::vector<OriginalRank> _failed_at_submit;    // sorted
   std::map<std::uint64_t, Chunk> _chunks;         // copies held here, by first id
+  std::map<std::uint64_t, ExtraCopies> _extra;    // holders added by heal(), by first id of the piece
 };
 
 }  // namespace reprise

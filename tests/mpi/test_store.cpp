@@ -274,3 +274,27 @@ TEST(Store, ReplacementGetsItsDataAndTheCopiesBack) {
   comm = comm.shrink();
   (void)load_share_and_check(store, comm, {first, second});
 }
+
+TEST(Store, HealAfterShrinkSurvivesTheNextFailure) {
+  auto comm = Comm::world();
+  // With r = 2 the blocks of slot s live on s and s + p/2: losing #1 and
+  // then #(1 + p/2) loses data unless heal() made new copies in between.
+  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  Store permuted(comm, {.replicas = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
+                        .seed = 4});
+  submit_own_blocks(store, comm);
+  submit_own_blocks(permuted, comm);
+  const OriginalRank first{1};
+  const OriginalRank second{1 + comm.size() / 2};
+  kill_and_detect(comm, {first});
+  comm = comm.shrink();
+  const auto total_bytes = store.blocks() * kBlockBytes;
+  for (Store* s : {&store, &permuted}) {
+    s->heal();
+    EXPECT_EQ(comm.allreduce(static_cast<unsigned long>(s->stored_bytes()), MPI_SUM), 2 * total_bytes)
+        << "exactly two copies of everything again";
+  }
+  kill_and_detect(comm, {second});
+  comm = comm.shrink();
+  for (Store* s : {&store, &permuted}) (void)load_share_and_check(*s, comm, {first, second});
+}
