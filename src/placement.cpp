@@ -1,6 +1,7 @@
 #include "reprise/placement.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "reprise/error.hpp"
@@ -193,6 +194,15 @@ std::vector<Placement::Piece> Placement::pieces(BlockRange range) const {
     id = end;
   }
   return result;
+}
+
+std::vector<int> node_major_order(const std::vector<int>& node_of_process) {
+  std::vector<int> order(node_of_process.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return node_of_process[static_cast<std::size_t>(a)] < node_of_process[static_cast<std::size_t>(b)];
+  });
+  return order;
 }
 
 }  // namespace reprise

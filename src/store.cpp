@@ -105,53 +105,78 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
     next = s.end;
   }
   if (problem.empty() && next == 0) problem = "no process submitted any block";
-  if (!problem.empty()) throw UsageError("reprise::Store::submit: " + problem);
+  if (!problem.empty()) throw UsageError("reprise::Store::submit: " + problem);  // everyone saw the same input
 
   const Placement placement({.blocks = next,
                              .slots = _comm.size(),
                              .replicas = _config.replicas,
                              .blocks_per_permuted_range = _config.bytes_per_permuted_range / _config.block_bytes,
                              .seed = _config.seed});
-  // Records [first id, end id, bytes] to every holder of every piece.
-  std::vector<std::vector<std::byte>> outgoing(static_cast<std::size_t>(_comm.size()));
+  // Slots go to processes grouped by node, so that the copies of a block
+  // land on different nodes where there are enough of them.
+  const auto slot_process = node_major_order(node_of_each_process());
+  // Every process knows every range, so both ends know which pieces travel
+  // where: senders send straight from `data`, receivers straight into the
+  // copies they will keep, allocated before anything moves.
+  const auto my_slot = static_cast<std::size_t>(
+      std::find(slot_process.begin(), slot_process.end(), _comm.rank().value()) - slot_process.begin());
+  std::map<std::uint64_t, Chunk> chunks;
+  std::vector<std::vector<std::span<std::byte>>> landing(static_cast<std::size_t>(_comm.size()));
+  std::size_t needed = 0;
+  try {
+    for (int r : order) {
+      const auto& s = all[static_cast<std::size_t>(r)];
+      for (const auto& piece : placement.pieces({BlockId{s.begin}, BlockId{s.end}})) {
+        if (std::find(piece.holders.begin(), piece.holders.end(), static_cast<int>(my_slot)) == piece.holders.end()) {
+          continue;
+        }
+        needed += piece.range.size() * _config.block_bytes;
+        auto& chunk = chunks[piece.range.begin.value];
+        chunk.range = piece.range;
+        chunk.bytes.resize(piece.range.size() * _config.block_bytes);
+        landing[static_cast<std::size_t>(r)].emplace_back(chunk.bytes);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    problem = "process " + std::to_string(_comm.original_rank().value()) + " cannot allocate the " +
+              std::to_string(needed) + "+ bytes of copies it must keep; use more processes or fewer replicas";
+  }
+  agree_on_input(problem, "submit");
+  std::vector<GatherMessage> messages;
   if (mine.size() > 0) {
     for (const auto& piece : placement.pieces(mine)) {
       const auto offset = (piece.range.begin.value - mine.begin.value) * _config.block_bytes;
-      const auto length = piece.range.size() * _config.block_bytes;
+      const std::span<const std::byte> bytes = data.subspan(offset, piece.range.size() * _config.block_bytes);
       for (int slot : piece.holders) {
-        auto& out = outgoing[static_cast<std::size_t>(slot)];
-        put_u64(out, piece.range.begin.value);
-        put_u64(out, piece.range.end.value);
-        out.insert(out.end(), data.begin() + static_cast<std::ptrdiff_t>(offset),
-                   data.begin() + static_cast<std::ptrdiff_t>(offset + length));
+        const Rank to{slot_process[static_cast<std::size_t>(slot)]};
+        auto it = std::find_if(messages.begin(), messages.end(), [&](const GatherMessage& m) { return m.destination == to; });
+        if (it == messages.end()) it = messages.insert(messages.end(), GatherMessage{to, {}});
+        it->pieces.push_back(bytes);
       }
     }
   }
-  std::vector<OutgoingMessage> messages;
-  for (int r = 0; r < _comm.size(); ++r) {
-    if (!outgoing[static_cast<std::size_t>(r)].empty()) messages.push_back({Rank{r}, outgoing[static_cast<std::size_t>(r)]});
-  }
-  const auto received = _comm.sparse_all_to_all(messages);
+  _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t) { return landing[static_cast<std::size_t>(source.value())]; });
 
-  std::map<std::uint64_t, Chunk> chunks;
-  for (const auto& message : received) {
-    std::size_t offset = 0;
-    while (offset < message.payload.size()) {
-      Chunk chunk;
-      chunk.range.begin = BlockId{get_u64(message.payload, offset)};
-      chunk.range.end = BlockId{get_u64(message.payload, offset)};
-      const auto length = chunk.range.size() * _config.block_bytes;
-      const auto* first = message.payload.data() + offset;
-      chunk.bytes.assign(first, first + length);
-      offset += length;
-      chunks.emplace(chunk.range.begin.value, std::move(chunk));
-    }
-  }
   _chunks = std::move(chunks);
   _extra.clear();
   _placement.emplace(placement);
-  _slot_owner = _comm.members();
+  _slot_owner.clear();
+  for (int process : slot_process) _slot_owner.push_back(_comm.original_rank(Rank{process}));
   _failed_at_submit = _comm.failed();
+}
+
+std::vector<int> Store::node_of_each_process() {
+  MPI_Comm node = MPI_COMM_NULL;
+  _comm.check(MPI_Comm_split_type(_comm.raw(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+  // A node is named by the lowest rank on it.
+  int key = _comm.rank().value();
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  _comm.check(rc, "MPI_Allreduce");
+  std::vector<int> node_of(static_cast<std::size_t>(_comm.size()));
+  _comm.check(MPI_Allgather(&key, 1, MPI_INT, node_of.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
+  return node_of;
 }
 
 bool Store::is_live(OriginalRank holder) const {

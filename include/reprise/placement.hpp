@@ -93,4 +93,12 @@ class Placement {
   detail::FeistelPermutation _permutation;
 };
 
+/// The order in which processes take the slots of a layout: grouped by node
+/// (`node_of_process[i]` is any key naming process i's node), in process
+/// order within a node. Copies of a range are floor(p/r) slots apart, so they
+/// land on r different nodes whenever floor(p/r) is at least the number of
+/// processes on the largest node (e.g. at least r nodes of equal size).
+/// Returns the process at each slot.
+[[nodiscard]] std::vector<int> node_major_order(const std::vector<int>& node_of_process);
+
 }  // namespace reprise

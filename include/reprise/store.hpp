@@ -26,10 +26,16 @@ struct StoreConfig {
   std::uint64_t seed = 0;                    ///< seed of the permutation
 };
 
-/// A replicated block store on a communicator. Every member calls `submit`
-/// and `load` together. Memory: each process keeps about
-/// replicas * (all blocks) / processes blocks, plus, during a call, the bytes
-/// it sends and receives.
+/// A replicated block store on a communicator. Every member calls `submit`,
+/// `load` and `heal` together. The copies of a block go to processes on
+/// different nodes whenever floor(processes / replicas) is at least the
+/// number of processes on the largest node.
+///
+/// Memory: each process keeps about replicas * (all blocks) / processes
+/// blocks; during `submit` it also holds, briefly, the bytes it sends (its
+/// blocks, once per copy) and receives, and during `load` nothing beyond the
+/// caller's buffer. A request that cannot be allocated raises `UsageError`
+/// saying how much was needed.
 ///
 /// The store refers to `comm` and follows it when the application replaces
 /// it in place (`comm = comm.shrink()`): copies held by processes that have
@@ -84,6 +90,8 @@ class Store {
     BlockRange range;
     std::vector<OriginalRank> holders;
   };
+  /// For every process, a key naming its node (collective).
+  [[nodiscard]] std::vector<int> node_of_each_process();
   /// True if `holder` is a member and has not failed since the baseline.
   [[nodiscard]] bool is_live(OriginalRank holder) const;
   /// The live processes holding `piece` (a piece of the layout, or part of one).

@@ -145,3 +145,33 @@ TEST(Placement, BadConfigurationsSayWhatToChange) {
   EXPECT_THROW((void)placement.ranges_on(4), UsageError);
   EXPECT_THROW((void)placement.pieces({BlockId{5}, BlockId{11}}), UsageError);
 }
+
+TEST(Placement, NodeMajorOrderPutsCopiesOnDifferentNodes) {
+  // 16 processes on 4 nodes, numbered round-robin (process i on node i % 4),
+  // the worst case for a layout that ignores nodes.
+  std::vector<int> node_of(16);
+  for (int i = 0; i < 16; ++i) node_of[static_cast<std::size_t>(i)] = i % 4;
+  for (int replicas : {2, 3, 4}) {
+    const Placement placement({.blocks = 1600, .slots = 16, .replicas = replicas});
+    const auto order = node_major_order(node_of);
+    int same_node_naive = 0;
+    for (std::uint64_t id = 0; id < 1600; id += 7) {
+      std::set<int> nodes;
+      std::set<int> naive_nodes;
+      for (int slot : placement.holders(BlockId{id})) {
+        nodes.insert(node_of[static_cast<std::size_t>(order[static_cast<std::size_t>(slot)])]);
+        naive_nodes.insert(node_of[static_cast<std::size_t>(slot)]);
+      }
+      ASSERT_EQ(nodes.size(), static_cast<std::size_t>(replicas)) << "block " << id << ", r=" << replicas;
+      same_node_naive += naive_nodes.size() < static_cast<std::size_t>(replicas) ? 1 : 0;
+    }
+    if (replicas != 3) {  // strides 8 and 4 are multiples of 4: naively, copies share nodes
+      EXPECT_GT(same_node_naive, 0) << "without the order some copies share a node (r=" << replicas << ")";
+    }
+  }
+}
+
+TEST(Placement, NodeMajorOrderKeepsProcessOrderWithinANode) {
+  EXPECT_EQ(node_major_order({7, 3, 7, 3, 5}), (std::vector<int>{1, 3, 4, 0, 2}));
+  EXPECT_EQ(node_major_order({0, 0, 0}), (std::vector<int>{0, 1, 2}));
+}
