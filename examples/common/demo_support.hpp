@@ -4,7 +4,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 
 #include "reprise/reprise.hpp"
 
@@ -25,6 +27,37 @@ inline FaultPlan agreed_fault_plan(reprise::Comm& comm, std::uint64_t seed, std:
                       ? reprise::inject::Schedule::from_env()
                       : reprise::inject::Schedule::random_exact(plan.seed, comm.size(), steps, kills);
   return plan;
+}
+
+/// What a demo starts from: its options and the agreed fault plan.
+template <class Options>
+struct Start {
+  Options options;
+  reprise::inject::Schedule schedule;
+};
+
+/// Records that this process runs, parses the options with `parse` (which
+/// throws `UsageError` on bad flags) and agrees on the fault plan over
+/// `steps_of(options)` steps. On a usage error, process 0 prints it, every
+/// process records it, and nothing is returned: exit with
+/// `environment.exit_status()`.
+template <class Options, class Parse, class Steps>
+std::optional<Start<Options>> start(reprise::Comm& comm, reprise::Environment& environment, int argc, char** argv,
+                                    Parse parse, Steps steps_of) {
+  const auto me = comm.original_rank();
+  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
+  try {
+    Start<Options> begun{parse(argc, argv), {}};
+    auto plan = agreed_fault_plan(comm, begun.options.seed, steps_of(begun.options), begun.options.kills);
+    begun.options.seed = plan.seed;
+    begun.schedule = std::move(plan.schedule);
+    return begun;
+  } catch (const reprise::UsageError& error) {
+    if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
+    reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
+    environment.set_exit_status(2);
+    return std::nullopt;
+  }
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {

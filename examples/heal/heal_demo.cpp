@@ -63,18 +63,11 @@ int main(int argc, char** argv) {
   reprise::Environment environment(argc, argv);
   auto comm = reprise::Comm::world();
   const auto me = comm.original_rank();
-  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
-  Options options;
-  reprise::inject::Schedule schedule;
-  try {
-    options = parse(argc, argv);
-    auto plan = demo::agreed_fault_plan(comm, options.seed, options.steps, options.kills);
-    options.seed = plan.seed;
-    schedule = std::move(plan.schedule);
-  } catch (const reprise::UsageError& error) {
-    if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
-    return demo::finish(environment, me, false, error.what(), 2);
-  }
+  auto begun = demo::start<Options>(comm, environment, argc, argv, parse,
+                                    [](const Options& o) { return o.steps; });
+  if (!begun) return environment.exit_status();
+  const Options options = begun->options;
+  const reprise::inject::Schedule schedule = begun->schedule;
   const bool reporter = comm.rank().value() == 0;
   if (reporter) {
     std::printf("reprise demo: %d processes sum a hash of %llu items in %llu steps\n", comm.size(),

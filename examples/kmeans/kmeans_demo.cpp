@@ -114,18 +114,11 @@ int main(int argc, char** argv) {
   reprise::Environment environment(argc, argv);
   auto comm = reprise::Comm::world();
   const auto me = comm.original_rank();
-  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
-  Options options;
-  reprise::inject::Schedule schedule;
-  try {
-    options = parse(argc, argv);
-    auto plan = demo::agreed_fault_plan(comm, options.seed, options.iterations, options.kills);
-    options.seed = plan.seed;
-    schedule = std::move(plan.schedule);
-  } catch (const reprise::UsageError& error) {
-    if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
-    return demo::finish(environment, me, false, error.what(), 2);
-  }
+  auto begun = demo::start<Options>(comm, environment, argc, argv, parse,
+                                    [](const Options& o) { return o.iterations; });
+  if (!begun) return environment.exit_status();
+  const Options options = begun->options;
+  const reprise::inject::Schedule schedule = begun->schedule;
   const std::size_t point_bytes = options.dims * sizeof(double);
   auto range_of = [&](reprise::OriginalRank rank) {
     const auto first = static_cast<std::uint64_t>(rank.value()) * options.points_per_process;
