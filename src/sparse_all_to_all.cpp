@@ -190,12 +190,11 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
   if (error != MPI_SUCCESS) {
     // Make every other member leave its loop too, then let go of our requests.
     revoke();
-    for (auto& request : sends) {
-      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
-    }
-    // A non-blocking collective's request must not be freed (MPI makes that
-    // erroneous, and Open MPI aborts); on the revoked communicator it
-    // completes with an error, so wait for it.
+    // Wait for our requests rather than free them: on the revoked
+    // communicator they all complete, with an error. A freed send that later
+    // fails makes Open MPI abort the process ("Send error after request
+    // freed"), and freeing a non-blocking collective's request is erroneous.
+    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
     if (barrier != MPI_REQUEST_NULL) MPI_Wait(&barrier, MPI_STATUS_IGNORE);
   }
   // Only an agreement makes the outcome the same everywhere: a member whose

@@ -11,3 +11,4 @@
 #include "reprise/placement.hpp"
 #include "reprise/rank.hpp"
 #include "reprise/store.hpp"
+#include "reprise/variable_store.hpp"

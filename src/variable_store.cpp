@@ -1,0 +1,181 @@
+#include "reprise/variable_store.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <sstream>
+#include <string>
+
+#include "reprise/error.hpp"
+
+namespace reprise {
+
+namespace {
+
+/// One process's submit: where its blocks and its bytes start.
+struct Extent {
+  std::uint64_t first_block = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t input_ok = 0;
+};
+
+}  // namespace
+
+VariableStore::VariableStore(Comm& comm, VariableStoreConfig config)
+    : _comm(comm),
+      _ends(comm, {.replicas = config.replicas, .block_bytes = sizeof(std::uint64_t)}),
+      _bytes(comm, {.replicas = config.replicas,
+                    .block_bytes = 1,
+                    .bytes_per_permuted_range = config.bytes_per_permuted_range,
+                    .seed = config.seed}) {}
+
+void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, std::span<const std::byte> data) {
+  const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
+  const bool ok = mine.begin <= mine.end && sizes.size() == mine.size() && total == data.size();
+  // Every process's byte offset follows from all blocks before its own.
+  const Extent local{mine.begin.value, ok ? mine.size() : 0, ok ? total : 0, ok ? 1U : 0U};
+  std::vector<Extent> all(static_cast<std::size_t>(_comm.size()));
+  _comm.check(MPI_Allgather(&local, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");
+  for (int r = 0; r < _comm.size(); ++r) {
+    if (all[static_cast<std::size_t>(r)].input_ok == 0) {
+      throw UsageError("reprise::VariableStore::submit: process " +
+                       std::to_string(_comm.original_rank(Rank{r}).value()) +
+                       " gave sizes that do not match its block range or its bytes (one size per block, and the "
+                       "sizes must add up to the bytes given)");
+    }
+  }
+  std::uint64_t my_offset = 0;
+  for (const auto& extent : all) {
+    if (extent.first_block < mine.begin.value && extent.blocks > 0) my_offset += extent.bytes;
+  }
+  std::vector<std::uint64_t> ends(sizes.size());
+  std::uint64_t end = my_offset;
+  for (std::size_t i = 0; i < sizes.size(); ++i) ends[i] = end += sizes[i];
+  _ends.submit(mine, std::as_bytes(std::span(ends)));
+  // The byte store needs at least one byte in all; with none, it stays empty.
+  std::uint64_t all_bytes = 0;
+  for (const auto& extent : all) all_bytes += extent.bytes;
+  if (all_bytes > 0) _bytes.submit({BlockId{my_offset}, BlockId{my_offset + total}}, data);
+}
+
+void VariableStore::submit(BlockRange mine, const std::function<void(BlockId, std::vector<std::byte>&)>& write) {
+  std::vector<std::byte> data;
+  std::vector<std::size_t> sizes;
+  for (auto id = mine.begin.value; id < mine.end.value; ++id) {
+    const std::size_t before = data.size();
+    write(BlockId{id}, data);
+    sizes.push_back(data.size() - before);
+  }
+  submit(mine, sizes, data);
+}
+
+namespace {
+
+bool overlaps(const std::vector<BlockRange>& ranges, std::uint64_t begin, std::uint64_t end) {
+  return std::any_of(ranges.begin(), ranges.end(),
+                     [&](const BlockRange& r) { return r.begin.value < end && begin < r.end.value; });
+}
+
+void add_lost(std::vector<BlockRange>& lost, std::uint64_t id) {
+  if (!lost.empty() && lost.back().end.value == id) {
+    lost.back().end = BlockId{id + 1};
+  } else {
+    lost.push_back({BlockId{id}, BlockId{id + 1}});
+  }
+}
+
+/// A block to read: its id and where its bytes are.
+struct Located {
+  std::uint64_t id;
+  std::uint64_t begin;
+  std::uint64_t end;
+};
+
+}  // namespace
+
+void VariableStore::load(std::span<const BlockRange> wanted,
+                         const std::function<void(BlockId, std::span<const std::byte>)>& read) {
+  // First the end offsets of each wanted range's blocks and of the block
+  // before it (whose end is where the range's bytes begin).
+  std::vector<BlockRange> index;
+  std::vector<BlockRange> requested;  // the wanted range behind each index range
+  for (const auto& range : wanted) {
+    if (range.size() == 0) continue;
+    index.push_back({BlockId{range.begin.value == 0 ? 0 : range.begin.value - 1}, range.end});
+    requested.push_back(range);
+  }
+  std::uint64_t index_blocks = 0;
+  for (const auto& range : index) index_blocks += range.size();
+  std::vector<std::uint64_t> ends(index_blocks);
+  std::vector<BlockRange> index_lost;
+  try {
+    _ends.load(index, std::as_writable_bytes(std::span(ends)));
+  } catch (const DataLost& error) {
+    index_lost = error.lost();
+  }
+  // Where each block's bytes are, when both offsets it needs survived.
+  std::vector<Located> located;
+  std::vector<BlockRange> lost_ids;
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < index.size(); ++r) {
+    const BlockRange& range = index[r];
+    for (std::uint64_t id = requested[r].begin.value; id < range.end.value; ++id) {
+      const std::size_t end_at = at + (id - range.begin.value);
+      const bool has_begin = id == 0 || !overlaps(index_lost, id - 1, id);
+      const bool has_end = !overlaps(index_lost, id, id + 1);
+      if (!has_begin || !has_end) {
+        add_lost(lost_ids, id);
+        continue;
+      }
+      located.push_back({id, id == 0 ? 0 : ends[end_at - 1], ends[end_at]});
+    }
+    at += range.size();
+  }
+  // Then their bytes, in one load.
+  std::vector<BlockRange> byte_ranges;
+  std::uint64_t bytes = 0;
+  for (const auto& block : located) {
+    if (block.end == block.begin) continue;
+    if (!byte_ranges.empty() && byte_ranges.back().end.value == block.begin) {
+      byte_ranges.back().end = BlockId{block.end};
+    } else {
+      byte_ranges.push_back({BlockId{block.begin}, BlockId{block.end}});
+    }
+    bytes += block.end - block.begin;
+  }
+  std::vector<std::byte> buffer(bytes);
+  std::vector<BlockRange> bytes_lost;
+  if (_bytes.blocks() > 0) {
+    try {
+      _bytes.load(byte_ranges, buffer);
+    } catch (const DataLost& error) {
+      bytes_lost = error.lost();
+    }
+  }
+  std::size_t offset = 0;
+  for (const auto& block : located) {
+    const std::size_t length = block.end - block.begin;
+    if (length > 0 && overlaps(bytes_lost, block.begin, block.end)) {
+      add_lost(lost_ids, block.id);
+    } else {
+      read(BlockId{block.id}, std::span<const std::byte>(buffer).subspan(offset, length));
+    }
+    offset += length;
+  }
+  if (!lost_ids.empty()) {
+    std::sort(lost_ids.begin(), lost_ids.end(), [](BlockRange a, BlockRange b) { return a.begin < b.begin; });
+    std::ostringstream what;
+    what << "reprise::VariableStore::load: every copy of blocks ";
+    for (std::size_t i = 0; i < lost_ids.size(); ++i) what << (i == 0 ? "" : ", ") << lost_ids[i];
+    what << " is gone; the other requested blocks were read";
+    throw DataLost(what.str(), std::move(lost_ids));
+  }
+}
+
+void VariableStore::heal() {
+  _ends.heal();
+  _bytes.heal();
+}
+
+}  // namespace reprise
