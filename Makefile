@@ -44,10 +44,13 @@ test-asan-all: setup
 	@cmake --build --preset asan
 	@ASAN_OPTIONS=detect_leaks=0 PMIX_MCA_gds=hash ctest --test-dir build/asan --output-on-failure -E AboveIntMaxBytes
 
-# Each benchmark prints one JSON object per measurement; BENCH_ARGS are passed on.
+# Each benchmark prints one JSON object per measurement; BENCH_ARGS are passed
+# on (store_bench: --replicas --block-bytes --perm-bytes --mib-per-rank
+# --repeats --disk-dir) and BENCH_RANKS sets the number of processes.
 BENCH_ARGS ?=
+BENCH_RANKS ?= 4
 bench: build
-	@scripts/mpirun-checked -n 4 --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
+	@scripts/mpirun-checked -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
 
 clean:
 	rm -rf build
