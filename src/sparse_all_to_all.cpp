@@ -112,6 +112,15 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
   std::vector<MPI_Request> sends;
   std::vector<std::unique_ptr<MemoryView>> send_views;  // alive until the sends complete
   std::string target_problem;
+  // True if `target` gave room for exactly `bytes`; remembers the first mismatch.
+  auto fits = [&](const std::vector<std::span<std::byte>>& pieces, std::size_t bytes) {
+    if (total_size(pieces) == bytes) return true;
+    if (target_problem.empty()) {
+      target_problem = "the receive target gave " + std::to_string(total_size(pieces)) + " bytes of room for a " +
+                       std::to_string(bytes) + "-byte message";
+    }
+    return false;
+  };
   int error = MPI_SUCCESS;
   const char* failed_call = "";
   auto ok = [&](int rc, const char* call) {
@@ -127,12 +136,7 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
       std::size_t bytes = 0;
       for (const auto& piece : message.pieces) bytes += piece.size();
       const auto pieces = target(_rank, bytes);
-      if (total_size(pieces) == bytes) {
-        copy_pieces(message.pieces, pieces);
-      } else if (target_problem.empty()) {
-        target_problem = "the receive target gave " + std::to_string(total_size(pieces)) + " bytes of room for a " +
-                         std::to_string(bytes) + "-byte message";
-      }
+      if (fits(pieces, bytes)) copy_pieces(message.pieces, pieces);
       continue;
     }
     send_views.push_back(std::make_unique<MemoryView>(message.pieces));
@@ -159,12 +163,8 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
       const auto bytes = static_cast<std::size_t>(count);
       auto pieces = target(Rank{status.MPI_SOURCE}, bytes);
       std::vector<std::byte> scratch;
-      if (total_size(pieces) != bytes) {
+      if (!fits(pieces, bytes)) {
         // Take the message anyway so the exchange completes; report later.
-        if (target_problem.empty()) {
-          target_problem = "the receive target gave " + std::to_string(total_size(pieces)) + " bytes of room for a " +
-                           std::to_string(bytes) + "-byte message";
-        }
         scratch.resize(bytes);
         pieces = {scratch};
       }

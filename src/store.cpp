@@ -107,11 +107,7 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
   if (problem.empty() && next == 0) problem = "no process submitted any block";
   if (!problem.empty()) throw UsageError("reprise::Store::submit: " + problem);  // everyone saw the same input
 
-  const Placement placement({.blocks = next,
-                             .slots = _comm.size(),
-                             .replicas = _config.replicas,
-                             .blocks_per_permuted_range = _config.bytes_per_permuted_range / _config.block_bytes,
-                             .seed = _config.seed});
+  const Placement placement(placement_config(next, _comm.size()));
   // Slots go to processes grouped by node, so that the copies of a block
   // land on different nodes where there are enough of them.
   const auto slot_process = node_major_order(node_of_each_process());
@@ -163,6 +159,29 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
   _slot_owner.clear();
   for (int process : slot_process) _slot_owner.push_back(_comm.original_rank(Rank{process}));
   _failed_at_submit = _comm.failed();
+}
+
+PlacementConfig Store::placement_config(std::uint64_t blocks, int slots) const {
+  return {.blocks = blocks,
+          .slots = slots,
+          .replicas = _config.replicas,
+          .blocks_per_permuted_range = _config.bytes_per_permuted_range / _config.block_bytes,
+          .seed = _config.seed};
+}
+
+void Store::fetch_copies(const std::vector<BlockRange>& ranges) {
+  std::uint64_t count = 0;
+  for (const auto& range : ranges) count += range.size();
+  std::vector<std::byte> bytes(count * _config.block_bytes);
+  load(ranges, bytes);
+  std::size_t offset = 0;
+  for (const auto& range : ranges) {
+    const auto length = range.size() * _config.block_bytes;
+    _chunks.insert_or_assign(range.begin.value,
+                             Chunk{range, {bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                                           bytes.begin() + static_cast<std::ptrdiff_t>(offset + length)}});
+    offset += length;
+  }
 }
 
 std::vector<int> Store::node_of_each_process() {
@@ -345,11 +364,7 @@ void Store::share_layout() {
   agree_on_input(problem, "heal");
   if (_placement) return;
   const auto slots = static_cast<int>(layout[1]);
-  _placement.emplace(PlacementConfig{.blocks = layout[0],
-                                     .slots = slots,
-                                     .replicas = _config.replicas,
-                                     .blocks_per_permuted_range = _config.bytes_per_permuted_range / _config.block_bytes,
-                                     .seed = _config.seed});
+  _placement.emplace(placement_config(layout[0], slots));
   _slot_owner.clear();
   for (int s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[7 + static_cast<std::size_t>(s)]));
   _failed_at_submit.clear();
@@ -380,13 +395,10 @@ void Store::heal() {
       for (const auto& range : _placement->ranges_on(slot)) wanted.push_back(range);
     }
   }
-  std::uint64_t blocks = 0;
-  for (const auto& range : wanted) blocks += range.size();
-  std::vector<std::byte> bytes(blocks * _config.block_bytes);
   bool recovered = true;
   std::string why;
   try {
-    load(wanted, bytes);
+    fetch_copies(wanted);
   } catch (const DataLost& error) {
     recovered = false;
     why = error.what();
@@ -395,14 +407,6 @@ void Store::heal() {
     throw DataLost("reprise::Store::heal: a replacement could not get back all the copies it must hold" +
                        (why.empty() ? std::string() : ": " + why),
                    {});
-  }
-  std::size_t offset = 0;
-  for (const auto& range : wanted) {
-    const auto length = range.size() * _config.block_bytes;
-    Chunk chunk{range, {bytes.begin() + static_cast<std::ptrdiff_t>(offset),
-                        bytes.begin() + static_cast<std::ptrdiff_t>(offset + length)}};
-    _chunks.emplace(range.begin.value, std::move(chunk));
-    offset += length;
   }
   // Replacements hold their slots' copies again, the dead that were not
   // replaced are no members: from now on only later failures count.
@@ -442,18 +446,7 @@ void Store::rereplicate() {
     }
     additions.push_back(std::move(added));
   }
-  std::uint64_t blocks_to_fetch = 0;
-  for (const auto& range : mine) blocks_to_fetch += range.size();
-  std::vector<std::byte> bytes(blocks_to_fetch * _config.block_bytes);
-  load(mine, bytes);
-  std::size_t offset = 0;
-  for (const auto& range : mine) {
-    const auto length = range.size() * _config.block_bytes;
-    _chunks.insert_or_assign(range.begin.value,
-                             Chunk{range, {bytes.begin() + static_cast<std::ptrdiff_t>(offset),
-                                           bytes.begin() + static_cast<std::ptrdiff_t>(offset + length)}});
-    offset += length;
-  }
+  fetch_copies(mine);
   for (auto& added : additions) {
     auto [entry, fresh] = _extra.try_emplace(added.range.begin.value, ExtraCopies{added.range, {}});
     entry->second.holders.insert(entry->second.holders.end(), added.holders.begin(), added.holders.end());

@@ -90,6 +90,10 @@ class Store {
     BlockRange range;
     std::vector<OriginalRank> holders;
   };
+  /// The layout of `blocks` blocks over `slots` slots for this configuration.
+  [[nodiscard]] PlacementConfig placement_config(std::uint64_t blocks, int slots) const;
+  /// Collective: loads `ranges` from live copies and keeps them here.
+  void fetch_copies(const std::vector<BlockRange>& ranges);
   /// For every process, a key naming its node (collective).
   [[nodiscard]] std::vector<int> node_of_each_process();
   /// True if `holder` is a member and has not failed since the baseline.
