@@ -188,13 +188,19 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
   }
 
   if (error != MPI_SUCCESS) {
-    // Make every other member leave its loop too, then let go of our requests.
+    // Let go of our sends before anything else progresses MPI. Open MPI (ob1
+    // with ULFM) completes a pending send in error when its peer fails or the
+    // communicator is revoked, yet leaves the request allocated; should the
+    // transfer itself finish afterwards while the request is still held, the
+    // process aborts ("Send error after request freed"). A freed request
+    // instead finishes silently. The payload stays the caller's to keep.
+    for (auto& request : sends) {
+      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+    }
+    // Make every other member leave its loop too. The barrier request cannot
+    // be freed (erroneous for a collective); on the revoked communicator it
+    // completes, with an error.
     revoke();
-    // Wait for our requests rather than free them: on the revoked
-    // communicator they all complete, with an error. A freed send that later
-    // fails makes Open MPI abort the process ("Send error after request
-    // freed"), and freeing a non-blocking collective's request is erroneous.
-    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
     if (barrier != MPI_REQUEST_NULL) MPI_Wait(&barrier, MPI_STATUS_IGNORE);
   }
   // Only an agreement makes the outcome the same everywhere: a member whose

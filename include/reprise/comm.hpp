@@ -169,7 +169,9 @@ class Comm {
   /// know who sends to them. Messages to self are delivered too. Returns the
   /// received messages sorted by source. If a member dies during the
   /// exchange, every live member raises (never hangs) and the communicator
-  /// is revoked.
+  /// is revoked. After such a failure MPI may still read the payloads while
+  /// it winds the transfers down: keep them alive until you have recovered
+  /// (shrink or respawn returned).
   [[nodiscard]] std::vector<IncomingMessage> sparse_all_to_all(std::span<const OutgoingMessage> outgoing);
 
   /// The same exchange without intermediate copies: each message leaves from
