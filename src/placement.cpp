@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <set>
 #include <string>
 
 #include "reprise/error.hpp"
@@ -89,7 +90,37 @@ PlacementConfig checked(const PlacementConfig& config) {
                      "processes, but there are " + std::to_string(config.slots) +
                      "; lower the replication level or run on more processes");
   }
+  if (!config.node_of_slot.empty() && config.node_of_slot.size() != static_cast<std::size_t>(config.slots)) {
+    throw UsageError(where + "the node list names " + std::to_string(config.node_of_slot.size()) +
+                     " slots, but there are " + std::to_string(config.slots) + "; give one node per slot or none");
+  }
   return config;
+}
+
+// The slots holding each slab. Copy k starts at (s + k * floor(p/r)) mod p;
+// where nodes are known and at least r of them exist, a copy whose node
+// already holds one of the slab's copies walks on to the next slot on an
+// unused node.
+std::vector<std::vector<int>> holders_of_slabs(const PlacementConfig& config) {
+  const int p = config.slots;
+  const int stride = p / config.replicas;
+  const auto& node = config.node_of_slot;
+  const bool spread = !node.empty() && static_cast<int>(std::set<int>(node.begin(), node.end()).size()) >=
+                                           config.replicas;
+  std::vector<std::vector<int>> holders(static_cast<std::size_t>(p));
+  for (int slab = 0; slab < p; ++slab) {
+    auto& slots = holders[static_cast<std::size_t>(slab)];
+    std::set<int> used_nodes;
+    for (int k = 0; k < config.replicas; ++k) {
+      int slot = (slab + k * stride) % p;
+      if (spread) {
+        while (used_nodes.contains(node[static_cast<std::size_t>(slot)])) slot = (slot + 1) % p;
+        used_nodes.insert(node[static_cast<std::size_t>(slot)]);
+      }
+      slots.push_back(slot);
+    }
+  }
+  return holders;
 }
 
 std::uint64_t units_for(const PlacementConfig& config) {
@@ -103,7 +134,13 @@ Placement::Placement(const PlacementConfig& config)
     : _config(checked(config)),
       _unit_blocks(config.blocks_per_permuted_range == 0 ? 1 : config.blocks_per_permuted_range),
       _units(units_for(config)),
-      _permutation(_units, config.seed) {}
+      _permutation(_units, config.seed),
+      _slab_holders(holders_of_slabs(_config)),
+      _slabs_on(static_cast<std::size_t>(_config.slots)) {
+  for (int slab = 0; slab < _config.slots; ++slab) {
+    for (int slot : _slab_holders[static_cast<std::size_t>(slab)]) _slabs_on[static_cast<std::size_t>(slot)].push_back(slab);
+  }
+}
 
 BlockRange Placement::blocks_of_unit(std::uint64_t unit) const noexcept {
   const std::uint64_t begin = unit * _unit_blocks;
@@ -120,13 +157,9 @@ std::uint64_t Placement::slab_begin(int slab) const noexcept {
                                     static_cast<std::uint64_t>(_config.slots));
 }
 
-std::vector<int> Placement::holders_of_unit(std::uint64_t unit) const {
+const std::vector<int>& Placement::holders_of_unit(std::uint64_t unit) const {
   const std::uint64_t position = _config.blocks_per_permuted_range == 0 ? unit : _permutation.forward(unit);
-  const int first = slab_of_position(position);
-  std::vector<int> slots;
-  slots.reserve(static_cast<std::size_t>(_config.replicas));
-  for (int k = 0; k < _config.replicas; ++k) slots.push_back((first + k * copy_stride()) % _config.slots);
-  return slots;
+  return _slab_holders[static_cast<std::size_t>(slab_of_position(position))];
 }
 
 std::vector<int> Placement::holders(BlockId id) const {
@@ -143,9 +176,7 @@ std::vector<BlockRange> Placement::ranges_on(int slot) const {
                      std::to_string(_config.slots) + " slots");
   }
   std::vector<BlockRange> ranges;
-  for (int k = 0; k < _config.replicas; ++k) {
-    // The slab whose copy k lands on `slot`.
-    const int slab = ((slot - k * copy_stride()) % _config.slots + _config.slots) % _config.slots;
+  for (int slab : _slabs_on[static_cast<std::size_t>(slot)]) {
     const std::uint64_t begin = slab_begin(slab);
     const std::uint64_t end = slab_begin(slab + 1);
     if (_config.blocks_per_permuted_range == 0) {
@@ -185,11 +216,11 @@ std::vector<Placement::Piece> Placement::pieces(BlockRange range) const {
       end = blocks_of_unit(unit).end.value;
     }
     end = std::min(end, range.end.value);
-    auto slots = holders_of_unit(unit);
+    const auto& slots = holders_of_unit(unit);
     if (!result.empty() && result.back().holders == slots && result.back().range.end.value == id) {
       result.back().range.end = BlockId{end};
     } else {
-      result.push_back({{BlockId{id}, BlockId{end}}, std::move(slots)});
+      result.push_back({{BlockId{id}, BlockId{end}}, slots});
     }
     id = end;
   }

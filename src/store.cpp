@@ -107,10 +107,13 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
   if (problem.empty() && next == 0) problem = "no process submitted any block";
   if (!problem.empty()) throw UsageError("reprise::Store::submit: " + problem);  // everyone saw the same input
 
-  const Placement placement(placement_config(next, _comm.size()));
   // Slots go to processes grouped by node, so that the copies of a block
   // land on different nodes where there are enough of them.
-  const auto slot_process = node_major_order(node_of_each_process());
+  const auto node_of = node_of_each_process();
+  const auto slot_process = node_major_order(node_of);
+  std::vector<int> node_of_slot;
+  for (int process : slot_process) node_of_slot.push_back(node_of[static_cast<std::size_t>(process)]);
+  const Placement placement(placement_config(next, std::move(node_of_slot)));
   // Every process knows every range, so both ends know which pieces travel
   // where: senders send straight from `data`, receivers straight into the
   // copies they will keep, allocated before anything moves.
@@ -161,12 +164,14 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
   _failed_at_submit = _comm.failed();
 }
 
-PlacementConfig Store::placement_config(std::uint64_t blocks, int slots) const {
+PlacementConfig Store::placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const {
+  const auto slots = static_cast<int>(node_of_slot.size());
   return {.blocks = blocks,
           .slots = slots,
           .replicas = _config.replicas,
           .blocks_per_permuted_range = _config.bytes_per_permuted_range / _config.block_bytes,
-          .seed = _config.seed};
+          .seed = _config.seed,
+          .node_of_slot = std::move(node_of_slot)};
 }
 
 void Store::fetch_copies(const std::vector<BlockRange>& ranges) {
@@ -345,6 +350,7 @@ void Store::share_layout() {
               static_cast<std::uint64_t>(_config.replicas), _config.block_bytes, _config.bytes_per_permuted_range,
               _config.seed, _failed_at_submit.size()};
     for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
+    for (int node : placement.node_of_slot) layout.push_back(static_cast<std::uint64_t>(node));
     for (auto failed : _failed_at_submit) layout.push_back(static_cast<std::uint64_t>(failed.value()));
     for (const auto& [first, extra] : _extra) {
       layout.insert(layout.end(), {extra.range.begin.value, extra.range.end.value, extra.holders.size()});
@@ -364,11 +370,13 @@ void Store::share_layout() {
   agree_on_input(problem, "heal");
   if (_placement) return;
   const auto slots = static_cast<int>(layout[1]);
-  _placement.emplace(placement_config(layout[0], slots));
   _slot_owner.clear();
-  for (int s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[7 + static_cast<std::size_t>(s)]));
+  std::size_t at = 7;
+  for (int s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[at++]));
+  std::vector<int> node_of_slot;
+  for (int s = 0; s < slots; ++s) node_of_slot.push_back(static_cast<int>(layout[at++]));
+  _placement.emplace(placement_config(layout[0], std::move(node_of_slot)));
   _failed_at_submit.clear();
-  std::size_t at = 7 + static_cast<std::size_t>(slots);
   for (std::uint64_t i = 0; i < layout[6]; ++i) _failed_at_submit.emplace_back(static_cast<int>(layout[at++]));
   _extra.clear();
   while (at < layout.size()) {

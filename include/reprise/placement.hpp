@@ -5,7 +5,10 @@
 /// is the s-th process at submit time (the store maps slots to original
 /// ranks). With permutation ranges, the block ids are cut into ranges that a
 /// seeded pseudorandom permutation scatters over the slots, so one process's
-/// blocks end up on many holders and reloading them has many senders.
+/// blocks end up on many holders and reloading them has many senders. When
+/// the node of each slot is known, copies that would share a node move on to
+/// the next slot on a node not yet used, so they sit on r different nodes
+/// whenever there are r nodes.
 
 #include <cstdint>
 #include <vector>
@@ -45,6 +48,9 @@ struct PlacementConfig {
   int replicas = 1;                             ///< copies of every block (r), 1 <= r <= p
   std::uint64_t blocks_per_permuted_range = 0;  ///< 0: no permutation
   std::uint64_t seed = 0;                       ///< seed of the permutation
+  /// Node of each slot (any key per node), or empty if unknown. With at least
+  /// r distinct nodes, the copies of every block go to r different nodes.
+  std::vector<int> node_of_slot = {};
 };
 
 /// The layout: which slots hold each block, and which blocks each slot holds.
@@ -52,14 +58,11 @@ struct PlacementConfig {
 class Placement {
  public:
   /// Validates `config`; `UsageError` saying what to change if it is not
-  /// usable (no blocks, r = 0, r > p, ...).
+  /// usable (no blocks, r = 0, r > p, a node list of the wrong length, ...).
   explicit Placement(const PlacementConfig& config);
 
   /// The configuration this layout was built from.
   [[nodiscard]] const PlacementConfig& config() const noexcept { return _config; }
-
-  /// The slot distance between consecutive copies: floor(p / r).
-  [[nodiscard]] int copy_stride() const noexcept { return _config.slots / _config.replicas; }
 
   /// The slots holding `id`, copy 0 first; never two equal. `UsageError` if
   /// `id` is out of range.
@@ -85,20 +88,23 @@ class Placement {
   [[nodiscard]] BlockRange blocks_of_unit(std::uint64_t unit) const noexcept;
   [[nodiscard]] int slab_of_position(std::uint64_t position) const noexcept;
   [[nodiscard]] std::uint64_t slab_begin(int slab) const noexcept;
-  [[nodiscard]] std::vector<int> holders_of_unit(std::uint64_t unit) const;
+  [[nodiscard]] const std::vector<int>& holders_of_unit(std::uint64_t unit) const;
 
   PlacementConfig _config;
   std::uint64_t _unit_blocks = 1;
   std::uint64_t _units = 0;
   detail::FeistelPermutation _permutation;
+  std::vector<std::vector<int>> _slab_holders;  // the slots holding slab s, copy 0 (slot s) first
+  std::vector<std::vector<int>> _slabs_on;      // the slabs slot s holds a copy of
 };
 
 /// The order in which processes take the slots of a layout: grouped by node
 /// (`node_of_process[i]` is any key naming process i's node), in process
-/// order within a node. Copies of a range are floor(p/r) slots apart, so they
-/// land on r different nodes whenever floor(p/r) is at least the number of
-/// processes on the largest node (e.g. at least r nodes of equal size).
-/// Returns the process at each slot.
+/// order within a node. Copies of a range are floor(p/r) slots apart, so in
+/// this order they land on r different nodes with every process holding the
+/// same amount whenever no node has more than floor(p/r) processes (which
+/// balanced holding needs anyway); with bigger nodes the layout moves copies
+/// off them and the small nodes hold more. Returns the process at each slot.
 [[nodiscard]] std::vector<int> node_major_order(const std::vector<int>& node_of_process);
 
 }  // namespace reprise

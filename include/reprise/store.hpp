@@ -90,8 +90,8 @@ class Store {
     BlockRange range;
     std::vector<OriginalRank> holders;
   };
-  /// The layout of `blocks` blocks over `slots` slots for this configuration.
-  [[nodiscard]] PlacementConfig placement_config(std::uint64_t blocks, int slots) const;
+  /// The layout of `blocks` blocks over one slot per entry of `node_of_slot`.
+  [[nodiscard]] PlacementConfig placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const;
   /// Collective: loads `ranges` from live copies and keeps them here.
   void fetch_copies(const std::vector<BlockRange>& ranges);
   /// For every process, a key naming its node (collective).

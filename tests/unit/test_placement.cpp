@@ -171,6 +171,59 @@ TEST(Placement, NodeMajorOrderPutsCopiesOnDifferentNodes) {
   }
 }
 
+TEST(Placement, UnequalNodesStillGetCopiesOnDistinctNodes) {
+  // Nodes of very different sizes, some bigger than floor(p/r): the stride
+  // alone would put two copies on the big node.
+  const std::vector<std::vector<int>> node_sizes = {{6, 1, 1}, {5, 2, 1}, {3, 3, 1, 1}, {9, 2, 2, 1}, {4, 4}};
+  for (const auto& sizes : node_sizes) {
+    std::vector<int> node_of_slot;  // already node-major, as the store builds it
+    for (std::size_t node = 0; node < sizes.size(); ++node) node_of_slot.insert(node_of_slot.end(), sizes[node], static_cast<int>(node));
+    const auto slots = static_cast<int>(node_of_slot.size());
+    for (int replicas = 1; replicas <= static_cast<int>(sizes.size()); ++replicas) {
+      for (std::uint64_t per_range : {0ULL, 5ULL}) {
+        const Placement placement({.blocks = 499, .slots = slots, .replicas = replicas,
+                                   .blocks_per_permuted_range = per_range, .seed = 4, .node_of_slot = node_of_slot});
+        const Placement plain({.blocks = 499, .slots = slots, .replicas = replicas,
+                               .blocks_per_permuted_range = per_range, .seed = 4});
+        const auto by_ranges = holders_by_ranges(placement);
+        int plain_shares_a_node = 0;
+        for (std::uint64_t id = 0; id < 499; ++id) {
+          const auto holders = placement.holders(BlockId{id});
+          std::set<int> nodes;
+          for (int slot : holders) nodes.insert(node_of_slot[static_cast<std::size_t>(slot)]);
+          ASSERT_EQ(nodes.size(), static_cast<std::size_t>(replicas)) << "block " << id << " r=" << replicas;
+          ASSERT_EQ(std::set<int>(holders.begin(), holders.end()), by_ranges[id]);
+          EXPECT_EQ(holders.front(), plain.holders(BlockId{id}).front()) << "copy 0 stays where it was";
+          std::set<int> plain_nodes;
+          for (int slot : plain.holders(BlockId{id})) plain_nodes.insert(node_of_slot[static_cast<std::size_t>(slot)]);
+          plain_shares_a_node += plain_nodes.size() < nodes.size() ? 1 : 0;
+        }
+        if (replicas == 2 && sizes.front() > slots / 2) {
+          EXPECT_GT(plain_shares_a_node, 0) << "the case is one the stride alone gets wrong";
+        }
+      }
+    }
+  }
+}
+
+TEST(Placement, FewerNodesThanCopiesKeepsTheStrideLayout) {
+  // Two nodes, three copies: distinct nodes are impossible, distinct
+  // processes still hold.
+  const std::vector<int> node_of_slot = {0, 0, 0, 1, 1, 1};
+  const Placement with_nodes({.blocks = 60, .slots = 6, .replicas = 3, .node_of_slot = node_of_slot});
+  const Placement plain({.blocks = 60, .slots = 6, .replicas = 3});
+  for (std::uint64_t id = 0; id < 60; ++id) EXPECT_EQ(with_nodes.holders(BlockId{id}), plain.holders(BlockId{id}));
+}
+
+TEST(Placement, ANodeListOfTheWrongLengthIsRefused) {
+  try {
+    const Placement placement({.blocks = 10, .slots = 4, .replicas = 2, .node_of_slot = {0, 1}});
+    FAIL() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("one node per slot"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Placement, NodeMajorOrderKeepsProcessOrderWithinANode) {
   EXPECT_EQ(node_major_order({7, 3, 7, 3, 5}), (std::vector<int>{1, 3, 4, 0, 2}));
   EXPECT_EQ(node_major_order({0, 0, 0}), (std::vector<int>{0, 1, 2}));
