@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -19,8 +20,50 @@ namespace {
 
 // Two tags alternate between rounds. A process can be at most one round ahead
 // of another (finishing a round needs everybody in its barrier), so a message
-// of the next round is never taken for one of this round.
+// of the next round is never taken for one of this round. Split messages
+// (below) use a second pair.
 constexpr int kExchangeTagBase = 0x5e9a;
+constexpr int kSplitTagBase = kExchangeTagBase + 2;
+
+// A message of several pieces and at least this many bytes travels split: a
+// header (total bytes, piece count), then one MPI message per piece, all on
+// the split tag so they arrive in order. Contiguous messages let Open MPI's
+// shared-memory transport copy once, straight between the two processes;
+// a message over scattered memory goes through its bounce buffers instead.
+constexpr std::size_t kSplitBytes = std::size_t{64} << 10U;
+
+struct SplitHeader {
+  std::uint64_t bytes = 0;
+  std::uint64_t pieces = 0;
+};
+
+/// The receiving side of a split message in progress from one source.
+struct SplitReceive {
+  std::vector<std::span<std::byte>> landing;  // where the whole message goes
+  std::vector<std::byte> scratch;             // landing if the target gave the wrong size
+  std::size_t offset = 0;                     // bytes received so far
+  std::uint64_t pieces_left = 0;
+};
+
+/// The part [offset, offset + length) of the memory `pieces` describe back to
+/// back; empty if it reaches past their end.
+std::vector<std::span<std::byte>> slice(const std::vector<std::span<std::byte>>& pieces, std::size_t offset,
+                                        std::size_t length) {
+  std::vector<std::span<std::byte>> result;
+  for (const auto& piece : pieces) {
+    if (length == 0) break;
+    if (offset >= piece.size()) {
+      offset -= piece.size();
+      continue;
+    }
+    const std::size_t n = std::min(piece.size() - offset, length);
+    result.push_back(piece.subspan(offset, n));
+    length -= n;
+    offset = 0;
+  }
+  if (length != 0) result.clear();
+  return result;
+}
 
 /// An MPI view of pieces of memory: plain bytes when there is one piece of
 /// at most INT_MAX bytes, otherwise an hindexed type over absolute addresses
@@ -108,9 +151,14 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
                        " is out of range; the communicator has " + std::to_string(size()) + " processes");
     }
   }
-  const int tag = kExchangeTagBase + static_cast<int>(_exchange_round++ & 1U);
+  const int parity = static_cast<int>(_exchange_round++ & 1U);
+  const int tag = kExchangeTagBase + parity;
+  const int split_tag = kSplitTagBase + parity;
   std::vector<MPI_Request> sends;
   std::vector<std::unique_ptr<MemoryView>> send_views;  // alive until the sends complete
+  std::vector<SplitHeader> headers;                       // likewise; never reallocated
+  headers.reserve(outgoing.size());
+  std::map<int, SplitReceive> splits;                     // by source
   std::string target_problem;
   // True if `target` gave room for exactly `bytes`; remembers the first mismatch.
   auto fits = [&](const std::vector<std::span<std::byte>>& pieces, std::size_t bytes) {
@@ -139,14 +187,36 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
       if (fits(pieces, bytes)) copy_pieces(message.pieces, pieces);
       continue;
     }
-    send_views.push_back(std::make_unique<MemoryView>(message.pieces));
-    const MemoryView& view = *send_views.back();
-    MPI_Request request = MPI_REQUEST_NULL;
-    if (!ok(MPI_Issend(view.base(), view.count(), view.type(), message.destination.value(), tag, _internal, &request),
-            "MPI_Issend")) {
-      break;
+    auto post = [&](const void* base, int count, MPI_Datatype type, int message_tag) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      if (!ok(MPI_Issend(base, count, type, message.destination.value(), message_tag, _internal, &request),
+              "MPI_Issend")) {
+        return false;
+      }
+      sends.push_back(request);
+      return true;
+    };
+    std::size_t bytes = 0;
+    std::size_t nonempty = 0;
+    for (const auto& piece : message.pieces) {
+      bytes += piece.size();
+      nonempty += piece.empty() ? 0 : 1;
     }
-    sends.push_back(request);
+    if (nonempty < 2 || bytes < kSplitBytes) {
+      send_views.push_back(std::make_unique<MemoryView>(message.pieces));
+      const MemoryView& view = *send_views.back();
+      if (!post(view.base(), view.count(), view.type(), tag)) break;
+      continue;
+    }
+    headers.push_back({bytes, nonempty});
+    if (!post(&headers.back(), static_cast<int>(sizeof(SplitHeader)), MPI_BYTE, split_tag)) break;
+    for (const auto& piece : message.pieces) {
+      if (piece.empty()) continue;
+      send_views.push_back(std::make_unique<MemoryView>(std::vector<std::span<const std::byte>>{piece}));
+      const MemoryView& view = *send_views.back();
+      if (!post(view.base(), view.count(), view.type(), split_tag)) break;
+    }
+    if (error != MPI_SUCCESS) break;
   }
   inject::fault_point("comm.sparse_all_to_all", original_rank());
 
@@ -170,6 +240,41 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
       }
       const MemoryView view(pieces);
       if (!ok(MPI_Mrecv(view.base(), view.count(), view.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) break;
+      continue;
+    }
+    if (!ok(MPI_Improbe(MPI_ANY_SOURCE, split_tag, _internal, &arrived, &handle, &status), "MPI_Improbe")) break;
+    if (arrived != 0) {
+      auto& split = splits[status.MPI_SOURCE];
+      if (split.pieces_left == 0) {  // a header
+        SplitHeader header;
+        if (!ok(MPI_Mrecv(&header, static_cast<int>(sizeof header), MPI_BYTE, &handle, MPI_STATUS_IGNORE),
+                "MPI_Mrecv")) {
+          break;
+        }
+        const auto bytes = static_cast<std::size_t>(header.bytes);
+        split.landing = target(Rank{status.MPI_SOURCE}, bytes);
+        if (!fits(split.landing, bytes)) {
+          split.scratch.assign(bytes, std::byte{0});
+          split.landing = {split.scratch};
+        }
+        split.offset = 0;
+        split.pieces_left = header.pieces;
+        continue;
+      }
+      MPI_Count count = 0;
+      MPI_Get_elements_x(&status, MPI_BYTE, &count);
+      const auto bytes = static_cast<std::size_t>(count);
+      auto pieces = slice(split.landing, split.offset, bytes);
+      std::vector<std::byte> scratch;
+      if (pieces.empty() && bytes > 0) {  // more than the header announced
+        if (target_problem.empty()) target_problem = "a split message carried more bytes than its header announced";
+        scratch.resize(bytes);
+        pieces = {scratch};
+      }
+      const MemoryView view(pieces);
+      if (!ok(MPI_Mrecv(view.base(), view.count(), view.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) break;
+      split.offset += bytes;
+      if (--split.pieces_left == 0) split = SplitReceive{};
       continue;
     }
     int done = 0;

@@ -1,5 +1,6 @@
 // Sparse all-to-all without failures: empty rounds, self messages, random
-// patterns over many back-to-back rounds, and a message above INT_MAX bytes.
+// patterns over many back-to-back rounds, messages of pieces cut differently
+// on both sides (also split ones), and a message above INT_MAX bytes.
 
 #include <gtest/gtest.h>
 
@@ -113,4 +114,101 @@ TEST(SparseAllToAll, AboveIntMaxBytes) {
   } else {
     EXPECT_TRUE(in.empty());
   }
+}
+
+namespace {
+
+/// Cuts `total` bytes into pieces at pseudo-random points (some pieces empty).
+std::vector<std::size_t> cut(std::size_t total, std::uint64_t seed) {
+  std::vector<std::size_t> sizes;
+  std::size_t left = total;
+  for (std::uint64_t k = 0; left > 0; ++k) {
+    const auto h = mix(seed * 1000003 + k);
+    const std::size_t n = h % 7 == 0 ? 0 : std::min<std::size_t>(left, 1 + h % 90000);
+    sizes.push_back(n);
+    left -= n;
+  }
+  return sizes;
+}
+
+std::vector<std::span<std::byte>> as_pieces(std::vector<std::byte>& buffer, const std::vector<std::size_t>& sizes) {
+  std::vector<std::span<std::byte>> pieces;
+  std::size_t at = 0;
+  for (auto n : sizes) {
+    pieces.push_back(std::span<std::byte>(buffer).subspan(at, n));
+    at += n;
+  }
+  return pieces;
+}
+
+}  // namespace
+
+// Messages of several pieces, small ones and ones large enough to travel
+// split, land in pieces cut elsewhere; every byte is checked.
+TEST(SparseAllToAll, PiecesCutDifferentlyOnBothSides) {
+  auto comm = Comm::world();
+  const int me = comm.rank().value();
+  const int p = comm.size();
+  for (int round = 0; round < 6; ++round) {
+    auto bytes_from_to = [&](int from, int to) {
+      return static_cast<std::size_t>(mix(static_cast<std::uint64_t>(round * 131 + from * 17 + to)) %
+                                      (round % 2 == 0 ? 40000 : 400000));
+    };
+    std::vector<std::vector<std::byte>> out_buffers(static_cast<std::size_t>(p));
+    std::vector<GatherMessage> out;
+    for (int to = 0; to < p; ++to) {
+      auto& buffer = out_buffers[static_cast<std::size_t>(to)];
+      buffer.resize(bytes_from_to(me, to));
+      for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = content(round, me, to, i);
+      GatherMessage message{Rank{to}, {}};
+      for (const auto& piece : as_pieces(buffer, cut(buffer.size(), static_cast<std::uint64_t>(me * 7 + to)))) {
+        message.pieces.emplace_back(piece);
+      }
+      out.push_back(std::move(message));
+    }
+    std::vector<std::vector<std::byte>> in_buffers(static_cast<std::size_t>(p));
+    comm.sparse_all_to_all(out, [&](Rank source, std::size_t bytes) {
+      auto& buffer = in_buffers[static_cast<std::size_t>(source.value())];
+      buffer.resize(bytes);
+      return as_pieces(buffer, cut(bytes, static_cast<std::uint64_t>(1000 + round * 13 + source.value())));
+    });
+    for (int from = 0; from < p; ++from) {
+      const auto& buffer = in_buffers[static_cast<std::size_t>(from)];
+      ASSERT_EQ(buffer.size(), bytes_from_to(from, me)) << "round " << round << " from " << from;
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < buffer.size(); ++i) wrong += buffer[i] != content(round, from, me, i) ? 1 : 0;
+      ASSERT_EQ(wrong, 0U) << "round " << round << " from " << from;
+    }
+  }
+}
+
+// A target that gives the wrong room for a large message of several pieces
+// is reported on that receiver, after the exchange completed everywhere.
+TEST(SparseAllToAll, WrongRoomForASplitMessageIsReported) {
+  auto comm = Comm::world();
+  const int p = comm.size();
+  const int to = (comm.rank().value() + 1) % p;
+  std::vector<std::byte> a(100000, std::byte{1});
+  std::vector<std::byte> b(100000, std::byte{2});
+  const std::vector<GatherMessage> out{{Rank{to}, {a, b}}};
+  std::vector<std::byte> room(200000 - 1);
+  const bool short_of_room = comm.rank().value() == 0;
+  auto exchange = [&] {
+    comm.sparse_all_to_all(out, [&](Rank, std::size_t bytes) {
+      if (short_of_room) return std::vector<std::span<std::byte>>{room};
+      room.resize(bytes);
+      return std::vector<std::span<std::byte>>{room};
+    });
+  };
+  if (short_of_room) {
+    EXPECT_THROW(exchange(), UsageError);
+  } else {
+    exchange();
+    EXPECT_EQ(room[99999], std::byte{1});
+    EXPECT_EQ(room[100000], std::byte{2});
+  }
+  // The exchange still works afterwards.
+  const auto in = comm.sparse_all_to_all(std::vector<OutgoingMessage>{{Rank{to}, a}});
+  ASSERT_EQ(in.size(), 1U);
+  EXPECT_EQ(in[0].payload.size(), a.size());
 }
