@@ -3,7 +3,10 @@
 // loads another process's whole data). Each figure comes with, from the same
 // run, a memcpy of the bytes each process receives, and for loads a disk
 // baseline: each process reads what it would load from a file it wrote
-// (fsync'ed and dropped from the page cache first). One JSON object per line.
+// (fsync'ed and dropped from the page cache first). One store per
+// permutation-range size; every repeat runs the operation on each store and
+// the memcpy in turn, so all share the machine's noise alike. One JSON object
+// per line.
 //
 //   store_bench [--replicas R] [--block-bytes B] [--perm-bytes P[,P...]]
 //               [--mib-per-rank M] [--repeats N] [--disk-dir DIR]
@@ -16,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,7 +34,7 @@ struct Options {
   std::size_t block_bytes = 64;
   std::vector<std::size_t> perm_bytes{0, std::size_t{4} << 20U};
   std::size_t mib_per_rank = 16;
-  int repeats = 7;
+  int repeats = 21;
   std::string disk_dir = "/tmp";
 };
 
@@ -69,26 +74,35 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
-/// Runs `step` `repeats` times on all processes; each time counts as long as
-/// the slowest process took. Returns the median.
+/// Times one run of `step` on all processes: as long as the slowest took.
 template <class Step>
-double time_collective(reprise::Comm& comm, int repeats, Step&& step) {
-  std::vector<double> times;
-  for (int i = 0; i < repeats; ++i) {
-    comm.barrier();
-    const auto start = Clock::now();
-    step();
-    times.push_back(comm.allreduce(seconds(start), MPI_MAX));
-  }
-  return median(times);
+double time_once(reprise::Comm& comm, Step&& step) {
+  comm.barrier();
+  const auto start = Clock::now();
+  step();
+  return comm.allreduce(seconds(start), MPI_MAX);
 }
 
-/// A memcpy of `bytes` bytes on every process, timed like the operation.
-double time_memcpy(reprise::Comm& comm, int repeats, std::size_t bytes) {
-  std::vector<std::byte> from(bytes, std::byte{1});
-  std::vector<std::byte> to(bytes);
-  return time_collective(comm, repeats, [&] { std::memcpy(to.data(), from.data(), bytes); });
+/// Runs every step once per repeat, in turn, and returns each step's median.
+/// Interleaving gives all steps (and the memcpy baseline among them) the
+/// same share of a noisy machine, so their ratios are fair.
+std::vector<double> time_interleaved(reprise::Comm& comm, int repeats, const std::vector<std::function<void()>>& steps) {
+  std::vector<std::vector<double>> times(steps.size());
+  for (int i = 0; i < repeats; ++i) {
+    for (std::size_t s = 0; s < steps.size(); ++s) times[s].push_back(time_once(comm, steps[s]));
+  }
+  std::vector<double> medians;
+  for (auto& t : times) medians.push_back(median(std::move(t)));
+  return medians;
 }
+
+/// A memcpy of `bytes` bytes on every process, as a step to time.
+struct Memcpy {
+  explicit Memcpy(std::size_t bytes) : from(bytes, std::byte{1}), to(bytes) {}
+  void operator()() { std::memcpy(to.data(), from.data(), from.size()); }
+  std::vector<std::byte> from;
+  std::vector<std::byte> to;
+};
 
 /// Every process writes `bytes` to its own file, makes sure they are on disk
 /// and not cached, and reads them back; the read is timed.
@@ -132,50 +146,59 @@ void print(const char* op, const reprise::Comm& comm, const Options& options, st
   std::fflush(stdout);
 }
 
-void run(reprise::Comm& comm, const Options& options, std::size_t perm_bytes) {
+/// One store per permutation-range size, all holding the same data, so that
+/// every operation can be timed on all of them in turn.
+void run(reprise::Comm& comm, const Options& options) {
   const std::size_t bytes_per_rank = options.mib_per_rank << 20U;
   const std::uint64_t blocks_per_rank = bytes_per_rank / options.block_bytes;
   const auto p = static_cast<std::uint64_t>(comm.size());
   const auto me = static_cast<std::uint64_t>(comm.rank().value());
-  reprise::Store store(comm, {.replicas = options.replicas,
-                              .block_bytes = options.block_bytes,
-                              .bytes_per_permuted_range = perm_bytes,
-                              .seed = 1});
+  std::vector<std::unique_ptr<reprise::Store>> stores;
+  for (std::size_t perm : options.perm_bytes) {
+    stores.push_back(std::make_unique<reprise::Store>(
+        comm, reprise::StoreConfig{.replicas = options.replicas,
+                                   .block_bytes = options.block_bytes,
+                                   .bytes_per_permuted_range = perm,
+                                   .seed = 1}));
+  }
   const reprise::BlockRange mine{reprise::BlockId{me * blocks_per_rank}, reprise::BlockId{(me + 1) * blocks_per_rank}};
   std::vector<std::byte> data(bytes_per_rank);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>((i * 131 + me) & 0xffU);
 
-  const double submit_s = time_collective(comm, options.repeats, [&] { store.submit(mine, data); });
-  const std::size_t submit_received = static_cast<std::size_t>(options.replicas) * bytes_per_rank;
-  print("submit", comm, options, perm_bytes, submit_s, time_memcpy(comm, options.repeats, submit_received),
-        submit_received);
+  // Times `op` on every store and the memcpy of `bytes` in turn; prints a line each.
+  auto measure = [&](const char* op, std::size_t bytes, const std::function<void(reprise::Store&)>& step) {
+    Memcpy copy(bytes);
+    std::vector<std::function<void()>> steps{std::ref(copy)};
+    for (auto& store : stores) steps.emplace_back([&step, &store] { step(*store); });
+    const auto medians = time_interleaved(comm, options.repeats, steps);
+    for (std::size_t s = 0; s < stores.size(); ++s) {
+      print(op, comm, options, options.perm_bytes[s], medians[s + 1], medians[0], bytes);
+    }
+  };
+  auto measure_disk = [&](const char* op, std::size_t bytes) {
+    Memcpy copy(bytes);
+    const double memcpy_s = time_interleaved(comm, options.repeats, {std::ref(copy)})[0];
+    print(op, comm, options, 0, time_disk_read(comm, options.repeats, bytes, options.disk_dir), memcpy_s, bytes);
+  };
+
+  measure("submit", static_cast<std::size_t>(options.replicas) * bytes_per_rank,
+          [&](reprise::Store& store) { store.submit(mine, data); });
 
   // Load 1%: the blocks of the first ceil(p/100) processes, cut evenly.
-  const std::uint64_t lost_processes = (p + 99) / 100;
-  const std::uint64_t lost_blocks = lost_processes * blocks_per_rank;
-  const reprise::BlockRange share{reprise::BlockId{lost_blocks * me / p}, reprise::BlockId{lost_blocks * (me + 1) / p}};
-  std::vector<std::byte> loaded(share.size() * options.block_bytes);
-  const std::vector<reprise::BlockRange> one_percent{share};
-  const double load1_s = time_collective(comm, options.repeats, [&] { store.load(one_percent, loaded); });
-  print("load_1pct", comm, options, perm_bytes, load1_s, time_memcpy(comm, options.repeats, loaded.size()),
-        loaded.size());
-  if (perm_bytes == options.perm_bytes.front()) {
-    const double disk_s = time_disk_read(comm, options.repeats, loaded.size(), options.disk_dir);
-    print("load_1pct_disk", comm, options, 0, disk_s, time_memcpy(comm, options.repeats, loaded.size()),
-          loaded.size());
-  }
+  const std::uint64_t lost_blocks = (p + 99) / 100 * blocks_per_rank;
+  const std::vector<reprise::BlockRange> one_percent{
+      {reprise::BlockId{lost_blocks * me / p}, reprise::BlockId{lost_blocks * (me + 1) / p}}};
+  std::vector<std::byte> loaded(one_percent.front().size() * options.block_bytes);
+  measure("load_1pct", loaded.size(), [&](reprise::Store& store) { store.load(one_percent, loaded); });
+  measure_disk("load_1pct_disk", loaded.size());
 
   // Load all: every process loads the next process's whole data.
   const auto next = (me + 1) % p;
   const std::vector<reprise::BlockRange> neighbour{
       {reprise::BlockId{next * blocks_per_rank}, reprise::BlockId{(next + 1) * blocks_per_rank}}};
   std::vector<std::byte> all(bytes_per_rank);
-  const double load_all_s = time_collective(comm, options.repeats, [&] { store.load(neighbour, all); });
-  print("load_all", comm, options, perm_bytes, load_all_s, time_memcpy(comm, options.repeats, all.size()), all.size());
-  if (perm_bytes == options.perm_bytes.front()) {
-    const double disk_s = time_disk_read(comm, options.repeats, all.size(), options.disk_dir);
-    print("load_all_disk", comm, options, 0, disk_s, time_memcpy(comm, options.repeats, all.size()), all.size());
-  }
+  measure("load_all", all.size(), [&](reprise::Store& store) { store.load(neighbour, all); });
+  measure_disk("load_all_disk", all.size());
 }
 
 }  // namespace
@@ -186,7 +209,7 @@ int main(int argc, char** argv) {
   reprise::inject::record_outcome(reprise::inject::Outcome::running, comm.original_rank());
   try {
     const Options options = parse(argc, argv);
-    for (std::size_t perm : options.perm_bytes) run(comm, options, perm);
+    run(comm, options);
   } catch (const reprise::Error& error) {
     if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
     reprise::inject::record_outcome(reprise::inject::Outcome::failed, comm.original_rank(), error.what());
