@@ -8,6 +8,7 @@
 #include <string>
 
 #include "reprise/error.hpp"
+#include "nodes.hpp"
 
 namespace reprise {
 
@@ -109,7 +110,7 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
 
   // Slots go to processes grouped by node, so that the copies of a block
   // land on different nodes where there are enough of them.
-  const auto node_of = node_of_each_process();
+  const auto node_of = detail::node_of_each_process(_comm);
   const auto slot_process = node_major_order(node_of);
   std::vector<int> node_of_slot;
   for (int process : slot_process) node_of_slot.push_back(node_of[static_cast<std::size_t>(process)]);
@@ -189,19 +190,6 @@ void Store::fetch_copies(const std::vector<BlockRange>& ranges) {
   }
 }
 
-std::vector<int> Store::node_of_each_process() {
-  MPI_Comm node = MPI_COMM_NULL;
-  _comm.check(MPI_Comm_split_type(_comm.raw(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
-              "MPI_Comm_split_type");
-  // A node is named by the lowest rank on it.
-  int key = _comm.rank().value();
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_INT, MPI_MIN, node);
-  MPI_Comm_free(&node);
-  _comm.check(rc, "MPI_Allreduce");
-  std::vector<int> node_of(static_cast<std::size_t>(_comm.size()));
-  _comm.check(MPI_Allgather(&key, 1, MPI_INT, node_of.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
-  return node_of;
-}
 
 bool Store::is_live(OriginalRank holder) const {
   // A process that failed after the baseline lost its copies, even if a

@@ -3,6 +3,7 @@
 /// Everything reprise offers, in one include.
 
 #include "reprise/block.hpp"
+#include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/data_loss.hpp"
 #include "reprise/environment.hpp"

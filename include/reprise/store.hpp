@@ -28,8 +28,7 @@ struct StoreConfig {
 
 /// A replicated block store on a communicator. Every member calls `submit`,
 /// `load` and `heal` together. The copies of a block go to processes on
-/// different nodes whenever floor(processes / replicas) is at least the
-/// number of processes on the largest node.
+/// different nodes whenever there are at least `replicas` nodes.
 ///
 /// Memory: each process keeps about replicas * (all blocks) / processes
 /// blocks; during `submit` it also holds, briefly, the bytes it sends (its
@@ -94,8 +93,6 @@ class Store {
   [[nodiscard]] PlacementConfig placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const;
   /// Collective: loads `ranges` from live copies and keeps them here.
   void fetch_copies(const std::vector<BlockRange>& ranges);
-  /// For every process, a key naming its node (collective).
-  [[nodiscard]] std::vector<int> node_of_each_process();
   /// True if `holder` is a member and has not failed since the baseline.
   [[nodiscard]] bool is_live(OriginalRank holder) const;
   /// The live processes holding `piece` (a piece of the layout, or part of one).

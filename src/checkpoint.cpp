@@ -1,0 +1,284 @@
+#include "reprise/checkpoint.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "nodes.hpp"
+#include "reprise/error.hpp"
+#include "reprise/placement.hpp"
+
+namespace reprise {
+
+namespace {
+
+constexpr const char* kWhere = "reprise::Checkpoint";
+
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31U);
+}
+
+void put_u64(std::vector<std::byte>& out, std::uint64_t value) {
+  const auto* bytes = reinterpret_cast<const std::byte*>(&value);
+  out.insert(out.end(), bytes, bytes + sizeof value);
+}
+
+std::uint64_t get_u64(std::span<const std::byte> in, std::size_t& at) {
+  std::uint64_t value = 0;
+  if (at + sizeof value > in.size()) throw UsageError(std::string(kWhere) + ": a saved state is truncated");
+  std::memcpy(&value, in.data() + at, sizeof value);
+  at += sizeof value;
+  return value;
+}
+
+}  // namespace
+
+Checkpoint::Checkpoint(Comm& comm, CheckpointConfig config) : _comm(comm), _config(config) {
+  if (_config.copies < 1) {
+    throw UsageError(std::string(kWhere) + ": " + std::to_string(_config.copies) +
+                     " copies requested; a checkpoint needs at least 1 (2 survive one failure)");
+  }
+}
+
+void Checkpoint::add(Item item) {
+  for (const auto& existing : _items) {
+    if (existing.name == item.name) {
+      throw UsageError(std::string(kWhere) + ": '" + item.name + "' is registered twice; give every piece of state its own name");
+    }
+  }
+  _items.push_back(std::move(item));
+}
+
+void Checkpoint::protect(std::string name, std::span<std::byte> buffer) {
+  add({std::move(name),
+       [buffer](std::vector<std::byte>& out) { out.insert(out.end(), buffer.begin(), buffer.end()); },
+       [buffer](std::span<const std::byte> bytes) { std::memcpy(buffer.data(), bytes.data(), bytes.size()); },
+       buffer.size(), 1});
+}
+
+void Checkpoint::protect(std::string name, Save save, Load load, std::size_t unit) {
+  add({std::move(name), std::move(save), std::move(load), 0, unit});
+}
+
+std::size_t Checkpoint::held_bytes() const noexcept {
+  std::size_t total = 0;
+  for (const auto& [owner, state] : _held) total += state.size();
+  return total;
+}
+
+// Layout of a saved state: item count, then per item its name's hash, its
+// length and its bytes.
+std::vector<std::byte> Checkpoint::serialize() const {
+  std::vector<std::byte> out;
+  put_u64(out, _items.size());
+  for (const auto& item : _items) {
+    put_u64(out, std::hash<std::string>{}(item.name));
+    const std::size_t length_at = out.size();
+    put_u64(out, 0);
+    const std::size_t begin = out.size();
+    item.save(out);
+    const std::uint64_t length = out.size() - begin;
+    std::memcpy(out.data() + length_at, &length, sizeof length);
+  }
+  return out;
+}
+
+void Checkpoint::apply(std::span<const std::byte> state) {
+  // Check everything before changing anything.
+  std::size_t at = 0;
+  const auto count = get_u64(state, at);
+  if (count != _items.size()) {
+    throw UsageError(std::string(kWhere) + "::restore: the checkpoint holds " + std::to_string(count) +
+                     " pieces of state but " + std::to_string(_items.size()) +
+                     " are registered; register the same names as when it was taken");
+  }
+  std::vector<std::span<const std::byte>> parts;
+  for (const auto& item : _items) {
+    const auto name_hash = get_u64(state, at);
+    const auto length = get_u64(state, at);
+    if (name_hash != std::hash<std::string>{}(item.name)) {
+      throw UsageError(std::string(kWhere) + "::restore: '" + item.name +
+                       "' was not registered at this place when the checkpoint was taken; register the same names in "
+                       "the same order");
+    }
+    if (at + length > state.size()) throw UsageError(std::string(kWhere) + ": a saved state is truncated");
+    if (item.fixed_bytes != 0 && length != item.fixed_bytes) {
+      throw UsageError(std::string(kWhere) + "::restore: buffer '" + item.name + "' is " +
+                       std::to_string(item.fixed_bytes) + " bytes but its checkpoint holds " + std::to_string(length) +
+                       "; register it again with the size it had, or protect a std::vector whose size may change");
+    }
+    if (length % item.unit != 0) {
+      throw UsageError(std::string(kWhere) + "::restore: '" + item.name + "' holds " + std::to_string(length) +
+                       " bytes, not a whole number of its " + std::to_string(item.unit) + "-byte values");
+    }
+    parts.push_back(state.subspan(at, length));
+    at += length;
+  }
+  for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(parts[i]);
+}
+
+std::uint64_t Checkpoint::checkpoint() {
+  // Everyone must be at the same version with the same registrations: one
+  // reduction of a fingerprint and its complement gives its max and min.
+  std::uint64_t fingerprint = mix(_version + 1);
+  for (const auto& item : _items) fingerprint = mix(fingerprint ^ std::hash<std::string>{}(item.name));
+  std::uint64_t both[2] = {fingerprint, ~fingerprint};
+  _comm.check(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_UINT64_T, MPI_MAX, _comm.raw()), "MPI_Allreduce");
+  if (both[0] != ~both[1]) {
+    throw UsageError(std::string(kWhere) +
+                     "::checkpoint: the processes registered different names or are at different versions; register "
+                     "the same names in the same order everywhere and call checkpoint() on every process");
+  }
+  const int p = _comm.size();
+  if (_config.copies > p) {
+    throw UsageError(std::string(kWhere) + "::checkpoint: " + std::to_string(_config.copies) + " copies need at least " +
+                     std::to_string(_config.copies) + " processes, but there are " + std::to_string(p) +
+                     "; lower the copies or run on more processes");
+  }
+
+  // Slots grouped by node; slot s's state lives on slot s and its buddies.
+  const auto node_of = detail::node_of_each_process(_comm);
+  const auto slot_process = node_major_order(node_of);
+  std::vector<int> node_of_slot;
+  std::vector<OriginalRank> slot_owner;
+  int my_slot = 0;
+  for (std::size_t s = 0; s < slot_process.size(); ++s) {
+    node_of_slot.push_back(node_of[static_cast<std::size_t>(slot_process[s])]);
+    slot_owner.push_back(_comm.original_rank(Rank{slot_process[s]}));
+    if (slot_process[s] == _comm.rank().value()) my_slot = static_cast<int>(s);
+  }
+  const Placement placement({.blocks = static_cast<std::uint64_t>(p),
+                             .slots = p,
+                             .replicas = _config.copies,
+                             .node_of_slot = node_of_slot});
+
+  auto state = serialize();
+  std::vector<GatherMessage> messages;
+  for (int slot : placement.holders(BlockId{static_cast<std::uint64_t>(my_slot)})) {
+    if (slot == my_slot) continue;
+    messages.push_back({Rank{slot_process[static_cast<std::size_t>(slot)]}, {state}});
+  }
+  // Phase one: the new copies land beside the committed ones.
+  std::map<OriginalRank, std::vector<std::byte>> pending;
+  _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t bytes) {
+    auto& copy = pending[_comm.original_rank(source)];
+    copy.resize(bytes);
+    return std::vector<std::span<std::byte>>{copy};
+  });
+  // Phase two: the exchange ended in an agreement that every process got
+  // its share, so every survivor commits.
+  pending[_comm.original_rank()] = std::move(state);
+  _held = std::move(pending);
+  _slot_owner = std::move(slot_owner);
+  _node_of_slot = std::move(node_of_slot);
+  return ++_version;
+}
+
+// The lowest rank with a committed version tells the others (replacements
+// have none) the version and who held what.
+void Checkpoint::share_layout() {
+  const int root = _comm.allreduce(_version > 0 ? _comm.rank().value() : INT_MAX, MPI_MIN);
+  if (root == INT_MAX) {
+    throw UsageError(std::string(kWhere) + "::restore: there is no checkpoint to restore; call checkpoint() first");
+  }
+  std::vector<std::uint64_t> layout;
+  if (_comm.rank().value() == root) {
+    layout = {_version, _slot_owner.size()};
+    for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
+    for (int node : _node_of_slot) layout.push_back(static_cast<std::uint64_t>(node));
+  }
+  auto length = static_cast<unsigned long>(layout.size());
+  _comm.check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, root, _comm.raw()), "MPI_Bcast");
+  layout.resize(length);
+  _comm.check(MPI_Bcast(layout.data(), static_cast<int>(length), MPI_UINT64_T, root, _comm.raw()), "MPI_Bcast");
+  if (_version != layout[0]) _held.clear();  // a replacement, or a process that missed the last commit
+  _version = layout[0];
+  const auto slots = static_cast<std::size_t>(layout[1]);
+  _slot_owner.clear();
+  _node_of_slot.clear();
+  for (std::size_t s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[2 + s]));
+  for (std::size_t s = 0; s < slots; ++s) _node_of_slot.push_back(static_cast<int>(layout[2 + slots + s]));
+}
+
+void Checkpoint::restore() {
+  share_layout();
+  std::string missing;
+  for (auto owner : _slot_owner) {
+    if (!_comm.rank_of(owner)) missing += (missing.empty() ? "" : ", ") + std::to_string(owner.value());
+  }
+  if (!missing.empty()) {
+    throw UsageError(std::string(kWhere) + "::restore: original ranks " + missing +
+                     " took part in the checkpoint but are not members; replace them with Comm::respawn() first");
+  }
+  // Who still holds what: a process holds copies only if it took part in the
+  // last commit (a replacement holds nothing).
+  const int holds = _held.contains(_comm.original_rank()) ? 1 : 0;
+  std::vector<int> holds_of(static_cast<std::size_t>(_comm.size()));
+  _comm.check(MPI_Allgather(&holds, 1, MPI_INT, holds_of.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
+
+  const auto p = static_cast<int>(_slot_owner.size());
+  const Placement placement({.blocks = static_cast<std::uint64_t>(p),
+                             .slots = p,
+                             .replicas = std::min(_config.copies, p),
+                             .node_of_slot = _node_of_slot});
+  std::vector<GatherMessage> messages;
+  std::vector<BlockRange> lost;
+  std::string lost_names;
+  for (int slot = 0; slot < p; ++slot) {
+    const OriginalRank owner = _slot_owner[static_cast<std::size_t>(slot)];
+    const Rank needy = *_comm.rank_of(owner);
+    if (holds_of[static_cast<std::size_t>(needy.value())] != 0) continue;
+    // The first buddy that still holds the copies sends it.
+    bool found = false;
+    for (int holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
+      const Rank holder = *_comm.rank_of(_slot_owner[static_cast<std::size_t>(holder_slot)]);
+      if (holds_of[static_cast<std::size_t>(holder.value())] == 0) continue;
+      found = true;
+      if (holder == _comm.rank()) messages.push_back({needy, {_held.at(owner)}});
+      break;
+    }
+    if (!found) {
+      const auto id = static_cast<std::uint64_t>(owner.value());
+      lost.push_back({BlockId{id}, BlockId{id + 1}});
+      lost_names += (lost_names.empty() ? "" : ", ") + std::to_string(owner.value());
+    }
+  }
+  if (!lost.empty()) {
+    throw DataLost(std::string(kWhere) + "::restore: the state of original rank(s) " + lost_names +
+                       " is lost: the process and all its buddies failed since version " + std::to_string(_version),
+                   lost);
+  }
+  _comm.sparse_all_to_all(messages, [&](Rank, std::size_t bytes) {
+    auto& copy = _held[_comm.original_rank()];
+    copy.resize(bytes);
+    return std::vector<std::span<std::byte>>{copy};
+  });
+  // Every process validates its own state first; all refuse together.
+  std::string problem;
+  try {
+    apply(_held.at(_comm.original_rank()));
+  } catch (const UsageError& error) {
+    problem = error.what();
+  }
+  if (!_comm.agree(problem.empty())) {
+    throw UsageError(problem.empty() ? std::string(kWhere) + "::restore: another process could not apply its state "
+                                                             "(its error says why)"
+                                     : problem);
+  }
+  // The copies the failed processes held are gone: take them again.
+  checkpoint();
+}
+
+double young_daly_interval(double mtbf_seconds, double checkpoint_seconds) {
+  if (!(mtbf_seconds > 0) || !(checkpoint_seconds > 0)) {
+    throw UsageError("reprise::young_daly_interval: the mean time between failures and the checkpoint cost must be "
+                     "positive (got " + std::to_string(mtbf_seconds) + " s and " + std::to_string(checkpoint_seconds) +
+                     " s)");
+  }
+  if (checkpoint_seconds >= mtbf_seconds / 2) return mtbf_seconds;
+  return std::sqrt(2 * checkpoint_seconds * mtbf_seconds) - checkpoint_seconds;
+}
+
+}  // namespace reprise

@@ -1,0 +1,18 @@
+#include "nodes.hpp"
+
+namespace reprise::detail {
+
+std::vector<int> node_of_each_process(Comm& comm) {
+  MPI_Comm node = MPI_COMM_NULL;
+  comm.check(MPI_Comm_split_type(comm.raw(), MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  // A node is named by the lowest rank on it.
+  int key = comm.rank().value();
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  comm.check(rc, "MPI_Allreduce");
+  std::vector<int> node_of(static_cast<std::size_t>(comm.size()));
+  comm.check(MPI_Allgather(&key, 1, MPI_INT, node_of.data(), 1, MPI_INT, comm.raw()), "MPI_Allgather");
+  return node_of;
+}
+
+}  // namespace reprise::detail

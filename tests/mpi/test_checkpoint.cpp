@@ -1,0 +1,230 @@
+// Double in-memory checkpoints under real failures: replacements get their
+// predecessor's state back bit for bit, a failure during a checkpoint leaves
+// the last committed version, losing a process and all its buddies raises
+// DataLost naming them, and bad input is refused on every process.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "failure_helpers.hpp"
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/error.hpp"
+#include "reprise/inject.hpp"
+
+using namespace reprise;
+using reprise::test::expect_failure_reported;
+using reprise::test::kill_and_detect;
+
+namespace {
+
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31U);
+}
+
+/// One process's application state: a fixed buffer, a vector whose size
+/// changes with the version, and an object saved through a serializer.
+struct State {
+  std::vector<std::byte> grid = std::vector<std::byte>(10000);
+  std::vector<double> values;
+  struct Meta {
+    int iteration = 0;
+    std::string label;
+  } meta;
+
+  void fill(OriginalRank rank, std::uint64_t version) {
+    const auto seed = static_cast<std::uint64_t>(rank.value()) * 1000 + version;
+    for (std::size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<std::byte>(mix(seed + i) & 0xffU);
+    values.resize(100 + static_cast<std::size_t>(rank.value()) * 7 + version * 3);
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(mix(seed ^ i) % 100000) / 7.0;
+    meta = {static_cast<int>(version * 10), "rank " + std::to_string(rank.value()) + " v" + std::to_string(version)};
+  }
+
+  /// Mismatching bytes and fields against what `fill(rank, version)` gives.
+  [[nodiscard]] std::size_t differences(OriginalRank rank, std::uint64_t version) const {
+    State expected;
+    expected.fill(rank, version);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < grid.size(); ++i) wrong += grid[i] != expected.grid[i] ? 1 : 0;
+    if (values.size() != expected.values.size()) return wrong + 1000000;
+    wrong += static_cast<std::size_t>(std::memcmp(values.data(), expected.values.data(), values.size() * sizeof(double)) != 0);
+    wrong += meta.iteration != expected.meta.iteration ? 1 : 0;
+    wrong += meta.label != expected.meta.label ? 1 : 0;
+    return wrong;
+  }
+
+  void protect_in(Checkpoint& checkpoint) {
+    checkpoint.protect("grid", std::span<std::byte>(grid));
+    checkpoint.protect("values", values);
+    checkpoint.protect(
+        "meta",
+        [this](std::vector<std::byte>& out) {
+          const auto* first = reinterpret_cast<const std::byte*>(&meta.iteration);
+          out.insert(out.end(), first, first + sizeof meta.iteration);
+          const auto* text = reinterpret_cast<const std::byte*>(meta.label.data());
+          out.insert(out.end(), text, text + meta.label.size());
+        },
+        [this](std::span<const std::byte> bytes) {
+          std::memcpy(&meta.iteration, bytes.data(), sizeof meta.iteration);
+          meta.label.assign(reinterpret_cast<const char*>(bytes.data()) + sizeof meta.iteration,
+                            bytes.size() - sizeof meta.iteration);
+        });
+  }
+};
+
+/// A communicator, a state, and a two-copy checkpoint protecting it.
+struct Protected {
+  Comm comm = Comm::world();
+  State state;
+  Checkpoint checkpoint{comm};
+  Protected() { state.protect_in(checkpoint); }
+};
+
+}  // namespace
+
+TEST(Checkpoint, RestoreRollsBackWithoutFailures) {
+  auto comm = Comm::world();
+  State state;
+  Checkpoint checkpoint(comm, {.copies = std::min(2, comm.size())});
+  state.protect_in(checkpoint);
+  state.fill(comm.original_rank(), 1);
+  EXPECT_EQ(checkpoint.checkpoint(), 1U);
+  // Its own state and, with two copies, a buddy's: each has a 10000-byte grid.
+  EXPECT_GE(checkpoint.held_bytes(), state.grid.size() * static_cast<std::size_t>(std::min(2, comm.size())));
+  state.fill(comm.original_rank(), 2);
+  EXPECT_EQ(checkpoint.checkpoint(), 2U);
+  state.fill(comm.original_rank(), 3);
+  checkpoint.restore();
+  EXPECT_EQ(state.differences(comm.original_rank(), 2), 0U);
+  EXPECT_EQ(checkpoint.version(), 3U) << "restore ends with a fresh checkpoint";
+}
+
+TEST(Checkpoint, ReplacementsGetTheirStateBackBitwise) {
+  Protected p;
+  auto& [comm, state, checkpoint] = p;
+  const OriginalRank first{1};
+  const OriginalRank second{2};  // a survivor: a replacement must not fail again (Open MPI 5.0)
+  if (comm.epoch() == 0) {
+    state.fill(comm.original_rank(), 1);
+    checkpoint.checkpoint();
+    state.fill(comm.original_rank(), 2);  // work after the checkpoint, lost by the rollback
+    kill_and_detect(comm, {first});
+    comm = comm.respawn();
+  }
+  if (comm.epoch() == 1) {
+    checkpoint.restore();
+    EXPECT_EQ(state.differences(comm.original_rank(), 1), 0U) << "after the first recovery";
+    state.fill(comm.original_rank(), 5);
+    kill_and_detect(comm, {second});
+    comm = comm.respawn();
+  }
+  checkpoint.restore();
+  EXPECT_EQ(state.differences(comm.original_rank(), 1), 0U) << "after the second recovery";
+  EXPECT_EQ(checkpoint.version(), 3U);
+}
+
+TEST(Checkpoint, KillDuringACheckpointKeepsTheLastVersion) {
+  Protected p;
+  auto& [comm, state, checkpoint] = p;
+  const OriginalRank victim{1};
+  if (comm.epoch() == 0) {
+    state.fill(comm.original_rank(), 1);
+    checkpoint.checkpoint();
+    state.fill(comm.original_rank(), 2);
+    inject::arm("comm.sparse_all_to_all", victim);  // dies while version 2 is being sent
+    expect_failure_reported(comm, {victim}, [&] { checkpoint.checkpoint(); });
+    EXPECT_EQ(checkpoint.version(), 1U) << "the failed checkpoint is not committed";
+    comm = comm.respawn();
+  }
+  checkpoint.restore();
+  EXPECT_EQ(state.differences(comm.original_rank(), 1), 0U);
+  EXPECT_EQ(checkpoint.version(), 2U);
+}
+
+TEST(Checkpoint, LosingAProcessAndItsBuddyRaisesDataLost) {
+  Protected p;
+  auto& [comm, state, checkpoint] = p;
+  ASSERT_EQ(comm.size(), 4);
+  // One node, two copies: the buddy of slot s is slot s + 2.
+  const std::vector<OriginalRank> victims{OriginalRank{1}, OriginalRank{3}};
+  if (comm.epoch() == 0) {
+    state.fill(comm.original_rank(), 1);
+    checkpoint.checkpoint();
+    kill_and_detect(comm, victims);
+    comm = comm.respawn();
+  }
+  try {
+    checkpoint.restore();
+    ADD_FAILURE() << "no DataLost";
+  } catch (const DataLost& error) {
+    const std::vector<BlockRange> expected{{BlockId{1}, BlockId{2}}, {BlockId{3}, BlockId{4}}};
+    EXPECT_EQ(error.lost(), expected) << error.what();
+    EXPECT_NE(std::string(error.what()).find("1, 3"), std::string::npos) << error.what();
+  }
+}
+
+TEST(Checkpoint, BadInputIsRefusedEverywhere) {
+  auto comm = Comm::world();
+  EXPECT_THROW(Checkpoint(comm, {.copies = 0}), UsageError);
+  {
+    Checkpoint too_many(comm, {.copies = comm.size() + 1});
+    EXPECT_THROW(too_many.checkpoint(), UsageError);
+  }
+  State state;
+  Checkpoint checkpoint(comm, {.copies = 1});
+  state.protect_in(checkpoint);
+  EXPECT_THROW(checkpoint.protect("grid", std::span<std::byte>(state.grid)), UsageError) << "a name twice";
+  EXPECT_THROW(checkpoint.restore(), UsageError) << "nothing to restore yet";
+  if (comm.size() > 1) {
+    // One process registers one more piece of state than the others.
+    std::vector<int> extra(3, 7);
+    if (comm.rank().value() == comm.size() - 1) checkpoint.protect("extra", extra);
+    try {
+      checkpoint.checkpoint();
+      ADD_FAILURE() << "different registrations were accepted";
+    } catch (const UsageError& error) {
+      EXPECT_NE(std::string(error.what()).find("same names"), std::string::npos) << error.what();
+    }
+    EXPECT_EQ(checkpoint.version(), 0U);
+  }
+}
+
+TEST(Checkpoint, AReplacementWithAnotherBufferSizeIsRefused) {
+  auto comm = Comm::world();
+  const OriginalRank victim{1};
+  // The replacement computes its buffer size wrongly (one byte short).
+  std::vector<std::byte> grid(comm.is_replacement() ? 9999 : 10000, std::byte{0});
+  Checkpoint checkpoint(comm);
+  checkpoint.protect("grid", std::span<std::byte>(grid));
+  if (comm.epoch() == 0) {
+    for (std::size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<std::byte>(i & 0xffU);
+    checkpoint.checkpoint();
+    kill_and_detect(comm, {victim});
+    comm = comm.respawn();
+  }
+  try {
+    checkpoint.restore();
+    ADD_FAILURE() << "restore accepted a buffer of another size";
+  } catch (const UsageError& error) {
+    const std::string expected = comm.is_replacement() ? "'grid' is 9999 bytes but its checkpoint holds 10000"
+                                                       : "another process could not apply its state";
+    EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+  }
+  if (comm.is_replacement()) {
+    EXPECT_EQ(grid[5], std::byte{0}) << "the replacement's buffer was not touched";
+  }
+  EXPECT_EQ(checkpoint.version(), 1U) << "the committed checkpoint is kept for another try";
+}
+
+TEST(YoungDaly, IntervalFollowsTheFormula) {
+  EXPECT_NEAR(young_daly_interval(3600, 2), std::sqrt(2 * 2 * 3600.0) - 2, 1e-9);
+  EXPECT_DOUBLE_EQ(young_daly_interval(10, 6), 10) << "a checkpoint above half the MTBF: once per MTBF";
+  EXPECT_THROW((void)young_daly_interval(0, 1), UsageError);
+  EXPECT_THROW((void)young_daly_interval(100, -1), UsageError);
+}
