@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <optional>
 
 #include "nodes.hpp"
 #include "reprise/error.hpp"
@@ -34,6 +35,27 @@ std::uint64_t get_u64(std::span<const std::byte> in, std::size_t& at) {
 }
 
 }  // namespace
+
+SavedState::SavedState(std::vector<std::byte> bytes) : _bytes(std::move(bytes)) {
+  std::size_t at = 0;
+  const std::span<const std::byte> all(_bytes);
+  const auto count = get_u64(all, at);
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const auto name_hash = get_u64(all, at);
+    const auto length = get_u64(all, at);
+    if (at + length > all.size()) throw UsageError(std::string(kWhere) + ": a saved state is truncated");
+    _pieces[static_cast<std::size_t>(name_hash)] = all.subspan(at, length);
+    at += length;
+  }
+}
+
+std::span<const std::byte> SavedState::bytes(std::string_view name) const {
+  const auto it = _pieces.find(std::hash<std::string_view>{}(name));
+  if (it == _pieces.end()) {
+    throw UsageError(std::string(kWhere) + ": the saved state has no piece named '" + std::string(name) + "'");
+  }
+  return it->second;
+}
 
 Checkpoint::Checkpoint(Comm& comm, CheckpointConfig config) : _comm(comm), _config(config) {
   if (_config.copies < 1) {
@@ -171,6 +193,7 @@ std::uint64_t Checkpoint::checkpoint() {
   // its share, so every survivor commits.
   pending[_comm.original_rank()] = std::move(state);
   _held = std::move(pending);
+  _holds_copies = true;
   _slot_owner = std::move(slot_owner);
   _node_of_slot = std::move(node_of_slot);
   return ++_version;
@@ -193,7 +216,10 @@ void Checkpoint::share_layout() {
   _comm.check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, root, _comm.raw()), "MPI_Bcast");
   layout.resize(length);
   _comm.check(MPI_Bcast(layout.data(), static_cast<int>(length), MPI_UINT64_T, root, _comm.raw()), "MPI_Bcast");
-  if (_version != layout[0]) _held.clear();  // a replacement, or a process that missed the last commit
+  if (_version != layout[0]) {  // a replacement, or a process that missed the last commit
+    _held.clear();
+    _holds_copies = false;
+  }
   _version = layout[0];
   const auto slots = static_cast<std::size_t>(layout[1]);
   _slot_owner.clear();
@@ -202,54 +228,74 @@ void Checkpoint::share_layout() {
   for (std::size_t s = 0; s < slots; ++s) _node_of_slot.push_back(static_cast<int>(layout[2 + slots + s]));
 }
 
-void Checkpoint::restore() {
-  share_layout();
-  std::string missing;
-  for (auto owner : _slot_owner) {
-    if (!_comm.rank_of(owner)) missing += (missing.empty() ? "" : ", ") + std::to_string(owner.value());
-  }
-  if (!missing.empty()) {
-    throw UsageError(std::string(kWhere) + "::restore: original ranks " + missing +
-                     " took part in the checkpoint but are not members; replace them with Comm::respawn() first");
-  }
-  // Who still holds what: a process holds copies only if it took part in the
-  // last commit (a replacement holds nothing).
-  const int holds = _held.contains(_comm.original_rank()) ? 1 : 0;
+std::vector<int> Checkpoint::who_holds_copies() {
+  const int holds = _holds_copies ? 1 : 0;
   std::vector<int> holds_of(static_cast<std::size_t>(_comm.size()));
   _comm.check(MPI_Allgather(&holds, 1, MPI_INT, holds_of.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
+  return holds_of;
+}
 
+// The first process along `owner`'s copies that is a member and took part in
+// the last commit; the same answer everywhere.
+std::optional<Rank> Checkpoint::live_holder(OriginalRank owner, const std::vector<int>& holds_of) const {
   const auto p = static_cast<int>(_slot_owner.size());
+  const auto slot = std::find(_slot_owner.begin(), _slot_owner.end(), owner) - _slot_owner.begin();
   const Placement placement({.blocks = static_cast<std::uint64_t>(p),
                              .slots = p,
                              .replicas = std::min(_config.copies, p),
                              .node_of_slot = _node_of_slot});
-  std::vector<GatherMessage> messages;
+  for (int holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
+    const auto holder = _comm.rank_of(_slot_owner[static_cast<std::size_t>(holder_slot)]);
+    if (holder && holds_of[static_cast<std::size_t>(holder->value())] != 0) return holder;
+  }
+  return std::nullopt;
+}
+
+std::vector<OriginalRank> Checkpoint::departed() const {
+  std::vector<OriginalRank> gone;
+  for (auto owner : _slot_owner) {
+    if (!_comm.rank_of(owner)) gone.push_back(owner);
+  }
+  return gone;
+}
+
+namespace {
+
+/// `DataLost` naming `owners` (as one-block ranges) whose copies are all gone.
+[[noreturn]] void throw_lost(const std::vector<OriginalRank>& owners, const char* operation, std::uint64_t version) {
   std::vector<BlockRange> lost;
-  std::string lost_names;
-  for (int slot = 0; slot < p; ++slot) {
-    const OriginalRank owner = _slot_owner[static_cast<std::size_t>(slot)];
-    const Rank needy = *_comm.rank_of(owner);
-    if (holds_of[static_cast<std::size_t>(needy.value())] != 0) continue;
-    // The first buddy that still holds the copies sends it.
-    bool found = false;
-    for (int holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
-      const Rank holder = *_comm.rank_of(_slot_owner[static_cast<std::size_t>(holder_slot)]);
-      if (holds_of[static_cast<std::size_t>(holder.value())] == 0) continue;
-      found = true;
-      if (holder == _comm.rank()) messages.push_back({needy, {_held.at(owner)}});
-      break;
+  std::string names;
+  for (auto owner : owners) {
+    const auto id = static_cast<std::uint64_t>(owner.value());
+    lost.push_back({BlockId{id}, BlockId{id + 1}});
+    names += (names.empty() ? "" : ", ") + std::to_string(owner.value());
+  }
+  throw DataLost(std::string(kWhere) + "::" + operation + ": the state of original rank(s) " + names +
+                     " is lost: the process and all its buddies failed since version " + std::to_string(version),
+                 lost);
+}
+
+}  // namespace
+
+void Checkpoint::restore() {
+  share_layout();
+  const auto holds_of = who_holds_copies();
+  // Every saved state must still have a live copy: the members' to restore
+  // them, the departed ones' to fetch them.
+  std::vector<GatherMessage> messages;
+  std::vector<OriginalRank> lost;
+  for (auto owner : _slot_owner) {
+    const auto holder = live_holder(owner, holds_of);
+    if (!holder) {
+      lost.push_back(owner);
+      continue;
     }
-    if (!found) {
-      const auto id = static_cast<std::uint64_t>(owner.value());
-      lost.push_back({BlockId{id}, BlockId{id + 1}});
-      lost_names += (lost_names.empty() ? "" : ", ") + std::to_string(owner.value());
+    const auto needy = _comm.rank_of(owner);
+    if (needy && holds_of[static_cast<std::size_t>(needy->value())] == 0 && *holder == _comm.rank()) {
+      messages.push_back({*needy, {_held.at(owner)}});
     }
   }
-  if (!lost.empty()) {
-    throw DataLost(std::string(kWhere) + "::restore: the state of original rank(s) " + lost_names +
-                       " is lost: the process and all its buddies failed since version " + std::to_string(_version),
-                   lost);
-  }
+  if (!lost.empty()) throw_lost(lost, "restore", _version);
   _comm.sparse_all_to_all(messages, [&](Rank, std::size_t bytes) {
     auto& copy = _held[_comm.original_rank()];
     copy.resize(bytes);
@@ -267,8 +313,74 @@ void Checkpoint::restore() {
                                                              "(its error says why)"
                                      : problem);
   }
-  // The copies the failed processes held are gone: take them again.
-  checkpoint();
+  // After a respawn the copies the failed processes held are gone: take
+  // them again. After a shrink the application first fetches and
+  // redistributes the departed processes' state.
+  if (departed().empty()) checkpoint();
+}
+
+std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) {
+  const auto holds_of = who_holds_copies();
+  std::string problem;
+  std::vector<OriginalRank> lost;
+  std::map<int, std::vector<std::uint64_t>> requests;  // by holder rank
+  for (auto owner : wanted) {
+    if (std::find(_slot_owner.begin(), _slot_owner.end(), owner) == _slot_owner.end()) {
+      problem = "original rank " + std::to_string(owner.value()) + " took no part in checkpoint version " +
+                std::to_string(_version) + "; fetch only ranks listed by departed()";
+      continue;
+    }
+    const auto holder = live_holder(owner, holds_of);
+    if (!holder) {
+      lost.push_back(owner);
+      continue;
+    }
+    requests[holder->value()].push_back(static_cast<std::uint64_t>(owner.value()));
+  }
+  if (!_comm.agree(problem.empty())) {
+    throw UsageError(std::string(kWhere) + "::fetch: " +
+                     (problem.empty() ? "another process asked for a rank not in the checkpoint" : problem));
+  }
+  std::vector<OutgoingMessage> asks;
+  for (const auto& [holder, owners] : requests) {
+    asks.push_back({Rank{holder}, std::as_bytes(std::span<const std::uint64_t>(owners))});
+  }
+  // Replies: for each asked state, its owner and length, then the states.
+  std::vector<std::vector<std::uint64_t>> headers;
+  std::vector<GatherMessage> replies;
+  const auto asked = _comm.sparse_all_to_all(asks);
+  headers.reserve(asked.size());
+  for (const auto& ask : asked) {
+    std::vector<std::uint64_t> owners(ask.payload.size() / sizeof(std::uint64_t));
+    std::memcpy(owners.data(), ask.payload.data(), owners.size() * sizeof(std::uint64_t));
+    auto& header = headers.emplace_back();
+    GatherMessage reply{ask.source, {}};
+    for (auto owner : owners) header.insert(header.end(), {owner, _held.at(OriginalRank{static_cast<int>(owner)}).size()});
+    reply.pieces.emplace_back(std::as_bytes(std::span<const std::uint64_t>(header)));
+    for (auto owner : owners) reply.pieces.emplace_back(_held.at(OriginalRank{static_cast<int>(owner)}));
+    replies.push_back(std::move(reply));
+  }
+  std::map<OriginalRank, SavedState> states;
+  std::map<int, std::vector<std::byte>> arrived;
+  _comm.sparse_all_to_all(replies, [&](Rank source, std::size_t bytes) {
+    auto& buffer = arrived[source.value()];
+    buffer.resize(bytes);
+    return std::vector<std::span<std::byte>>{buffer};
+  });
+  for (auto& [holder, buffer] : arrived) {
+    const auto count = requests[holder].size();
+    std::size_t offset = 2 * count * sizeof(std::uint64_t);
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint64_t owner_and_length[2];
+      std::memcpy(owner_and_length, buffer.data() + 2 * i * sizeof(std::uint64_t), sizeof owner_and_length);
+      const auto begin = buffer.begin() + static_cast<std::ptrdiff_t>(offset);
+      states.emplace(OriginalRank{static_cast<int>(owner_and_length[0])},
+                     SavedState(std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(owner_and_length[1]))));
+      offset += owner_and_length[1];
+    }
+  }
+  if (!lost.empty()) throw_lost(lost, "fetch", _version);
+  return states;
 }
 
 double young_daly_interval(double mtbf_seconds, double checkpoint_seconds) {

@@ -11,8 +11,10 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -24,6 +26,30 @@ namespace reprise {
 /// How a checkpoint keeps its copies.
 struct CheckpointConfig {
   int copies = 2;  ///< copies of every process's state (its own + buddies), 1 <= copies <= processes
+};
+
+/// The saved state of one process, as `Checkpoint::fetch` returns it: its
+/// registered pieces, looked up by name.
+class SavedState {
+ public:
+  SavedState() = default;
+  /// Parses a saved state; `UsageError` if it is malformed.
+  explicit SavedState(std::vector<std::byte> bytes);
+  /// The bytes saved under `name`; `UsageError` if there is no such piece.
+  [[nodiscard]] std::span<const std::byte> bytes(std::string_view name) const;
+  /// The values of a vector saved under `name`.
+  template <class T>
+  [[nodiscard]] std::vector<T> values(std::string_view name) const {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const auto raw = bytes(name);
+    std::vector<T> result(raw.size() / sizeof(T));
+    if (!result.empty()) std::memcpy(result.data(), raw.data(), result.size() * sizeof(T));
+    return result;
+  }
+
+ private:
+  std::vector<std::byte> _bytes;
+  std::map<std::size_t, std::span<const std::byte>> _pieces;  // by hash of the name
 };
 
 /// Protects registered state of every process. Every member registers the
@@ -80,14 +106,26 @@ class Checkpoint {
   /// Collective: rolls every process back to the last committed version.
   /// After `comm = comm.respawn()`, each replacement (with the same
   /// registrations) receives the state of the process it replaces from a
-  /// buddy. Ends with a fresh checkpoint (the next version), so the next
-  /// failure is survivable too. `DataLost` on every process, naming the lost
-  /// original ranks as block ranges, if a process and all its buddies failed.
-  /// `UsageError` if there is no checkpoint, if a process of the checkpoint
-  /// is missing (after a shrink), or if a process's state does not fit its
+  /// buddy, and the restore ends with a fresh checkpoint (the next version)
+  /// so that the next failure is survivable too. After `comm = comm.shrink()`
+  /// the survivors roll back and keep the lost processes' copies: `fetch`
+  /// what you need of them, redistribute, then call `checkpoint()`.
+  /// `DataLost` on every process, naming the lost original ranks as block
+  /// ranges, if a process and all its buddies failed. `UsageError` if there
+  /// is no checkpoint, or if a process's state does not fit its
   /// registrations (that process's state is left untouched, and the
   /// committed checkpoint is kept for another try).
   void restore();
+
+  /// Collective, after `restore()` following a shrink: each process gets the
+  /// saved states of the original ranks in `wanted` (any, possibly none),
+  /// from live copies. `DataLost` naming the ranks whose copies are all gone;
+  /// `UsageError` for a rank that was not in the checkpoint.
+  [[nodiscard]] std::map<OriginalRank, SavedState> fetch(std::span<const OriginalRank> wanted);
+
+  /// The original ranks that took part in the last commit but are no longer
+  /// members (after a shrink); empty after a respawn.
+  [[nodiscard]] std::vector<OriginalRank> departed() const;
 
   /// The last committed version on this process (0: none).
   [[nodiscard]] std::uint64_t version() const noexcept { return _version; }
@@ -107,6 +145,8 @@ class Checkpoint {
   [[nodiscard]] std::vector<std::byte> serialize() const;
   void apply(std::span<const std::byte> state);
   void share_layout();
+  [[nodiscard]] std::vector<int> who_holds_copies();
+  [[nodiscard]] std::optional<Rank> live_holder(OriginalRank owner, const std::vector<int>& holds_of) const;
 
   Comm& _comm;
   CheckpointConfig _config;
@@ -115,6 +155,7 @@ class Checkpoint {
   std::vector<OriginalRank> _slot_owner;                    // slot -> original rank, at the last commit
   std::vector<int> _node_of_slot;                           // slot -> node key, at the last commit
   std::map<OriginalRank, std::vector<std::byte>> _held;     // committed states held here, by owner
+  bool _holds_copies = false;                               // took part in the last commit
 };
 
 /// The checkpoint interval (seconds of work between two checkpoints) that

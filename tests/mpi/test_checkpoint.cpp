@@ -169,6 +169,40 @@ TEST(Checkpoint, LosingAProcessAndItsBuddyRaisesDataLost) {
   }
 }
 
+TEST(Checkpoint, AfterAShrinkTheDepartedStateIsFetched) {
+  Protected p;
+  auto& [comm, state, checkpoint] = p;
+  const OriginalRank victim{1};
+  state.fill(comm.original_rank(), 1);
+  checkpoint.checkpoint();
+  state.fill(comm.original_rank(), 2);
+  kill_and_detect(comm, {victim});
+  comm = comm.shrink();
+  checkpoint.restore();
+  EXPECT_EQ(state.differences(comm.original_rank(), 1), 0U) << "the survivors rolled back";
+  ASSERT_EQ(checkpoint.departed(), std::vector<OriginalRank>{victim});
+  // The last survivor takes over the victim's state.
+  const bool heir = comm.rank().value() == comm.size() - 1;
+  std::vector<OriginalRank> wanted;
+  if (heir) wanted.push_back(victim);
+  const auto fetched = checkpoint.fetch(wanted);
+  ASSERT_EQ(fetched.size(), wanted.size());
+  if (heir) {
+    State expected;
+    expected.fill(victim, 1);
+    const auto& saved = fetched.at(victim);
+    const auto grid = saved.bytes("grid");
+    ASSERT_EQ(grid.size(), expected.grid.size());
+    EXPECT_EQ(std::memcmp(grid.data(), expected.grid.data(), grid.size()), 0);
+    EXPECT_EQ(saved.values<double>("values"), expected.values);
+    EXPECT_THROW((void)saved.bytes("no such piece"), UsageError);
+  }
+  const std::vector<OriginalRank> stranger{OriginalRank{99}};
+  EXPECT_THROW((void)checkpoint.fetch(stranger), UsageError) << "a rank that was not in the checkpoint";
+  EXPECT_EQ(checkpoint.checkpoint(), 2U) << "checkpoints go on with the survivors";
+  EXPECT_TRUE(checkpoint.departed().empty());
+}
+
 TEST(Checkpoint, BadInputIsRefusedEverywhere) {
   auto comm = Comm::world();
   EXPECT_THROW(Checkpoint(comm, {.copies = 0}), UsageError);
