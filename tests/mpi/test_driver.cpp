@@ -1,0 +1,196 @@
+// The recovery driver under real kills: an iterative computation checkpoints
+// every few iterations, processes are killed at fixed points, and the result
+// must equal a failure-free run exactly (integer arithmetic), with respawning
+// and with shrinking (the lost work redistributed). Messages of an older
+// epoch must never be matched after a recovery.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <climits>
+#include <map>
+
+#include "failure_helpers.hpp"
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/driver.hpp"
+#include "reprise/inject.hpp"
+
+using namespace reprise;
+
+namespace {
+
+constexpr std::uint64_t kItemsPerProcess = 500;
+constexpr std::uint64_t kIterations = 12;
+constexpr std::uint64_t kCheckpointEvery = 3;
+
+std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31U);
+}
+
+std::uint64_t step(std::uint64_t value, std::uint64_t id, std::uint64_t global_sum) {
+  return mix(value + id * 31 + global_sum);
+}
+
+/// The failure-free result for all items, computed serially.
+std::map<std::uint64_t, std::uint64_t> expected_result(int processes) {
+  std::map<std::uint64_t, std::uint64_t> value;
+  for (std::uint64_t id = 0; id < kItemsPerProcess * static_cast<std::uint64_t>(processes); ++id) value[id] = mix(id);
+  for (std::uint64_t iteration = 0; iteration < kIterations; ++iteration) {
+    std::uint64_t sum = 0;
+    for (const auto& [id, v] : value) sum += v;
+    for (auto& [id, v] : value) v = step(v, id, sum);
+  }
+  return value;
+}
+
+/// One process's share of the computation: its items and the iteration.
+struct Work {
+  std::vector<std::uint64_t> ids;
+  std::vector<std::uint64_t> values;
+  std::vector<std::uint64_t> iteration{0, UINT64_MAX};  // the iteration, and the last one checkpointed
+
+  explicit Work(OriginalRank me) {
+    for (std::uint64_t k = 0; k < kItemsPerProcess; ++k) {
+      ids.push_back(static_cast<std::uint64_t>(me.value()) * kItemsPerProcess + k);
+      values.push_back(mix(ids.back()));
+    }
+  }
+  void protect_in(Checkpoint& checkpoint) {
+    checkpoint.protect("ids", ids);
+    checkpoint.protect("values", values);
+    checkpoint.protect("iteration", iteration);
+  }
+};
+
+/// Runs the computation under `driver`, killing `kills[epoch]` (an original
+/// rank) when it reaches iteration `at[epoch]`. Checkpoints every few
+/// iterations.
+void compute(Comm& comm, Checkpoint& checkpoint, Work& work, const std::map<std::uint64_t, OriginalRank>& kills,
+             const std::map<std::uint64_t, std::uint64_t>& at) {
+  while (work.iteration[0] < kIterations) {
+    if (work.iteration[0] % kCheckpointEvery == 0 && work.iteration[1] != work.iteration[0]) {
+      work.iteration[1] = work.iteration[0];
+      checkpoint.checkpoint();
+    }
+    const auto kill = kills.find(comm.epoch());
+    if (kill != kills.end() && kill->second == comm.original_rank() && at.at(comm.epoch()) == work.iteration[0]) {
+      inject::kill_self(comm.original_rank());
+    }
+    std::uint64_t local = 0;
+    for (auto v : work.values) local += v;
+    const auto sum = comm.allreduce(local, MPI_SUM);
+    for (std::size_t k = 0; k < work.values.size(); ++k) work.values[k] = step(work.values[k], work.ids[k], sum);
+    ++work.iteration[0];
+  }
+}
+
+/// Gathers every (id, value) pair to every process and compares with the
+/// failure-free run; returns the number of wrong or missing items.
+std::size_t wrong_items(Comm& comm, const Work& work, int original_processes) {
+  std::vector<std::uint64_t> mine;
+  for (std::size_t k = 0; k < work.ids.size(); ++k) mine.insert(mine.end(), {work.ids[k], work.values[k]});
+  const int count = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(comm.size()));
+  comm.check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm.raw()), "MPI_Allgather");
+  std::vector<int> offsets(counts.size(), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+  std::vector<std::uint64_t> all(static_cast<std::size_t>(offsets.back() + counts.back()));
+  comm.check(MPI_Allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), offsets.data(),
+                            MPI_UINT64_T, comm.raw()),
+             "MPI_Allgatherv");
+  const auto expected = expected_result(original_processes);
+  std::map<std::uint64_t, std::uint64_t> got;
+  for (std::size_t i = 0; i + 1 < all.size(); i += 2) got[all[i]] = all[i + 1];
+  std::size_t wrong = expected.size() > got.size() ? expected.size() - got.size() : got.size() - expected.size();
+  for (const auto& [id, value] : expected) {
+    const auto it = got.find(id);
+    wrong += (it == got.end() || it->second != value) ? 1 : 0;
+  }
+  return wrong;
+}
+
+/// The computation under a driver; original rank 1 dies at iteration 4,
+/// then (a survivor) 2 at iteration 8.
+struct DrivenRun {
+  Comm comm = Comm::world();
+  int processes = comm.size();
+  Work work{comm.original_rank()};
+  Checkpoint checkpoint{comm};
+  Driver driver;
+
+  explicit DrivenRun(RecoveryMode mode) : driver(comm, checkpoint, {.mode = mode}) { work.protect_in(checkpoint); }
+  void go() {
+    const std::map<std::uint64_t, OriginalRank> kills{{0, OriginalRank{1}}, {1, OriginalRank{2}}};
+    const std::map<std::uint64_t, std::uint64_t> at{{0, 4}, {1, 8}};
+    driver.run([&] { compute(comm, checkpoint, work, kills, at); });
+  }
+};
+
+}  // namespace
+
+TEST(Driver, RespawnFinishesWithTheFailureFreeResult) {
+  DrivenRun run(RecoveryMode::respawn);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  run.go();
+  EXPECT_EQ(comm.size(), processes);
+  EXPECT_EQ(wrong_items(comm, work, processes), 0U);
+  EXPECT_EQ(comm.epoch(), 2U);
+  if (!comm.is_replacement()) {
+    ASSERT_EQ(driver.recoveries().size(), 2U);
+    EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>{OriginalRank{1}});
+    EXPECT_EQ(driver.recoveries()[1].lost, std::vector<OriginalRank>{OriginalRank{2}});
+  }
+}
+
+TEST(Driver, ShrinkRedistributesAndFinishesWithTheFailureFreeResult) {
+  DrivenRun run(RecoveryMode::shrink);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  driver.on_recovery([&](const Recovery& recovery) {
+    // Departed process k goes to survivor k mod size.
+    std::vector<OriginalRank> mine;
+    for (std::size_t k = 0; k < recovery.lost.size(); ++k) {
+      if (static_cast<int>(k) % comm.size() == comm.rank().value()) mine.push_back(recovery.lost[k]);
+    }
+    for (const auto& [owner, saved] : checkpoint.fetch(mine)) {
+      const auto ids = saved.values<std::uint64_t>("ids");
+      const auto values = saved.values<std::uint64_t>("values");
+      work.ids.insert(work.ids.end(), ids.begin(), ids.end());
+      work.values.insert(work.values.end(), values.begin(), values.end());
+      EXPECT_EQ(saved.values<std::uint64_t>("iteration"), work.iteration) << "all rolled back to one checkpoint";
+    }
+  });
+  run.go();
+  EXPECT_EQ(comm.size(), processes - 2);
+  EXPECT_EQ(wrong_items(comm, work, processes), 0U);
+  ASSERT_EQ(driver.recoveries().size(), 2U);
+  EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>{OriginalRank{1}});
+  EXPECT_EQ(driver.recoveries()[1].lost, std::vector<OriginalRank>{OriginalRank{2}});
+}
+
+TEST(Driver, NothingFromAnOlderEpochIsMatchedAfterARecovery) {
+  auto comm = Comm::world();
+  ASSERT_GE(comm.size(), 3);
+  const OriginalRank victim{comm.size() - 1};
+  constexpr int kTag = 77;
+  // Rank 0 sends a message that rank 1 never receives in epoch 0.
+  const int stale = 1111;
+  if (comm.rank().value() == 0) comm.check(MPI_Send(&stale, 1, MPI_INT, 1, kTag, comm.raw()), "MPI_Send");
+  reprise::test::kill_and_detect(comm, {victim});
+  comm = comm.shrink();
+  EXPECT_EQ(comm.epoch(), 1U);
+  const int fresh = 2222;
+  if (comm.rank().value() == 0) comm.check(MPI_Send(&fresh, 1, MPI_INT, 1, kTag, comm.raw()), "MPI_Send");
+  if (comm.rank().value() == 1) {
+    int got = 0;
+    comm.check(MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, kTag, comm.raw(), MPI_STATUS_IGNORE), "MPI_Recv");
+    EXPECT_EQ(got, fresh) << "a message of epoch 0 was matched in epoch 1";
+    int more = 0;
+    comm.check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm.raw(), &more, MPI_STATUS_IGNORE), "MPI_Iprobe");
+    EXPECT_EQ(more, 0);
+  }
+  // Collectives of the new epoch see only its members.
+  EXPECT_EQ(comm.allreduce(1, MPI_SUM), comm.size());
+}
