@@ -42,12 +42,19 @@ void Driver::restore_state(std::vector<OriginalRank> members_before, double star
 void Driver::run(const std::function<void()>& loop) {
   // A replacement starts inside the survivors' recovery.
   bool recovering = _comm.is_replacement() && _checkpoint.version() == 0;
+  bool heal_comm = false;                    // shrink or respawn first
   std::vector<OriginalRank> members_before;  // empty in a process that just joined
   double started = MPI_Wtime();
   int attempts = 1;
   for (;;) {
     std::exception_ptr failure;
     try {
+      if (heal_comm) {
+        _comm.revoke();
+        _comm = _config.mode == RecoveryMode::respawn ? _comm.respawn() : _comm.shrink();
+        if (_heartbeat != nullptr) _heartbeat->restart();
+        heal_comm = false;
+      }
       if (recovering) {
         restore_state(members_before, started, attempts);
         recovering = false;
@@ -68,8 +75,7 @@ void Driver::run(const std::function<void()>& loop) {
       ++attempts;  // a failure during the recovery: recover again
     }
     recovering = true;
-    _comm.revoke();
-    _comm = _config.mode == RecoveryMode::respawn ? _comm.respawn() : _comm.shrink();
+    heal_comm = true;
   }
 }
 

@@ -102,10 +102,8 @@ void hang(OriginalRank me) {
   record_outcome(Outcome::hung, me);
   std::fflush(stdout);
   std::fflush(stderr);
-  sigset_t all;
-  sigfillset(&all);
-  ::sigprocmask(SIG_BLOCK, &all, nullptr);
-  for (;;) ::pause();
+  // Every thread stops, as on a frozen node; only SIGKILL (or SIGCONT) ends it.
+  for (;;) ::kill(::getpid(), SIGSTOP);
 }
 
 Schedule::Schedule(std::vector<Fault> faults) : _faults(std::move(faults)) {

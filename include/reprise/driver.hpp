@@ -12,6 +12,7 @@
 
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/heartbeat.hpp"
 #include "reprise/rank.hpp"
 
 namespace reprise {
@@ -54,6 +55,11 @@ class Driver {
   /// Sets the callback run after each recovery.
   void on_recovery(OnRecovery callback) { _on_recovery = std::move(callback); }
 
+  /// Restarts `heartbeat` on the recovered communicator after each recovery,
+  /// right after the shrink or respawn (a replacement constructs its own
+  /// heartbeat before `run`, at the same point).
+  void watch(Heartbeat& heartbeat) { _heartbeat = &heartbeat; }
+
   /// Runs `loop` until it returns. On `ProcessFailed` or `Revoked` (from the
   /// loop or from a recovery), revokes, recovers as configured, restores the
   /// last checkpoint and runs `loop` again. In a replacement process, first
@@ -72,6 +78,7 @@ class Driver {
   Checkpoint& _checkpoint;
   DriverConfig _config;
   OnRecovery _on_recovery;
+  Heartbeat* _heartbeat = nullptr;
   std::vector<Recovery> _recoveries;
 };
 

@@ -33,8 +33,8 @@ void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason = 
 /// Kills the calling process for real with SIGKILL, after recording it.
 [[noreturn]] void kill_self(OriginalRank me);
 
-/// Makes the calling process stop responding without exiting: it never returns
-/// and ignores every signal but SIGKILL/SIGSTOP.
+/// Makes the calling process stop responding without exiting, as a frozen
+/// node would: it stops itself (SIGSTOP, every thread) and never returns.
 [[noreturn]] void hang(OriginalRank me);
 
 /// What an injected fault does.

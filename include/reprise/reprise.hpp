@@ -9,6 +9,7 @@
 #include "reprise/driver.hpp"
 #include "reprise/environment.hpp"
 #include "reprise/error.hpp"
+#include "reprise/heartbeat.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
 #include "reprise/rank.hpp"

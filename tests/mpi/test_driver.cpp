@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <climits>
 #include <map>
+#include <thread>
 
 #include "failure_helpers.hpp"
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/driver.hpp"
+#include "reprise/heartbeat.hpp"
 #include "reprise/inject.hpp"
 
 using namespace reprise;
@@ -65,11 +67,11 @@ struct Work {
   }
 };
 
-/// Runs the computation under `driver`, killing `kills[epoch]` (an original
-/// rank) when it reaches iteration `at[epoch]`. Checkpoints every few
-/// iterations.
+/// Runs the computation under `driver`, killing (or hanging) `kills[epoch]`
+/// (an original rank) when it reaches iteration `at[epoch]`. Checkpoints
+/// every few iterations.
 void compute(Comm& comm, Checkpoint& checkpoint, Work& work, const std::map<std::uint64_t, OriginalRank>& kills,
-             const std::map<std::uint64_t, std::uint64_t>& at) {
+             const std::map<std::uint64_t, std::uint64_t>& at, inject::Action action = inject::Action::kill) {
   while (work.iteration[0] < kIterations) {
     if (work.iteration[0] % kCheckpointEvery == 0 && work.iteration[1] != work.iteration[0]) {
       work.iteration[1] = work.iteration[0];
@@ -77,6 +79,7 @@ void compute(Comm& comm, Checkpoint& checkpoint, Work& work, const std::map<std:
     }
     const auto kill = kills.find(comm.epoch());
     if (kill != kills.end() && kill->second == comm.original_rank() && at.at(comm.epoch()) == work.iteration[0]) {
+      if (action == inject::Action::hang) inject::hang(comm.original_rank());
       inject::kill_self(comm.original_rank());
     }
     std::uint64_t local = 0;
@@ -193,4 +196,49 @@ TEST(Driver, NothingFromAnOlderEpochIsMatchedAfterARecovery) {
   }
   // Collectives of the new epoch see only its members.
   EXPECT_EQ(comm.allreduce(1, MPI_SUM), comm.size());
+}
+
+TEST(Heartbeat, AHungProcessIsKilledAndTheRunRecovers) {
+  DrivenRun run(RecoveryMode::shrink);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  Heartbeat heartbeat(comm, {.period_seconds = 0.05, .timeout_seconds = 1.0});
+  driver.watch(heartbeat);
+  const OriginalRank victim{2};
+  const OriginalRank watcher{1};  // the previous rank watches
+  driver.on_recovery([&](const Recovery& recovery) {
+    for (const auto& [owner, saved] : checkpoint.fetch(comm.rank().value() == 0 ? recovery.lost : std::vector<OriginalRank>{})) {
+      const auto ids = saved.values<std::uint64_t>("ids");
+      const auto values = saved.values<std::uint64_t>("values");
+      work.ids.insert(work.ids.end(), ids.begin(), ids.end());
+      work.values.insert(work.values.end(), values.begin(), values.end());
+    }
+  });
+  const std::vector<OriginalRank> declared_before = heartbeat.declared_hung();
+  driver.run([&] { compute(comm, checkpoint, work, {{0, victim}}, {{0, 5}}, inject::Action::hang); });
+  EXPECT_TRUE(declared_before.empty());
+  EXPECT_EQ(comm.size(), processes - 1);
+  EXPECT_EQ(wrong_items(comm, work, processes), 0U);
+  ASSERT_EQ(driver.recoveries().size(), 1U);
+  EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>{victim});
+  if (comm.original_rank() == watcher) {
+    // Declared before the restart; the restarted heartbeat keeps the record.
+    EXPECT_EQ(heartbeat.declared_hung(), std::vector<OriginalRank>{victim});
+  }
+}
+
+TEST(Heartbeat, ABusyProcessIsNotDeclaredHung) {
+  auto comm = Comm::world();
+  Heartbeat heartbeat(comm, {.period_seconds = 0.02, .timeout_seconds = 0.3});
+  // Process 0 computes for five timeouts without calling MPI; its heartbeat
+  // thread keeps beating.
+  if (comm.rank().value() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  comm.barrier();
+  EXPECT_TRUE(heartbeat.declared_hung().empty());
+  EXPECT_EQ(comm.allreduce(1, MPI_SUM), comm.size());
+}
+
+TEST(Heartbeat, NonsenseSettingsAreRefused) {
+  auto comm = Comm::world();
+  EXPECT_THROW(Heartbeat(comm, {.period_seconds = 0, .timeout_seconds = 1}), UsageError);
+  EXPECT_THROW(Heartbeat(comm, {.period_seconds = 1, .timeout_seconds = 0.5}), UsageError);
 }

@@ -1,0 +1,122 @@
+#include "reprise/heartbeat.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <string>
+
+#include "nodes.hpp"
+#include "reprise/error.hpp"
+#include "reprise/inject.hpp"
+
+namespace reprise {
+
+namespace {
+
+constexpr int kBeatTag = 1;
+constexpr int kDieTag = 2;
+
+}  // namespace
+
+Heartbeat::Heartbeat(Comm& comm, HeartbeatConfig config) : _comm(comm), _config(config) {
+  int level = 0;
+  MPI_Query_thread(&level);
+  if (level < MPI_THREAD_MULTIPLE) {
+    throw UsageError("reprise::Heartbeat: needs MPI_THREAD_MULTIPLE, but MPI granted less; initialise MPI with "
+                     "reprise::Environment or MPI_Init_thread(MPI_THREAD_MULTIPLE)");
+  }
+  if (!(_config.period_seconds > 0) || !(_config.timeout_seconds > _config.period_seconds)) {
+    throw UsageError("reprise::Heartbeat: the period (" + std::to_string(_config.period_seconds) +
+                     " s) must be positive and below the timeout (" + std::to_string(_config.timeout_seconds) + " s)");
+  }
+  start();
+}
+
+Heartbeat::~Heartbeat() { stop(); }
+
+void Heartbeat::start() {
+  _comm.check(MPI_Comm_dup(_comm.raw(), &_channel), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(_channel, MPI_ERRORS_RETURN);
+  _rank = _comm.rank().value();
+  const int pid = static_cast<int>(::getpid());
+  _pid.assign(static_cast<std::size_t>(_comm.size()), 0);
+  _comm.check(MPI_Allgather(&pid, 1, MPI_INT, _pid.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
+  _host = detail::node_of_each_process(_comm);
+  _original = _comm.members();
+  _running = true;
+  _thread = std::thread([this] { watch(); });
+}
+
+void Heartbeat::stop() {
+  if (!_running.exchange(false)) return;
+  _thread.join();
+  MPI_Comm_free(&_channel);
+}
+
+void Heartbeat::restart() {
+  stop();
+  start();
+}
+
+std::vector<OriginalRank> Heartbeat::declared_hung() const {
+  const std::lock_guard lock(_mutex);
+  return _declared;
+}
+
+// Beats to the previous rank, listens to the next one. Sends are freed at
+// once: a beat to a process that died is simply lost.
+void Heartbeat::watch() {
+  using Clock = std::chrono::steady_clock;
+  const int p = static_cast<int>(_pid.size());
+  if (p < 2) {
+    while (_running) std::this_thread::sleep_for(std::chrono::duration<double>(_config.period_seconds));
+    return;
+  }
+  const int watcher = (_rank + p - 1) % p;
+  const int watched = (_rank + 1) % p;
+  const auto period = std::chrono::duration<double>(_config.period_seconds);
+  const auto timeout = std::chrono::duration<double>(_config.timeout_seconds);
+  auto last_heard = Clock::now();
+  auto next_beat = Clock::now();
+  bool declared = false;
+  int beat = 0;
+  while (_running) {
+    const auto now = Clock::now();
+    if (now >= next_beat) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      if (MPI_Isend(&beat, 1, MPI_INT, watcher, kBeatTag, _channel, &request) == MPI_SUCCESS) {
+        MPI_Request_free(&request);
+      }
+      next_beat = now + std::chrono::duration_cast<Clock::duration>(period);
+    }
+    // Named sources only: a wildcard probe fails once any process has died.
+    int arrived = 0;
+    while (MPI_Iprobe(watched, kBeatTag, _channel, &arrived, MPI_STATUS_IGNORE) == MPI_SUCCESS && arrived != 0) {
+      int word = 0;
+      if (MPI_Recv(&word, 1, MPI_INT, watched, kBeatTag, _channel, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+      last_heard = Clock::now();
+    }
+    if (MPI_Iprobe(watcher, kDieTag, _channel, &arrived, MPI_STATUS_IGNORE) == MPI_SUCCESS && arrived != 0) {
+      inject::kill_self(_original[static_cast<std::size_t>(_rank)]);
+    }
+    if (!declared && Clock::now() - last_heard > timeout) {
+      declared = true;
+      {
+        const std::lock_guard lock(_mutex);
+        _declared.push_back(_original[static_cast<std::size_t>(watched)]);
+      }
+      if (_host[static_cast<std::size_t>(watched)] == _host[static_cast<std::size_t>(_rank)]) {
+        ::kill(static_cast<pid_t>(_pid[static_cast<std::size_t>(watched)]), SIGKILL);
+      } else {
+        MPI_Request request = MPI_REQUEST_NULL;
+        if (MPI_Isend(&beat, 1, MPI_INT, watched, kDieTag, _channel, &request) == MPI_SUCCESS) {
+          MPI_Request_free(&request);
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::min(std::chrono::duration<double>(0.005), period / 4));
+  }
+}
+
+}  // namespace reprise
