@@ -2,10 +2,10 @@
 
 #include <mpi.h>
 
-#include <exception>
 #include <string>
 
 #include "reprise/error.hpp"
+#include "ulfm.hpp"
 
 namespace reprise {
 
@@ -39,6 +39,10 @@ void Driver::restore_state(std::vector<OriginalRank> members_before, double star
   _recoveries.push_back(std::move(recovery));
 }
 
+// Every attempt ends in one agreement on every process, whether its part
+// succeeded or raised: only then do all return together or all recover
+// together (a process whose loop finished must not leave while another one
+// is about to recover).
 void Driver::run(const std::function<void()>& loop) {
   // A replacement starts inside the survivors' recovery.
   bool recovering = _comm.is_replacement() && _checkpoint.version() == 0;
@@ -47,10 +51,9 @@ void Driver::run(const std::function<void()>& loop) {
   double started = MPI_Wtime();
   int attempts = 1;
   for (;;) {
-    std::exception_ptr failure;
+    bool ok = true;
     try {
       if (heal_comm) {
-        _comm.revoke();
         _comm = _config.mode == RecoveryMode::respawn ? _comm.respawn() : _comm.shrink();
         if (_heartbeat != nullptr) _heartbeat->restart();
         heal_comm = false;
@@ -60,14 +63,26 @@ void Driver::run(const std::function<void()>& loop) {
         recovering = false;
       }
       loop();
-      return;
     } catch (const ProcessFailed&) {
-      failure = std::current_exception();
+      ok = false;
     } catch (const Revoked&) {
-      failure = std::current_exception();
+      ok = false;
     }
+    if (!ok) _comm.revoke();
+    bool all_ok = false;
+    try {
+      all_ok = _comm.agree(ok);
+    } catch (const ProcessFailed&) {
+      all_ok = false;
+    }
+    if (all_ok) return;
+    _comm.revoke();
     if (!recovering) {
-      if (static_cast<int>(_recoveries.size()) >= _config.max_recoveries) std::rethrow_exception(failure);
+      if (static_cast<int>(_recoveries.size()) >= _config.max_recoveries) {
+        throw ProcessFailed("reprise::Driver: giving up after " + std::to_string(_config.max_recoveries) +
+                                " recoveries (DriverConfig::max_recoveries)",
+                            detail::ulfm::process_failed_error_class(), _comm.failed());
+      }
       members_before = _comm.members();
       started = MPI_Wtime();
       attempts = 1;

@@ -38,7 +38,9 @@ struct Start {
 
 /// Records that this process runs, parses the options with `parse` (which
 /// throws `UsageError` on bad flags) and agrees on the fault plan over
-/// `steps_of(options)` steps. On a usage error, process 0 prints it, every
+/// `steps_of(options)` steps. A replacement process (spawned during a
+/// recovery, while the others are inside it) takes no part in that
+/// agreement and gets no faults. On a usage error, process 0 prints it, every
 /// process records it, and nothing is returned: exit with
 /// `environment.exit_status()`.
 template <class Options, class Parse, class Steps>
@@ -48,6 +50,7 @@ std::optional<Start<Options>> start(reprise::Comm& comm, reprise::Environment& e
   reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
   try {
     Start<Options> begun{parse(argc, argv), {}};
+    if (comm.is_replacement()) return begun;
     auto plan = agreed_fault_plan(comm, begun.options.seed, steps_of(begun.options), begun.options.kills);
     begun.options.seed = plan.seed;
     begun.schedule = std::move(plan.schedule);
