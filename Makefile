@@ -1,5 +1,6 @@
 # reprise: the two commands of the README, and a few more.
 #   make demo   set up, build, run the k-means demo (8 processes, 2 killed for real)
+#   make demo-heat  the 3D heat-equation demo (checkpoints, respawn; HEAT_MODE=shrink)
 #   make test   set up, build, run every test (unit, MPI with real kills, sanitizers)
 #   make bench  set up, build, run every benchmark at its default size (JSON lines)
 PRESET ?= release
@@ -7,7 +8,7 @@ BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3"
 DEMO_ARGS ?=
 
-.PHONY: setup build demo demo-heal test test-release test-asan test-asan-all bench clean
+.PHONY: setup build demo demo-heat demo-heal test test-release test-asan test-asan-all bench clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -18,6 +19,11 @@ build: setup
 
 demo: build
 	@scripts/mpirun-checked -n 8 --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)
+
+# The 3D heat equation under the checkpoint/recovery driver; bitwise check.
+HEAT_MODE ?= respawn
+demo-heat: build
+	@scripts/mpirun-checked -n 8 --timeout 120 -- $(BUILD)/examples/heat3d_demo --mode $(HEAT_MODE) $(DEMO_ARGS)
 
 # The foundation demo: a long sum that heals its communicator.
 demo-heal: build
@@ -44,13 +50,20 @@ test-asan-all: setup
 	@cmake --build --preset asan
 	@ASAN_OPTIONS=detect_leaks=0 PMIX_MCA_gds=hash ctest --test-dir build/asan --output-on-failure -E AboveIntMaxBytes
 
-# Each benchmark prints one JSON object per measurement; BENCH_ARGS are passed
-# on (store_bench: --replicas --block-bytes --perm-bytes --mib-per-rank
-# --repeats --disk-dir) and BENCH_RANKS sets the number of processes.
+# Each benchmark prints one JSON object per measurement. store_bench runs on
+# BENCH_RANKS processes with BENCH_ARGS (--replicas --block-bytes --perm-bytes
+# --mib-per-rank --repeats --disk-dir); checkpoint_bench runs on each of
+# CHECKPOINT_RANKS (weak scaling) with CHECKPOINT_ARGS (--mib-per-rank
+# --copies --repeats --no-kill) and kills one process for real per run.
 BENCH_ARGS ?=
 BENCH_RANKS ?= 4
+CHECKPOINT_ARGS ?=
+CHECKPOINT_RANKS ?= 2 4 8
 bench: build
 	@scripts/mpirun-checked -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
+	@for n in $(CHECKPOINT_RANKS); do \
+	  scripts/mpirun-checked -n $$n --quiet --timeout 600 -- $(BUILD)/bench/checkpoint_bench $(CHECKPOINT_ARGS) || exit 1; \
+	done
 
 clean:
 	rm -rf build

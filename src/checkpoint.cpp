@@ -92,8 +92,8 @@ std::size_t Checkpoint::held_bytes() const noexcept {
 
 // Layout of a saved state: item count, then per item its name's hash, its
 // length and its bytes.
-std::vector<std::byte> Checkpoint::serialize() const {
-  std::vector<std::byte> out;
+void Checkpoint::serialize(std::vector<std::byte>& out) const {
+  out.clear();
   put_u64(out, _items.size());
   for (const auto& item : _items) {
     put_u64(out, std::hash<std::string>{}(item.name));
@@ -104,7 +104,14 @@ std::vector<std::byte> Checkpoint::serialize() const {
     const std::uint64_t length = out.size() - begin;
     std::memcpy(out.data() + length_at, &length, sizeof length);
   }
-  return out;
+}
+
+std::vector<std::byte> Checkpoint::take_spare(OriginalRank owner) {
+  const auto it = _spare.find(owner);
+  if (it == _spare.end()) return {};
+  auto buffer = std::move(it->second);
+  _spare.erase(it);
+  return buffer;
 }
 
 void Checkpoint::apply(std::span<const std::byte> state) {
@@ -161,7 +168,11 @@ std::uint64_t Checkpoint::checkpoint() {
   }
 
   // Slots grouped by node; slot s's state lives on slot s and its buddies.
-  const auto node_of = detail::node_of_each_process(_comm);
+  if (_node_epoch != _comm.epoch() || _node_of.size() != static_cast<std::size_t>(p)) {
+    _node_of = detail::node_of_each_process(_comm);
+    _node_epoch = _comm.epoch();
+  }
+  const auto& node_of = _node_of;
   const auto slot_process = node_major_order(node_of);
   std::vector<int> node_of_slot;
   std::vector<OriginalRank> slot_owner;
@@ -176,7 +187,8 @@ std::uint64_t Checkpoint::checkpoint() {
                              .replicas = _config.copies,
                              .node_of_slot = node_of_slot});
 
-  auto state = serialize();
+  auto state = take_spare(_comm.original_rank());
+  serialize(state);
   std::vector<GatherMessage> messages;
   for (int slot : placement.holders(BlockId{static_cast<std::uint64_t>(my_slot)})) {
     if (slot == my_slot) continue;
@@ -185,13 +197,16 @@ std::uint64_t Checkpoint::checkpoint() {
   // Phase one: the new copies land beside the committed ones.
   std::map<OriginalRank, std::vector<std::byte>> pending;
   _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t bytes) {
-    auto& copy = pending[_comm.original_rank(source)];
+    const auto owner = _comm.original_rank(source);
+    auto& copy = pending[owner];
+    copy = take_spare(owner);  // same size as last time: no new pages, no zeroing
     copy.resize(bytes);
     return std::vector<std::span<std::byte>>{copy};
   });
   // Phase two: the exchange ended in an agreement that every process got
-  // its share, so every survivor commits.
+  // its share, so every survivor commits; the old copies become spares.
   pending[_comm.original_rank()] = std::move(state);
+  _spare = std::move(_held);
   _held = std::move(pending);
   _holds_copies = true;
   _slot_owner = std::move(slot_owner);

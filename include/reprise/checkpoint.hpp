@@ -7,6 +7,7 @@
 /// reloaded from memory in milliseconds instead of from a file system.
 
 #include <cstddef>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -58,8 +59,9 @@ class SavedState {
 /// application replaces it in place (`comm = comm.respawn()`).
 ///
 /// Memory: each process holds `copies` serialized states (its own and its
-/// buddies') of the last committed checkpoint, and during a checkpoint the
-/// new ones beside them.
+/// buddies') of the last committed checkpoint, and keeps the buffers of the
+/// version before to write the next one into (so a checkpoint touches no new
+/// pages): about 2 * copies * state size per process.
 class Checkpoint {
  public:
   /// Appends the bytes of a piece of state.
@@ -142,7 +144,8 @@ class Checkpoint {
   };
   void protect(std::string name, Save save, Load load, std::size_t unit);
   void add(Item item);
-  [[nodiscard]] std::vector<std::byte> serialize() const;
+  void serialize(std::vector<std::byte>& out) const;
+  [[nodiscard]] std::vector<std::byte> take_spare(OriginalRank owner);
   void apply(std::span<const std::byte> state);
   void share_layout();
   [[nodiscard]] std::vector<int> who_holds_copies();
@@ -156,6 +159,9 @@ class Checkpoint {
   std::vector<int> _node_of_slot;                           // slot -> node key, at the last commit
   std::map<OriginalRank, std::vector<std::byte>> _held;     // committed states held here, by owner
   bool _holds_copies = false;                               // took part in the last commit
+  std::vector<int> _node_of;                                // node key by rank, for `_node_epoch`
+  std::uint64_t _node_epoch = UINT64_MAX;                   // the communicator epoch `_node_of` is for
+  std::map<OriginalRank, std::vector<std::byte>> _spare;    // buffers of the version before, reused
 };
 
 /// The checkpoint interval (seconds of work between two checkpoints) that
