@@ -402,7 +402,7 @@ int main(int argc, char** argv) {
       std::string names;
       for (auto rank : recovery.lost) names += (names.empty() ? "#" : ", #") + std::to_string(rank.value());
       std::printf("  lost %s; %s and restore took %.1f ms%s\n", names.c_str(),
-                  recovery.mode == reprise::RecoveryMode::respawn ? "respawn" : "shrink + repartition",
+                  recovery.mode == reprise::RecoveryMode::respawn ? "respawn" : "shrink",
                   1e3 * recovery.seconds, recovery.attempts > 1 ? " (recovery retried)" : "");
     }
     std::printf("  %d checkpoints of %.2f MiB per process, %.2f ms each on average (slowest process)\n",
