@@ -7,6 +7,7 @@
 
 #include "nodes.hpp"
 #include "reprise/error.hpp"
+#include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
 
 namespace reprise {
@@ -293,6 +294,7 @@ namespace {
 }  // namespace
 
 void Checkpoint::restore() {
+  inject::fault_point("checkpoint.restore", _comm.original_rank());
   share_layout();
   const auto holds_of = who_holds_copies();
   // Every saved state must still have a live copy: the members' to restore

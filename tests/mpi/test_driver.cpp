@@ -115,6 +115,21 @@ std::size_t wrong_items(Comm& comm, const Work& work, int original_processes) {
   return wrong;
 }
 
+/// After a shrink: departed process k's items go to survivor k mod size.
+void adopt_departed(Comm& comm, Checkpoint& checkpoint, Work& work, const Recovery& recovery) {
+  std::vector<OriginalRank> mine;
+  for (std::size_t k = 0; k < recovery.lost.size(); ++k) {
+    if (static_cast<int>(k) % comm.size() == comm.rank().value()) mine.push_back(recovery.lost[k]);
+  }
+  for (const auto& [owner, saved] : checkpoint.fetch(mine)) {
+    const auto ids = saved.values<std::uint64_t>("ids");
+    const auto values = saved.values<std::uint64_t>("values");
+    work.ids.insert(work.ids.end(), ids.begin(), ids.end());
+    work.values.insert(work.values.end(), values.begin(), values.end());
+    EXPECT_EQ(saved.values<std::uint64_t>("iteration"), work.iteration) << "all rolled back to one checkpoint";
+  }
+}
+
 /// The computation under a driver; original rank 1 dies at iteration 4,
 /// then (a survivor) 2 at iteration 8.
 struct DrivenRun {
@@ -151,20 +166,7 @@ TEST(Driver, RespawnFinishesWithTheFailureFreeResult) {
 TEST(Driver, ShrinkRedistributesAndFinishesWithTheFailureFreeResult) {
   DrivenRun run(RecoveryMode::shrink);
   auto& [comm, processes, work, checkpoint, driver] = run;
-  driver.on_recovery([&](const Recovery& recovery) {
-    // Departed process k goes to survivor k mod size.
-    std::vector<OriginalRank> mine;
-    for (std::size_t k = 0; k < recovery.lost.size(); ++k) {
-      if (static_cast<int>(k) % comm.size() == comm.rank().value()) mine.push_back(recovery.lost[k]);
-    }
-    for (const auto& [owner, saved] : checkpoint.fetch(mine)) {
-      const auto ids = saved.values<std::uint64_t>("ids");
-      const auto values = saved.values<std::uint64_t>("values");
-      work.ids.insert(work.ids.end(), ids.begin(), ids.end());
-      work.values.insert(work.values.end(), values.begin(), values.end());
-      EXPECT_EQ(saved.values<std::uint64_t>("iteration"), work.iteration) << "all rolled back to one checkpoint";
-    }
-  });
+  driver.on_recovery([&](const Recovery& recovery) { adopt_departed(comm, checkpoint, work, recovery); });
   run.go();
   EXPECT_EQ(comm.size(), processes - 2);
   EXPECT_EQ(wrong_items(comm, work, processes), 0U);
@@ -172,6 +174,33 @@ TEST(Driver, ShrinkRedistributesAndFinishesWithTheFailureFreeResult) {
   EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>{OriginalRank{1}});
   EXPECT_EQ(driver.recoveries()[1].lost, std::vector<OriginalRank>{OriginalRank{2}});
 }
+
+// Original rank 1 dies at iteration 4; original rank 2 (not its buddy) dies
+// inside the recovery from it. The recovery starts again and the result is
+// still exact.
+void kill_during_recovery(RecoveryMode mode) {
+  DrivenRun run(mode);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  const OriginalRank second{2};
+  if (!comm.is_replacement()) inject::arm("checkpoint.restore", second);  // not again in its replacement
+  driver.on_recovery([&](const Recovery& recovery) {
+    if (mode == RecoveryMode::shrink) adopt_departed(comm, checkpoint, work, recovery);
+  });
+  driver.run([&] { compute(comm, checkpoint, work, {{0, OriginalRank{1}}}, {{0, 4}}); });
+  inject::disarm_all();
+  EXPECT_EQ(wrong_items(comm, work, processes), 0U);
+  EXPECT_EQ(comm.size(), mode == RecoveryMode::shrink ? processes - 2 : processes);
+  if (!comm.is_replacement()) {
+    ASSERT_EQ(driver.recoveries().size(), 1U);
+    EXPECT_GE(driver.recoveries()[0].attempts, 2) << "the recovery was interrupted and started again";
+    const std::vector<OriginalRank> both{OriginalRank{1}, second};
+    EXPECT_EQ(driver.recoveries()[0].lost, both);
+  }
+}
+
+TEST(Driver, AKillDuringARespawnRecoveryIsRecoveredToo) { kill_during_recovery(RecoveryMode::respawn); }
+
+TEST(Driver, AKillDuringAShrinkRecoveryIsRecoveredToo) { kill_during_recovery(RecoveryMode::shrink); }
 
 TEST(Driver, NothingFromAnOlderEpochIsMatchedAfterARecovery) {
   auto comm = Comm::world();
@@ -205,14 +234,7 @@ TEST(Heartbeat, AHungProcessIsKilledAndTheRunRecovers) {
   driver.watch(heartbeat);
   const OriginalRank victim{2};
   const OriginalRank watcher{1};  // the previous rank watches
-  driver.on_recovery([&](const Recovery& recovery) {
-    for (const auto& [owner, saved] : checkpoint.fetch(comm.rank().value() == 0 ? recovery.lost : std::vector<OriginalRank>{})) {
-      const auto ids = saved.values<std::uint64_t>("ids");
-      const auto values = saved.values<std::uint64_t>("values");
-      work.ids.insert(work.ids.end(), ids.begin(), ids.end());
-      work.values.insert(work.values.end(), values.begin(), values.end());
-    }
-  });
+  driver.on_recovery([&](const Recovery& recovery) { adopt_departed(comm, checkpoint, work, recovery); });
   const std::vector<OriginalRank> declared_before = heartbeat.declared_hung();
   driver.run([&] { compute(comm, checkpoint, work, {{0, victim}}, {{0, 5}}, inject::Action::hang); });
   EXPECT_TRUE(declared_before.empty());
