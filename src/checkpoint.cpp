@@ -155,7 +155,25 @@ std::uint64_t Checkpoint::checkpoint() {
   std::uint64_t fingerprint = mix(_version + 1);
   for (const auto& item : _items) fingerprint = mix(fingerprint ^ std::hash<std::string>{}(item.name));
   std::uint64_t both[2] = {fingerprint, ~fingerprint};
-  _comm.check(MPI_Allreduce(MPI_IN_PLACE, both, 2, MPI_UINT64_T, MPI_MAX, _comm.raw()), "MPI_Allreduce");
+  // Non-blocking, so that a process that never joins (checkpoint() called by
+  // only some processes) gives an error instead of a hang.
+  MPI_Request request = MPI_REQUEST_NULL;
+  _comm.check(MPI_Iallreduce(MPI_IN_PLACE, both, 2, MPI_UINT64_T, MPI_MAX, _comm.raw(), &request), "MPI_Iallreduce");
+  const double deadline = MPI_Wtime() + _config.join_timeout_seconds;
+  int done = 0;
+  while (done == 0) {
+    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) _comm.check(rc, "MPI_Test(MPI_Iallreduce)");
+    if (done == 0 && MPI_Wtime() > deadline) {
+      // The reduction cannot be freed: revoke, which completes it in error.
+      _comm.revoke();
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+      throw UsageError(std::string(kWhere) + "::checkpoint: not every process called checkpoint() within " +
+                       std::to_string(_config.join_timeout_seconds) +
+                       " s (is it called by only some processes?); the communicator is revoked. Call it on every "
+                       "process, or raise CheckpointConfig::join_timeout_seconds");
+    }
+  }
   if (both[0] != ~both[1]) {
     throw UsageError(std::string(kWhere) +
                      "::checkpoint: the processes registered different names or are at different versions; register "

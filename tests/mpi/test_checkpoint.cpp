@@ -7,8 +7,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "failure_helpers.hpp"
 #include "reprise/checkpoint.hpp"
@@ -254,6 +256,28 @@ TEST(Checkpoint, AReplacementWithAnotherBufferSizeIsRefused) {
     EXPECT_EQ(grid[5], std::byte{0}) << "the replacement's buffer was not touched";
   }
   EXPECT_EQ(checkpoint.version(), 1U) << "the committed checkpoint is kept for another try";
+}
+
+TEST(Checkpoint, CalledByOnlySomeProcessesIsAnErrorNotAHang) {
+  auto comm = Comm::world();
+  std::vector<int> values(100, comm.rank().value());
+  Checkpoint checkpoint(comm, {.copies = 2, .join_timeout_seconds = 0.5});
+  checkpoint.protect("values", values);
+  const bool skips = comm.rank().value() == comm.size() - 1;
+  if (!skips) {
+    try {
+      checkpoint.checkpoint();
+      ADD_FAILURE() << "checkpoint() returned without every process";
+    } catch (const UsageError& error) {
+      EXPECT_NE(std::string(error.what()).find("only some processes"), std::string::npos) << error.what();
+    }
+  } else {
+    // This process skips the checkpoint; by the time it communicates again,
+    // the others have revoked the communicator.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_THROW(comm.barrier(), Revoked);
+  }
+  EXPECT_EQ(checkpoint.version(), 0U);
 }
 
 TEST(YoungDaly, IntervalFollowsTheFormula) {
