@@ -1,6 +1,6 @@
 # reprise: the two commands of the README, and a few more.
 #   make demo   set up, build, run the k-means demo (8 processes, 2 killed for real)
-#   make demo-heat  the 3D heat-equation demo (checkpoints, respawn; HEAT_MODE=shrink)
+#   make demo-heat  the 3D heat-equation demo (checkpoints, respawn from spares; HEAT_MODE=shrink)
 #   make test   set up, build, run every test (unit, MPI with real kills, sanitizers)
 #   make bench  set up, build, run every benchmark at its default size (JSON lines)
 PRESET ?= release
@@ -21,9 +21,13 @@ demo: build
 	@scripts/mpirun-checked -n 8 --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)
 
 # The 3D heat equation under the checkpoint/recovery driver; bitwise check.
+# 8 workers plus HEAT_SPARES spare processes that respawn() takes instead of
+# spawning new ones (HEAT_SPARES=0 spawns).
 HEAT_MODE ?= respawn
+HEAT_SPARES ?= 2
 demo-heat: build
-	@scripts/mpirun-checked -n 8 --timeout 120 -- $(BUILD)/examples/heat3d_demo --mode $(HEAT_MODE) $(DEMO_ARGS)
+	@REPRISE_SPARES=$(HEAT_SPARES) scripts/mpirun-checked -n $$((8 + $(HEAT_SPARES))) --timeout 120 -- \
+	  $(BUILD)/examples/heat3d_demo --mode $(HEAT_MODE) $(DEMO_ARGS)
 
 # The foundation demo: a long sum that heals its communicator.
 demo-heal: build

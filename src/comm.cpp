@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "comm_detail.hpp"
+#include "spares.hpp"
 #include "reprise/inject.hpp"
 #include "ulfm.hpp"
 
@@ -124,8 +125,14 @@ Comm Comm::world() {
   if (parent != MPI_COMM_NULL) return join_as_replacement(parent);
 
   Parts parts;
+  MPI_Comm base = MPI_COMM_WORLD;
   MPI_Comm_size(MPI_COMM_WORLD, &parts.original_size);
-  const int rc = detail::make_pair(MPI_COMM_WORLD, parts.comm, parts.internal);
+  if (detail::SparePool* pool = detail::spare_pool()) {
+    if (pool->my_original < 0) return serve_as_spare();  // returns once taken as a replacement
+    base = pool->active;
+    parts.original_size = pool->original_size;
+  }
+  const int rc = detail::make_pair(base, parts.comm, parts.internal);
   if (rc != MPI_SUCCESS) {
     char text[MPI_MAX_ERROR_STRING];
     int length = 0;

@@ -10,6 +10,9 @@
 #include <mutex>
 #include <thread>
 
+#include "finalize.hpp"
+#include "spares.hpp"
+
 namespace reprise {
 
 namespace {
@@ -33,10 +36,9 @@ Environment::Environment(int& argc, char**& argv) {
   _owns = true;
 }
 
-Environment::~Environment() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!_owns || finalized != 0) return;
+namespace detail {
+
+void finalize_mpi(int exit_status) {
   const auto timeout = finalize_timeout();
   if (timeout.count() <= 0) {
     MPI_Finalize();
@@ -45,7 +47,6 @@ Environment::~Environment() {
   std::mutex mutex;
   std::condition_variable done_signal;
   bool done = false;
-  const int status = _exit_status;
   std::thread watchdog([&] {
     std::unique_lock lock(mutex);
     if (!done_signal.wait_for(lock, timeout, [&] { return done; })) {
@@ -54,7 +55,7 @@ Environment::~Environment() {
                    "failures, open-mpi/ompi#11404); exiting without it\n",
                    static_cast<long long>(timeout.count()));
       std::fflush(stderr);
-      ::_exit(status);
+      ::_exit(exit_status);
     }
   });
   MPI_Finalize();
@@ -64,6 +65,16 @@ Environment::~Environment() {
   }
   done_signal.notify_one();
   watchdog.join();
+}
+
+}  // namespace detail
+
+Environment::~Environment() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!_owns || finalized != 0) return;
+  detail::release_spares();
+  detail::finalize_mpi(_exit_status);
 }
 
 }  // namespace reprise

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "comm_detail.hpp"
+#include "spares.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
 #include "ulfm.hpp"
@@ -165,6 +166,15 @@ Comm Comm::respawn() {
   argv.push_back(nullptr);
 
   Comm healed = shrink();
+  // Spares started with the job take the missing ranks without a spawn, if
+  // there are enough of them for all.
+  if (detail::SparePool* pool = detail::spare_pool(); pool != nullptr && pool->usable && !pool->spares.empty() &&
+                                                       !healed.missing().empty()) {
+    detail::ulfm::revoke(pool->pool);  // wakes the spares
+    bool enough = false;
+    auto taken = take_from_pool(_epoch + 1, healed._failed, _replacement, enough);
+    if (enough && taken) return std::move(*taken);
+  }
   for (;;) {
     detail::Assignment assignment{_epoch + 1, _original_size, healed._failed, healed.missing()};
     if (assignment.missing.empty()) {

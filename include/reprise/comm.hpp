@@ -184,6 +184,9 @@ class Comm {
   struct Parts;
   explicit Comm(Parts&& parts);
   static Comm join_as_replacement(MPI_Comm parent);
+  static Comm serve_as_spare();
+  static std::optional<Comm> take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failed,
+                                            bool replacement, bool& enough);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool settle(bool ok);
   void release() noexcept;

@@ -1,0 +1,206 @@
+#include "spares.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "comm_detail.hpp"
+#include "finalize.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/error.hpp"
+#include "reprise/inject.hpp"
+#include "ulfm.hpp"
+
+namespace reprise {
+
+namespace {
+
+constexpr int kSpareTag = 0x5e9e;
+constexpr int kRelease = 1;
+
+int configured_spares() {
+  const char* text = std::getenv("REPRISE_SPARES");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0) {
+    throw UsageError(std::string("REPRISE_SPARES=") + text + " is not a number of spare processes (0 or more)");
+  }
+  return static_cast<int>(value);
+}
+
+/// A spare that is not needed leaves: it records a pass and finalises.
+[[noreturn]] void leave_as_spare(const char* why) {
+  inject::record_outcome(inject::Outcome::passed, OriginalRank{-1}, why);
+  detail::finalize_mpi(0);
+  std::_Exit(0);
+}
+
+}  // namespace
+
+namespace detail {
+
+SparePool* spare_pool() {
+  static std::optional<SparePool> pool;
+  static bool initialised = false;
+  if (initialised) return pool ? &*pool : nullptr;
+  initialised = true;
+  const int spares = configured_spares();
+  if (spares == 0) return nullptr;
+  int world_size = 0;
+  int world_rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  if (spares >= world_size) {
+    throw UsageError("REPRISE_SPARES=" + std::to_string(spares) + " leaves no process to run the application (the job has " +
+                     std::to_string(world_size) + "); start more processes or fewer spares");
+  }
+  pool.emplace();
+  pool->original_size = world_size - spares;
+  pool->my_original = world_rank < pool->original_size ? world_rank : -1;
+  for (int r = pool->original_size; r < world_size; ++r) pool->spares.push_back(r);
+  MPI_Comm_dup(MPI_COMM_WORLD, &pool->pool);
+  MPI_Comm_set_errhandler(pool->pool, MPI_ERRORS_RETURN);
+  MPI_Comm_split(MPI_COMM_WORLD, pool->my_original >= 0 ? 0 : MPI_UNDEFINED, world_rank, &pool->active);
+  if (pool->active != MPI_COMM_NULL) MPI_Comm_set_errhandler(pool->active, MPI_ERRORS_RETURN);
+  return &*pool;
+}
+
+void release_spares() noexcept {
+  static const int kWord = kRelease;
+  SparePool* pool = nullptr;
+  try {
+    pool = spare_pool();
+  } catch (const Error&) {
+    return;
+  }
+  if (pool == nullptr || pool->my_original < 0) return;
+  for (int spare : pool->spares) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Isend(&kWord, 1, MPI_INT, spare, kSpareTag, pool->pool, &request) == MPI_SUCCESS) {
+      MPI_Request_free(&request);
+    }
+  }
+}
+
+}  // namespace detail
+
+// One round on the pool, run by every live process of the job: shrink it,
+// learn who is active, hand the missing original ranks to spares (if there
+// are enough of them for all), and build the new communicator ordered by
+// original rank. A failure during the round makes everybody run it again.
+std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failed,
+                                         bool replacement, bool& enough) {
+  detail::SparePool& sp = *detail::spare_pool();
+  for (;;) {
+    MPI_Comm shrunk = MPI_COMM_NULL;
+    if (detail::ulfm::shrink(sp.pool, shrunk) != MPI_SUCCESS) continue;
+    MPI_Comm_free(&sp.pool);
+    sp.pool = shrunk;
+    int size = 0;
+    MPI_Comm_size(shrunk, &size);
+    std::vector<int> originals(static_cast<std::size_t>(size), -1);
+    bool ok = MPI_Allgather(&sp.my_original, 1, MPI_INT, originals.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
+    // The lowest active process tells the epoch and the failed ranks.
+    std::vector<int> header;
+    int root = 0;
+    while (root < size && originals[static_cast<std::size_t>(root)] < 0) ++root;
+    int rank = 0;
+    MPI_Comm_rank(shrunk, &rank);
+    if (rank == root) {
+      header = {static_cast<int>(epoch >> 32U), static_cast<int>(epoch & 0xffffffffU)};
+      for (auto f : failed) header.push_back(f.value());
+    }
+    int length = static_cast<int>(header.size());
+    ok = ok && root < size && MPI_Bcast(&length, 1, MPI_INT, root, shrunk) == MPI_SUCCESS;
+    header.resize(static_cast<std::size_t>(std::max(length, 0)));
+    ok = ok && MPI_Bcast(header.data(), length, MPI_INT, root, shrunk) == MPI_SUCCESS;
+
+    std::vector<int> missing;
+    std::vector<int> spare_ranks;
+    for (int o = 0; o < sp.original_size; ++o) {
+      if (std::find(originals.begin(), originals.end(), o) == originals.end()) missing.push_back(o);
+    }
+    for (int r = 0; r < size; ++r) {
+      if (originals[static_cast<std::size_t>(r)] < 0) spare_ranks.push_back(r);
+    }
+    enough = spare_ranks.size() >= missing.size();
+    int new_original = sp.my_original;
+    if (enough && new_original < 0) {
+      const auto k = static_cast<std::size_t>(std::find(spare_ranks.begin(), spare_ranks.end(), rank) - spare_ranks.begin());
+      if (k < missing.size()) new_original = missing[k];
+    }
+    MPI_Comm ordered = MPI_COMM_NULL;
+    const int color = enough && new_original >= 0 ? 0 : MPI_UNDEFINED;
+    ok = ok && MPI_Comm_split(shrunk, color, new_original, &ordered) == MPI_SUCCESS;
+    Parts parts;
+    if (ordered != MPI_COMM_NULL) {
+      ok = ok && detail::make_pair(ordered, parts.comm, parts.internal) == MPI_SUCCESS;
+      MPI_Comm_free(&ordered);
+    }
+    const int rc = detail::ulfm::agree_on_step(shrunk, ok);
+    if (rc == MPI_SUCCESS && ok) {
+      sp.spares.clear();
+      for (std::size_t k = enough ? missing.size() : 0; k < spare_ranks.size(); ++k) sp.spares.push_back(spare_ranks[k]);
+      const bool taken = sp.my_original < 0 && new_original >= 0;
+      sp.my_original = new_original;
+      sp.usable = enough;
+      if (color == MPI_UNDEFINED) return std::nullopt;
+      parts.original_size = sp.original_size;
+      parts.epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
+                    static_cast<std::uint32_t>(header.at(1));
+      for (std::size_t i = 2; i < header.size(); ++i) parts.failed.emplace_back(header[i]);
+      parts.members = detail::all_ranks(sp.original_size);
+      parts.replacement = taken || replacement;
+      return Comm(std::move(parts));
+    }
+    if (parts.internal != MPI_COMM_NULL) MPI_Comm_free(&parts.internal);
+    if (parts.comm != MPI_COMM_NULL) MPI_Comm_free(&parts.comm);
+    detail::ulfm::revoke(shrunk);
+  }
+}
+
+Comm Comm::serve_as_spare() {
+  detail::SparePool& sp = *detail::spare_pool();
+  for (;;) {
+    int arrived = 0;
+    const int rc = MPI_Iprobe(MPI_ANY_SOURCE, kSpareTag, sp.pool, &arrived, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS) {
+      if (arrived == 0) {
+        // Waiting costs no core: spares often share nodes with the workers.
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        continue;
+      }
+      int word = 0;
+      if (MPI_Recv(&word, 1, MPI_INT, MPI_ANY_SOURCE, kSpareTag, sp.pool, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+          word == kRelease) {
+        leave_as_spare("spare, not needed");
+      }
+      continue;
+    }
+    int error_class = MPI_ERR_OTHER;
+    MPI_Error_class(rc, &error_class);
+    if (detail::ulfm::is_revocation(error_class)) {
+      // A respawn() woke the pool: take part, and return if taken.
+      bool enough = false;
+      auto taken = take_from_pool(0, {}, true, enough);
+      if (taken) return std::move(*taken);
+      continue;
+    }
+    if (detail::ulfm::is_process_failure(error_class)) {
+      detail::ulfm::ack_failed(sp.pool);
+      continue;
+    }
+    std::fprintf(stderr, "reprise: spare process %d cannot wait on the pool (MPI error class %d); leaving\n",
+                 static_cast<int>(::getpid()), error_class);
+    leave_as_spare("spare, pool unusable");
+  }
+}
+
+}  // namespace reprise

@@ -1,0 +1,63 @@
+// Spare processes (REPRISE_SPARES): started with the job, they wait until a
+// respawn() takes them as replacements, with no MPI_Comm_spawn; once they
+// are used up, respawn() spawns again. Real kills; run with 2 spares.
+
+#include <gtest/gtest.h>
+
+#include "failure_helpers.hpp"
+#include "reprise/comm.hpp"
+
+using namespace reprise;
+using reprise::test::expect_working;
+using reprise::test::kill_and_detect;
+
+namespace {
+
+/// A spawned process has a world of its own (the replacements spawned
+/// together); the job's first processes, spares included, share one of 6.
+bool was_spawned() {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  return world != 6;
+}
+
+}  // namespace
+
+TEST(Spares, RespawnTakesSparesBeforeItSpawns) {
+  auto comm = Comm::world();  // the 2 spares wait in here until taken
+  ASSERT_EQ(comm.original_size(), 4) << "run on 6 processes with REPRISE_SPARES=2";
+  if (comm.epoch() == 0) {
+    kill_and_detect(comm, {OriginalRank{1}});
+    comm = comm.respawn();
+  }
+  if (comm.epoch() == 1) {
+    expect_working(comm);
+    if (comm.original_rank() == OriginalRank{1}) {
+      EXPECT_TRUE(comm.is_replacement());
+      EXPECT_FALSE(was_spawned()) << "the replacement of #1 is a spare";
+    }
+    kill_and_detect(comm, {OriginalRank{2}});
+    comm = comm.respawn();
+  }
+  if (comm.epoch() == 2) {
+    expect_working(comm);
+    if (comm.original_rank() == OriginalRank{2}) {
+      EXPECT_TRUE(comm.is_replacement());
+      EXPECT_FALSE(was_spawned()) << "the replacement of #2 is the second spare";
+    }
+    kill_and_detect(comm, {OriginalRank{3}});
+    comm = comm.respawn();
+  }
+  expect_working(comm);
+  EXPECT_EQ(comm.size(), 4);
+  EXPECT_EQ(comm.epoch(), 3U);
+  if (comm.original_rank() == OriginalRank{3}) {
+    EXPECT_TRUE(was_spawned()) << "no spare left: #3 was spawned";
+  }
+}
+
+TEST(Spares, UnusedSparesLeaveAtTheEnd) {
+  auto comm = Comm::world();
+  ASSERT_EQ(comm.original_size(), 4);
+  EXPECT_EQ(comm.allreduce(1, MPI_SUM), 4) << "the spares are not members";
+}
