@@ -9,6 +9,7 @@
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
+#include "ulfm.hpp"
 
 namespace reprise {
 
@@ -163,7 +164,17 @@ std::uint64_t Checkpoint::checkpoint() {
   int done = 0;
   while (done == 0) {
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) _comm.check(rc, "MPI_Test(MPI_Iallreduce)");
+    if (rc != MPI_SUCCESS) {
+      // Revoked with no process failed: another caller gave up waiting.
+      int error_class = MPI_ERR_OTHER;
+      MPI_Error_class(rc, &error_class);
+      if (detail::ulfm::is_revocation(error_class) && _comm.get_failed().empty()) {
+        throw UsageError(std::string(kWhere) +
+                         "::checkpoint: another process gave up waiting for every process to call checkpoint() (is "
+                         "it called by only some processes?); the communicator is revoked");
+      }
+      _comm.check(rc, "MPI_Test(MPI_Iallreduce)");
+    }
     if (done == 0 && MPI_Wtime() > deadline) {
       // The reduction cannot be freed: revoke, which completes it in error.
       _comm.revoke();

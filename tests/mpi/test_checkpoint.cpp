@@ -269,6 +269,7 @@ TEST(Checkpoint, CalledByOnlySomeProcessesIsAnErrorNotAHang) {
       checkpoint.checkpoint();
       ADD_FAILURE() << "checkpoint() returned without every process";
     } catch (const UsageError& error) {
+      // The first caller to give up says so; the others learn it from the revoke.
       EXPECT_NE(std::string(error.what()).find("only some processes"), std::string::npos) << error.what();
     }
   } else {
