@@ -12,6 +12,7 @@
 #include "reprise/heartbeat.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
+#include "reprise/protected_memory.hpp"
 #include "reprise/rank.hpp"
 #include "reprise/store.hpp"
 #include "reprise/variable_store.hpp"

@@ -1,0 +1,76 @@
+#pragma once
+/// \file
+/// Protected memory: page-aligned regions whose writes reprise notices, so
+/// that an incremental checkpoint saves only the pages written since the
+/// last one (after AI-Ckpt, Nicolae and Cappello). Pages are write-protected
+/// with `mprotect`; the first write to a page traps (`SIGSEGV`), is recorded,
+/// and the page is opened again.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace reprise {
+
+/// The size of a memory page.
+[[nodiscard]] std::size_t page_size() noexcept;
+
+/// Allocates `bytes` (rounded up to whole pages) of zeroed, page-aligned
+/// memory, ready to be protected. Release it with `protected_free`.
+/// `UsageError` if `bytes` is 0 or the memory cannot be mapped.
+[[nodiscard]] void* protected_alloc(std::size_t bytes);
+
+/// Releases memory from `protected_alloc` (unregistering it first if it is
+/// still registered). `UsageError` for any other pointer: nothing is freed.
+void protected_free(void* memory);
+
+/// One page of a registered region.
+struct PageRef {
+  int region = 0;            ///< the region's id
+  std::size_t page = 0;      ///< page index within the region
+  std::uint64_t order = 0;   ///< when it was first written in the epoch (1, 2, ...)
+};
+
+/// Tracks which pages of the registered regions are written. One per
+/// process (the `SIGSEGV` handler is process-wide); thread-safe. Writes by
+/// the kernel on behalf of a system call (`read()` into a protected page)
+/// do not trap: they fail with `EFAULT`, so call `prepare_for_write` on such
+/// buffers first.
+class DirtyTracker {
+ public:
+  /// The process's tracker (installs the signal handler on first use).
+  static DirtyTracker& instance();
+
+  /// Registers the page-aligned region [base, base + bytes); returns its id.
+  /// Its pages count as written until the next `protect_all`. `UsageError`
+  /// if it is not page-aligned, is empty, or overlaps a registered region.
+  int add(void* base, std::size_t bytes);
+
+  /// Unregisters region `id` and makes it writable again; `UsageError` if
+  /// there is no such region.
+  void remove(int id);
+
+  /// The memory of region `id`.
+  [[nodiscard]] std::span<std::byte> region(int id) const;
+
+  /// Write-protects every page of every region and forgets which pages were
+  /// written: a new epoch starts.
+  void protect_all();
+
+  /// The pages written since the last `protect_all` (all pages of regions
+  /// registered since), in order of first write.
+  [[nodiscard]] std::vector<PageRef> written() const;
+
+  /// Makes [data, data + bytes) writable ahead of a write the kernel does
+  /// itself (`read`, `recv`), recording those pages as written.
+  void prepare_for_write(void* data, std::size_t bytes);
+
+  DirtyTracker(const DirtyTracker&) = delete;
+  DirtyTracker& operator=(const DirtyTracker&) = delete;
+
+ private:
+  DirtyTracker();
+};
+
+}  // namespace reprise
