@@ -10,6 +10,7 @@
 #include "reprise/environment.hpp"
 #include "reprise/error.hpp"
 #include "reprise/heartbeat.hpp"
+#include "reprise/incremental.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
 #include "reprise/protected_memory.hpp"
