@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "mix.hpp"
 #include "nodes.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
@@ -16,12 +17,6 @@ namespace reprise {
 namespace {
 
 constexpr const char* kWhere = "reprise::Checkpoint";
-
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31U);
-}
 
 void put_u64(std::vector<std::byte>& out, std::uint64_t value) {
   const auto* bytes = reinterpret_cast<const std::byte*>(&value);
@@ -153,8 +148,8 @@ void Checkpoint::apply(std::span<const std::byte> state) {
 std::uint64_t Checkpoint::checkpoint() {
   // Everyone must be at the same version with the same registrations: one
   // reduction of a fingerprint and its complement gives its max and min.
-  std::uint64_t fingerprint = mix(_version + 1);
-  for (const auto& item : _items) fingerprint = mix(fingerprint ^ std::hash<std::string>{}(item.name));
+  std::uint64_t fingerprint = detail::mix64(_version + 1);
+  for (const auto& item : _items) fingerprint = detail::mix64(fingerprint ^ std::hash<std::string>{}(item.name));
   std::uint64_t both[2] = {fingerprint, ~fingerprint};
   // Non-blocking, so that a process that never joins (checkpoint() called by
   // only some processes) gives an error instead of a hang.

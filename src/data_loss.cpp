@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "mix.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise::data_loss {
@@ -26,13 +27,6 @@ void check(int processes, int replicas) {
     throw UsageError("data_loss: the closed form needs replicas to divide processes (" + std::to_string(processes) +
                      " % " + std::to_string(replicas) + " != 0); use data_loss::simulate for this layout");
   }
-}
-
-std::uint64_t next_random(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31U);
 }
 
 // Probability of no loss after f failures, for every f = 0..p. The paper's
@@ -104,7 +98,7 @@ Simulation simulate(const Placement& placement, int trials, std::uint64_t seed) 
   for (int trial = 0; trial < trials; ++trial) {
     std::iota(order.begin(), order.end(), 0);
     for (std::size_t i = order.size(); i > 1; --i) {
-      std::swap(order[i - 1], order[next_random(state) % i]);
+      std::swap(order[i - 1], order[detail::splitmix64(state) % i]);
     }
     for (int f = 0; f < slots; ++f) failure_time[static_cast<std::size_t>(order[static_cast<std::size_t>(f)])] = f + 1;
     int first_loss = slots;

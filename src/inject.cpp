@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "mix.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise::inject {
@@ -31,20 +32,11 @@ const char* outcome_name(Outcome outcome) {
   return "failed";
 }
 
-// splitmix64: a tiny, portable generator, so that every process (and every
-// platform) derives the same schedule from the same seed.
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31U);
-}
-
 // Uniform in [0, bound); the modulo bias is below 2^-40 for the bounds used here.
-std::uint64_t uniform_below(std::uint64_t& state, std::uint64_t bound) { return splitmix64(state) % bound; }
+std::uint64_t uniform_below(std::uint64_t& state, std::uint64_t bound) { return detail::splitmix64(state) % bound; }
 
 double uniform_unit(std::uint64_t& state) {
-  return static_cast<double>(splitmix64(state) >> 11U) * 0x1.0p-53;
+  return static_cast<double>(detail::splitmix64(state) >> 11U) * 0x1.0p-53;
 }
 
 void check_steps(std::uint64_t steps) {

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 
+#include "mix.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise {
@@ -14,12 +15,6 @@ namespace detail {
 namespace {
 
 __extension__ using Uint128 = unsigned __int128;
-
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31U);
-}
 
 constexpr int kFeistelRounds = 4;
 
@@ -31,7 +26,7 @@ FeistelPermutation::FeistelPermutation(std::uint64_t size, std::uint64_t seed) :
 
 std::uint64_t FeistelPermutation::round_function(int round, std::uint64_t half) const noexcept {
   const std::uint64_t mask = (std::uint64_t{1} << _half_bits) - 1;
-  return mix(_seed ^ mix(half + 0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(round + 1))) & mask;
+  return mix64(_seed ^ mix64(half + 0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(round + 1))) & mask;
 }
 
 std::uint64_t FeistelPermutation::encrypt(std::uint64_t x) const noexcept {
