@@ -275,20 +275,26 @@ std::vector<int> Checkpoint::who_holds_copies() {
   return holds_of;
 }
 
-// The first process along `owner`'s copies that is a member and took part in
-// the last commit; the same answer everywhere.
-std::optional<Rank> Checkpoint::live_holder(OriginalRank owner, const std::vector<int>& holds_of) const {
+// For each slot of the committed layout, the first process along its copies
+// that is a member and took part in the last commit; the same answer
+// everywhere.
+std::vector<std::optional<Rank>> Checkpoint::live_holders(const std::vector<int>& holds_of) const {
   const auto p = static_cast<int>(_slot_owner.size());
-  const auto slot = std::find(_slot_owner.begin(), _slot_owner.end(), owner) - _slot_owner.begin();
   const Placement placement({.blocks = static_cast<std::uint64_t>(p),
                              .slots = p,
                              .replicas = std::min(_config.copies, p),
                              .node_of_slot = _node_of_slot});
-  for (int holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
-    const auto holder = _comm.rank_of(_slot_owner[static_cast<std::size_t>(holder_slot)]);
-    if (holder && holds_of[static_cast<std::size_t>(holder->value())] != 0) return holder;
+  std::vector<std::optional<Rank>> result(_slot_owner.size());
+  for (int slot = 0; slot < p; ++slot) {
+    for (int holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
+      const auto holder = _comm.rank_of(_slot_owner[static_cast<std::size_t>(holder_slot)]);
+      if (holder && holds_of[static_cast<std::size_t>(holder->value())] != 0) {
+        result[static_cast<std::size_t>(slot)] = holder;
+        break;
+      }
+    }
   }
-  return std::nullopt;
+  return result;
 }
 
 std::vector<OriginalRank> Checkpoint::departed() const {
@@ -321,12 +327,14 @@ void Checkpoint::restore() {
   inject::fault_point("checkpoint.restore", _comm.original_rank());
   share_layout();
   const auto holds_of = who_holds_copies();
+  const auto holders = live_holders(holds_of);
   // Every saved state must still have a live copy: the members' to restore
   // them, the departed ones' to fetch them.
   std::vector<GatherMessage> messages;
   std::vector<OriginalRank> lost;
-  for (auto owner : _slot_owner) {
-    const auto holder = live_holder(owner, holds_of);
+  for (std::size_t slot = 0; slot < _slot_owner.size(); ++slot) {
+    const OriginalRank owner = _slot_owner[slot];
+    const auto& holder = holders[slot];
     if (!holder) {
       lost.push_back(owner);
       continue;
@@ -361,17 +369,18 @@ void Checkpoint::restore() {
 }
 
 std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) {
-  const auto holds_of = who_holds_copies();
+  const auto holders = live_holders(who_holds_copies());
   std::string problem;
   std::vector<OriginalRank> lost;
   std::map<int, std::vector<std::uint64_t>> requests;  // by holder rank
   for (auto owner : wanted) {
-    if (std::find(_slot_owner.begin(), _slot_owner.end(), owner) == _slot_owner.end()) {
+    const auto slot = std::find(_slot_owner.begin(), _slot_owner.end(), owner);
+    if (slot == _slot_owner.end()) {
       problem = "original rank " + std::to_string(owner.value()) + " took no part in checkpoint version " +
                 std::to_string(_version) + "; fetch only ranks listed by departed()";
       continue;
     }
-    const auto holder = live_holder(owner, holds_of);
+    const auto& holder = holders[static_cast<std::size_t>(slot - _slot_owner.begin())];
     if (!holder) {
       lost.push_back(owner);
       continue;

@@ -154,7 +154,7 @@ class Checkpoint {
   void apply(std::span<const std::byte> state);
   void share_layout();
   [[nodiscard]] std::vector<int> who_holds_copies();
-  [[nodiscard]] std::optional<Rank> live_holder(OriginalRank owner, const std::vector<int>& holds_of) const;
+  [[nodiscard]] std::vector<std::optional<Rank>> live_holders(const std::vector<int>& holds_of) const;
 
   Comm& _comm;
   CheckpointConfig _config;
