@@ -197,13 +197,10 @@ std::uint64_t Checkpoint::checkpoint() {
     _node_of = detail::node_of_each_process(_comm);
     _node_epoch = _comm.epoch();
   }
-  const auto& node_of = _node_of;
-  const auto slot_process = node_major_order(node_of);
-  std::vector<int> node_of_slot;
+  auto [slot_process, node_of_slot] = detail::slot_order(_node_of);
   std::vector<OriginalRank> slot_owner;
   int my_slot = 0;
   for (std::size_t s = 0; s < slot_process.size(); ++s) {
-    node_of_slot.push_back(node_of[static_cast<std::size_t>(slot_process[s])]);
     slot_owner.push_back(_comm.original_rank(Rank{slot_process[s]}));
     if (slot_process[s] == _comm.rank().value()) my_slot = static_cast<int>(s);
   }

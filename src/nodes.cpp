@@ -1,5 +1,7 @@
 #include "nodes.hpp"
 
+#include "reprise/placement.hpp"
+
 namespace reprise::detail {
 
 std::vector<int> node_of_each_process(Comm& comm) {
@@ -13,6 +15,12 @@ std::vector<int> node_of_each_process(Comm& comm) {
   std::vector<int> node_of(static_cast<std::size_t>(comm.size()));
   comm.check(MPI_Allgather(&key, 1, MPI_INT, node_of.data(), 1, MPI_INT, comm.raw()), "MPI_Allgather");
   return node_of;
+}
+
+SlotOrder slot_order(const std::vector<int>& node_of_process) {
+  SlotOrder order{node_major_order(node_of_process), {}};
+  for (int process : order.process) order.node.push_back(node_of_process[static_cast<std::size_t>(process)]);
+  return order;
 }
 
 }  // namespace reprise::detail

@@ -110,11 +110,9 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
 
   // Slots go to processes grouped by node, so that the copies of a block
   // land on different nodes where there are enough of them.
-  const auto node_of = detail::node_of_each_process(_comm);
-  const auto slot_process = node_major_order(node_of);
-  std::vector<int> node_of_slot;
-  for (int process : slot_process) node_of_slot.push_back(node_of[static_cast<std::size_t>(process)]);
-  const Placement placement(placement_config(next, std::move(node_of_slot)));
+  auto slots = detail::slot_order(detail::node_of_each_process(_comm));
+  const auto& slot_process = slots.process;
+  const Placement placement(placement_config(next, std::move(slots.node)));
   // Every process knows every range, so both ends know which pieces travel
   // where: senders send straight from `data`, receivers straight into the
   // copies they will keep, allocated before anything moves.
