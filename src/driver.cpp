@@ -19,14 +19,14 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
 
 // Restores everyone's state, learns who was lost, and (after a shrink) lets
 // the application redistribute before the copies are taken again.
-void Driver::restore_state(std::vector<OriginalRank> members_before, double started, int attempts) {
+void Driver::restore_state(bool joined_now, double started, int attempts) {
   _checkpoint.restore();
   Recovery recovery{.mode = _config.mode, .lost = {}, .epoch = _comm.epoch(), .seconds = 0, .attempts = attempts};
   if (_config.mode == RecoveryMode::shrink) {
     recovery.lost = _checkpoint.departed();
   } else {
     // Replacements say so; everybody learns whom they replace.
-    const int joined = members_before.empty() ? 1 : 0;
+    const int joined = joined_now ? 1 : 0;
     std::vector<int> joined_of(static_cast<std::size_t>(_comm.size()));
     _comm.check(MPI_Allgather(&joined, 1, MPI_INT, joined_of.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
     for (int r = 0; r < _comm.size(); ++r) {
@@ -46,8 +46,8 @@ void Driver::restore_state(std::vector<OriginalRank> members_before, double star
 void Driver::run(const std::function<void()>& loop) {
   // A replacement starts inside the survivors' recovery.
   bool recovering = _comm.is_replacement() && _checkpoint.version() == 0;
-  bool heal_comm = false;                    // shrink or respawn first
-  std::vector<OriginalRank> members_before;  // empty in a process that just joined
+  bool heal_comm = false;          // shrink or respawn first
+  bool joined_now = recovering;    // this process replaces one lost in the current recovery
   double started = MPI_Wtime();
   int attempts = 1;
   for (;;) {
@@ -59,7 +59,7 @@ void Driver::run(const std::function<void()>& loop) {
         heal_comm = false;
       }
       if (recovering) {
-        restore_state(members_before, started, attempts);
+        restore_state(joined_now, started, attempts);
         recovering = false;
       }
       loop();
@@ -83,7 +83,7 @@ void Driver::run(const std::function<void()>& loop) {
                                 " recoveries (DriverConfig::max_recoveries)",
                             detail::ulfm::process_failed_error_class(), _comm.failed());
       }
-      members_before = _comm.members();
+      joined_now = false;
       started = MPI_Wtime();
       attempts = 1;
     } else {

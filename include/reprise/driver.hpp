@@ -72,7 +72,7 @@ class Driver {
   [[nodiscard]] const std::vector<Recovery>& recoveries() const noexcept { return _recoveries; }
 
  private:
-  void restore_state(std::vector<OriginalRank> members_before, double started, int attempts);
+  void restore_state(bool joined_now, double started, int attempts);
 
   Comm& _comm;
   Checkpoint& _checkpoint;
