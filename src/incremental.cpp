@@ -1,231 +1,431 @@
 #include "reprise/incremental.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <sched.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <cstdio>
+#include <condition_variable>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
 
+#include "commit_state.hpp"
 #include "reprise/error.hpp"
 #include "reprise/protected_memory.hpp"
 
 namespace reprise {
 
+using detail::Access;
+using detail::PageId;
+using detail::PageInfo;
+using detail::PageState;
+using detail::SpinGuard;
+
 namespace {
 
-constexpr std::uint64_t kMagic = 0x31434e4953525052ULL;  // "RPRSINC1"
+using Clock = std::chrono::steady_clock;
 
-// Layout of a version file, all fields 64-bit little-endian:
-//   magic, version, page size, region count, each region's size, page count,
-//   then per page: region index, page index, the page's bytes;
-//   then an FNV-1a hash of everything before it, and the magic again.
+std::atomic<bool> g_in_use{false};  // one IncrementalCheckpoint per process
 
-struct Hash {
-  std::uint64_t value = 0xcbf29ce484222325ULL;
-  void add(const void* data, std::size_t bytes) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (std::size_t i = 0; i < bytes; ++i) value = (value ^ p[i]) * 0x100000001b3ULL;
-  }
-};
-
-std::string file_of(const std::string& directory, std::uint64_t version) {
-  return directory + "/v" + std::to_string(version) + ".reprise-inc";
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-/// Writes everything to a file descriptor, hashing as it goes.
-class Writer {
- public:
-  explicit Writer(int fd) : _fd(fd) {}
-  void put(const void* data, std::size_t bytes) {
-    _hash.add(data, bytes);
-    write_all(data, bytes);
+/// Where a page goes in the learned order: the pages written first after
+/// the last checkpoint started go first, the ones that made a writer wait
+/// before all others.
+int rank_of(Access access) {
+  switch (access) {
+    case Access::kWait: return 0;
+    case Access::kCow: return 1;
+    case Access::kAvoided: return 2;
+    case Access::kAfter: return 3;
+    case Access::kNone: return 4;
   }
-  void put_u64(std::uint64_t value) { put(&value, sizeof value); }
-  void finish() {
-    const std::uint64_t hash = _hash.value;
-    write_all(&hash, sizeof hash);
-    write_all(&kMagic, sizeof kMagic);
-  }
-  [[nodiscard]] bool ok() const { return _ok; }
+  return 4;
+}
 
- private:
-  void write_all(const void* data, std::size_t bytes) {
-    const auto* p = static_cast<const char*>(data);
-    while (_ok && bytes > 0) {
-      const ssize_t n = ::write(_fd, p, bytes);
-      if (n <= 0) {
-        _ok = false;
-        break;
-      }
-      p += n;
-      bytes -= static_cast<std::size_t>(n);
-    }
-  }
-  int _fd;
-  Hash _hash;
-  bool _ok = true;
-};
-
-/// A version file read back whole and checked.
-struct VersionFile {
-  std::vector<std::byte> bytes;
-  std::size_t at = 0;
-  std::uint64_t u64(const std::string& path) {
-    std::uint64_t value = 0;
-    if (at + sizeof value > bytes.size()) throw UsageError("reprise::IncrementalCheckpoint: " + path + " is truncated");
-    std::memcpy(&value, bytes.data() + at, sizeof value);
-    at += sizeof value;
-    return value;
-  }
-};
-
-VersionFile read_checked(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw UsageError("reprise::IncrementalCheckpoint::restore: " + path +
-                     " is missing; every version from the full checkpoint on is needed");
-  }
-  VersionFile file;
-  in.seekg(0, std::ios::end);
-  file.bytes.resize(static_cast<std::size_t>(in.tellg()));
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(file.bytes.data()), static_cast<std::streamsize>(file.bytes.size()));
-  if (file.bytes.size() < 16) throw UsageError("reprise::IncrementalCheckpoint: " + path + " is truncated");
-  std::uint64_t hash = 0;
-  std::uint64_t magic = 0;
-  std::memcpy(&hash, file.bytes.data() + file.bytes.size() - 16, 8);
-  std::memcpy(&magic, file.bytes.data() + file.bytes.size() - 8, 8);
-  Hash computed;
-  computed.add(file.bytes.data(), file.bytes.size() - 16);
-  if (magic != kMagic || hash != computed.value) {
-    throw UsageError("reprise::IncrementalCheckpoint: " + path + " is corrupt (its checksum does not match)");
-  }
-  file.bytes.resize(file.bytes.size() - 16);
-  return file;
+bool all_zero(std::span<const std::byte> page) {
+  return std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
 }
 
 }  // namespace
 
-IncrementalCheckpoint::IncrementalCheckpoint(std::string directory) : _directory(std::move(directory)) {
-  std::error_code error;
-  std::filesystem::create_directories(_directory, error);
-  if (error || !std::filesystem::is_directory(_directory)) {
-    throw UsageError("reprise::IncrementalCheckpoint: cannot use directory '" + _directory + "'" +
-                     (error ? ": " + error.message() : std::string()));
-  }
-  while (std::filesystem::exists(file_of(_directory, _version + 1))) ++_version;
+/// A page to commit, as the commit thread sees it.
+struct ScheduledPage {
+  PageId id;
+  std::size_t region_index = 0;  // in registration order
+};
+
+struct IncrementalCheckpoint::Impl {
+  std::unique_ptr<IncrementalSink> sink;
+  IncrementalConfig config;
+  std::vector<int> ids;                     // tracker ids, in registration order
+  std::vector<std::span<std::byte>> spans;  // the regions
+  IncrementalLayout layout;
+  std::uint64_t version = 0;    // newest started
+  std::uint64_t published = 0;  // newest published
+  std::vector<IncrementalStats> history;
+
+  // The copy-on-write buffer and its bookkeeping (shared with the handler).
+  std::vector<std::byte> cow;
+  std::vector<std::uint32_t> free_slots;
+  std::vector<std::uint32_t> filled;
+  std::vector<PageId> filled_page;
+
+  // The commit thread and the job it runs.
+  std::thread thread;
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool has_job = false;
+  bool stop = false;
+  std::vector<ScheduledPage> order;
+  bool full = false;
+  Clock::time_point started;
+  std::exception_ptr error;
+  std::size_t committed_pages = 0;
+  double commit_seconds = 0;
+  std::size_t region_index_of[256] = {};
+
+  void run_thread();
+  void commit(std::span<const ScheduledPage> pages);
+  void put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes);
+  bool commit_in_place(const ScheduledPage& page);
+  void abandon(std::span<const ScheduledPage> pages);
+  void finish_running();
+  void gather_stats(IncrementalStats& stats, bool reset);
+};
+
+void IncrementalCheckpoint::Impl::put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes) {
+  if (full && all_zero(bytes)) return;  // a full version leaves zero pages out
+  sink->put(region_index, page, bytes);
+  ++committed_pages;
 }
 
+bool IncrementalCheckpoint::Impl::commit_in_place(const ScheduledPage& page) {
+  PageInfo& info = detail::page_infos(page.id.region)[page.id.page];
+  PageState expected = PageState::kScheduled;
+  if (!info.state.compare_exchange_strong(expected, PageState::kCommitting, std::memory_order_acq_rel)) return false;
+  put(page.region_index, page.id.page, spans[page.region_index].subspan(page.id.page * layout.page_bytes, layout.page_bytes));
+  info.state.store(PageState::kCommitted, std::memory_order_release);
+  detail::wake_waiters();
+  return true;
+}
+
+void IncrementalCheckpoint::Impl::commit(std::span<const ScheduledPage> pages) {
+  auto& shared = detail::commit_shared();
+  std::size_t remaining = pages.size();
+  std::size_t next = 0;
+  while (remaining > 0) {
+    // First a page a writer waits for, then the copy-on-write buffer, then
+    // the order given.
+    bool have_urgent = false;
+    bool have_slot = false;
+    PageId urgent;
+    std::uint32_t slot = 0;
+    {
+      const SpinGuard guard(shared.lock);
+      if (shared.urgent_count > 0) {
+        urgent = shared.urgent[--shared.urgent_count];
+        have_urgent = true;
+      } else if (shared.filled_size > 0) {
+        slot = shared.filled[shared.filled_head];
+        shared.filled_head = (shared.filled_head + 1) % shared.slot_count;
+        --shared.filled_size;
+        have_slot = true;
+      }
+    }
+    if (have_urgent) {
+      const ScheduledPage page{urgent, region_index_of[urgent.region]};
+      if (commit_in_place(page)) --remaining;
+      continue;
+    }
+    if (have_slot) {
+      const PageId id = shared.filled_page[slot];
+      put(region_index_of[id.region], id.page,
+          std::span<const std::byte>(shared.cow + static_cast<std::size_t>(slot) * layout.page_bytes, layout.page_bytes));
+      detail::page_infos(id.region)[id.page].state.store(PageState::kCommitted, std::memory_order_release);
+      {
+        const SpinGuard guard(shared.lock);
+        shared.free_slots[shared.free_count++] = slot;
+      }
+      detail::wake_waiters();
+      --remaining;
+      continue;
+    }
+    while (next < pages.size() && detail::page_infos(pages[next].id.region)[pages[next].id.page].state.load(
+                                      std::memory_order_acquire) != PageState::kScheduled) {
+      ++next;
+    }
+    if (next < pages.size()) {
+      if (commit_in_place(pages[next])) --remaining;
+      ++next;
+      continue;
+    }
+    sched_yield();  // what is left is being copied aside by a writer
+  }
+}
+
+void IncrementalCheckpoint::Impl::abandon(std::span<const ScheduledPage> pages) {
+  // No writer may stay blocked on a commit that failed.
+  auto& shared = detail::commit_shared();
+  for (const auto& page : pages) {
+    detail::page_infos(page.id.region)[page.id.page].state.store(PageState::kCommitted, std::memory_order_release);
+  }
+  {
+    const SpinGuard guard(shared.lock);
+    shared.urgent_count = 0;
+    shared.filled_size = 0;
+    shared.free_count = shared.slot_count;
+    for (std::uint32_t i = 0; i < shared.slot_count; ++i) shared.free_slots[i] = i;
+  }
+  detail::wake_waiters();
+}
+
+void IncrementalCheckpoint::Impl::run_thread() {
+  std::unique_lock lock(mutex);
+  for (;;) {
+    changed.wait(lock, [this] { return has_job || stop; });
+    if (!has_job) return;
+    lock.unlock();
+    std::exception_ptr failure;
+    try {
+      sink->begin(version, layout);
+      commit(order);
+      sink->end();
+    } catch (...) {
+      failure = std::current_exception();
+      abandon(order);
+    }
+    detail::commit_shared().active.store(false, std::memory_order_release);
+    const double took = seconds_since(started);
+    lock.lock();
+    error = failure;
+    commit_seconds = took;
+    has_job = false;
+    changed.notify_all();
+  }
+}
+
+void IncrementalCheckpoint::Impl::gather_stats(IncrementalStats& stats, bool reset) {
+  auto& shared = detail::commit_shared();
+  auto take = [reset](std::atomic<std::uint64_t>& counter) {
+    return reset ? counter.exchange(0, std::memory_order_acq_rel) : counter.load(std::memory_order_acquire);
+  };
+  stats.cow = take(shared.cow_pages);
+  stats.wait = take(shared.wait_pages);
+  stats.avoided = take(shared.avoided_pages);
+  stats.after = take(shared.after_pages);
+  stats.wait_seconds = static_cast<double>(take(shared.wait_nanoseconds)) * 1e-9;
+  {
+    const SpinGuard guard(shared.lock);
+    stats.cow_peak_pages = std::max<std::size_t>(stats.cow_peak_pages, shared.peak_used);
+    if (reset) shared.peak_used = 0;
+  }
+}
+
+void IncrementalCheckpoint::Impl::finish_running() {
+  if (version == published) return;
+  std::exception_ptr failure;
+  {
+    std::unique_lock lock(mutex);
+    changed.wait(lock, [this] { return !has_job; });
+    failure = std::exchange(error, nullptr);
+    history.back().commit_seconds = commit_seconds;
+    history.back().pages_committed = committed_pages;
+  }
+  gather_stats(history.back(), false);
+  if (failure) {
+    published = version;
+    --version;  // the failed version does not exist; the next checkpoint writes it again
+    history.pop_back();
+    std::rethrow_exception(failure);
+  }
+  sink->publish();
+  published = version;
+}
+
+IncrementalCheckpoint::IncrementalCheckpoint(std::unique_ptr<IncrementalSink> sink, IncrementalConfig config)
+    : _impl(std::make_unique<Impl>()) {
+  if (!sink) throw UsageError("reprise::IncrementalCheckpoint: no sink given");
+  if (g_in_use.exchange(true)) {
+    throw UsageError("reprise::IncrementalCheckpoint: this process already has one; the write trap is per process, "
+                     "so protect every region with a single IncrementalCheckpoint");
+  }
+  auto& d = *_impl;
+  d.sink = std::move(sink);
+  d.config = config;
+  d.layout.page_bytes = page_size();
+  try {
+    d.version = d.published = d.sink->newest();
+  } catch (...) {
+    g_in_use = false;
+    throw;
+  }
+  const auto slots = static_cast<std::uint32_t>(config.mode == CommitMode::kSync ? 0 : config.cow_bytes / page_size());
+  d.cow.resize(static_cast<std::size_t>(slots) * page_size());
+  d.free_slots.resize(slots);
+  d.filled.resize(slots);
+  d.filled_page.resize(slots);
+  auto& shared = detail::commit_shared();
+  shared.cow = d.cow.data();
+  shared.free_slots = d.free_slots.data();
+  shared.filled = d.filled.data();
+  shared.filled_page = d.filled_page.data();
+  shared.slot_count = slots;
+  shared.free_count = 0;
+  shared.filled_size = 0;
+  if (config.mode != CommitMode::kSync) d.thread = std::thread([this] { _impl->run_thread(); });
+}
+
+IncrementalCheckpoint::IncrementalCheckpoint(std::string directory, IncrementalConfig config)
+    : IncrementalCheckpoint(std::make_unique<DirectorySink>(std::move(directory)), config) {}
+
 IncrementalCheckpoint::~IncrementalCheckpoint() {
+  auto& d = *_impl;
+  {
+    std::unique_lock lock(d.mutex);
+    d.changed.wait(lock, [&d] { return !d.has_job; });
+    d.stop = true;
+    d.changed.notify_all();
+  }
+  if (d.thread.joinable()) d.thread.join();
   auto& tracker = DirtyTracker::instance();
-  for (int id : _regions) {
+  for (int id : d.ids) {
     try {
       tracker.remove(id);
     } catch (const UsageError&) {
       // Already gone (the memory was released with protected_free).
     }
   }
+  auto& shared = detail::commit_shared();
+  shared.cow = nullptr;
+  shared.slot_count = 0;
+  shared.free_count = 0;
+  g_in_use = false;
 }
 
 void IncrementalCheckpoint::protect(std::span<std::byte> region) {
-  _regions.push_back(DirtyTracker::instance().add(region.data(), region.size()));
+  auto& d = *_impl;
+  if (!d.history.empty()) {
+    throw UsageError("reprise::IncrementalCheckpoint::protect: a checkpoint was already taken; protect every "
+                     "region before the first checkpoint");
+  }
+  const int id = DirtyTracker::instance().add(region.data(), region.size());
+  d.region_index_of[id] = d.ids.size();
+  d.ids.push_back(id);
+  d.spans.push_back(region);
+  d.layout.region_bytes.push_back(region.size());
 }
 
-IncrementalStats IncrementalCheckpoint::checkpoint() {
-  const auto start = std::chrono::steady_clock::now();
-  auto& tracker = DirtyTracker::instance();
-  const auto written = tracker.written();
-  // The new epoch starts before the pages are read: a write from now on
-  // traps and goes into the next increment.
-  tracker.protect_all();
-  const std::uint64_t version = _version + 1;
-  const std::string path = file_of(_directory, version);
-  const std::string temporary = path + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) throw UsageError("reprise::IncrementalCheckpoint::checkpoint: cannot write " + temporary);
-  Writer out(fd);
-  const std::size_t ps = page_size();
-  out.put_u64(kMagic);
-  out.put_u64(version);
-  out.put_u64(ps);
-  out.put_u64(_regions.size());
-  for (int id : _regions) out.put_u64(tracker.region(id).size());
-  std::vector<std::pair<std::size_t, std::size_t>> pages;  // (region index, page)
-  for (const auto& page : written) {
-    for (std::size_t r = 0; r < _regions.size(); ++r) {
-      if (_regions[r] == page.region) pages.emplace_back(r, page.page);
+std::uint64_t IncrementalCheckpoint::checkpoint() {
+  auto& d = *_impl;
+  const auto start = Clock::now();
+  d.finish_running();
+  IncrementalStats before;  // what the epoch now ending did to the last checkpoint
+  d.gather_stats(d.history.empty() ? before : d.history.back(), true);
+  // What to commit: every page the first time (in address order), then the
+  // pages written since the last checkpoint, in the order of the mode.
+  const bool full = d.version == 0;
+  std::vector<ScheduledPage> pages;
+  if (full) {
+    for (std::size_t r = 0; r < d.ids.size(); ++r) {
+      for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) pages.push_back({{d.ids[r], p}, r});
+    }
+  } else {
+    for (const auto& page : DirtyTracker::instance().written()) {
+      const std::size_t r = d.region_index_of[page.region];
+      if (r < d.ids.size() && d.ids[r] == page.region) pages.push_back({{page.region, page.page}, r});
     }
   }
-  if (version == 1) {  // the full checkpoint: every page, written or not
-    pages.clear();
-    for (std::size_t r = 0; r < _regions.size(); ++r) {
-      for (std::size_t p = 0; p < tracker.region(_regions[r]).size() / ps; ++p) pages.emplace_back(r, p);
+  if (d.config.mode == CommitMode::kAsyncAdaptive && !full) {
+    std::vector<std::pair<std::uint64_t, ScheduledPage>> keyed;
+    keyed.reserve(pages.size());
+    for (const auto& page : pages) {
+      const PageInfo& info = detail::page_infos(page.id.region)[page.id.page];
+      const auto rank = static_cast<std::uint64_t>(rank_of(info.access.load(std::memory_order_acquire)));
+      keyed.emplace_back((rank << 32U) | (info.mark.load(std::memory_order_acquire) & 0xffffffffU), page);
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = keyed[i].second;
+  } else {
+    std::sort(pages.begin(), pages.end(), [](const ScheduledPage& a, const ScheduledPage& b) {
+      return a.region_index != b.region_index ? a.region_index < b.region_index : a.id.page < b.id.page;
+    });
+  }
+  // Every page's state for this checkpoint, then the trap armed: from the
+  // protection on, a write is checked against these states.
+  for (std::size_t r = 0; r < d.ids.size(); ++r) {
+    PageInfo* infos = detail::page_infos(d.ids[r]);
+    for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) {
+      infos[p].state.store(PageState::kClean, std::memory_order_relaxed);
     }
   }
-  out.put_u64(pages.size());
-  for (const auto& [r, p] : pages) {
-    out.put_u64(r);
-    out.put_u64(p);
-    out.put(tracker.region(_regions[r]).data() + p * ps, ps);
+  for (const auto& page : pages) {
+    detail::page_infos(page.id.region)[page.id.page].state.store(PageState::kScheduled, std::memory_order_relaxed);
   }
-  out.finish();
-  const bool written_ok = out.ok() && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!written_ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    ::unlink(temporary.c_str());
-    throw UsageError("reprise::IncrementalCheckpoint::checkpoint: writing " + path +
-                     " failed (disk full?); the versions before it are intact");
+  auto& shared = detail::commit_shared();
+  {
+    const SpinGuard guard(shared.lock);
+    shared.urgent_count = 0;
+    shared.filled_head = 0;
+    shared.filled_size = 0;
+    shared.free_count = shared.slot_count;
+    for (std::uint32_t i = 0; i < shared.slot_count; ++i) shared.free_slots[i] = i;
   }
-  _version = version;
-  return {version, pages.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  shared.active.store(true, std::memory_order_release);
+  DirtyTracker::instance().protect_all();
+  ++d.version;
+  d.history.push_back({});
+  d.history.back().version = d.version;
+  d.full = full;
+  d.started = start;
+  d.committed_pages = 0;
+  if (d.config.mode == CommitMode::kSync) {
+    std::exception_ptr failure;
+    try {
+      d.sink->begin(d.version, d.layout);
+      d.commit(pages);
+      d.sink->end();
+    } catch (...) {
+      failure = std::current_exception();
+      d.abandon(pages);
+    }
+    shared.active.store(false, std::memory_order_release);
+    const std::lock_guard lock(d.mutex);
+    d.error = failure;
+    d.commit_seconds = seconds_since(start);
+  } else {
+    const std::lock_guard lock(d.mutex);
+    d.order = std::move(pages);
+    d.has_job = true;
+    d.changed.notify_all();
+  }
+  if (d.config.mode == CommitMode::kSync) d.finish_running();
+  d.history.back().call_seconds = seconds_since(start);
+  return d.version;
+}
+
+const IncrementalStats& IncrementalCheckpoint::wait() {
+  auto& d = *_impl;
+  d.finish_running();
+  if (d.history.empty()) throw UsageError("reprise::IncrementalCheckpoint::wait: no checkpoint was taken");
+  d.gather_stats(d.history.back(), false);
+  return d.history.back();
 }
 
 void IncrementalCheckpoint::restore() {
-  if (_version == 0) {
-    throw UsageError("reprise::IncrementalCheckpoint::restore: no checkpoint in '" + _directory + "'");
-  }
-  auto& tracker = DirtyTracker::instance();
-  const std::size_t ps = page_size();
-  // Check every file before writing anything.
-  std::vector<VersionFile> files;
-  for (std::uint64_t v = 1; v <= _version; ++v) {
-    const std::string path = file_of(_directory, v);
-    auto file = read_checked(path);
-    if (file.u64(path) != kMagic || file.u64(path) != v || file.u64(path) != ps) {
-      throw UsageError("reprise::IncrementalCheckpoint::restore: " + path + " is not version " + std::to_string(v) +
-                       " of a checkpoint with " + std::to_string(ps) + "-byte pages");
-    }
-    const auto regions = file.u64(path);
-    bool same = regions == _regions.size();
-    for (std::uint64_t r = 0; r < regions; ++r) {
-      const auto size = file.u64(path);
-      same = same && r < _regions.size() && size == tracker.region(_regions[r]).size();
-    }
-    if (!same) {
-      throw UsageError("reprise::IncrementalCheckpoint::restore: " + path + " holds " + std::to_string(regions) +
-                       " region(s) of other sizes than the " + std::to_string(_regions.size()) +
-                       " registered; protect the same regions in the same order as when it was taken");
-    }
-    const auto count = file.u64(path);
-    if (file.at + count * (16 + ps) != file.bytes.size()) {
-      throw UsageError("reprise::IncrementalCheckpoint: " + path + " is truncated");
-    }
-    files.push_back(std::move(file));
-  }
-  for (auto& file : files) {
-    while (file.at < file.bytes.size()) {
-      const auto r = file.u64("");
-      const auto p = file.u64("");
-      auto region = tracker.region(_regions.at(r));
-      if ((p + 1) * ps > region.size()) throw UsageError("reprise::IncrementalCheckpoint: a page is out of its region");
-      std::memcpy(region.data() + p * ps, file.bytes.data() + file.at, ps);
-      file.at += ps;
-    }
-  }
+  auto& d = *_impl;
+  d.finish_running();
+  d.sink->restore(d.layout, d.spans);
+  d.version = d.published = std::max(d.version, d.sink->newest());
 }
+
+std::uint64_t IncrementalCheckpoint::version() const noexcept { return _impl->version; }
+
+std::span<const IncrementalStats> IncrementalCheckpoint::history() const noexcept { return _impl->history; }
 
 }  // namespace reprise

@@ -1,30 +1,42 @@
 #include "reprise/protected_memory.hpp"
 
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstring>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "commit_state.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise {
 
+using detail::Access;
+using detail::CommitShared;
+using detail::PageId;
+using detail::PageInfo;
+using detail::PageState;
+using detail::SpinGuard;
+
 namespace {
 
-// The signal handler may only read this table: fixed slots of atomics. A
-// page's mark is (epoch << 32) | order of its first write in that epoch.
+// The signal handler may only read this table: fixed slots of atomics.
 constexpr int kMaxRegions = 256;
 
 struct Slot {
   std::atomic<std::uintptr_t> base{0};
   std::atomic<std::size_t> bytes{0};
-  std::atomic<std::atomic<std::uint64_t>*> marks{nullptr};
+  std::atomic<PageInfo*> pages{nullptr};
 };
 
 Slot g_slots[kMaxRegions];
@@ -32,27 +44,127 @@ std::atomic<std::uint64_t> g_epoch{1};
 std::atomic<std::uint32_t> g_order{0};
 std::size_t g_page = 0;
 struct sigaction g_previous {};
+CommitShared g_shared;
 
 std::size_t page_of(std::uintptr_t base, std::uintptr_t address) { return (address - base) / g_page; }
 
-/// Records the first write of page `page` in the current epoch.
-void mark_written(std::atomic<std::uint64_t>& mark) {
+/// Records the first write of a page in the current epoch; true if this
+/// call was that first write.
+bool mark_written(std::atomic<std::uint64_t>& mark) {
   const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
   std::uint64_t old = mark.load(std::memory_order_acquire);
   while ((old >> 32U) != epoch) {
     const std::uint64_t now = (epoch << 32U) | (g_order.fetch_add(1, std::memory_order_relaxed) + 1U);
-    if (mark.compare_exchange_weak(old, now, std::memory_order_acq_rel)) break;
+    if (mark.compare_exchange_weak(old, now, std::memory_order_acq_rel)) return true;
+  }
+  return false;
+}
+
+std::uint64_t now_nanoseconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1000000000U + static_cast<std::uint64_t>(now.tv_nsec);
+}
+
+/// Sleeps until `info`'s page is committed (the commit thread bumps
+/// `progress` and wakes the sleepers after every page).
+void wait_committed(PageInfo& info) {
+  const std::uint64_t start = now_nanoseconds();
+  g_shared.waiters.fetch_add(1, std::memory_order_acq_rel);
+  while (info.state.load(std::memory_order_acquire) != PageState::kCommitted) {
+    const std::uint32_t seen = g_shared.progress.load(std::memory_order_acquire);
+    if (info.state.load(std::memory_order_acquire) == PageState::kCommitted) break;
+    timespec timeout{0, 1000000};  // also bounds a missed wake-up
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&g_shared.progress), FUTEX_WAIT_PRIVATE, seen, &timeout,
+              nullptr, 0);
+  }
+  g_shared.waiters.fetch_sub(1, std::memory_order_acq_rel);
+  g_shared.wait_nanoseconds.fetch_add(now_nanoseconds() - start, std::memory_order_relaxed);
+}
+
+/// Decides what a write to a page of a running checkpoint does before it
+/// may go on: copy the old content aside, wait for the commit, or nothing.
+Access resolve(PageInfo& info, PageId id, const std::byte* page) {
+  for (;;) {
+    switch (info.state.load(std::memory_order_acquire)) {
+      case PageState::kClean:
+      case PageState::kInBuffer:
+      case PageState::kCommitted:
+        return Access::kAvoided;
+      case PageState::kCopying:  // another thread of the process is copying it: a page's time
+        continue;
+      case PageState::kCommitting:
+        wait_committed(info);
+        return Access::kWait;
+      case PageState::kScheduled:
+        break;
+    }
+    bool have_slot = false;
+    std::uint32_t slot = 0;
+    {
+      const SpinGuard guard(g_shared.lock);
+      if (g_shared.free_count > 0) {
+        slot = g_shared.free_slots[--g_shared.free_count];
+        have_slot = true;
+        g_shared.peak_used = std::max(g_shared.peak_used, g_shared.slot_count - g_shared.free_count);
+      }
+    }
+    if (!have_slot) {
+      {
+        const SpinGuard guard(g_shared.lock);
+        if (g_shared.urgent_count < detail::kMaxUrgent) g_shared.urgent[g_shared.urgent_count++] = id;
+      }
+      wait_committed(info);
+      return Access::kWait;
+    }
+    PageState expected = PageState::kScheduled;
+    if (!info.state.compare_exchange_strong(expected, PageState::kCopying, std::memory_order_acq_rel)) {
+      const SpinGuard guard(g_shared.lock);  // the commit thread took it first: give the slot back
+      g_shared.free_slots[g_shared.free_count++] = slot;
+      continue;
+    }
+    std::memcpy(g_shared.cow + static_cast<std::size_t>(slot) * g_page, page, g_page);
+    info.state.store(PageState::kInBuffer, std::memory_order_release);
+    const SpinGuard guard(g_shared.lock);
+    g_shared.filled[(g_shared.filled_head + g_shared.filled_size) % g_shared.slot_count] = slot;
+    g_shared.filled_page[slot] = id;
+    ++g_shared.filled_size;
+    return Access::kCow;
   }
 }
 
-// Async-signal-safe: atomics, arithmetic and mprotect only.
+void count(Access access) {
+  switch (access) {
+    case Access::kCow: g_shared.cow_pages.fetch_add(1, std::memory_order_relaxed); break;
+    case Access::kWait: g_shared.wait_pages.fetch_add(1, std::memory_order_relaxed); break;
+    case Access::kAvoided: g_shared.avoided_pages.fetch_add(1, std::memory_order_relaxed); break;
+    case Access::kAfter: g_shared.after_pages.fetch_add(1, std::memory_order_relaxed); break;
+    case Access::kNone: break;
+  }
+}
+
+/// A first write to a protected page: recorded for the next checkpoint, and
+/// resolved against the running one.
+void record_write(PageInfo& info, PageId id, const std::byte* page) {
+  const bool first = mark_written(info.mark);
+  const Access access = g_shared.active.load(std::memory_order_acquire) ? resolve(info, id, page) : Access::kAfter;
+  if (first) {
+    info.access.store(access, std::memory_order_release);
+    count(access);
+  }
+}
+
+// Async-signal-safe: atomics, a spin lock no interrupted code can hold,
+// memcpy, clock_gettime, futex and mprotect only.
 void on_fault(int signal, siginfo_t* info, void* context) {
   const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  for (auto& slot : g_slots) {
+  for (int id = 0; id < kMaxRegions; ++id) {
+    Slot& slot = g_slots[id];
     const std::uintptr_t base = slot.base.load(std::memory_order_acquire);
     if (base == 0 || address < base || address >= base + slot.bytes.load(std::memory_order_acquire)) continue;
     const std::size_t page = page_of(base, address);
-    mark_written(slot.marks.load(std::memory_order_acquire)[page]);
+    record_write(slot.pages.load(std::memory_order_acquire)[page], {id, page},
+                 reinterpret_cast<const std::byte*>(base + page * g_page));
     ::mprotect(reinterpret_cast<void*>(base + page * g_page), g_page, PROT_READ | PROT_WRITE);
     return;
   }
@@ -73,7 +185,7 @@ void on_fault(int signal, siginfo_t* info, void* context) {
 
 std::mutex g_mutex;                                         // guards everything below and slot changes
 std::map<std::uintptr_t, std::size_t> g_allocations;        // protected_alloc'ed blocks
-std::vector<std::unique_ptr<std::atomic<std::uint64_t>[]>> g_retired;  // marks a handler may still read
+std::vector<std::unique_ptr<PageInfo[]>> g_retired;  // page tables a handler may still read
 
 std::size_t round_up(std::size_t bytes) { return (bytes + g_page - 1) / g_page * g_page; }
 
@@ -156,14 +268,13 @@ int DirtyTracker::add(void* base, std::size_t bytes) {
                      " regions; register fewer, larger regions");
   }
   const std::size_t pages = bytes / g_page;
-  auto marks = std::make_unique<std::atomic<std::uint64_t>[]>(pages);
-  for (std::size_t p = 0; p < pages; ++p) marks[p].store(0);
-  for (std::size_t p = 0; p < pages; ++p) mark_written(marks[p]);  // new pages count as written
+  auto infos = std::make_unique<PageInfo[]>(pages);
+  for (std::size_t p = 0; p < pages; ++p) (void)mark_written(infos[p].mark);  // new pages count as written
   Slot& slot = g_slots[free_slot];
-  slot.marks.store(marks.get(), std::memory_order_release);
+  slot.pages.store(infos.get(), std::memory_order_release);
   slot.bytes.store(bytes, std::memory_order_release);
   slot.base.store(start, std::memory_order_release);
-  g_retired.push_back(std::move(marks));
+  g_retired.push_back(std::move(infos));
   return free_slot;
 }
 
@@ -205,9 +316,9 @@ std::vector<PageRef> DirtyTracker::written() const {
   for (int id = 0; id < kMaxRegions; ++id) {
     const Slot& slot = g_slots[id];
     if (slot.base.load() == 0) continue;
-    const auto* marks = slot.marks.load();
+    const auto* infos = slot.pages.load();
     for (std::size_t p = 0; p < slot.bytes.load() / g_page; ++p) {
-      const std::uint64_t mark = marks[p].load(std::memory_order_acquire);
+      const std::uint64_t mark = infos[p].mark.load(std::memory_order_acquire);
       if ((mark >> 32U) == epoch) pages.push_back({id, p, mark & 0xffffffffU});
     }
   }
@@ -227,10 +338,34 @@ void DirtyTracker::prepare_for_write(void* data, std::size_t bytes) {
     if (last < base || first >= end) continue;
     const std::size_t from = page_of(base, std::max(first, base));
     const std::size_t to = page_of(base, std::min(last, end - 1));
-    auto* marks = slot.marks.load();
-    for (std::size_t p = from; p <= to; ++p) mark_written(marks[p]);
+    auto* infos = slot.pages.load();
+    const int id = static_cast<int>(&slot - g_slots);
+    // As a trapped write would: the old content of a page still to commit
+    // is saved (or committed) before the kernel may change it.
+    for (std::size_t p = from; p <= to; ++p) {
+      record_write(infos[p], {id, p}, reinterpret_cast<const std::byte*>(base + p * g_page));
+    }
     ::mprotect(reinterpret_cast<void*>(base + from * g_page), (to - from + 1) * g_page, PROT_READ | PROT_WRITE);
   }
 }
+
+namespace detail {
+
+CommitShared& commit_shared() { return g_shared; }
+
+PageInfo* page_infos(int id) {
+  if (id < 0 || id >= kMaxRegions || g_slots[id].base.load() == 0) return nullptr;
+  return g_slots[id].pages.load(std::memory_order_acquire);
+}
+
+void wake_waiters() {
+  g_shared.progress.fetch_add(1, std::memory_order_acq_rel);
+  if (g_shared.waiters.load(std::memory_order_acquire) > 0) {
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&g_shared.progress), FUTEX_WAKE_PRIVATE, INT32_MAX,
+              nullptr, nullptr, 0);
+  }
+}
+
+}  // namespace detail
 
 }  // namespace reprise

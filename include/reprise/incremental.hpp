@@ -1,61 +1,104 @@
 #pragma once
 /// \file
-/// `IncrementalCheckpoint`: checkpoints of protected memory that save only
-/// the pages written since the previous checkpoint (the first one saves
-/// everything), into a directory. A restore applies the full checkpoint and
-/// then every increment in order. This is the synchronous form; the
-/// asynchronous commit with a copy-on-write buffer builds on it.
+/// `IncrementalCheckpoint`: asynchronous incremental checkpoints of protected
+/// memory (after AI-Ckpt, Nicolae and Cappello). `checkpoint()` returns at
+/// once; a background thread commits only the pages written since the last
+/// checkpoint (the first one saves everything), while the application keeps
+/// writing: a write to a page not yet committed copies the page into a small
+/// copy-on-write buffer, or waits for it when the buffer is full. The commit
+/// order is learned from how the pages were written in the epoch before, so
+/// that the pages the application touches first are committed first.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "reprise/incremental_sink.hpp"
+
 namespace reprise {
 
-/// What one incremental checkpoint did.
-struct IncrementalStats {
-  std::uint64_t version = 0;        ///< 1 for the full checkpoint, then 2, 3, ...
-  std::size_t pages_committed = 0;  ///< pages written to the sink
-  double commit_seconds = 0;        ///< time to write them
+/// How the pages of a checkpoint are committed.
+enum class CommitMode {
+  kSync,          ///< `checkpoint()` returns once every page is committed
+  kAsyncAddress,  ///< in the background, in address order ("async-no-pattern")
+  kAsyncAdaptive, ///< in the background, in the order learned from the epoch before
 };
 
-/// Incremental checkpoints of page-aligned regions of this process, kept as
-/// one file per version in `directory` (one directory per process). A
-/// version is written to a temporary file and renamed when complete, so a
-/// crash in the middle leaves the versions before it intact.
+/// Settings of an incremental checkpoint.
+struct IncrementalConfig {
+  CommitMode mode = CommitMode::kAsyncAdaptive;   ///< sync, address order, or learned order
+  std::size_t cow_bytes = std::size_t{16} << 20U; ///< copy-on-write buffer, in whole pages (0: writers wait)
+};
+
+/// What one checkpoint did. The counts are of pages whose first write after
+/// the checkpoint started was: COW (copied aside), WAIT (waited for its
+/// commit), AVOIDED (during the commit, with nothing of the page pending),
+/// AFTER (once the commit was over; final when the next checkpoint starts).
+struct IncrementalStats {
+  std::uint64_t version = 0;         ///< 1 for the full checkpoint, then 2, 3, ...
+  std::size_t pages_committed = 0;   ///< pages handed to the sink
+  std::size_t cow = 0;               ///< first writes that copied the page aside
+  std::size_t wait = 0;              ///< first writes that waited for the commit
+  std::size_t avoided = 0;           ///< first writes during the commit that did neither
+  std::size_t after = 0;             ///< first writes after the commit
+  std::size_t cow_peak_pages = 0;    ///< most pages in the copy-on-write buffer at once
+  double wait_seconds = 0;           ///< time writers spent waiting, all threads together
+  double commit_seconds = 0;         ///< from the start of the checkpoint to the end of the commit
+  double call_seconds = 0;           ///< time `checkpoint()` itself took
+};
+
+/// Incremental checkpoints of page-aligned regions of this process. One per
+/// process at a time (the write trap is process-wide).
+///
+/// Call `checkpoint()` when the regions hold a consistent state and no other
+/// thread is writing them; other threads may write again once it returns.
+/// Memory: the copy-on-write buffer, 16 bytes per protected page, and
+/// whatever the sink keeps.
 class IncrementalCheckpoint {
  public:
-  /// Creates `directory` if needed. `UsageError` if it cannot be used.
-  explicit IncrementalCheckpoint(std::string directory);
+  /// Versions go to `sink`. `UsageError` if another `IncrementalCheckpoint`
+  /// exists in this process.
+  explicit IncrementalCheckpoint(std::unique_ptr<IncrementalSink> sink, IncrementalConfig config = {});
+  /// Versions go to files in `directory` (a `DirectorySink`).
+  explicit IncrementalCheckpoint(std::string directory, IncrementalConfig config = {});
+  /// Waits for a running commit, then unprotects the regions.
   ~IncrementalCheckpoint();
   IncrementalCheckpoint(const IncrementalCheckpoint&) = delete;
   IncrementalCheckpoint& operator=(const IncrementalCheckpoint&) = delete;
 
   /// Protects `region` (page-aligned, whole pages, for instance from
   /// `protected_alloc`). Register the same regions in the same order in a
-  /// process that will restore. `UsageError` as `DirtyTracker::add`.
+  /// process that will restore, all before the first checkpoint.
+  /// `UsageError` as `DirtyTracker::add`, or after the first checkpoint.
   void protect(std::span<std::byte> region);
 
-  /// Saves the pages written since the last checkpoint (all of them the
-  /// first time) and starts a new epoch.
-  IncrementalStats checkpoint();
+  /// Waits for the previous checkpoint's commit (and publishes it), then
+  /// starts a new version and returns its number; in `kSync` mode, returns
+  /// once it is committed. Raises the error of a failed previous commit.
+  std::uint64_t checkpoint();
 
-  /// Loads the newest complete version into the registered regions: the
-  /// full checkpoint, then each increment. `UsageError` naming the file if a
-  /// version is missing or corrupt, or if the regions do not match those
-  /// that were saved (count or sizes); regions are only written once every
-  /// file has been checked.
+  /// Waits until the newest checkpoint is committed and published; its
+  /// statistics so far. Collective when the sink is (`MemorySink`).
+  const IncrementalStats& wait();
+
+  /// Loads the newest complete version into the registered regions (after
+  /// waiting for a running commit). `UsageError` naming what is wrong if
+  /// there is none or it does not match the regions; memory is then
+  /// unchanged. Collective when the sink is.
   void restore();
 
-  /// The newest version saved in the directory (0: none).
-  [[nodiscard]] std::uint64_t version() const noexcept { return _version; }
+  /// The newest version started (0: none).
+  [[nodiscard]] std::uint64_t version() const noexcept;
+
+  /// Statistics of every checkpoint taken by this object, oldest first.
+  [[nodiscard]] std::span<const IncrementalStats> history() const noexcept;
 
  private:
-  std::string _directory;
-  std::vector<int> _regions;  // DirtyTracker ids, in registration order
-  std::uint64_t _version = 0;
+  struct Impl;
+  std::unique_ptr<Impl> _impl;
 };
 
 }  // namespace reprise

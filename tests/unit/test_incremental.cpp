@@ -1,7 +1,9 @@
-// Incremental checkpoints to a directory: only written pages are saved, a
-// restore reproduces the memory of the last checkpoint exactly after many
-// epochs, and missing, corrupt or mismatched files are refused before any
-// memory is changed.
+// Incremental checkpoints, synchronous and asynchronous: only written pages
+// are saved, a restore reproduces the memory of the last checkpoint exactly
+// after many epochs (with writes racing the commit, from several threads,
+// and through read()), the copy-on-write buffer stays within its size, the
+// learned order follows the application's writes, and missing, corrupt or
+// mismatched versions are refused before any memory is changed.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <map>
 #include <set>
+#include <thread>
 
 #include "reprise/error.hpp"
 #include "reprise/incremental.hpp"
@@ -43,40 +47,118 @@ struct Memory {
   std::byte* data;
 };
 
+/// A sink in this process's memory that records the order of the pages it
+/// is given and can be slowed down or made to fail.
+class RecordingSink : public IncrementalSink {
+ public:
+  struct Shared {
+    std::map<std::uint64_t, std::vector<std::pair<std::size_t, std::size_t>>> order;  // version -> (region, page)
+    std::vector<std::vector<std::byte>> image;  // the newest complete version
+    std::uint64_t newest = 0;
+    std::chrono::microseconds delay{0};         // per page
+    int fail_at_version = 0;
+  };
+  explicit RecordingSink(Shared& shared) : _shared(shared) {}
+  std::uint64_t newest() override { return _shared.newest; }
+  void begin(std::uint64_t version, const IncrementalLayout& layout) override {
+    _version = version;
+    _staged = version == 1 ? std::vector<std::vector<std::byte>>() : _shared.image;
+    if (version == 1) {
+      for (const auto bytes : layout.region_bytes) _staged.emplace_back(bytes);
+    }
+    _page = layout.page_bytes;
+  }
+  void put(std::size_t region, std::size_t page, std::span<const std::byte> bytes) override {
+    if (static_cast<int>(_version) == _shared.fail_at_version) throw UsageError("test sink: no space left");
+    std::this_thread::sleep_for(_shared.delay);
+    _shared.order[_version].emplace_back(region, page);
+    std::memcpy(_staged[region].data() + page * _page, bytes.data(), bytes.size());
+  }
+  void end() override {
+    _shared.image = _staged;
+    _shared.newest = _version;
+  }
+  void restore(const IncrementalLayout& layout, std::span<const std::span<std::byte>> regions) override {
+    if (_shared.newest == 0) throw UsageError("test sink: nothing to restore");
+    for (std::size_t r = 0; r < regions.size(); ++r) {
+      ASSERT_EQ(layout.region_bytes[r], _shared.image[r].size());
+      std::memcpy(regions[r].data(), _shared.image[r].data(), regions[r].size());
+    }
+  }
+
+ private:
+  Shared& _shared;
+  std::uint64_t _version = 0;
+  std::size_t _page = 0;
+  std::vector<std::vector<std::byte>> _staged;
+};
+
+IncrementalConfig config_of(CommitMode mode, std::size_t cow_pages = 4) { return {mode, cow_pages * page_size()}; }
+
+const char* name_of(CommitMode mode) {
+  switch (mode) {
+    case CommitMode::kSync: return "sync";
+    case CommitMode::kAsyncAddress: return "async_address";
+    case CommitMode::kAsyncAdaptive: return "async_adaptive";
+  }
+  return "?";
+}
+
 }  // namespace
 
-TEST(IncrementalCheckpoint, RestoresTheLastCheckpointExactlyAfterManyEpochs) {
+class EveryMode : public ::testing::TestWithParam<CommitMode> {};
+
+INSTANTIATE_TEST_SUITE_P(Modes, EveryMode,
+                         ::testing::Values(CommitMode::kSync, CommitMode::kAsyncAddress, CommitMode::kAsyncAdaptive),
+                         [](const auto& mode) { return std::string(name_of(mode.param)); });
+
+// Random writes over many epochs, the next epoch's writes starting while
+// the commit runs; a fresh object on the same directory restores the memory
+// of the last checkpoint bit for bit.
+TEST_P(EveryMode, RestoresTheLastCheckpointExactlyAfterManyEpochs) {
   TempDir dir;
   Memory a(32);
   Memory b(5);
   std::vector<std::byte> expected_a;
   std::vector<std::byte> expected_b;
   std::mt19937_64 random(11);
+  for (std::size_t i = 0; i < a.bytes; i += 7) a.data[i] = static_cast<std::byte>(random());
+  b.data[3] = std::byte{1};
   {
-    IncrementalCheckpoint checkpoint(dir.path.string());
+    IncrementalCheckpoint checkpoint(dir.path.string(), config_of(GetParam()));
     checkpoint.protect(a.span());
     checkpoint.protect(b.span());
-    const auto first = checkpoint.checkpoint();
-    EXPECT_EQ(first.version, 1U);
-    EXPECT_EQ(first.pages_committed, 37U) << "the first checkpoint is full";
+    EXPECT_EQ(checkpoint.checkpoint(), 1U);
+    const auto first = checkpoint.wait();
+    EXPECT_EQ(first.pages_committed, 33U) << "the first checkpoint is full but leaves zero pages out";
+    std::set<std::size_t> touched;  // pages of `a` written since the last checkpoint
     for (int epoch = 0; epoch < 15; ++epoch) {
-      std::set<std::size_t> touched;
       for (int w = 0; w < 20; ++w) {
         const auto offset = random() % a.bytes;
         a.data[offset] = static_cast<std::byte>(random());
         touched.insert(offset / page_size());
       }
       b.data[random() % b.bytes] = std::byte{9};
-      const auto stats = checkpoint.checkpoint();
-      EXPECT_EQ(stats.pages_committed, touched.size() + 1) << "epoch " << epoch << ": only written pages";
+      expected_a.assign(a.data, a.data + a.bytes);
+      expected_b.assign(b.data, b.data + b.bytes);
+      const std::size_t expected_pages = touched.size() + 1;
+      (void)checkpoint.checkpoint();
+      // The application goes on at once: these writes race the commit and
+      // belong to the next version.
+      touched.clear();
+      for (int w = 0; w < 10; ++w) {
+        const auto offset = random() % a.bytes;
+        a.data[offset] = std::byte{0x77};
+        touched.insert(offset / page_size());
+      }
+      const auto& stats = checkpoint.wait();
+      EXPECT_EQ(stats.pages_committed, expected_pages) << "epoch " << epoch << ": only the written pages";
+      EXPECT_EQ(stats.cow + stats.wait + stats.avoided + stats.after, touched.size()) << "epoch " << epoch;
     }
-    expected_a.assign(a.data, a.data + a.bytes);
-    expected_b.assign(b.data, b.data + b.bytes);
     std::memset(a.data, 0x5a, a.bytes);  // work after the last checkpoint, lost by the restore
     EXPECT_EQ(checkpoint.version(), 16U);
   }
-  // As a replacement would: the same regions, protected again, then restore.
-  IncrementalCheckpoint replacement(dir.path.string());
+  IncrementalCheckpoint replacement(dir.path.string(), config_of(GetParam()));
   EXPECT_EQ(replacement.version(), 16U);
   replacement.protect(a.span());
   replacement.protect(b.span());
@@ -134,16 +216,18 @@ TEST(IncrementalCheckpoint, CorruptOrMismatchedFilesAreRefusedBeforeAnythingChan
   file.seekp(100);
   file.put('\x7f');
   file.close();
-  IncrementalCheckpoint damaged(dir.path.string());
-  damaged.protect(memory.span());
-  std::memset(memory.data, 0x11, memory.bytes);
-  try {
-    damaged.restore();
-    FAIL() << "a corrupt file was accepted";
-  } catch (const UsageError& error) {
-    EXPECT_NE(std::string(error.what()).find("corrupt"), std::string::npos) << error.what();
+  {
+    IncrementalCheckpoint damaged(dir.path.string());
+    damaged.protect(memory.span());
+    std::memset(memory.data, 0x11, memory.bytes);
+    try {
+      damaged.restore();
+      FAIL() << "a corrupt file was accepted";
+    } catch (const UsageError& error) {
+      EXPECT_NE(std::string(error.what()).find("corrupt"), std::string::npos) << error.what();
+    }
+    EXPECT_EQ(memory.data[0], std::byte{0x11}) << "nothing was written";
   }
-  EXPECT_EQ(memory.data[0], std::byte{0x11}) << "nothing was written";
   std::filesystem::remove(path);
   IncrementalCheckpoint missing(dir.path.string());
   EXPECT_EQ(missing.version(), 1U) << "versions count up to the first gap";
@@ -156,4 +240,157 @@ TEST(IncrementalCheckpoint, BadInputIsRefused) {
   EXPECT_THROW(checkpoint.restore(), UsageError) << "nothing to restore";
   std::vector<std::byte> unaligned(3 * page_size());
   EXPECT_THROW(checkpoint.protect(std::span<std::byte>(unaligned.data() + 1, page_size())), UsageError);
+}
+
+// A slow sink and a writer that touches every page at once: the first pages
+// are copied aside, never more than the buffer holds, the rest wait; what
+// is committed is the memory as it was when checkpoint() was called.
+TEST(AsyncCheckpoint, CopyOnWriteStaysWithinItsBufferAndWritersWaitBeyond) {
+  RecordingSink::Shared shared;
+  shared.delay = std::chrono::microseconds(300);
+  Memory memory(48);
+  for (std::size_t p = 0; p < 48; ++p) memory.data[p * page_size()] = static_cast<std::byte>(p + 1);
+  IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(CommitMode::kAsyncAdaptive, 3));
+  checkpoint.protect(memory.span());
+  const std::vector<std::byte> before(memory.data, memory.data + memory.bytes);
+  (void)checkpoint.checkpoint();
+  for (std::size_t p = 0; p < 48; ++p) memory.data[p * page_size() + 1] = std::byte{0xee};
+  const auto stats = checkpoint.wait();
+  EXPECT_EQ(stats.pages_committed, 48U);
+  EXPECT_EQ(stats.cow_peak_pages, 3U) << "the buffer holds 3 pages";
+  EXPECT_GE(stats.cow, 3U);
+  EXPECT_GE(stats.wait, 1U);
+  EXPECT_GT(stats.wait_seconds, 0.0);
+  EXPECT_EQ(stats.cow + stats.wait + stats.avoided, 48U);
+  EXPECT_EQ(std::memcmp(shared.image[0].data(), before.data(), before.size()), 0) << "the committed version";
+  for (std::size_t p = 0; p < 48; ++p) ASSERT_EQ(memory.data[p * page_size() + 1], std::byte{0xee});
+}
+
+// Without a copy-on-write buffer every early write waits, and the page it
+// waits for is committed next, ahead of the address order.
+TEST(AsyncCheckpoint, ThePageAWriterWaitsForIsCommittedFirst) {
+  RecordingSink::Shared shared;
+  shared.delay = std::chrono::microseconds(500);
+  Memory memory(32);
+  std::memset(memory.data, 1, memory.bytes);
+  IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(CommitMode::kAsyncAddress, 0));
+  checkpoint.protect(memory.span());
+  (void)checkpoint.checkpoint();
+  memory.data[31 * page_size()] = std::byte{2};  // the last page in address order
+  const auto stats = checkpoint.wait();
+  EXPECT_EQ(stats.wait, 1U);
+  const auto& order = shared.order.at(1);
+  const auto at = std::find(order.begin(), order.end(), std::pair<std::size_t, std::size_t>{0, 31});
+  ASSERT_NE(at, order.end());
+  EXPECT_LE(at - order.begin(), 2) << "committed right after the page in flight";
+  EXPECT_EQ(shared.image[0][31 * page_size()], std::byte{1});
+}
+
+// The learned order: pages written in descending order after a checkpoint
+// are committed in descending order by the next one; address order ignores
+// how they were written.
+TEST(AsyncCheckpoint, TheAdaptiveOrderFollowsTheWritesOfTheEpochBefore) {
+  for (const auto mode : {CommitMode::kAsyncAdaptive, CommitMode::kAsyncAddress}) {
+    RecordingSink::Shared shared;
+    Memory memory(16);
+    IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(mode));
+    checkpoint.protect(memory.span());
+    (void)checkpoint.checkpoint();
+    (void)checkpoint.wait();
+    for (std::size_t p = 16; p-- > 0;) memory.data[p * page_size()] = std::byte{3};
+    (void)checkpoint.checkpoint();
+    (void)checkpoint.wait();
+    std::vector<std::size_t> pages;
+    for (const auto& [region, page] : shared.order.at(2)) pages.push_back(page);
+    std::vector<std::size_t> expected(16);
+    for (std::size_t i = 0; i < 16; ++i) expected[i] = mode == CommitMode::kAsyncAdaptive ? 15 - i : i;
+    EXPECT_EQ(pages, expected) << name_of(mode);
+  }
+}
+
+// Four threads write between checkpoints and race each commit.
+TEST(AsyncCheckpoint, SeveralWriterThreads) {
+  TempDir dir;
+  Memory memory(64);
+  std::vector<std::byte> expected;
+  {
+    IncrementalCheckpoint checkpoint(dir.path.string(), config_of(CommitMode::kAsyncAdaptive, 8));
+    checkpoint.protect(memory.span());
+    for (int epoch = 0; epoch < 10; ++epoch) {
+      std::vector<std::thread> writers;
+      for (std::size_t t = 0; t < 4; ++t) {
+        writers.emplace_back([&, t] {
+          std::mt19937_64 random(static_cast<std::uint64_t>(epoch) * 4 + t);
+          for (int w = 0; w < 200; ++w) memory.data[random() % memory.bytes] = static_cast<std::byte>(random());
+        });
+      }
+      for (auto& writer : writers) writer.join();
+      expected.assign(memory.data, memory.data + memory.bytes);
+      (void)checkpoint.checkpoint();
+    }
+    (void)checkpoint.wait();
+  }
+  IncrementalCheckpoint replacement(dir.path.string());
+  replacement.protect(memory.span());
+  std::memset(memory.data, 0, memory.bytes);
+  replacement.restore();
+  EXPECT_EQ(std::memcmp(memory.data, expected.data(), memory.bytes), 0);
+}
+
+// read() into a page that the running checkpoint has not committed yet:
+// prepared first, the read works and the version keeps the old bytes.
+TEST(AsyncCheckpoint, ReadIntoAPageStillToCommit) {
+  RecordingSink::Shared shared;
+  shared.delay = std::chrono::microseconds(500);
+  Memory memory(16);
+  std::memset(memory.data, 'o', memory.bytes);
+  IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(CommitMode::kAsyncAdaptive, 2));
+  checkpoint.protect(memory.span());
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const char message[] = "new bytes from a pipe";
+  ASSERT_EQ(::write(fds[1], message, sizeof message), static_cast<ssize_t>(sizeof message));
+  (void)checkpoint.checkpoint();
+  std::byte* target = memory.data + 12 * page_size() + 100;
+  DirtyTracker::instance().prepare_for_write(target, sizeof message);
+  EXPECT_EQ(::read(fds[0], target, sizeof message), static_cast<ssize_t>(sizeof message));
+  (void)checkpoint.wait();
+  EXPECT_EQ(std::memcmp(target, message, sizeof message), 0);
+  EXPECT_EQ(shared.image[0][12 * page_size() + 100], std::byte{'o'}) << "the version has the bytes before the read";
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+// A sink that fails: the error comes out of wait(), no writer stays
+// blocked, and the next checkpoint writes that version again.
+TEST(AsyncCheckpoint, AFailingSinkIsReportedAndNothingHangs) {
+  RecordingSink::Shared shared;
+  shared.fail_at_version = 2;
+  Memory memory(8);
+  IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(CommitMode::kAsyncAdaptive, 0));
+  checkpoint.protect(memory.span());
+  (void)checkpoint.checkpoint();
+  (void)checkpoint.wait();
+  memory.data[0] = std::byte{4};
+  EXPECT_EQ(checkpoint.checkpoint(), 2U);
+  for (std::size_t p = 0; p < 8; ++p) memory.data[p * page_size()] = std::byte{5};  // must not hang
+  EXPECT_THROW((void)checkpoint.wait(), UsageError);
+  EXPECT_EQ(shared.newest, 1U);
+  shared.fail_at_version = 0;
+  EXPECT_EQ(checkpoint.checkpoint(), 2U) << "the failed version is taken again";
+  EXPECT_EQ(checkpoint.wait().pages_committed, 8U);
+  EXPECT_EQ(shared.image[0][0], std::byte{5});
+}
+
+TEST(AsyncCheckpoint, MisuseIsRefused) {
+  RecordingSink::Shared shared;
+  Memory memory(2);
+  Memory late(1);
+  IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared));
+  EXPECT_THROW((void)checkpoint.wait(), UsageError) << "nothing to wait for";
+  checkpoint.protect(memory.span());
+  EXPECT_THROW(IncrementalCheckpoint(std::make_unique<RecordingSink>(shared)), UsageError) << "one per process";
+  (void)checkpoint.checkpoint();
+  EXPECT_THROW(checkpoint.protect(late.span()), UsageError) << "after the first checkpoint";
+  EXPECT_THROW(IncrementalCheckpoint(std::unique_ptr<IncrementalSink>()), UsageError) << "no sink";
 }
