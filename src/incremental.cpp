@@ -82,7 +82,8 @@ struct IncrementalCheckpoint::Impl {
   std::condition_variable changed;
   bool has_job = false;
   bool stop = false;
-  std::vector<ScheduledPage> order;
+  std::vector<ScheduledPage> order;  // of the running (or last) version
+  std::vector<ScheduledPage> carry;  // pages of a version that failed, owed to the next one
   bool full = false;
   Clock::time_point started;
   std::exception_ptr error;
@@ -95,6 +96,8 @@ struct IncrementalCheckpoint::Impl {
   void put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes);
   bool commit_in_place(const ScheduledPage& page);
   void abandon(std::span<const ScheduledPage> pages);
+  std::exception_ptr wait_commit();
+  void drop_unpublished();
   void finish_running();
   void gather_stats(IncrementalStats& stats, bool reset);
 };
@@ -227,24 +230,39 @@ void IncrementalCheckpoint::Impl::gather_stats(IncrementalStats& stats, bool res
   }
 }
 
-void IncrementalCheckpoint::Impl::finish_running() {
-  if (version == published) return;
-  std::exception_ptr failure;
-  {
-    std::unique_lock lock(mutex);
-    changed.wait(lock, [this] { return !has_job; });
-    failure = std::exchange(error, nullptr);
+std::exception_ptr IncrementalCheckpoint::Impl::wait_commit() {
+  std::unique_lock lock(mutex);
+  changed.wait(lock, [this] { return !has_job; });
+  if (version != published) {
     history.back().commit_seconds = commit_seconds;
     history.back().pages_committed = committed_pages;
   }
+  return std::exchange(error, nullptr);
+}
+
+void IncrementalCheckpoint::Impl::drop_unpublished() {
+  // The version does not exist: its pages go into the next one.
+  carry = std::move(order);
+  order.clear();
+  --version;
+  history.pop_back();
+}
+
+void IncrementalCheckpoint::Impl::finish_running() {
+  if (version == published) return;
+  std::exception_ptr failure = wait_commit();
   gather_stats(history.back(), false);
+  if (!failure) {
+    try {
+      sink->publish();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
   if (failure) {
-    published = version;
-    --version;  // the failed version does not exist; the next checkpoint writes it again
-    history.pop_back();
+    drop_unpublished();
     std::rethrow_exception(failure);
   }
-  sink->publish();
   published = version;
 }
 
@@ -340,7 +358,14 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
       const std::size_t r = d.region_index_of[page.region];
       if (r < d.ids.size() && d.ids[r] == page.region) pages.push_back({{page.region, page.page}, r});
     }
+    for (const auto& owed : d.carry) {
+      const bool listed = std::any_of(pages.begin(), pages.end(), [&owed](const ScheduledPage& page) {
+        return page.id.region == owed.id.region && page.id.page == owed.id.page;
+      });
+      if (!listed) pages.push_back(owed);
+    }
   }
+  d.carry.clear();
   if (d.config.mode == CommitMode::kAsyncAdaptive && !full) {
     std::vector<std::pair<std::uint64_t, ScheduledPage>> keyed;
     keyed.reserve(pages.size());
@@ -385,14 +410,15 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
   d.started = start;
   d.committed_pages = 0;
   if (d.config.mode == CommitMode::kSync) {
+    d.order = std::move(pages);
     std::exception_ptr failure;
     try {
       d.sink->begin(d.version, d.layout);
-      d.commit(pages);
+      d.commit(d.order);
       d.sink->end();
     } catch (...) {
       failure = std::current_exception();
-      d.abandon(pages);
+      d.abandon(d.order);
     }
     shared.active.store(false, std::memory_order_release);
     const std::lock_guard lock(d.mutex);
@@ -419,9 +445,16 @@ const IncrementalStats& IncrementalCheckpoint::wait() {
 
 void IncrementalCheckpoint::restore() {
   auto& d = *_impl;
-  d.finish_running();
+  // A version still unpublished is not kept: the restore rolls back to the
+  // newest published one (with a local sink, the newest complete file).
+  if (d.version != d.published) {
+    (void)d.wait_commit();
+    d.drop_unpublished();
+  }
   d.sink->restore(d.layout, d.spans);
-  d.version = d.published = std::max(d.version, d.sink->newest());
+  d.carry.clear();  // the restore wrote every page: they all go into the next version
+  d.version = d.published = d.sink->newest();
+  while (!d.history.empty() && d.history.back().version > d.version) d.history.pop_back();
 }
 
 std::uint64_t IncrementalCheckpoint::version() const noexcept { return _impl->version; }
