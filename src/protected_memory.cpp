@@ -165,7 +165,14 @@ void on_fault(int signal, siginfo_t* info, void* context) {
     const std::size_t page = page_of(base, address);
     record_write(slot.pages.load(std::memory_order_acquire)[page], {id, page},
                  reinterpret_cast<const std::byte*>(base + page * g_page));
-    ::mprotect(reinterpret_cast<void*>(base + page * g_page), g_page, PROT_READ | PROT_WRITE);
+    if (::mprotect(reinterpret_cast<void*>(base + page * g_page), g_page, PROT_READ | PROT_WRITE) != 0) {
+      // The write would trap forever: say why, and end the process.
+      static constexpr char kMessage[] =
+          "reprise: cannot open a protected page for writing (mprotect failed; with pages written in a scattered "
+          "order a large region can exceed vm.max_map_count: raise it, or protect smaller regions)\n";
+      (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+      ::abort();
+    }
     return;
   }
   // Not ours: whoever handled SIGSEGV before, or the default action.
