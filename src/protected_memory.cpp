@@ -1,20 +1,27 @@
 #include "reprise/protected_memory.hpp"
 
+#include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "commit_state.hpp"
 #include "reprise/error.hpp"
@@ -45,6 +52,25 @@ std::atomic<std::uint32_t> g_order{0};
 std::size_t g_page = 0;
 struct sigaction g_previous {};
 CommitShared g_shared;
+WriteTrap g_trap = WriteTrap::kMprotect;
+int g_uffd = -1;  // the userfaultfd, with WriteTrap::kUserfaultfd
+
+#ifndef UFFD_FEATURE_WP_UNPOPULATED
+#define UFFD_FEATURE_WP_UNPOPULATED (1U << 13U)  // Linux 6.4; older headers lack the name
+#endif
+
+/// Write-protects [start, start + bytes), or opens it (which also lets a
+/// write waiting on userfaultfd go on). False if the kernel refused.
+bool set_protection(std::uintptr_t start, std::size_t bytes, bool protect) {
+  if (g_trap == WriteTrap::kUserfaultfd) {
+    uffdio_writeprotect range{};
+    range.range.start = start;
+    range.range.len = bytes;
+    range.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
+    return ::ioctl(g_uffd, UFFDIO_WRITEPROTECT, &range) == 0;
+  }
+  return ::mprotect(reinterpret_cast<void*>(start), bytes, protect ? PROT_READ : PROT_READ | PROT_WRITE) == 0;
+}
 
 std::size_t page_of(std::uintptr_t base, std::uintptr_t address) { return (address - base) / g_page; }
 
@@ -154,10 +180,11 @@ void record_write(PageInfo& info, PageId id, const std::byte* page) {
   }
 }
 
-// Async-signal-safe: atomics, a spin lock no interrupted code can hold,
-// memcpy, clock_gettime, futex and mprotect only.
-void on_fault(int signal, siginfo_t* info, void* context) {
-  const auto address = reinterpret_cast<std::uintptr_t>(info->si_addr);
+/// A trapped write at `address`: recorded, resolved, and its page opened.
+/// False if the address is in no region. Async-signal-safe: atomics, a spin
+/// lock no interrupted code can hold, memcpy, clock_gettime, futex, and
+/// mprotect or ioctl.
+bool handle_write(std::uintptr_t address) {
   for (int id = 0; id < kMaxRegions; ++id) {
     Slot& slot = g_slots[id];
     const std::uintptr_t base = slot.base.load(std::memory_order_acquire);
@@ -165,7 +192,7 @@ void on_fault(int signal, siginfo_t* info, void* context) {
     const std::size_t page = page_of(base, address);
     record_write(slot.pages.load(std::memory_order_acquire)[page], {id, page},
                  reinterpret_cast<const std::byte*>(base + page * g_page));
-    if (::mprotect(reinterpret_cast<void*>(base + page * g_page), g_page, PROT_READ | PROT_WRITE) != 0) {
+    if (!set_protection(base + page * g_page, g_page, false)) {
       // The write would trap forever: say why, and end the process.
       static constexpr char kMessage[] =
           "reprise: cannot open a protected page for writing (mprotect failed; with pages written in a scattered "
@@ -173,8 +200,45 @@ void on_fault(int signal, siginfo_t* info, void* context) {
       (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
       ::abort();
     }
-    return;
+    return true;
   }
+  return false;
+}
+
+/// The thread that serves userfaultfd write faults, for every thread of the
+/// process and for the kernel's own writes (which wait instead of failing).
+void serve_faults() {
+  for (;;) {
+    pollfd ready{g_uffd, POLLIN, 0};
+    if (::poll(&ready, 1, -1) <= 0) continue;
+    uffd_msg message{};
+    if (::read(g_uffd, &message, sizeof message) != static_cast<ssize_t>(sizeof message)) continue;
+    if (message.event != UFFD_EVENT_PAGEFAULT) continue;
+    const auto address = static_cast<std::uintptr_t>(message.arg.pagefault.address);
+    // A page no longer registered (removed meanwhile) is just let go.
+    if (!handle_write(address)) (void)set_protection(address / g_page * g_page, g_page, false);
+  }
+}
+
+/// Opens a userfaultfd with write-protection of anonymous pages, touched
+/// or not; false where the kernel does not allow it.
+bool open_userfaultfd() {
+  const int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  if (fd < 0) return false;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_WP_UNPOPULATED;
+  if (::ioctl(fd, UFFDIO_API, &api) != 0) {
+    ::close(fd);
+    return false;
+  }
+  g_uffd = fd;
+  return true;
+}
+
+// The mprotect trap.
+void on_fault(int signal, siginfo_t* info, void* context) {
+  if (handle_write(reinterpret_cast<std::uintptr_t>(info->si_addr))) return;
   // Not ours: whoever handled SIGSEGV before, or the default action.
   if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
     g_previous.sa_sigaction(signal, info, context);
@@ -238,6 +302,12 @@ void protected_free(void* memory) {
 
 DirtyTracker::DirtyTracker() {
   g_page = page_size();
+  const char* wanted = std::getenv("REPRISE_WRITE_TRAP");
+  const bool mprotect_wanted = wanted != nullptr && std::string(wanted) == "mprotect";
+  if (!mprotect_wanted && open_userfaultfd()) {
+    g_trap = WriteTrap::kUserfaultfd;
+    std::thread(serve_faults).detach();
+  }
   struct sigaction action {};
   action.sa_sigaction = on_fault;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -274,6 +344,17 @@ int DirtyTracker::add(void* base, std::size_t bytes) {
     throw UsageError("reprise::DirtyTracker::add: already " + std::to_string(kMaxRegions) +
                      " regions; register fewer, larger regions");
   }
+  if (g_trap == WriteTrap::kUserfaultfd) {
+    uffdio_register range{};
+    range.range.start = start;
+    range.range.len = bytes;
+    range.mode = UFFDIO_REGISTER_MODE_WP;
+    if (::ioctl(g_uffd, UFFDIO_REGISTER, &range) != 0) {
+      throw UsageError("reprise::DirtyTracker::add: userfaultfd cannot watch the region at " + std::to_string(start) +
+                       " (" + std::strerror(errno) + "); use private anonymous memory (reprise::protected_alloc), "
+                       "or set REPRISE_WRITE_TRAP=mprotect");
+    }
+  }
   const std::size_t pages = bytes / g_page;
   auto infos = std::make_unique<PageInfo[]>(pages);
   for (std::size_t p = 0; p < pages; ++p) (void)mark_written(infos[p].mark);  // new pages count as written
@@ -292,7 +373,11 @@ void DirtyTracker::remove(int id) {
   }
   Slot& slot = g_slots[id];
   const std::uintptr_t base = slot.base.load();
-  ::mprotect(reinterpret_cast<void*>(base), slot.bytes.load(), PROT_READ | PROT_WRITE);
+  (void)set_protection(base, slot.bytes.load(), false);
+  if (g_trap == WriteTrap::kUserfaultfd) {
+    uffdio_range range{base, slot.bytes.load()};
+    (void)::ioctl(g_uffd, UFFDIO_UNREGISTER, &range);
+  }
   slot.base.store(0, std::memory_order_release);
 }
 
@@ -312,7 +397,7 @@ void DirtyTracker::protect_all() {
   g_order.store(0, std::memory_order_relaxed);
   for (auto& slot : g_slots) {
     const std::uintptr_t base = slot.base.load();
-    if (base != 0) ::mprotect(reinterpret_cast<void*>(base), slot.bytes.load(), PROT_READ);
+    if (base != 0) (void)set_protection(base, slot.bytes.load(), true);
   }
 }
 
@@ -352,9 +437,11 @@ void DirtyTracker::prepare_for_write(void* data, std::size_t bytes) {
     for (std::size_t p = from; p <= to; ++p) {
       record_write(infos[p], {id, p}, reinterpret_cast<const std::byte*>(base + p * g_page));
     }
-    ::mprotect(reinterpret_cast<void*>(base + from * g_page), (to - from + 1) * g_page, PROT_READ | PROT_WRITE);
+    (void)set_protection(base + from * g_page, (to - from + 1) * g_page, false);
   }
 }
+
+WriteTrap DirtyTracker::trap() const noexcept { return g_trap; }
 
 namespace detail {
 

@@ -3,8 +3,8 @@
 /// Protected memory: page-aligned regions whose writes reprise notices, so
 /// that an incremental checkpoint saves only the pages written since the
 /// last one (after AI-Ckpt, Nicolae and Cappello). Pages are write-protected
-/// with `mprotect`; the first write to a page traps (`SIGSEGV`), is recorded,
-/// and the page is opened again.
+/// with userfaultfd where the kernel allows it, otherwise with `mprotect`; the
+/// first write to a page traps, is recorded, and the page is opened again.
 
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +25,12 @@ namespace reprise {
 /// still registered). `UsageError` for any other pointer: nothing is freed.
 void protected_free(void* memory);
 
+/// How the first write to a protected page is noticed.
+enum class WriteTrap {
+  kUserfaultfd,  ///< userfaultfd write-protection served by a thread; a system call writing into a protected page waits for it instead of failing
+  kMprotect,     ///< `mprotect` and a `SIGSEGV` handler; a system call writing into a protected page fails with `EFAULT` unless prepared
+};
+
 /// One page of a registered region.
 struct PageRef {
   int region = 0;            ///< the region's id
@@ -33,14 +39,18 @@ struct PageRef {
 };
 
 /// Tracks which pages of the registered regions are written. One per
-/// process (the `SIGSEGV` handler is process-wide); thread-safe. Writes by
-/// the kernel on behalf of a system call (`read()` into a protected page)
-/// do not trap: they fail with `EFAULT`, so call `prepare_for_write` on such
-/// buffers first.
+/// process (the trap is process-wide); thread-safe. With the `mprotect`
+/// trap, writes by the kernel on behalf of a system call (`read()` into a
+/// protected page) do not trap but fail with `EFAULT`: call
+/// `prepare_for_write` on such buffers first (harmless with userfaultfd).
 class DirtyTracker {
  public:
-  /// The process's tracker (installs the signal handler on first use).
+  /// The process's tracker (sets up the trap on first use: userfaultfd
+  /// where the kernel allows it, unless `REPRISE_WRITE_TRAP=mprotect`).
   static DirtyTracker& instance();
+
+  /// The trap in use.
+  [[nodiscard]] WriteTrap trap() const noexcept;
 
   /// Registers the page-aligned region [base, base + bytes); returns its id.
   /// Its pages count as written until the next `protect_all`. `UsageError`

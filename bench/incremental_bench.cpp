@@ -1,0 +1,456 @@
+// Incremental checkpoint benchmark: the synthetic test of AI-Ckpt (Nicolae
+// and Cappello, HPDC 2013). A protected region (256 MiB) is written by
+// `iterations` (39) passes that add one to every byte of every page, visiting
+// the pages in ascending, random (one fixed permutation) or descending
+// order, with a checkpoint after every `every`-th pass (10, 20, 30). Each
+// (order, mode) is one run: the time from the first pass to the end of the
+// last, plus the final wait() so that every commit is included. Modes:
+// none (no checkpoint, region not protected), sync, address (asynchronous in
+// address order, the paper's "async-no-pattern") and adaptive (learned
+// order). Every repeat runs every order and mode, and a memcpy of the region,
+// in turn, so they share the machine's noise alike. A plain program (no MPI).
+//
+// Output, one JSON object per line:
+// - per order and mode: median_s (median over the repeats; min_s and max_s
+//   show their spread), none_s (the median of mode none, same order),
+//   increase = (median_s - none_s) / none_s. The page counts
+//   (pages_committed, cow, wait, avoided, after), wait_seconds,
+//   commit_seconds and call_seconds (time spent in checkpoint()) are summed
+//   over the checkpoints of the median run (the lower middle one for an even
+//   number of repeats), cow_peak_pages is its largest over them. memcpy_s is
+//   the median time of a memcpy of region_bytes; ratio = median_s / memcpy_s
+//   (the whole run in memcpys of the region), and ckpt_memcpys =
+//   (median_s - none_s) / (checkpoints * memcpy_s), what one checkpoint adds
+//   to the run in memcpys of the region;
+// - per order, a summary: the increases and the reductions the paper quotes,
+//   1 - increase_adaptive / increase_other for other = address and sync.
+// A figure that cannot be computed (its mode not run, or a divisor <= 0) is
+// null.
+//
+// Versions go to a DirectorySink (which fsyncs each version) in a fresh
+// directory under --dir (default $TMPDIR or /tmp), removed afterwards.
+// --sink-mib-per-s N delays the sink's put() to the pace of a device of
+// N MiB/s (0: unthrottled, so pages land in the page cache at memory speed).
+// After every run each byte of the region must hold iterations mod 256, and
+// every checkpoint must have committed every page: the benchmark fails
+// otherwise.
+//
+//   incremental_bench [--mib M] [--cow-mib C] [--iterations I] [--every E]
+//                     [--orders asc,random,desc] [--modes none,sync,address,adaptive]
+//                     [--repeats R] [--seed S] [--dir DIR] [--sink-mib-per-s N]
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reprise/incremental.hpp"
+#include "reprise/incremental_sink.hpp"
+#include "reprise/protected_memory.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+const std::vector<std::string> kOrders{"asc", "random", "desc"};
+const std::vector<std::string> kModes{"none", "sync", "address", "adaptive"};
+
+struct Options {
+  std::size_t mib = 256;
+  std::size_t cow_mib = 16;
+  int iterations = 39;
+  int every = 10;
+  std::vector<std::string> orders = kOrders;
+  std::vector<std::string> modes = kModes;
+  int repeats = 3;
+  std::uint64_t seed = 1;
+  std::string dir;
+  double sink_mib_per_s = 0;
+};
+
+/// A command line the benchmark cannot run with (exit status 2).
+struct BadOption : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+constexpr const char* kUsage =
+    "usage: incremental_bench [--mib M] [--cow-mib C] [--iterations I] [--every E]\n"
+    "                         [--orders asc,random,desc] [--modes none,sync,address,adaptive]\n"
+    "                         [--repeats R] [--seed S] [--dir DIR] [--sink-mib-per-s N]\n";
+
+template <class Number>
+Number number(const std::string& flag, const std::string& value, Number least) {
+  Number parsed{};
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+  if (error != std::errc() || end != value.data() + value.size() || !(parsed >= least) || !std::isfinite(parsed)) {
+    std::ostringstream message;
+    message << flag << " wants a number >= " << least << ", not '" << value << "'";
+    throw BadOption(message.str());
+  }
+  return parsed;
+}
+
+/// A comma-separated list of distinct names out of `known`.
+std::vector<std::string> names(const std::string& flag, const std::string& value,
+                               const std::vector<std::string>& known) {
+  std::vector<std::string> list;
+  std::stringstream items(value);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (std::find(known.begin(), known.end(), item) == known.end()) {
+      std::string choices;
+      for (const auto& name : known) choices += (choices.empty() ? "" : ",") + name;
+      throw BadOption(flag + ": unknown '" + item + "' (choose from " + choices + ")");
+    }
+    if (std::find(list.begin(), list.end(), item) != list.end()) throw BadOption(flag + ": '" + item + "' twice");
+    list.push_back(item);
+  }
+  if (list.empty()) throw BadOption(flag + " wants at least one name");
+  return list;
+}
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw BadOption(flag + " needs a value (or is unknown)");
+    const std::string value = argv[++i];
+    if (flag == "--mib") options.mib = number<std::size_t>(flag, value, 1);
+    else if (flag == "--cow-mib") options.cow_mib = number<std::size_t>(flag, value, 0);
+    else if (flag == "--iterations") options.iterations = number<int>(flag, value, 1);
+    else if (flag == "--every") options.every = number<int>(flag, value, 1);
+    else if (flag == "--orders") options.orders = names(flag, value, kOrders);
+    else if (flag == "--modes") options.modes = names(flag, value, kModes);
+    else if (flag == "--repeats") options.repeats = number<int>(flag, value, 1);
+    else if (flag == "--seed") options.seed = number<std::uint64_t>(flag, value, 0);
+    else if (flag == "--dir") options.dir = value.empty() ? throw BadOption("--dir wants a directory") : value;
+    else if (flag == "--sink-mib-per-s") options.sink_mib_per_s = number<double>(flag, value, 0.0);
+    else throw BadOption("unknown flag " + flag);
+  }
+  if (options.mib > (std::size_t{1} << 20U)) throw BadOption("--mib: at most 1048576 (1 TiB)");
+  if (options.cow_mib > options.mib) throw BadOption("--cow-mib: at most --mib");
+  std::error_code error;
+  if (options.dir.empty()) {
+    options.dir = std::filesystem::temp_directory_path(error).string();
+    if (error) throw BadOption("$TMPDIR is not a directory; name one with --dir");
+  }
+  if (!std::filesystem::is_directory(options.dir, error)) {
+    throw BadOption("--dir: '" + options.dir + "' is not a directory");
+  }
+  return options;
+}
+
+/// A sink that passes versions on to another at the pace of a device of a
+/// given bandwidth: each put() waits until the emulated device would have
+/// written the pages before it and this one. The device keeps at most a
+/// millisecond of idle time as credit, so oversleeping is caught up on but
+/// a pause of the commit does not turn into a burst.
+class ThrottledSink : public reprise::IncrementalSink {
+ public:
+  ThrottledSink(std::unique_ptr<reprise::IncrementalSink> inner, double mib_per_s)
+      : _inner(std::move(inner)), _bytes_per_s(mib_per_s * 1024 * 1024) {}
+
+  std::uint64_t newest() override { return _inner->newest(); }
+  void begin(std::uint64_t version, const reprise::IncrementalLayout& layout) override {
+    _ready = Clock::now();
+    _inner->begin(version, layout);
+  }
+  void put(std::size_t region, std::size_t page, std::span<const std::byte> bytes) override {
+    const auto now = Clock::now();
+    _ready = std::max(_ready, now - std::chrono::milliseconds(1)) +
+             std::chrono::duration_cast<Clock::duration>(
+                 std::chrono::duration<double>(static_cast<double>(bytes.size()) / _bytes_per_s));
+    if (_ready > now) std::this_thread::sleep_until(_ready);
+    _inner->put(region, page, bytes);
+  }
+  void end() override { _inner->end(); }
+  void publish() override { _inner->publish(); }
+  void restore(const reprise::IncrementalLayout& layout, std::span<const std::span<std::byte>> regions) override {
+    _inner->restore(layout, regions);
+  }
+
+ private:
+  std::unique_ptr<reprise::IncrementalSink> _inner;
+  double _bytes_per_s;
+  Clock::time_point _ready;
+};
+
+/// Memory from protected_alloc, released at the end.
+struct Region {
+  explicit Region(std::size_t size) : bytes(size), data(static_cast<unsigned char*>(reprise::protected_alloc(size))) {}
+  ~Region() { reprise::protected_free(data); }
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+  [[nodiscard]] std::span<std::byte> span() const { return {reinterpret_cast<std::byte*>(data), bytes}; }
+  std::size_t bytes;
+  unsigned char* data;
+};
+
+/// A directory of our own, removed at the end.
+struct ScratchDir {
+  explicit ScratchDir(std::filesystem::path where) : path(std::move(where)) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::filesystem::path path;
+};
+
+/// Adds one to every byte of a page. The empty asm, which may read and
+/// write all memory, keeps each page's writes in their place: passes cannot
+/// be fused or reordered, so every pass writes (and traps on) every page.
+void increment(unsigned char* page, std::size_t bytes) {
+  for (std::size_t i = 0; i < bytes; ++i) page[i] = static_cast<unsigned char>(page[i] + 1U);
+  __asm__ __volatile__("" : : "r"(page) : "memory");
+}
+
+/// The page indices in the visiting order `name`.
+std::vector<std::size_t> page_order(const std::string& name, std::size_t pages, std::uint64_t seed) {
+  std::vector<std::size_t> order(pages);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (name == "desc") std::reverse(order.begin(), order.end());
+  if (name == "random") {
+    std::mt19937_64 random(seed);
+    std::shuffle(order.begin(), order.end(), random);
+  }
+  return order;
+}
+
+/// One run's time and what its checkpoints did, summed over them.
+struct Run {
+  double seconds = 0;
+  int checkpoints = 0;
+  std::size_t pages_committed = 0;
+  std::size_t cow = 0;
+  std::size_t wait = 0;
+  std::size_t avoided = 0;
+  std::size_t after = 0;
+  std::size_t cow_peak_pages = 0;
+  double wait_seconds = 0;
+  double commit_seconds = 0;
+  double call_seconds = 0;
+};
+
+/// Runs the passes once in `mode` (memory freshly allocated, and released
+/// before returning) and checks the result.
+Run run_once(const Options& options, const std::string& mode, const std::string& order_name,
+             const std::vector<std::size_t>& order, const std::filesystem::path& dir) {
+  const std::size_t page = reprise::page_size();
+  Region region(options.mib << 20U);
+  std::memset(region.data, 0, region.bytes);  // the first touch of each page, outside the timing
+  std::unique_ptr<reprise::IncrementalCheckpoint> checkpoint;
+  if (mode != "none") {
+    const reprise::CommitMode commit = mode == "sync"      ? reprise::CommitMode::kSync
+                                       : mode == "address" ? reprise::CommitMode::kAsyncAddress
+                                                           : reprise::CommitMode::kAsyncAdaptive;
+    std::unique_ptr<reprise::IncrementalSink> sink = std::make_unique<reprise::DirectorySink>(dir.string());
+    if (options.sink_mib_per_s > 0) sink = std::make_unique<ThrottledSink>(std::move(sink), options.sink_mib_per_s);
+    checkpoint = std::make_unique<reprise::IncrementalCheckpoint>(
+        std::move(sink), reprise::IncrementalConfig{.mode = commit, .cow_bytes = options.cow_mib << 20U});
+    checkpoint->protect(region.span());
+  }
+
+  Run run;
+  const auto start = Clock::now();
+  for (int pass = 1; pass <= options.iterations; ++pass) {
+    for (const std::size_t p : order) increment(region.data + p * page, page);
+    if (checkpoint && pass % options.every == 0) checkpoint->checkpoint();
+  }
+  if (checkpoint && checkpoint->version() > 0) checkpoint->wait();
+  run.seconds = seconds_since(start);
+
+  const std::string what = "incremental_bench: " + order_name + "/" + mode + ": ";
+  if (checkpoint) {
+    for (const auto& stats : checkpoint->history()) {
+      ++run.checkpoints;
+      // Every pass writes every page; only the full version leaves out pages
+      // that are zero (all of them when `every` is a multiple of 256).
+      const std::size_t all = stats.version == 1 && options.every % 256 == 0 ? 0 : order.size();
+      if (stats.pages_committed != all) {
+        throw std::runtime_error(what + "checkpoint " + std::to_string(stats.version) + " committed " +
+                                 std::to_string(stats.pages_committed) + " pages, not " + std::to_string(all));
+      }
+      run.pages_committed += stats.pages_committed;
+      run.cow += stats.cow;
+      run.wait += stats.wait;
+      run.avoided += stats.avoided;
+      run.after += stats.after;
+      run.cow_peak_pages = std::max(run.cow_peak_pages, stats.cow_peak_pages);
+      run.wait_seconds += stats.wait_seconds;
+      run.commit_seconds += stats.commit_seconds;
+      run.call_seconds += stats.call_seconds;
+    }
+    if (run.checkpoints != options.iterations / options.every) {
+      throw std::runtime_error(what + std::to_string(run.checkpoints) + " checkpoints in the history, not " +
+                               std::to_string(options.iterations / options.every));
+    }
+    checkpoint.reset();  // unprotects the region before it is released
+  }
+  const auto expected = static_cast<unsigned char>(options.iterations % 256);
+  const auto* wrong = std::find_if(region.data, region.data + region.bytes,
+                                   [expected](unsigned char byte) { return byte != expected; });
+  if (wrong != region.data + region.bytes) {
+    throw std::runtime_error(what + "byte " + std::to_string(wrong - region.data) + " holds " +
+                             std::to_string(*wrong) + ", not " + std::to_string(expected) +
+                             ": a pass did not write every page");
+  }
+  return run;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const auto n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+/// The run of median time (the lower middle one for an even count).
+const Run& median_run(const std::vector<Run>& runs) {
+  std::vector<const Run*> sorted;
+  for (const auto& run : runs) sorted.push_back(&run);
+  std::sort(sorted.begin(), sorted.end(), [](const Run* a, const Run* b) { return a->seconds < b->seconds; });
+  return *sorted[(sorted.size() - 1) / 2];
+}
+
+/// A JSON number, or null when there is none.
+std::string json(std::optional<double> value, const char* format = "%.6f") {
+  if (!value) return "null";
+  char text[64];
+  std::snprintf(text, sizeof text, format, *value);
+  return text;
+}
+
+/// a / b when b > 0.
+std::optional<double> divide(std::optional<double> a, std::optional<double> b) {
+  if (!a || !b || *b <= 0) return std::nullopt;
+  return *a / *b;
+}
+
+/// What every line repeats: the setup of the run.
+std::string setup(const Options& options) {
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "\"region_bytes\":%zu,\"cow_bytes\":%zu,\"page_bytes\":%zu,\"iterations\":%d,\"every\":%d,"
+                "\"checkpoints\":%d,\"repeats\":%d,\"seed\":%llu,\"sink_mib_per_s\":%g",
+                options.mib << 20U, options.cow_mib << 20U, reprise::page_size(), options.iterations, options.every,
+                options.iterations / options.every, options.repeats, static_cast<unsigned long long>(options.seed),
+                options.sink_mib_per_s);
+  return text;
+}
+
+void run(const Options& options) {
+  const std::size_t pages = (options.mib << 20U) / reprise::page_size();
+  const ScratchDir scratch(std::filesystem::path(options.dir) /
+                           ("reprise-incremental-bench-" + std::to_string(::getpid())));
+  std::vector<std::vector<std::size_t>> orders;
+  for (const auto& name : options.orders) orders.push_back(page_order(name, pages, options.seed));
+  std::vector<unsigned char> from(options.mib << 20U, 1);
+  std::vector<unsigned char> to(options.mib << 20U, 0);
+
+  // runs[order][mode], one per repeat; memcpy timed once per order and repeat.
+  std::vector<std::vector<std::vector<Run>>> runs(orders.size(), std::vector<std::vector<Run>>(options.modes.size()));
+  std::vector<double> memcpy_times;
+  for (int repeat = 0; repeat < options.repeats; ++repeat) {
+    for (std::size_t o = 0; o < orders.size(); ++o) {
+      for (std::size_t m = 0; m < options.modes.size(); ++m) {
+        const ScratchDir versions(scratch.path / "versions");
+        runs[o][m].push_back(run_once(options, options.modes[m], options.orders[o], orders[o], versions.path));
+      }
+      const auto start = Clock::now();
+      std::memcpy(to.data(), from.data(), from.size());
+      memcpy_times.push_back(seconds_since(start));
+      if (to[to.size() / 2] != 1) throw std::runtime_error("incremental_bench: the memcpy baseline did not copy");
+    }
+  }
+
+  const double memcpy_s = median(memcpy_times);
+  const int checkpoints = options.iterations / options.every;
+  for (std::size_t o = 0; o < orders.size(); ++o) {
+    auto median_of = [&](const std::string& mode) -> std::optional<double> {
+      const auto at = std::find(options.modes.begin(), options.modes.end(), mode);
+      if (at == options.modes.end()) return std::nullopt;
+      std::vector<double> times;
+      for (const auto& one : runs[o][static_cast<std::size_t>(at - options.modes.begin())]) {
+        times.push_back(one.seconds);
+      }
+      return median(times);
+    };
+    const auto none_s = median_of("none");
+    for (std::size_t m = 0; m < options.modes.size(); ++m) {
+      const auto median_s = median_of(options.modes[m]);
+      const Run& middle = median_run(runs[o][m]);
+      const auto [fastest, slowest] = std::minmax_element(
+          runs[o][m].begin(), runs[o][m].end(), [](const Run& a, const Run& b) { return a.seconds < b.seconds; });
+      const auto overhead = none_s ? std::optional<double>(*median_s - *none_s) : std::nullopt;
+      std::printf("{\"bench\":\"incremental\",\"order\":\"%s\",\"mode\":\"%s\",%s,\"median_s\":%.6f,"
+                  "\"min_s\":%.6f,\"max_s\":%.6f,\"none_s\":%s,\"increase\":%s,\"pages_committed\":%zu,"
+                  "\"cow\":%zu,\"wait\":%zu,\"avoided\":%zu,\"after\":%zu,\"cow_peak_pages\":%zu,"
+                  "\"wait_seconds\":%.6f,\"commit_seconds\":%.6f,\"call_seconds\":%.6f,\"memcpy_s\":%.6f,"
+                  "\"ratio\":%.2f,\"ckpt_memcpys\":%s}\n",
+                  options.orders[o].c_str(), options.modes[m].c_str(), setup(options).c_str(), *median_s,
+                  fastest->seconds, slowest->seconds,
+                  json(none_s).c_str(), json(divide(overhead, none_s), "%.4f").c_str(), middle.pages_committed,
+                  middle.cow, middle.wait, middle.avoided, middle.after, middle.cow_peak_pages, middle.wait_seconds,
+                  middle.commit_seconds, middle.call_seconds, memcpy_s, *median_s / memcpy_s,
+                  json(options.modes[m] == "none" ? std::nullopt : divide(overhead, memcpy_s * checkpoints), "%.2f")
+                      .c_str());
+    }
+    auto increase = [&](const std::string& mode) {
+      const auto median_s = median_of(mode);
+      return divide(median_s && none_s ? std::optional<double>(*median_s - *none_s) : std::nullopt, none_s);
+    };
+    auto reduction = [&](const std::string& other) -> std::optional<double> {
+      const auto ratio = divide(increase("adaptive"), increase(other));
+      return ratio ? std::optional<double>(1 - *ratio) : std::nullopt;
+    };
+    std::printf("{\"bench\":\"incremental_summary\",\"order\":\"%s\",%s,\"increase_sync\":%s,\"increase_address\":%s,"
+                "\"increase_adaptive\":%s,\"reduction_vs_address\":%s,\"reduction_vs_sync\":%s}\n",
+                options.orders[o].c_str(), setup(options).c_str(), json(increase("sync"), "%.4f").c_str(),
+                json(increase("address"), "%.4f").c_str(), json(increase("adaptive"), "%.4f").c_str(),
+                json(reduction("address"), "%.4f").c_str(), json(reduction("sync"), "%.4f").c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  Options options;
+  try {
+    options = parse(argc, argv);
+  } catch (const BadOption& error) {
+    std::fprintf(stderr, "incremental_bench: %s\n%s", error.what(), kUsage);
+    return 2;
+  }
+  try {
+    run(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
