@@ -302,9 +302,11 @@ void protected_free(void* memory) {
 
 DirtyTracker::DirtyTracker() {
   g_page = page_size();
+  // mprotect by default: on the machine we measured, a userfaultfd trap cost
+  // about five times as much (docs/PERFORMANCE.md).
   const char* wanted = std::getenv("REPRISE_WRITE_TRAP");
-  const bool mprotect_wanted = wanted != nullptr && std::string(wanted) == "mprotect";
-  if (!mprotect_wanted && open_userfaultfd()) {
+  const bool userfaultfd_wanted = wanted != nullptr && std::string(wanted) == "userfaultfd";
+  if (userfaultfd_wanted && open_userfaultfd()) {
     g_trap = WriteTrap::kUserfaultfd;
     std::thread(serve_faults).detach();
   }
@@ -352,7 +354,7 @@ int DirtyTracker::add(void* base, std::size_t bytes) {
     if (::ioctl(g_uffd, UFFDIO_REGISTER, &range) != 0) {
       throw UsageError("reprise::DirtyTracker::add: userfaultfd cannot watch the region at " + std::to_string(start) +
                        " (" + std::strerror(errno) + "); use private anonymous memory (reprise::protected_alloc), "
-                       "or set REPRISE_WRITE_TRAP=mprotect");
+                       "or leave REPRISE_WRITE_TRAP unset for the mprotect trap");
     }
   }
   const std::size_t pages = bytes / g_page;

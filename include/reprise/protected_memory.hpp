@@ -3,8 +3,9 @@
 /// Protected memory: page-aligned regions whose writes reprise notices, so
 /// that an incremental checkpoint saves only the pages written since the
 /// last one (after AI-Ckpt, Nicolae and Cappello). Pages are write-protected
-/// with userfaultfd where the kernel allows it, otherwise with `mprotect`; the
-/// first write to a page traps, is recorded, and the page is opened again.
+/// with `mprotect` (a `SIGSEGV` handler), or with userfaultfd on request
+/// (`REPRISE_WRITE_TRAP=userfaultfd`, where the kernel allows it); the first
+/// write to a page traps, is recorded, and the page is opened again.
 
 #include <cstddef>
 #include <cstdint>
@@ -45,8 +46,10 @@ struct PageRef {
 /// `prepare_for_write` on such buffers first (harmless with userfaultfd).
 class DirtyTracker {
  public:
-  /// The process's tracker (sets up the trap on first use: userfaultfd
-  /// where the kernel allows it, unless `REPRISE_WRITE_TRAP=mprotect`).
+  /// The process's tracker (sets up the trap on first use: `mprotect`, or
+  /// userfaultfd if `REPRISE_WRITE_TRAP=userfaultfd` and the kernel allows
+  /// it; it costs more per trapped write but lets system calls write into
+  /// protected pages).
   static DirtyTracker& instance();
 
   /// The trap in use.

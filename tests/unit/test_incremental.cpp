@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <atomic>
 #include <map>
 #include <set>
 #include <thread>
@@ -57,6 +58,7 @@ class RecordingSink : public IncrementalSink {
     std::uint64_t newest = 0;
     std::chrono::microseconds delay{0};         // per page
     int fail_at_version = 0;
+    std::atomic<bool> hold{false};              // put() waits while set
   };
   explicit RecordingSink(Shared& shared) : _shared(shared) {}
   std::uint64_t newest() override { return _shared.newest; }
@@ -71,6 +73,7 @@ class RecordingSink : public IncrementalSink {
   void put(std::size_t region, std::size_t page, std::span<const std::byte> bytes) override {
     if (static_cast<int>(_version) == _shared.fail_at_version) throw UsageError("test sink: no space left");
     std::this_thread::sleep_for(_shared.delay);
+    while (_shared.hold) std::this_thread::yield();
     _shared.order[_version].emplace_back(region, page);
     std::memcpy(_staged[region].data() + page * _page, bytes.data(), bytes.size());
   }
@@ -242,26 +245,37 @@ TEST(IncrementalCheckpoint, BadInputIsRefused) {
   EXPECT_THROW(checkpoint.protect(std::span<std::byte>(unaligned.data() + 1, page_size())), UsageError);
 }
 
-// A slow sink and a writer that touches every page at once: the first pages
-// are copied aside, never more than the buffer holds, the rest wait; what
-// is committed is the memory as it was when checkpoint() was called.
+// The commit held on its first page while the writer touches every page,
+// last to first: the first three are copied aside, filling the buffer, and
+// the next one waits; what is committed is the memory as it was when
+// checkpoint() was called.
 TEST(AsyncCheckpoint, CopyOnWriteStaysWithinItsBufferAndWritersWaitBeyond) {
   RecordingSink::Shared shared;
-  shared.delay = std::chrono::microseconds(300);
   Memory memory(48);
   for (std::size_t p = 0; p < 48; ++p) memory.data[p * page_size()] = static_cast<std::byte>(p + 1);
   IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(CommitMode::kAsyncAdaptive, 3));
   checkpoint.protect(memory.span());
   const std::vector<std::byte> before(memory.data, memory.data + memory.bytes);
+  shared.hold = true;  // released once the three last pages are written, and a while later
+  std::thread release([&] {
+    const auto written = [&](std::size_t p) {
+      return std::atomic_ref<std::byte>(memory.data[p * page_size() + 1]).load() == std::byte{0xee};
+    };
+    while (!(written(47) && written(46) && written(45))) std::this_thread::yield();
+    // The writer is at page 44 now, with no slot left: let it wait a while.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    shared.hold = false;
+  });
   (void)checkpoint.checkpoint();
-  for (std::size_t p = 0; p < 48; ++p) memory.data[p * page_size() + 1] = std::byte{0xee};
+  for (std::size_t p = 48; p-- > 0;) memory.data[p * page_size() + 1] = std::byte{0xee};
+  release.join();
   const auto stats = checkpoint.wait();
   EXPECT_EQ(stats.pages_committed, 48U);
   EXPECT_EQ(stats.cow_peak_pages, 3U) << "the buffer holds 3 pages";
   EXPECT_GE(stats.cow, 3U);
   EXPECT_GE(stats.wait, 1U);
   EXPECT_GT(stats.wait_seconds, 0.0);
-  EXPECT_EQ(stats.cow + stats.wait + stats.avoided, 48U);
+  EXPECT_EQ(stats.cow + stats.wait + stats.avoided + stats.after, 48U) << "every page written once";
   EXPECT_EQ(std::memcmp(shared.image[0].data(), before.data(), before.size()), 0) << "the committed version";
   for (std::size_t p = 0; p < 48; ++p) ASSERT_EQ(memory.data[p * page_size() + 1], std::byte{0xee});
 }

@@ -1,8 +1,8 @@
 // Protected memory: the pages written since the last protect_all are known
 // exactly (also with several writer threads and over many epochs), a read()
 // into protected memory works (prepared first under mprotect), and bad input
-// is refused. Registered twice: with the default trap (userfaultfd here) and
-// with REPRISE_WRITE_TRAP=mprotect.
+// is refused. Registered twice: with the default trap (mprotect) and with
+// REPRISE_WRITE_TRAP=userfaultfd.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
