@@ -45,6 +45,9 @@ struct PageId {
   std::size_t page = 0;
 };
 
+/// Most regions registered at once.
+constexpr int kMaxRegions = 256;
+
 /// Most writers that can queue a page as urgent at once; more simply wait.
 constexpr int kMaxUrgent = 64;
 

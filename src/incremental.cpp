@@ -48,6 +48,17 @@ int rank_of(Access access) {
   return 4;
 }
 
+/// Every copy-on-write slot free, no page queued: the state a commit starts
+/// from, and the one a failed commit leaves.
+void empty_buffer(detail::CommitShared& shared) {
+  const SpinGuard guard(shared.lock);
+  shared.urgent_count = 0;
+  shared.filled_head = 0;
+  shared.filled_size = 0;
+  shared.free_count = shared.slot_count;
+  for (std::uint32_t i = 0; i < shared.slot_count; ++i) shared.free_slots[i] = i;
+}
+
 bool all_zero(std::span<const std::byte> page) {
   return std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
 }
@@ -89,13 +100,14 @@ struct IncrementalCheckpoint::Impl {
   std::exception_ptr error;
   std::size_t committed_pages = 0;
   double commit_seconds = 0;
-  std::size_t region_index_of[256] = {};
+  std::size_t region_index_of[detail::kMaxRegions] = {};
 
   void run_thread();
   void commit(std::span<const ScheduledPage> pages);
   void put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes);
   bool commit_in_place(const ScheduledPage& page);
   void abandon(std::span<const ScheduledPage> pages);
+  std::exception_ptr run_job();
   std::exception_ptr wait_commit();
   void drop_unpublished();
   void finish_running();
@@ -178,14 +190,22 @@ void IncrementalCheckpoint::Impl::abandon(std::span<const ScheduledPage> pages) 
   for (const auto& page : pages) {
     detail::page_infos(page.id.region)[page.id.page].state.store(PageState::kCommitted, std::memory_order_release);
   }
-  {
-    const SpinGuard guard(shared.lock);
-    shared.urgent_count = 0;
-    shared.filled_size = 0;
-    shared.free_count = shared.slot_count;
-    for (std::uint32_t i = 0; i < shared.slot_count; ++i) shared.free_slots[i] = i;
-  }
+  empty_buffer(shared);
   detail::wake_waiters();
+}
+
+std::exception_ptr IncrementalCheckpoint::Impl::run_job() {
+  std::exception_ptr failure;
+  try {
+    sink->begin(version, layout);
+    commit(order);
+    sink->end();
+  } catch (...) {
+    failure = std::current_exception();
+    abandon(order);
+  }
+  detail::commit_shared().active.store(false, std::memory_order_release);
+  return failure;
 }
 
 void IncrementalCheckpoint::Impl::run_thread() {
@@ -194,16 +214,7 @@ void IncrementalCheckpoint::Impl::run_thread() {
     changed.wait(lock, [this] { return has_job || stop; });
     if (!has_job) return;
     lock.unlock();
-    std::exception_ptr failure;
-    try {
-      sink->begin(version, layout);
-      commit(order);
-      sink->end();
-    } catch (...) {
-      failure = std::current_exception();
-      abandon(order);
-    }
-    detail::commit_shared().active.store(false, std::memory_order_release);
+    const std::exception_ptr failure = run_job();
     const double took = seconds_since(started);
     lock.lock();
     error = failure;
@@ -393,14 +404,7 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
     detail::page_infos(page.id.region)[page.id.page].state.store(PageState::kScheduled, std::memory_order_relaxed);
   }
   auto& shared = detail::commit_shared();
-  {
-    const SpinGuard guard(shared.lock);
-    shared.urgent_count = 0;
-    shared.filled_head = 0;
-    shared.filled_size = 0;
-    shared.free_count = shared.slot_count;
-    for (std::uint32_t i = 0; i < shared.slot_count; ++i) shared.free_slots[i] = i;
-  }
+  empty_buffer(shared);
   shared.active.store(true, std::memory_order_release);
   DirtyTracker::instance().protect_all();
   ++d.version;
@@ -411,16 +415,7 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
   d.committed_pages = 0;
   if (d.config.mode == CommitMode::kSync) {
     d.order = std::move(pages);
-    std::exception_ptr failure;
-    try {
-      d.sink->begin(d.version, d.layout);
-      d.commit(d.order);
-      d.sink->end();
-    } catch (...) {
-      failure = std::current_exception();
-      d.abandon(d.order);
-    }
-    shared.active.store(false, std::memory_order_release);
+    const std::exception_ptr failure = d.run_job();
     const std::lock_guard lock(d.mutex);
     d.error = failure;
     d.commit_seconds = seconds_since(start);

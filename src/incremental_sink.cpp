@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "reprise/error.hpp"
+#include "version_format.hpp"
 
 namespace reprise {
 
@@ -139,11 +140,6 @@ struct DirectorySink::Impl {
   std::uint64_t pages = 0;
   bool ok = true;
 
-  void add(const void* data, std::size_t bytes) {
-    const auto* p = static_cast<const std::byte*>(data);
-    buffer.insert(buffer.end(), p, p + bytes);
-  }
-  void add_word(std::uint64_t value) { add(&value, sizeof value); }
   /// Writes the buffer out, hashing it first when `hashed`.
   void flush(bool hashed) {
     if (hashed) hash.add(buffer.data(), buffer.size());
@@ -196,28 +192,24 @@ void DirectorySink::begin(std::uint64_t version, const IncrementalLayout& layout
   d.pages = 0;
   d.ok = true;
   d.buffer.clear();
-  d.add_word(kMagic);
-  d.add_word(version);
-  d.add_word(layout.page_bytes);
-  d.add_word(layout.region_bytes.size());
-  for (const auto bytes : layout.region_bytes) d.add_word(bytes);
+  detail::append_header(d.buffer, kMagic, version, layout.page_bytes, layout.region_bytes);
 }
 
 void DirectorySink::put(std::size_t region, std::size_t page, std::span<const std::byte> bytes) {
   auto& d = *_impl;
   if (d.buffer.size() + 16 + bytes.size() > kBufferBytes) d.flush(true);
-  d.add_word(region);
-  d.add_word(page);
-  d.add(bytes.data(), bytes.size());
+  detail::append_word(d.buffer, region);
+  detail::append_word(d.buffer, page);
+  d.buffer.insert(d.buffer.end(), bytes.begin(), bytes.end());
   ++d.pages;
 }
 
 void DirectorySink::end() {
   auto& d = *_impl;
-  d.add_word(d.pages);
+  detail::append_word(d.buffer, d.pages);
   d.flush(true);
-  d.add_word(d.hash.value());
-  d.add_word(kMagic);
+  detail::append_word(d.buffer, d.hash.value());
+  detail::append_word(d.buffer, kMagic);
   d.flush(false);
   const bool written = d.ok && ::fsync(d.fd) == 0;
   ::close(d.fd);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "reprise/error.hpp"
+#include "version_format.hpp"
 
 namespace reprise {
 
@@ -16,11 +17,6 @@ namespace {
 // page, and for kImage the regions' bytes back to back.
 constexpr std::uint64_t kPages = 0x5345474150535052ULL;  // "RPSPAGES"
 constexpr std::uint64_t kImage = 0x4547414d49535052ULL;  // "RPSIMAGE"
-
-void add_word(std::vector<std::byte>& out, std::uint64_t value) {
-  const auto* p = reinterpret_cast<const std::byte*>(&value);
-  out.insert(out.end(), p, p + sizeof value);
-}
 
 /// Reads a message's words one after another.
 struct Reader {
@@ -57,15 +53,6 @@ Header read_header(Reader& in) {
   return header;
 }
 
-void write_header(std::vector<std::byte>& out, std::uint64_t kind, std::uint64_t version, std::size_t page_bytes,
-                  std::span<const std::size_t> region_bytes) {
-  add_word(out, kind);
-  add_word(out, version);
-  add_word(out, page_bytes);
-  add_word(out, region_bytes.size());
-  for (const auto bytes : region_bytes) add_word(out, bytes);
-}
-
 std::string list(const std::vector<int>& ranks) {
   std::string text;
   for (const int rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank);
@@ -92,12 +79,12 @@ void MemorySink::begin(std::uint64_t version, const IncrementalLayout& layout) {
   _staged.clear();
   _pending = true;
   _page_bytes = layout.page_bytes;
-  write_header(_staged, kPages, version, layout.page_bytes, layout.region_bytes);
+  detail::append_header(_staged, kPages, version, layout.page_bytes, layout.region_bytes);
 }
 
 void MemorySink::put(std::size_t region, std::size_t page, std::span<const std::byte> bytes) {
-  add_word(_staged, region);
-  add_word(_staged, page);
+  detail::append_word(_staged, region);
+  detail::append_word(_staged, page);
   _staged.insert(_staged.end(), bytes.begin(), bytes.end());
 }
 
@@ -231,7 +218,7 @@ void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::s
     if (m == me || source[static_cast<std::size_t>(m)] != me) continue;
     const Mirror& mirror = _mirrors.at(_comm.original_rank(Rank{m}).value());
     auto& image = images.emplace_back();
-    write_header(image, kImage, version, layout.page_bytes, mirror.region_bytes);
+    detail::append_header(image, kImage, version, layout.page_bytes, mirror.region_bytes);
     image.insert(image.end(), mirror.bytes.begin(), mirror.bytes.end());
     outgoing.push_back({Rank{m}, image});
   }
@@ -277,7 +264,7 @@ void MemorySink::reseed(std::span<const std::span<std::byte>> regions, const std
   for (const Rank buddy : buddies()) {
     if (held[static_cast<std::size_t>(buddy.value())] != 0) continue;
     if (image.empty()) {
-      write_header(image, kImage, _published, _page_bytes, sizes);
+      detail::append_header(image, kImage, _published, _page_bytes, sizes);
       for (const auto region : regions) image.insert(image.end(), region.begin(), region.end());
     }
     outgoing.push_back({buddy, image});

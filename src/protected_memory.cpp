@@ -38,7 +38,7 @@ using detail::SpinGuard;
 namespace {
 
 // The signal handler may only read this table: fixed slots of atomics.
-constexpr int kMaxRegions = 256;
+using detail::kMaxRegions;
 
 struct Slot {
   std::atomic<std::uintptr_t> base{0};

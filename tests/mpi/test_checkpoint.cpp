@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "failure_helpers.hpp"
+#include "mix.hpp"
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
@@ -23,12 +24,6 @@ using reprise::test::expect_failure_reported;
 using reprise::test::kill_and_detect;
 
 namespace {
-
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31U);
-}
 
 /// One process's application state: a fixed buffer, a vector whose size
 /// changes with the version, and an object saved through a serializer.
@@ -42,9 +37,9 @@ struct State {
 
   void fill(OriginalRank rank, std::uint64_t version) {
     const auto seed = static_cast<std::uint64_t>(rank.value()) * 1000 + version;
-    for (std::size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<std::byte>(mix(seed + i) & 0xffU);
+    for (std::size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<std::byte>(detail::mix64(seed + i) & 0xffU);
     values.resize(100 + static_cast<std::size_t>(rank.value()) * 7 + version * 3);
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(mix(seed ^ i) % 100000) / 7.0;
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(detail::mix64(seed ^ i) % 100000) / 7.0;
     meta = {static_cast<int>(version * 10), "rank " + std::to_string(rank.value()) + " v" + std::to_string(version)};
   }
 

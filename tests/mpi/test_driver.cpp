@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "failure_helpers.hpp"
+#include "mix.hpp"
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/driver.hpp"
@@ -26,20 +27,14 @@ constexpr std::uint64_t kItemsPerProcess = 500;
 constexpr std::uint64_t kIterations = 12;
 constexpr std::uint64_t kCheckpointEvery = 3;
 
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31U);
-}
-
 std::uint64_t step(std::uint64_t value, std::uint64_t id, std::uint64_t global_sum) {
-  return mix(value + id * 31 + global_sum);
+  return detail::mix64(value + id * 31 + global_sum);
 }
 
 /// The failure-free result for all items, computed serially.
 std::map<std::uint64_t, std::uint64_t> expected_result(int processes) {
   std::map<std::uint64_t, std::uint64_t> value;
-  for (std::uint64_t id = 0; id < kItemsPerProcess * static_cast<std::uint64_t>(processes); ++id) value[id] = mix(id);
+  for (std::uint64_t id = 0; id < kItemsPerProcess * static_cast<std::uint64_t>(processes); ++id) value[id] = detail::mix64(id);
   for (std::uint64_t iteration = 0; iteration < kIterations; ++iteration) {
     std::uint64_t sum = 0;
     for (const auto& [id, v] : value) sum += v;
@@ -57,7 +52,7 @@ struct Work {
   explicit Work(OriginalRank me) {
     for (std::uint64_t k = 0; k < kItemsPerProcess; ++k) {
       ids.push_back(static_cast<std::uint64_t>(me.value()) * kItemsPerProcess + k);
-      values.push_back(mix(ids.back()));
+      values.push_back(detail::mix64(ids.back()));
     }
   }
   void protect_in(Checkpoint& checkpoint) {

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "failure_helpers.hpp"
+#include "mix.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
 #include "reprise/incremental.hpp"
@@ -27,12 +28,6 @@ namespace {
 
 constexpr std::size_t kPages = 24;
 
-std::uint64_t mix(std::uint64_t z) {
-  z = (z ^ (z >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27U)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31U);
-}
-
 /// The byte at `offset` of `rank`'s memory as of `version`: version v
 /// rewrites every v-th page (version 1 writes all of them), so later
 /// versions are true increments.
@@ -42,7 +37,7 @@ std::byte expected_byte(OriginalRank rank, std::uint64_t version, std::size_t of
   for (std::uint64_t v = 2; v <= version; ++v) {
     if (page % v == 0) last = v;
   }
-  return static_cast<std::byte>(mix(static_cast<std::uint64_t>(rank.value()) * 1000003 + last * 7919 + offset) & 0xffU);
+  return static_cast<std::byte>(detail::mix64(static_cast<std::uint64_t>(rank.value()) * 1000003 + last * 7919 + offset) & 0xffU);
 }
 
 /// Protected memory of one process with an incremental checkpoint kept in

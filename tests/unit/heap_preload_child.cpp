@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "mix.hpp"
 #include "reprise/heap.h"
 
 namespace {
@@ -41,12 +42,7 @@ void check(bool ok, const char* what) {
   ++g_failures;
 }
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30U)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27U)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31U);
-}
+std::uint64_t mix(std::uint64_t x) { return reprise::detail::mix64(x + 0x9e3779b97f4a7c15ULL); }
 
 unsigned char byte_of(std::uint64_t key, std::size_t i) { return static_cast<unsigned char>(mix(key ^ (i * 131U))); }
 
