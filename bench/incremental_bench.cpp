@@ -83,6 +83,7 @@ struct Options {
   std::uint64_t seed = 1;
   std::string dir;
   double sink_mib_per_s = 0;
+  std::string sink = "dir";
 };
 
 /// A command line the benchmark cannot run with (exit status 2).
@@ -93,7 +94,8 @@ struct BadOption : std::runtime_error {
 constexpr const char* kUsage =
     "usage: incremental_bench [--mib M] [--cow-mib C] [--iterations I] [--every E]\n"
     "                         [--orders asc,random,desc] [--modes none,sync,address,adaptive]\n"
-    "                         [--repeats R] [--seed S] [--dir DIR] [--sink-mib-per-s N]\n";
+    "                         [--repeats R] [--seed S] [--dir DIR] [--sink-mib-per-s N]\n"
+    "                         [--sink dir|null]\n";
 
 template <class Number>
 Number number(const std::string& flag, const std::string& value, Number least) {
@@ -125,6 +127,13 @@ std::vector<std::string> names(const std::string& flag, const std::string& value
   return list;
 }
 
+/// One name out of `known`.
+std::string one_name(const std::string& flag, const std::string& value, const std::vector<std::string>& known) {
+  const auto list = names(flag, value, known);
+  if (list.size() != 1) throw BadOption(flag + " wants one name, not '" + value + "'");
+  return list.front();
+}
+
 Options parse(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; ++i) {
@@ -141,6 +150,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--seed") options.seed = number<std::uint64_t>(flag, value, 0);
     else if (flag == "--dir") options.dir = value.empty() ? throw BadOption("--dir wants a directory") : value;
     else if (flag == "--sink-mib-per-s") options.sink_mib_per_s = number<double>(flag, value, 0.0);
+    else if (flag == "--sink") options.sink = one_name(flag, value, {"dir", "null"});
     else throw BadOption("unknown flag " + flag);
   }
   if (options.mib > (std::size_t{1} << 20U)) throw BadOption("--mib: at most 1048576 (1 TiB)");
@@ -189,6 +199,25 @@ class ThrottledSink : public reprise::IncrementalSink {
   std::unique_ptr<reprise::IncrementalSink> _inner;
   double _bytes_per_s;
   Clock::time_point _ready;
+};
+
+/// A sink that keeps nothing: what is left of a checkpoint's cost is the
+/// write trap, the bookkeeping and the commit thread's reading of the pages.
+class NullSink : public reprise::IncrementalSink {
+ public:
+  std::uint64_t newest() override { return 0; }
+  void begin(std::uint64_t /*version*/, const reprise::IncrementalLayout& /*layout*/) override {}
+  void put(std::size_t /*region*/, std::size_t /*page*/, std::span<const std::byte> bytes) override {
+    _sum += static_cast<unsigned char>(bytes.front()) + static_cast<unsigned char>(bytes.back());
+  }
+  void end() override {}
+  void publish() override {}
+  void restore(const reprise::IncrementalLayout& /*layout*/, std::span<const std::span<std::byte>> /*regions*/) override {
+    throw std::logic_error("incremental_bench: the null sink keeps nothing to restore");
+  }
+
+ private:
+  std::size_t _sum = 0;
 };
 
 /// Memory from protected_alloc, released at the end.
@@ -264,7 +293,12 @@ Run run_once(const Options& options, const std::string& mode, const std::string&
     const reprise::CommitMode commit = mode == "sync"      ? reprise::CommitMode::kSync
                                        : mode == "address" ? reprise::CommitMode::kAsyncAddress
                                                            : reprise::CommitMode::kAsyncAdaptive;
-    std::unique_ptr<reprise::IncrementalSink> sink = std::make_unique<reprise::DirectorySink>(dir.string());
+    std::unique_ptr<reprise::IncrementalSink> sink;
+    if (options.sink == "null") {
+      sink = std::make_unique<NullSink>();
+    } else {
+      sink = std::make_unique<reprise::DirectorySink>(dir.string());
+    }
     if (options.sink_mib_per_s > 0) sink = std::make_unique<ThrottledSink>(std::move(sink), options.sink_mib_per_s);
     checkpoint = std::make_unique<reprise::IncrementalCheckpoint>(
         std::move(sink), reprise::IncrementalConfig{.mode = commit, .cow_bytes = options.cow_mib << 20U});
@@ -351,10 +385,11 @@ std::string setup(const Options& options) {
   char text[320];
   std::snprintf(text, sizeof text,
                 "\"region_bytes\":%zu,\"cow_bytes\":%zu,\"page_bytes\":%zu,\"iterations\":%d,\"every\":%d,"
-                "\"checkpoints\":%d,\"repeats\":%d,\"seed\":%llu,\"sink_mib_per_s\":%g",
+                "\"checkpoints\":%d,\"repeats\":%d,\"seed\":%llu,\"sink\":\"%s\","
+                "\"sink_mib_per_s\":%g",
                 options.mib << 20U, options.cow_mib << 20U, reprise::page_size(), options.iterations, options.every,
                 options.iterations / options.every, options.repeats, static_cast<unsigned long long>(options.seed),
-                options.sink_mib_per_s);
+                options.sink.c_str(), options.sink_mib_per_s);
   return text;
 }
 

@@ -37,6 +37,7 @@ struct PageInfo {
   std::atomic<std::uint64_t> mark{0};  ///< (epoch << 32) | order of its first write in that epoch
   std::atomic<PageState> state{PageState::kClean};
   std::atomic<Access> access{Access::kNone};  ///< access of the first write in the epoch of `mark`
+  std::atomic<std::uint32_t> slot{0};         ///< the copy-on-write slot holding it, while kInBuffer
 };
 
 /// A page anywhere: region id and page index.
@@ -54,6 +55,11 @@ constexpr int kMaxUrgent = 64;
 /// The state of the running checkpoint seen by the handler.
 struct CommitShared {
   std::atomic<bool> active{false};  ///< a checkpoint is being committed
+  /// The commit reacts to writes (the learned order): a page a writer waits
+  /// for is committed next, copied pages before the rest. Without it (the
+  /// address order), the commit keeps to its order and a writer waits until
+  /// the commit reaches its page.
+  std::atomic<bool> follow_writes{true};
 
   // Guarded by `lock`: the copy-on-write slots, which of them hold a page to
   // commit (oldest first), and the pages writers are waiting for.

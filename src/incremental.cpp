@@ -104,6 +104,8 @@ struct IncrementalCheckpoint::Impl {
 
   void run_thread();
   void commit(std::span<const ScheduledPage> pages);
+  void commit_in_order(std::span<const ScheduledPage> pages);
+  void commit_buffered(PageId id, std::uint32_t slot);
   void put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes);
   bool commit_in_place(const ScheduledPage& page);
   void abandon(std::span<const ScheduledPage> pages);
@@ -130,8 +132,43 @@ bool IncrementalCheckpoint::Impl::commit_in_place(const ScheduledPage& page) {
   return true;
 }
 
+void IncrementalCheckpoint::Impl::commit_buffered(PageId id, std::uint32_t slot) {
+  auto& shared = detail::commit_shared();
+  put(region_index_of[id.region], id.page,
+      std::span<const std::byte>(shared.cow + static_cast<std::size_t>(slot) * layout.page_bytes, layout.page_bytes));
+  detail::page_infos(id.region)[id.page].state.store(PageState::kCommitted, std::memory_order_release);
+  {
+    const SpinGuard guard(shared.lock);
+    shared.free_slots[shared.free_count++] = slot;
+  }
+  detail::wake_waiters();
+}
+
+void IncrementalCheckpoint::Impl::commit_in_order(std::span<const ScheduledPage> pages) {
+  for (const auto& page : pages) {
+    PageInfo& info = detail::page_infos(page.id.region)[page.id.page];
+    for (;;) {
+      const PageState state = info.state.load(std::memory_order_acquire);
+      if (state == PageState::kInBuffer) {
+        commit_buffered(page.id, info.slot.load(std::memory_order_relaxed));
+        break;
+      }
+      if (state == PageState::kScheduled) {
+        if (commit_in_place(page)) break;
+        continue;  // a writer took it to copy it aside
+      }
+      if (state != PageState::kCopying) break;  // nothing of it is pending
+      sched_yield();  // a writer is copying it aside: a page's time
+    }
+  }
+}
+
 void IncrementalCheckpoint::Impl::commit(std::span<const ScheduledPage> pages) {
   auto& shared = detail::commit_shared();
+  if (!shared.follow_writes.load(std::memory_order_acquire)) {
+    commit_in_order(pages);
+    return;
+  }
   std::size_t remaining = pages.size();
   std::size_t next = 0;
   while (remaining > 0) {
@@ -159,15 +196,7 @@ void IncrementalCheckpoint::Impl::commit(std::span<const ScheduledPage> pages) {
       continue;
     }
     if (have_slot) {
-      const PageId id = shared.filled_page[slot];
-      put(region_index_of[id.region], id.page,
-          std::span<const std::byte>(shared.cow + static_cast<std::size_t>(slot) * layout.page_bytes, layout.page_bytes));
-      detail::page_infos(id.region)[id.page].state.store(PageState::kCommitted, std::memory_order_release);
-      {
-        const SpinGuard guard(shared.lock);
-        shared.free_slots[shared.free_count++] = slot;
-      }
-      detail::wake_waiters();
+      commit_buffered(shared.filled_page[slot], slot);
       --remaining;
       continue;
     }
@@ -307,6 +336,7 @@ IncrementalCheckpoint::IncrementalCheckpoint(std::unique_ptr<IncrementalSink> si
   shared.slot_count = slots;
   shared.free_count = 0;
   shared.filled_size = 0;
+  shared.follow_writes.store(config.mode == CommitMode::kAsyncAdaptive, std::memory_order_release);
   if (config.mode != CommitMode::kSync) d.thread = std::thread([this] { _impl->run_thread(); });
 }
 

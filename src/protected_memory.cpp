@@ -135,8 +135,9 @@ Access resolve(PageInfo& info, PageId id, const std::byte* page) {
         g_shared.peak_used = std::max(g_shared.peak_used, g_shared.slot_count - g_shared.free_count);
       }
     }
+    const bool follow = g_shared.follow_writes.load(std::memory_order_acquire);
     if (!have_slot) {
-      {
+      if (follow) {
         const SpinGuard guard(g_shared.lock);
         if (g_shared.urgent_count < detail::kMaxUrgent) g_shared.urgent[g_shared.urgent_count++] = id;
       }
@@ -150,7 +151,9 @@ Access resolve(PageInfo& info, PageId id, const std::byte* page) {
       continue;
     }
     std::memcpy(g_shared.cow + static_cast<std::size_t>(slot) * g_page, page, g_page);
+    info.slot.store(slot, std::memory_order_relaxed);
     info.state.store(PageState::kInBuffer, std::memory_order_release);
+    if (!follow) return Access::kCow;  // committed from the slot when the commit reaches the page
     const SpinGuard guard(g_shared.lock);
     g_shared.filled[(g_shared.filled_head + g_shared.filled_size) % g_shared.slot_count] = slot;
     g_shared.filled_page[slot] = id;

@@ -22,9 +22,16 @@ namespace reprise {
 
 /// How the pages of a checkpoint are committed.
 enum class CommitMode {
-  kSync,          ///< `checkpoint()` returns once every page is committed
-  kAsyncAddress,  ///< in the background, in address order ("async-no-pattern")
-  kAsyncAdaptive, ///< in the background, in the order learned from the epoch before
+  kSync,  ///< `checkpoint()` returns once every page is committed
+  /// In the background, in address order and nothing else ("async-no-pattern"):
+  /// a write that finds no free copy-on-write slot waits until the commit
+  /// reaches its page. The baseline the learned order is measured against.
+  kAsyncAddress,
+  /// In the background, steered by the writes: a page a writer waits for is
+  /// committed next, copied pages before the rest, and the rest in the order
+  /// learned from the epoch before (pages that made writers wait or copy
+  /// first, then by first write).
+  kAsyncAdaptive,
 };
 
 /// Settings of an incremental checkpoint.

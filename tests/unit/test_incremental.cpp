@@ -250,54 +250,68 @@ TEST(IncrementalCheckpoint, BadInputIsRefused) {
 // the next one waits; what is committed is the memory as it was when
 // checkpoint() was called.
 TEST(AsyncCheckpoint, CopyOnWriteStaysWithinItsBufferAndWritersWaitBeyond) {
-  RecordingSink::Shared shared;
-  Memory memory(48);
-  for (std::size_t p = 0; p < 48; ++p) memory.data[p * page_size()] = static_cast<std::byte>(p + 1);
-  IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(CommitMode::kAsyncAdaptive, 3));
-  checkpoint.protect(memory.span());
-  const std::vector<std::byte> before(memory.data, memory.data + memory.bytes);
-  shared.hold = true;  // released once the three last pages are written, and a while later
-  std::thread release([&] {
-    const auto written = [&](std::size_t p) {
-      return std::atomic_ref<std::byte>(memory.data[p * page_size() + 1]).load() == std::byte{0xee};
-    };
-    while (!(written(47) && written(46) && written(45))) std::this_thread::yield();
-    // The writer is at page 44 now, with no slot left: let it wait a while.
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    shared.hold = false;
-  });
-  (void)checkpoint.checkpoint();
-  for (std::size_t p = 48; p-- > 0;) memory.data[p * page_size() + 1] = std::byte{0xee};
-  release.join();
-  const auto stats = checkpoint.wait();
-  EXPECT_EQ(stats.pages_committed, 48U);
-  EXPECT_EQ(stats.cow_peak_pages, 3U) << "the buffer holds 3 pages";
-  EXPECT_GE(stats.cow, 3U);
-  EXPECT_GE(stats.wait, 1U);
-  EXPECT_GT(stats.wait_seconds, 0.0);
-  EXPECT_EQ(stats.cow + stats.wait + stats.avoided + stats.after, 48U) << "every page written once";
-  EXPECT_EQ(std::memcmp(shared.image[0].data(), before.data(), before.size()), 0) << "the committed version";
-  for (std::size_t p = 0; p < 48; ++p) ASSERT_EQ(memory.data[p * page_size() + 1], std::byte{0xee});
+  for (const auto mode : {CommitMode::kAsyncAdaptive, CommitMode::kAsyncAddress}) {
+    SCOPED_TRACE(mode == CommitMode::kAsyncAdaptive ? "adaptive" : "address");
+    RecordingSink::Shared shared;
+    Memory memory(48);
+    for (std::size_t p = 0; p < 48; ++p) memory.data[p * page_size()] = static_cast<std::byte>(p + 1);
+    IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(mode, 3));
+    checkpoint.protect(memory.span());
+    const std::vector<std::byte> before(memory.data, memory.data + memory.bytes);
+    shared.hold = true;  // released once the three last pages are written, and a while later
+    std::thread release([&] {
+      const auto written = [&](std::size_t p) {
+        return std::atomic_ref<std::byte>(memory.data[p * page_size() + 1]).load() == std::byte{0xee};
+      };
+      while (!(written(47) && written(46) && written(45))) std::this_thread::yield();
+      // The writer is at page 44 now, with no slot left: let it wait a while.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      shared.hold = false;
+    });
+    (void)checkpoint.checkpoint();
+    for (std::size_t p = 48; p-- > 0;) memory.data[p * page_size() + 1] = std::byte{0xee};
+    release.join();
+    const auto stats = checkpoint.wait();
+    EXPECT_EQ(stats.pages_committed, 48U);
+    EXPECT_EQ(stats.cow_peak_pages, 3U) << "the buffer holds 3 pages";
+    EXPECT_GE(stats.cow, 3U);
+    EXPECT_GE(stats.wait, 1U);
+    EXPECT_GT(stats.wait_seconds, 0.0);
+    EXPECT_EQ(stats.cow + stats.wait + stats.avoided + stats.after, 48U) << "every page written once";
+    EXPECT_EQ(std::memcmp(shared.image[0].data(), before.data(), before.size()), 0) << "the committed version";
+    for (std::size_t p = 0; p < 48; ++p) ASSERT_EQ(memory.data[p * page_size() + 1], std::byte{0xee});
+  }
 }
 
-// Without a copy-on-write buffer every early write waits, and the page it
-// waits for is committed next, ahead of the address order.
-TEST(AsyncCheckpoint, ThePageAWriterWaitsForIsCommittedFirst) {
-  RecordingSink::Shared shared;
-  shared.delay = std::chrono::microseconds(500);
-  Memory memory(32);
-  std::memset(memory.data, 1, memory.bytes);
-  IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(CommitMode::kAsyncAddress, 0));
-  checkpoint.protect(memory.span());
-  (void)checkpoint.checkpoint();
-  memory.data[31 * page_size()] = std::byte{2};  // the last page in address order
-  const auto stats = checkpoint.wait();
-  EXPECT_EQ(stats.wait, 1U);
-  const auto& order = shared.order.at(1);
-  const auto at = std::find(order.begin(), order.end(), std::pair<std::size_t, std::size_t>{0, 31});
-  ASSERT_NE(at, order.end());
-  EXPECT_LE(at - order.begin(), 2) << "committed right after the page in flight";
-  EXPECT_EQ(shared.image[0][31 * page_size()], std::byte{1});
+// Without a copy-on-write buffer an early write waits. The adaptive mode
+// commits the page it waits for next, ahead of its order; the address mode
+// ("async-no-pattern") keeps to the address order, so a write to the last
+// page waits for the whole commit.
+TEST(AsyncCheckpoint, ThePageAWriterWaitsForIsCommittedFirstOnlyInTheAdaptiveMode) {
+  for (const auto mode : {CommitMode::kAsyncAdaptive, CommitMode::kAsyncAddress}) {
+    SCOPED_TRACE(mode == CommitMode::kAsyncAdaptive ? "adaptive" : "address");
+    RecordingSink::Shared shared;
+    shared.delay = std::chrono::microseconds(500);
+    Memory memory(32);
+    std::memset(memory.data, 1, memory.bytes);
+    IncrementalCheckpoint checkpoint(std::make_unique<RecordingSink>(shared), config_of(mode, 0));
+    checkpoint.protect(memory.span());
+    (void)checkpoint.checkpoint();
+    memory.data[31 * page_size()] = std::byte{2};  // the last page in address order
+    const auto stats = checkpoint.wait();
+    EXPECT_EQ(stats.wait, 1U);
+    const auto& order = shared.order.at(1);
+    const auto at = std::find(order.begin(), order.end(), std::pair<std::size_t, std::size_t>{0, 31});
+    ASSERT_NE(at, order.end());
+    if (mode == CommitMode::kAsyncAdaptive) {
+      EXPECT_LE(at - order.begin(), 2) << "committed right after the page in flight";
+    } else {
+      EXPECT_EQ(at - order.begin(), 31) << "committed in its place, last";
+      EXPECT_GE(stats.wait_seconds, 0.010) << "the writer waited for the 31 pages before it, 0.5 ms each";
+    }
+    EXPECT_EQ(shared.image[0][31 * page_size()], std::byte{1});
+    EXPECT_EQ(memory.data[31 * page_size()], std::byte{2});
+  }
 }
 
 // The learned order: pages written in descending order after a checkpoint
