@@ -382,14 +382,16 @@ std::optional<double> divide(std::optional<double> a, std::optional<double> b) {
 
 /// What every line repeats: the setup of the run.
 std::string setup(const Options& options) {
-  char text[320];
+  char text[400];
   std::snprintf(text, sizeof text,
                 "\"region_bytes\":%zu,\"cow_bytes\":%zu,\"page_bytes\":%zu,\"iterations\":%d,\"every\":%d,"
                 "\"checkpoints\":%d,\"repeats\":%d,\"seed\":%llu,\"sink\":\"%s\","
-                "\"sink_mib_per_s\":%g",
+                "\"sink_mib_per_s\":%g,\"trap\":\"%s\",\"written_bits\":%s",
                 options.mib << 20U, options.cow_mib << 20U, reprise::page_size(), options.iterations, options.every,
                 options.iterations / options.every, options.repeats, static_cast<unsigned long long>(options.seed),
-                options.sink.c_str(), options.sink_mib_per_s);
+                options.sink.c_str(), options.sink_mib_per_s,
+                reprise::DirtyTracker::instance().trap() == reprise::WriteTrap::kMprotect ? "mprotect" : "userfaultfd",
+                reprise::DirtyTracker::instance().keeps_written_bits() ? "true" : "false");
   return text;
 }
 

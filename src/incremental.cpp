@@ -114,6 +114,10 @@ struct IncrementalCheckpoint::Impl {
   void drop_unpublished();
   void finish_running();
   void gather_stats(IncrementalStats& stats, bool reset);
+  /// Appends the pages of our regions written in this epoch to `pages` and,
+  /// for each, its order if it was written while open (0 if trapped);
+  /// returns how many were written while open.
+  std::size_t written_pages(std::vector<ScheduledPage>& pages, std::vector<std::uint64_t>& untrapped) const;
 };
 
 void IncrementalCheckpoint::Impl::put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes) {
@@ -234,6 +238,9 @@ std::exception_ptr IncrementalCheckpoint::Impl::run_job() {
     abandon(order);
   }
   detail::commit_shared().active.store(false, std::memory_order_release);
+  // Nothing needs to see writes as they happen until the next checkpoint:
+  // where the kernel keeps written bits, later first writes cost no trap.
+  (void)DirtyTracker::instance().open_all();
   return failure;
 }
 
@@ -251,6 +258,19 @@ void IncrementalCheckpoint::Impl::run_thread() {
     has_job = false;
     changed.notify_all();
   }
+}
+
+std::size_t IncrementalCheckpoint::Impl::written_pages(std::vector<ScheduledPage>& pages,
+                                                     std::vector<std::uint64_t>& untrapped) const {
+  std::size_t count = 0;
+  for (const auto& page : DirtyTracker::instance().written()) {
+    const std::size_t r = region_index_of[page.region];
+    if (r >= ids.size() || ids[r] != page.region) continue;  // not one of ours
+    pages.push_back({{page.region, page.page}, r});
+    untrapped.push_back(page.trapped ? 0 : page.order);
+    if (!page.trapped) ++count;
+  }
+  return count;
 }
 
 void IncrementalCheckpoint::Impl::gather_stats(IncrementalStats& stats, bool reset) {
@@ -390,15 +410,15 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
   // pages written since the last checkpoint, in the order of the mode.
   const bool full = d.version == 0;
   std::vector<ScheduledPage> pages;
+  std::vector<std::uint64_t> untrapped;  // order of the pages written while open, by page index in `pages`
+  const std::size_t untrapped_count = d.written_pages(pages, untrapped);
+  if (!d.history.empty()) d.history.back().after += untrapped_count;
   if (full) {
+    pages.clear();
     for (std::size_t r = 0; r < d.ids.size(); ++r) {
       for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) pages.push_back({{d.ids[r], p}, r});
     }
   } else {
-    for (const auto& page : DirtyTracker::instance().written()) {
-      const std::size_t r = d.region_index_of[page.region];
-      if (r < d.ids.size() && d.ids[r] == page.region) pages.push_back({{page.region, page.page}, r});
-    }
     for (const auto& owed : d.carry) {
       const bool listed = std::any_of(pages.begin(), pages.end(), [&owed](const ScheduledPage& page) {
         return page.id.region == owed.id.region && page.id.page == owed.id.page;
@@ -408,15 +428,26 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
   }
   d.carry.clear();
   if (d.config.mode == CommitMode::kAsyncAdaptive && !full) {
-    std::vector<std::pair<std::uint64_t, ScheduledPage>> keyed;
+    struct Keyed {
+      int rank;
+      std::uint64_t order;
+      ScheduledPage page;
+    };
+    std::vector<Keyed> keyed;
     keyed.reserve(pages.size());
-    for (const auto& page : pages) {
-      const PageInfo& info = detail::page_infos(page.id.region)[page.id.page];
-      const auto rank = static_cast<std::uint64_t>(rank_of(info.access.load(std::memory_order_acquire)));
-      keyed.emplace_back((rank << 32U) | (info.mark.load(std::memory_order_acquire) & 0xffffffffU), page);
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      const PageInfo& info = detail::page_infos(pages[i].id.region)[pages[i].id.page];
+      if (i < untrapped.size() && untrapped[i] != 0) {
+        keyed.push_back({rank_of(Access::kAfter), untrapped[i], pages[i]});
+      } else {
+        keyed.push_back({rank_of(info.access.load(std::memory_order_acquire)),
+                         info.mark.load(std::memory_order_acquire) & 0xffffffffU, pages[i]});
+      }
     }
-    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = keyed[i].second;
+    std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+      return a.rank != b.rank ? a.rank < b.rank : a.order < b.order;
+    });
+    for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = keyed[i].page;
   } else {
     std::sort(pages.begin(), pages.end(), [](const ScheduledPage& a, const ScheduledPage& b) {
       return a.region_index != b.region_index ? a.region_index < b.region_index : a.id.page < b.id.page;
@@ -465,6 +496,9 @@ const IncrementalStats& IncrementalCheckpoint::wait() {
   d.finish_running();
   if (d.history.empty()) throw UsageError("reprise::IncrementalCheckpoint::wait: no checkpoint was taken");
   d.gather_stats(d.history.back(), false);
+  std::vector<ScheduledPage> pages;
+  std::vector<std::uint64_t> untrapped;
+  d.history.back().after += d.written_pages(pages, untrapped);  // so far
   return d.history.back();
 }
 

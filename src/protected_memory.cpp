@@ -44,6 +44,8 @@ struct Slot {
   std::atomic<std::uintptr_t> base{0};
   std::atomic<std::size_t> bytes{0};
   std::atomic<PageInfo*> pages{nullptr};
+  bool bits = false;  // the kernel keeps written bits for it (guarded by g_mutex)
+  bool open = false;  // opened by open_all() in this epoch (guarded by g_mutex)
 };
 
 Slot g_slots[kMaxRegions];
@@ -58,6 +60,40 @@ int g_uffd = -1;  // the userfaultfd, with WriteTrap::kUserfaultfd
 #ifndef UFFD_FEATURE_WP_UNPOPULATED
 #define UFFD_FEATURE_WP_UNPOPULATED (1U << 13U)  // Linux 6.4; older headers lack the name
 #endif
+#ifndef UFFD_FEATURE_WP_ASYNC
+#define UFFD_FEATURE_WP_ASYNC (1U << 15U)  // Linux 6.7
+#endif
+#ifndef UFFD_USER_MODE_ONLY
+#define UFFD_USER_MODE_ONLY 1
+#endif
+
+// The kernel's written bits (Linux 6.7: asynchronous userfaultfd
+// write-protection, read with the PAGEMAP_SCAN ioctl of /proc/self/pagemap);
+// older headers lack the interface, whose layout is fixed.
+struct ScanRange {
+  std::uint64_t start;
+  std::uint64_t end;
+  std::uint64_t categories;
+};
+struct ScanRequest {
+  std::uint64_t size;
+  std::uint64_t flags;
+  std::uint64_t start;
+  std::uint64_t end;
+  std::uint64_t walk_end;
+  std::uint64_t vec;
+  std::uint64_t vec_len;
+  std::uint64_t max_pages;
+  std::uint64_t category_inverted;
+  std::uint64_t category_mask;
+  std::uint64_t category_anyof_mask;
+  std::uint64_t return_mask;
+};
+constexpr unsigned long kPagemapScan = _IOWR('f', 16, ScanRequest);
+constexpr std::uint64_t kPageIsWritten = 1U << 1U;
+
+int g_bits = -1;     // userfaultfd in asynchronous write-protect mode, with the mprotect trap
+int g_pagemap = -1;  // /proc/self/pagemap, where the written bits are read
 
 /// Write-protects [start, start + bytes), or opens it (which also lets a
 /// write waiting on userfaultfd go on). False if the kernel refused.
@@ -239,6 +275,61 @@ bool open_userfaultfd() {
   return true;
 }
 
+/// Opens the kernel's written bits, unless the kernel lacks them or
+/// `REPRISE_WRITTEN_BITS=0`: then every first write stays trapped.
+void open_written_bits() {
+  const char* wanted = std::getenv("REPRISE_WRITTEN_BITS");
+  if (wanted != nullptr && std::string(wanted) == "0") return;
+  const int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
+  if (fd < 0) return;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
+  const int pagemap = ::ioctl(fd, UFFDIO_API, &api) == 0 ? ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+  if (pagemap < 0) {
+    ::close(fd);
+    return;
+  }
+  g_bits = fd;
+  g_pagemap = pagemap;
+}
+
+/// Sets (or clears) the written-bit protection of [start, start + bytes).
+bool arm_bits(std::uintptr_t start, std::size_t bytes, bool arm) {
+  uffdio_writeprotect range{};
+  range.range.start = start;
+  range.range.len = bytes;
+  range.mode = arm ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
+  return ::ioctl(g_bits, UFFDIO_WRITEPROTECT, &range) == 0;
+}
+
+/// Calls `each(page index)` for every page of [base, base + bytes) whose
+/// written bit is set; false if the kernel would not say.
+template <class Each>
+bool for_each_written(std::uintptr_t base, std::size_t bytes, Each&& each) {
+  std::vector<ScanRange> found(512);
+  std::uint64_t from = base;
+  const std::uint64_t end = base + bytes;
+  while (from < end) {
+    ScanRequest request{};
+    request.size = sizeof request;
+    request.start = from;
+    request.end = end;
+    request.vec = reinterpret_cast<std::uintptr_t>(found.data());
+    request.vec_len = found.size();
+    request.category_mask = kPageIsWritten;
+    request.return_mask = kPageIsWritten;
+    const long count = ::ioctl(g_pagemap, kPagemapScan, &request);
+    if (count < 0) return false;
+    for (long i = 0; i < count; ++i) {
+      for (std::uint64_t page = found[i].start; page < found[i].end; page += g_page) each((page - base) / g_page);
+    }
+    if (static_cast<std::uint64_t>(count) < found.size() || request.walk_end <= from) break;
+    from = request.walk_end;  // the list was full: go on where the scan stopped
+  }
+  return true;
+}
+
 // The mprotect trap.
 void on_fault(int signal, siginfo_t* info, void* context) {
   if (handle_write(reinterpret_cast<std::uintptr_t>(info->si_addr))) return;
@@ -312,6 +403,8 @@ DirtyTracker::DirtyTracker() {
   if (userfaultfd_wanted && open_userfaultfd()) {
     g_trap = WriteTrap::kUserfaultfd;
     std::thread(serve_faults).detach();
+  } else {
+    open_written_bits();
   }
   struct sigaction action {};
   action.sa_sigaction = on_fault;
@@ -360,10 +453,20 @@ int DirtyTracker::add(void* base, std::size_t bytes) {
                        "or leave REPRISE_WRITE_TRAP unset for the mprotect trap");
     }
   }
+  bool bits = false;
+  if (g_bits >= 0) {
+    uffdio_register range{};
+    range.range.start = start;
+    range.range.len = bytes;
+    range.mode = UFFDIO_REGISTER_MODE_WP;
+    bits = ::ioctl(g_bits, UFFDIO_REGISTER, &range) == 0;  // if not, its pages stay trapped
+  }
   const std::size_t pages = bytes / g_page;
   auto infos = std::make_unique<PageInfo[]>(pages);
   for (std::size_t p = 0; p < pages; ++p) (void)mark_written(infos[p].mark);  // new pages count as written
   Slot& slot = g_slots[free_slot];
+  slot.bits = bits;
+  slot.open = false;
   slot.pages.store(infos.get(), std::memory_order_release);
   slot.bytes.store(bytes, std::memory_order_release);
   slot.base.store(start, std::memory_order_release);
@@ -379,10 +482,11 @@ void DirtyTracker::remove(int id) {
   Slot& slot = g_slots[id];
   const std::uintptr_t base = slot.base.load();
   (void)set_protection(base, slot.bytes.load(), false);
-  if (g_trap == WriteTrap::kUserfaultfd) {
+  if (g_trap == WriteTrap::kUserfaultfd || slot.bits) {
     uffdio_range range{base, slot.bytes.load()};
-    (void)::ioctl(g_uffd, UFFDIO_UNREGISTER, &range);
+    (void)::ioctl(slot.bits ? g_bits : g_uffd, UFFDIO_UNREGISTER, &range);
   }
+  slot.bits = false;
   slot.base.store(0, std::memory_order_release);
 }
 
@@ -402,8 +506,44 @@ void DirtyTracker::protect_all() {
   g_order.store(0, std::memory_order_relaxed);
   for (auto& slot : g_slots) {
     const std::uintptr_t base = slot.base.load();
-    if (base != 0) (void)set_protection(base, slot.bytes.load(), true);
+    if (base == 0) continue;
+    // The written bits are only read in an epoch the region was opened;
+    // cleared now, they cost trapped writes no second fault.
+    if (slot.open && arm_bits(base, slot.bytes.load(), false)) slot.open = false;
+    (void)set_protection(base, slot.bytes.load(), true);
   }
+}
+
+bool DirtyTracker::open_all() {
+  const std::lock_guard lock(g_mutex);
+  if (g_bits < 0) return false;
+  const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
+  bool opened = false;
+  for (auto& slot : g_slots) {
+    const std::uintptr_t base = slot.base.load();
+    if (base == 0 || !slot.bits || slot.open) continue;
+    // The pages not yet written in this epoch get a written bit to watch,
+    // then the region opens: a write from now on is noticed by the kernel
+    // alone. A page written meanwhile is trapped, and recorded, as before.
+    const auto* infos = slot.pages.load();
+    const std::size_t pages = slot.bytes.load() / g_page;
+    bool armed = true;
+    for (std::size_t p = 0; p < pages && armed;) {
+      if ((infos[p].mark.load(std::memory_order_acquire) >> 32U) == epoch) {
+        ++p;
+        continue;
+      }
+      std::size_t q = p + 1;
+      while (q < pages && (infos[q].mark.load(std::memory_order_acquire) >> 32U) != epoch) ++q;
+      armed = arm_bits(base + p * g_page, (q - p) * g_page, true);
+      p = q;
+    }
+    slot.open = true;  // even half armed: the bits are cleared at the next protect_all
+    if (!armed) continue;  // stays trapped
+    (void)set_protection(base, slot.bytes.load(), false);
+    opened = true;
+  }
+  return opened;
 }
 
 std::vector<PageRef> DirtyTracker::written() const {
@@ -414,9 +554,20 @@ std::vector<PageRef> DirtyTracker::written() const {
     const Slot& slot = g_slots[id];
     if (slot.base.load() == 0) continue;
     const auto* infos = slot.pages.load();
-    for (std::size_t p = 0; p < slot.bytes.load() / g_page; ++p) {
+    const std::size_t count = slot.bytes.load() / g_page;
+    for (std::size_t p = 0; p < count; ++p) {
       const std::uint64_t mark = infos[p].mark.load(std::memory_order_acquire);
-      if ((mark >> 32U) == epoch) pages.push_back({id, p, mark & 0xffffffffU});
+      if ((mark >> 32U) == epoch) pages.push_back({id, p, mark & 0xffffffffU, true});
+    }
+    if (!slot.open) continue;
+    // Pages written while the region was open come after the trapped ones,
+    // in address order. If the kernel will not say, every page counts.
+    std::uint64_t untrapped = std::uint64_t{1} << 32U;
+    const auto add_untrapped = [&](std::size_t p) {
+      if ((infos[p].mark.load(std::memory_order_acquire) >> 32U) != epoch) pages.push_back({id, p, untrapped++, false});
+    };
+    if (!for_each_written(slot.base.load(), slot.bytes.load(), add_untrapped)) {
+      for (std::size_t p = 0; p < count; ++p) add_untrapped(p);
     }
   }
   std::sort(pages.begin(), pages.end(), [](const PageRef& a, const PageRef& b) { return a.order < b.order; });
@@ -447,6 +598,8 @@ void DirtyTracker::prepare_for_write(void* data, std::size_t bytes) {
 }
 
 WriteTrap DirtyTracker::trap() const noexcept { return g_trap; }
+
+bool DirtyTracker::keeps_written_bits() const noexcept { return g_bits >= 0; }
 
 namespace detail {
 

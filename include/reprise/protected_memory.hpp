@@ -37,6 +37,7 @@ struct PageRef {
   int region = 0;            ///< the region's id
   std::size_t page = 0;      ///< page index within the region
   std::uint64_t order = 0;   ///< when it was first written in the epoch (1, 2, ...)
+  bool trapped = true;       ///< false: written while its region was open (`open_all`), so no order or trap was seen
 };
 
 /// Tracks which pages of the registered regions are written. One per
@@ -71,8 +72,20 @@ class DirtyTracker {
   /// written: a new epoch starts.
   void protect_all();
 
+  /// Opens every page for writing until the next `protect_all`, leaving
+  /// the noticing of writes to the kernel's written bits (Linux 6.7), which
+  /// cost a write no trap. For when nothing needs to see writes as they
+  /// happen any more, e.g. once a checkpoint is committed. False where the
+  /// kernel keeps no such bits (or `REPRISE_WRITTEN_BITS=0`, or the
+  /// userfaultfd trap is in use): the pages then stay protected.
+  bool open_all();
+
+  /// True if `open_all` can hand the noticing of writes to the kernel.
+  [[nodiscard]] bool keeps_written_bits() const noexcept;
+
   /// The pages written since the last `protect_all` (all pages of regions
-  /// registered since), in order of first write.
+  /// registered since): the trapped ones in order of first write, then
+  /// those written while open, in address order.
   [[nodiscard]] std::vector<PageRef> written() const;
 
   /// Makes [data, data + bytes) writable ahead of a write the kernel does
