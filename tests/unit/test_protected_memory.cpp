@@ -42,6 +42,18 @@ std::set<std::size_t> written_pages(int region) {
   return pages;
 }
 
+/// What an incremental checkpoint does: copies the pages of `region` written
+/// in the epoch now ending into `image`, and starts a new epoch.
+void save_written_pages(const Region& region, std::vector<std::byte>& image) {
+  auto& tracker = DirtyTracker::instance();
+  const auto pages = tracker.written();
+  tracker.protect_all();
+  const std::size_t ps = page_size();
+  for (const auto& page : pages) {
+    if (page.region == region.id) std::memcpy(image.data() + page.page * ps, region.data + page.page * ps, ps);
+  }
+}
+
 }  // namespace
 
 TEST(ProtectedMemory, FirstWritesAreRecordedInOrder) {
@@ -67,17 +79,10 @@ TEST(ProtectedMemory, FirstWritesAreRecordedInOrder) {
 
 TEST(ProtectedMemory, SavingWrittenPagesEachEpochReproducesTheMemory) {
   Region region(64);
-  auto& tracker = DirtyTracker::instance();
-  const std::size_t ps = page_size();
   std::vector<std::byte> image(region.bytes);  // what an incremental checkpoint would hold
   std::mt19937_64 random(7);
   for (int epoch = 0; epoch < 30; ++epoch) {
-    const auto pages = tracker.written();
-    tracker.protect_all();
-    for (const auto& page : pages) {
-      if (page.region != region.id) continue;
-      std::memcpy(image.data() + page.page * ps, region.data + page.page * ps, ps);
-    }
+    save_written_pages(region, image);
     ASSERT_EQ(std::memcmp(image.data(), region.data, region.bytes), 0) << "epoch " << epoch;
     for (int w = 0; w < 40; ++w) region.data[random() % region.bytes] = static_cast<std::byte>(random());
   }
@@ -93,12 +98,7 @@ TEST(ProtectedMemory, OpenedRegionsStillReportEveryWrittenPage) {
   std::vector<std::byte> image(region.bytes);
   std::mt19937_64 random(5);
   for (int epoch = 0; epoch < 30; ++epoch) {
-    const auto pages = tracker.written();
-    tracker.protect_all();
-    for (const auto& page : pages) {
-      if (page.region != region.id) continue;
-      std::memcpy(image.data() + page.page * ps, region.data + page.page * ps, ps);
-    }
+    save_written_pages(region, image);
     ASSERT_EQ(std::memcmp(image.data(), region.data, region.bytes), 0) << "epoch " << epoch;
     std::set<std::size_t> before;
     for (int w = 0; w < 10; ++w) {
