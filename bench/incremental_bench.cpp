@@ -28,16 +28,20 @@
 // null.
 //
 // Versions go to a DirectorySink (which fsyncs each version) in a fresh
-// directory under --dir (default $TMPDIR or /tmp), removed afterwards.
+// directory under --dir (default $TMPDIR or /tmp), removed afterwards, or
+// with --sink null nowhere (what is left is the trap and the bookkeeping).
 // --sink-mib-per-s N delays the sink's put() to the pace of a device of
 // N MiB/s (0: unthrottled, so pages land in the page cache at memory speed).
-// After every run each byte of the region must hold iterations mod 256, and
-// every checkpoint must have committed every page: the benchmark fails
+// --work W adds one to each page W times per visit: an application that
+// computes longer per page it writes (the paper's test is W = 1).
+// After every run each byte of the region must hold iterations * W mod 256,
+// and every checkpoint must have committed every page: the benchmark fails
 // otherwise.
 //
 //   incremental_bench [--mib M] [--cow-mib C] [--iterations I] [--every E]
 //                     [--orders asc,random,desc] [--modes none,sync,address,adaptive]
 //                     [--repeats R] [--seed S] [--dir DIR] [--sink-mib-per-s N]
+//                     [--sink dir|null] [--work W]
 
 #include <unistd.h>
 
@@ -84,6 +88,7 @@ struct Options {
   std::string dir;
   double sink_mib_per_s = 0;
   std::string sink = "dir";
+  int work = 1;
 };
 
 /// A command line the benchmark cannot run with (exit status 2).
@@ -95,7 +100,7 @@ constexpr const char* kUsage =
     "usage: incremental_bench [--mib M] [--cow-mib C] [--iterations I] [--every E]\n"
     "                         [--orders asc,random,desc] [--modes none,sync,address,adaptive]\n"
     "                         [--repeats R] [--seed S] [--dir DIR] [--sink-mib-per-s N]\n"
-    "                         [--sink dir|null]\n";
+    "                         [--sink dir|null] [--work W]\n";
 
 template <class Number>
 Number number(const std::string& flag, const std::string& value, Number least) {
@@ -151,6 +156,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--dir") options.dir = value.empty() ? throw BadOption("--dir wants a directory") : value;
     else if (flag == "--sink-mib-per-s") options.sink_mib_per_s = number<double>(flag, value, 0.0);
     else if (flag == "--sink") options.sink = one_name(flag, value, {"dir", "null"});
+    else if (flag == "--work") options.work = number<int>(flag, value, 1);
     else throw BadOption("unknown flag " + flag);
   }
   if (options.mib > (std::size_t{1} << 20U)) throw BadOption("--mib: at most 1048576 (1 TiB)");
@@ -308,7 +314,9 @@ Run run_once(const Options& options, const std::string& mode, const std::string&
   Run run;
   const auto start = Clock::now();
   for (int pass = 1; pass <= options.iterations; ++pass) {
-    for (const std::size_t p : order) increment(region.data + p * page, page);
+    for (const std::size_t p : order) {
+      for (int w = 0; w < options.work; ++w) increment(region.data + p * page, page);
+    }
     if (checkpoint && pass % options.every == 0) checkpoint->checkpoint();
   }
   if (checkpoint && checkpoint->version() > 0) checkpoint->wait();
@@ -320,7 +328,7 @@ Run run_once(const Options& options, const std::string& mode, const std::string&
       ++run.checkpoints;
       // Every pass writes every page; only the full version leaves out pages
       // that are zero (all of them when `every` is a multiple of 256).
-      const std::size_t all = stats.version == 1 && options.every % 256 == 0 ? 0 : order.size();
+      const std::size_t all = stats.version == 1 && (options.every * options.work) % 256 == 0 ? 0 : order.size();
       if (stats.pages_committed != all) {
         throw std::runtime_error(what + "checkpoint " + std::to_string(stats.version) + " committed " +
                                  std::to_string(stats.pages_committed) + " pages, not " + std::to_string(all));
@@ -341,7 +349,7 @@ Run run_once(const Options& options, const std::string& mode, const std::string&
     }
     checkpoint.reset();  // unprotects the region before it is released
   }
-  const auto expected = static_cast<unsigned char>(options.iterations % 256);
+  const auto expected = static_cast<unsigned char>((options.iterations * options.work) % 256);
   const auto* wrong = std::find_if(region.data, region.data + region.bytes,
                                    [expected](unsigned char byte) { return byte != expected; });
   if (wrong != region.data + region.bytes) {
@@ -386,10 +394,10 @@ std::string setup(const Options& options) {
   std::snprintf(text, sizeof text,
                 "\"region_bytes\":%zu,\"cow_bytes\":%zu,\"page_bytes\":%zu,\"iterations\":%d,\"every\":%d,"
                 "\"checkpoints\":%d,\"repeats\":%d,\"seed\":%llu,\"sink\":\"%s\","
-                "\"sink_mib_per_s\":%g,\"trap\":\"%s\",\"written_bits\":%s",
+                "\"sink_mib_per_s\":%g,\"work\":%d,\"trap\":\"%s\",\"written_bits\":%s",
                 options.mib << 20U, options.cow_mib << 20U, reprise::page_size(), options.iterations, options.every,
                 options.iterations / options.every, options.repeats, static_cast<unsigned long long>(options.seed),
-                options.sink.c_str(), options.sink_mib_per_s,
+                options.sink.c_str(), options.sink_mib_per_s, options.work,
                 reprise::DirtyTracker::instance().trap() == reprise::WriteTrap::kMprotect ? "mprotect" : "userfaultfd",
                 reprise::DirtyTracker::instance().keeps_written_bits() ? "true" : "false");
   return text;
