@@ -43,7 +43,8 @@ struct IncrementalConfig {
 /// What one checkpoint did. The counts are of pages whose first write after
 /// the checkpoint started was: COW (copied aside), WAIT (waited for its
 /// commit), AVOIDED (during the commit, with nothing of the page pending),
-/// AFTER (once the commit was over; final when the next checkpoint starts).
+/// AFTER (once the commit was over, trapped or noticed by the kernel's
+/// written bits; final when the next checkpoint starts).
 struct IncrementalStats {
   std::uint64_t version = 0;         ///< 1 for the full checkpoint, then 2, 3, ...
   std::size_t pages_committed = 0;   ///< pages handed to the sink
