@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -71,6 +72,19 @@ struct ScheduledPage {
   std::size_t region_index = 0;  // in registration order
 };
 
+/// A page of the coming version and its place in the learned order.
+struct ListedPage {
+  ScheduledPage page;
+  int rank = 0;             // rank_of the access of its first write
+  std::uint64_t order = 0;  // its first write (written while open: after every trapped one)
+  bool trapped = true;      // false: noticed by the kernel's written bits (AFTER)
+};
+
+std::size_t count_untrapped(const std::vector<ListedPage>& pages) {
+  return static_cast<std::size_t>(
+      std::count_if(pages.begin(), pages.end(), [](const ListedPage& page) { return !page.trapped; }));
+}
+
 struct IncrementalCheckpoint::Impl {
   std::unique_ptr<IncrementalSink> sink;
   IncrementalConfig config;
@@ -114,10 +128,9 @@ struct IncrementalCheckpoint::Impl {
   void drop_unpublished();
   void finish_running();
   void gather_stats(IncrementalStats& stats, bool reset);
-  /// Appends the pages of our regions written in this epoch to `pages` and,
-  /// for each, its order if it was written while open (0 if trapped);
-  /// returns how many were written while open.
-  std::size_t written_pages(std::vector<ScheduledPage>& pages, std::vector<std::uint64_t>& untrapped) const;
+  /// The pages of our regions written in this epoch: the trapped ones in
+  /// order of first write, then those written while open.
+  [[nodiscard]] std::vector<ListedPage> written_pages() const;
 };
 
 void IncrementalCheckpoint::Impl::put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes) {
@@ -260,17 +273,17 @@ void IncrementalCheckpoint::Impl::run_thread() {
   }
 }
 
-std::size_t IncrementalCheckpoint::Impl::written_pages(std::vector<ScheduledPage>& pages,
-                                                     std::vector<std::uint64_t>& untrapped) const {
-  std::size_t count = 0;
+std::vector<ListedPage> IncrementalCheckpoint::Impl::written_pages() const {
+  std::vector<ListedPage> pages;
   for (const auto& page : DirtyTracker::instance().written()) {
     const std::size_t r = region_index_of[page.region];
     if (r >= ids.size() || ids[r] != page.region) continue;  // not one of ours
-    pages.push_back({{page.region, page.page}, r});
-    untrapped.push_back(page.trapped ? 0 : page.order);
-    if (!page.trapped) ++count;
+    const Access access = page.trapped
+                              ? detail::page_infos(page.region)[page.page].access.load(std::memory_order_acquire)
+                              : Access::kAfter;
+    pages.push_back({{{page.region, page.page}, r}, rank_of(access), page.order, page.trapped});
   }
-  return count;
+  return pages;
 }
 
 void IncrementalCheckpoint::Impl::gather_stats(IncrementalStats& stats, bool reset) {
@@ -405,54 +418,44 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
   const auto start = Clock::now();
   d.finish_running();
   IncrementalStats before;  // what the epoch now ending did to the last checkpoint
-  d.gather_stats(d.history.empty() ? before : d.history.back(), true);
+  IncrementalStats& ending = d.history.empty() ? before : d.history.back();
+  d.gather_stats(ending, true);
   // What to commit: every page the first time (in address order), then the
   // pages written since the last checkpoint, in the order of the mode.
   const bool full = d.version == 0;
-  std::vector<ScheduledPage> pages;
-  std::vector<std::uint64_t> untrapped;  // order of the pages written while open, by page index in `pages`
-  const std::size_t untrapped_count = d.written_pages(pages, untrapped);
-  if (!d.history.empty()) d.history.back().after += untrapped_count;
+  std::vector<ListedPage> listed;
   if (full) {
-    pages.clear();
     for (std::size_t r = 0; r < d.ids.size(); ++r) {
-      for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) pages.push_back({{d.ids[r], p}, r});
+      for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) listed.push_back({{{d.ids[r], p}, r}});
     }
   } else {
-    for (const auto& owed : d.carry) {
-      const bool listed = std::any_of(pages.begin(), pages.end(), [&owed](const ScheduledPage& page) {
-        return page.id.region == owed.id.region && page.id.page == owed.id.page;
-      });
-      if (!listed) pages.push_back(owed);
+    listed = d.written_pages();
+    ending.after += count_untrapped(listed);
+    if (!d.carry.empty()) {
+      std::set<std::pair<int, std::size_t>> seen;
+      for (const auto& page : listed) seen.emplace(page.page.id.region, page.page.id.page);
+      for (const auto& owed : d.carry) {
+        if (!seen.emplace(owed.id.region, owed.id.page).second) continue;
+        const PageInfo& info = detail::page_infos(owed.id.region)[owed.id.page];
+        listed.push_back({owed, rank_of(info.access.load(std::memory_order_acquire)),
+                          info.mark.load(std::memory_order_acquire) & 0xffffffffU});
+      }
     }
   }
   d.carry.clear();
   if (d.config.mode == CommitMode::kAsyncAdaptive && !full) {
-    struct Keyed {
-      int rank;
-      std::uint64_t order;
-      ScheduledPage page;
-    };
-    std::vector<Keyed> keyed;
-    keyed.reserve(pages.size());
-    for (std::size_t i = 0; i < pages.size(); ++i) {
-      const PageInfo& info = detail::page_infos(pages[i].id.region)[pages[i].id.page];
-      if (i < untrapped.size() && untrapped[i] != 0) {
-        keyed.push_back({rank_of(Access::kAfter), untrapped[i], pages[i]});
-      } else {
-        keyed.push_back({rank_of(info.access.load(std::memory_order_acquire)),
-                         info.mark.load(std::memory_order_acquire) & 0xffffffffU, pages[i]});
-      }
-    }
-    std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed& a, const Keyed& b) {
+    std::stable_sort(listed.begin(), listed.end(), [](const ListedPage& a, const ListedPage& b) {
       return a.rank != b.rank ? a.rank < b.rank : a.order < b.order;
     });
-    for (std::size_t i = 0; i < pages.size(); ++i) pages[i] = keyed[i].page;
   } else {
-    std::sort(pages.begin(), pages.end(), [](const ScheduledPage& a, const ScheduledPage& b) {
-      return a.region_index != b.region_index ? a.region_index < b.region_index : a.id.page < b.id.page;
+    std::sort(listed.begin(), listed.end(), [](const ListedPage& a, const ListedPage& b) {
+      return a.page.region_index != b.page.region_index ? a.page.region_index < b.page.region_index
+                                                        : a.page.id.page < b.page.id.page;
     });
   }
+  std::vector<ScheduledPage> pages;
+  pages.reserve(listed.size());
+  for (const auto& page : listed) pages.push_back(page.page);
   // Every page's state for this checkpoint, then the trap armed: from the
   // protection on, a write is checked against these states.
   for (std::size_t r = 0; r < d.ids.size(); ++r) {
@@ -496,9 +499,7 @@ const IncrementalStats& IncrementalCheckpoint::wait() {
   d.finish_running();
   if (d.history.empty()) throw UsageError("reprise::IncrementalCheckpoint::wait: no checkpoint was taken");
   d.gather_stats(d.history.back(), false);
-  std::vector<ScheduledPage> pages;
-  std::vector<std::uint64_t> untrapped;
-  d.history.back().after += d.written_pages(pages, untrapped);  // so far
+  d.history.back().after += count_untrapped(d.written_pages());  // so far
   return d.history.back();
 }
 
