@@ -63,15 +63,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench_support.hpp"
 #include "reprise/incremental.hpp"
 #include "reprise/incremental_sink.hpp"
 #include "reprise/protected_memory.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+using bench::Clock;
 
 const std::vector<std::string> kOrders{"asc", "random", "desc"};
 const std::vector<std::string> kModes{"none", "sync", "address", "adaptive"};
@@ -320,7 +319,7 @@ Run run_once(const Options& options, const std::string& mode, const std::string&
     if (checkpoint && pass % options.every == 0) checkpoint->checkpoint();
   }
   if (checkpoint && checkpoint->version() > 0) checkpoint->wait();
-  run.seconds = seconds_since(start);
+  run.seconds = bench::seconds(start);
 
   const std::string what = "incremental_bench: " + order_name + "/" + mode + ": ";
   if (checkpoint) {
@@ -358,12 +357,6 @@ Run run_once(const Options& options, const std::string& mode, const std::string&
                              ": a pass did not write every page");
   }
   return run;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const auto n = values.size();
-  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 /// The run of median time (the lower middle one for an even count).
@@ -409,8 +402,7 @@ void run(const Options& options) {
                            ("reprise-incremental-bench-" + std::to_string(::getpid())));
   std::vector<std::vector<std::size_t>> orders;
   for (const auto& name : options.orders) orders.push_back(page_order(name, pages, options.seed));
-  std::vector<unsigned char> from(options.mib << 20U, 1);
-  std::vector<unsigned char> to(options.mib << 20U, 0);
+  bench::Memcpy copy(options.mib << 20U);
 
   // runs[order][mode], one per repeat; memcpy timed once per order and repeat.
   std::vector<std::vector<std::vector<Run>>> runs(orders.size(), std::vector<std::vector<Run>>(options.modes.size()));
@@ -422,13 +414,15 @@ void run(const Options& options) {
         runs[o][m].push_back(run_once(options, options.modes[m], options.orders[o], orders[o], versions.path));
       }
       const auto start = Clock::now();
-      std::memcpy(to.data(), from.data(), from.size());
-      memcpy_times.push_back(seconds_since(start));
-      if (to[to.size() / 2] != 1) throw std::runtime_error("incremental_bench: the memcpy baseline did not copy");
+      copy();
+      memcpy_times.push_back(bench::seconds(start));
+      if (copy.to[copy.to.size() / 2] != std::byte{1}) {
+        throw std::runtime_error("incremental_bench: the memcpy baseline did not copy");
+      }
     }
   }
 
-  const double memcpy_s = median(memcpy_times);
+  const double memcpy_s = bench::median(memcpy_times);
   const int checkpoints = options.iterations / options.every;
   for (std::size_t o = 0; o < orders.size(); ++o) {
     auto median_of = [&](const std::string& mode) -> std::optional<double> {
@@ -438,7 +432,7 @@ void run(const Options& options) {
       for (const auto& one : runs[o][static_cast<std::size_t>(at - options.modes.begin())]) {
         times.push_back(one.seconds);
       }
-      return median(times);
+      return bench::median(times);
     };
     const auto none_s = median_of("none");
     for (std::size_t m = 0; m < options.modes.size(); ++m) {
