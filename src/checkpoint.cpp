@@ -266,10 +266,7 @@ void Checkpoint::share_layout() {
 }
 
 std::vector<int> Checkpoint::who_holds_copies() {
-  const int holds = _holds_copies ? 1 : 0;
-  std::vector<int> holds_of(static_cast<std::size_t>(_comm.size()));
-  _comm.check(MPI_Allgather(&holds, 1, MPI_INT, holds_of.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
-  return holds_of;
+  return _comm.allgather(_holds_copies ? 1 : 0);
 }
 
 // For each slot of the committed layout, the first process along its copies

@@ -26,9 +26,7 @@ void Driver::restore_state(bool joined_now, double started, int attempts) {
     recovery.lost = _checkpoint.departed();
   } else {
     // Replacements say so; everybody learns whom they replace.
-    const int joined = joined_now ? 1 : 0;
-    std::vector<int> joined_of(static_cast<std::size_t>(_comm.size()));
-    _comm.check(MPI_Allgather(&joined, 1, MPI_INT, joined_of.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
+    const std::vector<int> joined_of = _comm.allgather(joined_now ? 1 : 0);
     for (int r = 0; r < _comm.size(); ++r) {
       if (joined_of[static_cast<std::size_t>(r)] != 0) recovery.lost.push_back(_comm.original_rank(Rank{r}));
     }

@@ -39,9 +39,7 @@ void Heartbeat::start() {
   _comm.check(MPI_Comm_dup(_comm.raw(), &_channel), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(_channel, MPI_ERRORS_RETURN);
   _rank = _comm.rank().value();
-  const int pid = static_cast<int>(::getpid());
-  _pid.assign(static_cast<std::size_t>(_comm.size()), 0);
-  _comm.check(MPI_Allgather(&pid, 1, MPI_INT, _pid.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
+  _pid = _comm.allgather(static_cast<int>(::getpid()));
   _host = detail::node_of_each_process(_comm);
   _original = _comm.members();
   _running = true;

@@ -166,9 +166,8 @@ void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::s
     }
   }
   const int size = _comm.size();
-  std::vector<int> counts(static_cast<std::size_t>(size));
   const int count = static_cast<int>(mine.size());
-  _comm.check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, _comm.raw()), "MPI_Allgather");
+  const std::vector<int> counts = _comm.allgather(count);
   std::vector<int> displacements(static_cast<std::size_t>(size), 0);
   for (std::size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
   std::vector<std::uint64_t> all(static_cast<std::size_t>(displacements.back() + counts.back()));

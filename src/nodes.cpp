@@ -12,9 +12,7 @@ std::vector<int> node_of_each_process(Comm& comm) {
   const int rc = MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_INT, MPI_MIN, node);
   MPI_Comm_free(&node);
   comm.check(rc, "MPI_Allreduce");
-  std::vector<int> node_of(static_cast<std::size_t>(comm.size()));
-  comm.check(MPI_Allgather(&key, 1, MPI_INT, node_of.data(), 1, MPI_INT, comm.raw()), "MPI_Allgather");
-  return node_of;
+  return comm.allgather(key);
 }
 
 SlotOrder slot_order(const std::vector<int>& node_of_process) {

@@ -115,6 +115,14 @@ class Comm {
     check(MPI_Allreduce(&value, &result, 1, detail::mpi_datatype<T>(), op, _comm), "MPI_Allreduce");
     return result;
   }
+  /// Every member's `value`, indexed by current rank.
+  template <class T>
+  [[nodiscard]] std::vector<T> allgather(T value) {
+    std::vector<T> all(static_cast<std::size_t>(size()));
+    check(MPI_Allgather(&value, 1, detail::mpi_datatype<T>(), all.data(), 1, detail::mpi_datatype<T>(), _comm),
+          "MPI_Allgather");
+    return all;
+  }
 
   /// Fault-tolerant agreement: the logical AND of `flag` over the live
   /// members, the same on all of them. Raises `ProcessFailed` on all of them
