@@ -26,26 +26,18 @@ bool was_spawned() {
 TEST(Spares, RespawnTakesSparesBeforeItSpawns) {
   auto comm = Comm::world();  // the 2 spares wait in here until taken
   ASSERT_EQ(comm.original_size(), 4) << "run on 6 processes with REPRISE_SPARES=2";
-  if (comm.epoch() == 0) {
-    kill_and_detect(comm, {OriginalRank{1}});
-    comm = comm.respawn();
-  }
-  if (comm.epoch() == 1) {
-    expect_working(comm);
-    if (comm.original_rank() == OriginalRank{1}) {
-      EXPECT_TRUE(comm.is_replacement());
-      EXPECT_FALSE(was_spawned()) << "the replacement of #1 is a spare";
+  // Epoch e kills original rank e + 1; the replacements of epochs 1 and 2
+  // are the two spares.
+  while (comm.epoch() < 3) {
+    const auto epoch = static_cast<int>(comm.epoch());
+    if (epoch > 0) {
+      expect_working(comm);
+      if (comm.original_rank() == OriginalRank{epoch}) {
+        EXPECT_TRUE(comm.is_replacement());
+        EXPECT_FALSE(was_spawned()) << "the replacement of #" << epoch << " is spare number " << epoch;
+      }
     }
-    kill_and_detect(comm, {OriginalRank{2}});
-    comm = comm.respawn();
-  }
-  if (comm.epoch() == 2) {
-    expect_working(comm);
-    if (comm.original_rank() == OriginalRank{2}) {
-      EXPECT_TRUE(comm.is_replacement());
-      EXPECT_FALSE(was_spawned()) << "the replacement of #2 is the second spare";
-    }
-    kill_and_detect(comm, {OriginalRank{3}});
+    kill_and_detect(comm, {OriginalRank{epoch + 1}});
     comm = comm.respawn();
   }
   expect_working(comm);
