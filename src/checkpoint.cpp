@@ -11,17 +11,13 @@
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
 #include "ulfm.hpp"
+#include "version_format.hpp"
 
 namespace reprise {
 
 namespace {
 
 constexpr const char* kWhere = "reprise::Checkpoint";
-
-void put_u64(std::vector<std::byte>& out, std::uint64_t value) {
-  const auto* bytes = reinterpret_cast<const std::byte*>(&value);
-  out.insert(out.end(), bytes, bytes + sizeof value);
-}
 
 std::uint64_t get_u64(std::span<const std::byte> in, std::size_t& at) {
   std::uint64_t value = 0;
@@ -91,11 +87,11 @@ std::size_t Checkpoint::held_bytes() const noexcept {
 // length and its bytes.
 void Checkpoint::serialize(std::vector<std::byte>& out) const {
   out.clear();
-  put_u64(out, _items.size());
+  detail::append_word(out, _items.size());
   for (const auto& item : _items) {
-    put_u64(out, std::hash<std::string>{}(item.name));
+    detail::append_word(out, std::hash<std::string>{}(item.name));
     const std::size_t length_at = out.size();
-    put_u64(out, 0);
+    detail::append_word(out, 0);
     const std::size_t begin = out.size();
     item.save(out);
     const std::uint64_t length = out.size() - begin;

@@ -1,5 +1,6 @@
 #pragma once
-// What both incremental sinks write: 64-bit words, and a version's header
+// What reprise's saved formats are made of: 64-bit words (a Checkpoint's
+// saved states, both incremental sinks), and an incremental version's header
 // (a tag, the version, the page size, the region count and each region's
 // size).
 
