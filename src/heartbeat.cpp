@@ -17,6 +17,13 @@ namespace {
 constexpr int kBeatTag = 1;
 constexpr int kDieTag = 2;
 
+/// Sends `word` (which must outlive the send) without waiting for it: a
+/// message to a process that died is simply lost.
+void post(const int& word, int to, int tag, MPI_Comm channel) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (MPI_Isend(&word, 1, MPI_INT, to, tag, channel, &request) == MPI_SUCCESS) MPI_Request_free(&request);
+}
+
 }  // namespace
 
 Heartbeat::Heartbeat(Comm& comm, HeartbeatConfig config) : _comm(comm), _config(config) {
@@ -62,8 +69,7 @@ std::vector<OriginalRank> Heartbeat::declared_hung() const {
   return _declared;
 }
 
-// Beats to the previous rank, listens to the next one. Sends are freed at
-// once: a beat to a process that died is simply lost.
+// Beats to the previous rank, listens to the next one.
 void Heartbeat::watch() {
   using Clock = std::chrono::steady_clock;
   const int p = static_cast<int>(_pid.size());
@@ -82,10 +88,7 @@ void Heartbeat::watch() {
   while (_running) {
     const auto now = Clock::now();
     if (now >= next_beat) {
-      MPI_Request request = MPI_REQUEST_NULL;
-      if (MPI_Isend(&beat, 1, MPI_INT, watcher, kBeatTag, _channel, &request) == MPI_SUCCESS) {
-        MPI_Request_free(&request);
-      }
+      post(beat, watcher, kBeatTag, _channel);
       next_beat = now + std::chrono::duration_cast<Clock::duration>(period);
     }
     // Named sources only: a wildcard probe fails once any process has died.
@@ -107,10 +110,7 @@ void Heartbeat::watch() {
       if (_host[static_cast<std::size_t>(watched)] == _host[static_cast<std::size_t>(_rank)]) {
         ::kill(static_cast<pid_t>(_pid[static_cast<std::size_t>(watched)]), SIGKILL);
       } else {
-        MPI_Request request = MPI_REQUEST_NULL;
-        if (MPI_Isend(&beat, 1, MPI_INT, watched, kDieTag, _channel, &request) == MPI_SUCCESS) {
-          MPI_Request_free(&request);
-        }
+        post(beat, watched, kDieTag, _channel);
       }
     }
     std::this_thread::sleep_for(std::min(std::chrono::duration<double>(0.005), period / 4));
