@@ -21,9 +21,15 @@
 //   the median time of a memcpy of region_bytes; ratio = median_s / memcpy_s
 //   (the whole run in memcpys of the region), and ckpt_memcpys =
 //   (median_s - none_s) / (checkpoints * memcpy_s), what one checkpoint adds
-//   to the run in memcpys of the region;
+//   to the run in memcpys of the region. pass_s is the run's own pace, the
+//   median time of passes 2..every (before the first checkpoint, nothing
+//   trapped), and self_increase = (seconds - iterations * pass_s) /
+//   (iterations * pass_s), the median over the repeats: the increase over
+//   the run's own pace, which the drift of a noisy machine between runs
+//   does not reach as it does none_s;
 // - per order, a summary: the increases and the reductions the paper quotes,
-//   1 - increase_adaptive / increase_other for other = address and sync.
+//   1 - increase_adaptive / increase_other for other = address and sync,
+//   from the increases over none_s and (self_*) over each run's own pace.
 // A figure that cannot be computed (its mode not run, or a divisor <= 0) is
 // null.
 //
@@ -274,6 +280,7 @@ std::vector<std::size_t> page_order(const std::string& name, std::size_t pages, 
 /// One run's time and what its checkpoints did, summed over them.
 struct Run {
   double seconds = 0;
+  std::optional<double> pass_s;  // the run's own pace: median of passes 2..every (no checkpoint yet)
   int checkpoints = 0;
   std::size_t pages_committed = 0;
   std::size_t cow = 0;
@@ -311,15 +318,19 @@ Run run_once(const Options& options, const std::string& mode, const std::string&
   }
 
   Run run;
+  std::vector<double> first_epoch;  // passes 2..every: no checkpoint has been taken, nothing is trapped
   const auto start = Clock::now();
   for (int pass = 1; pass <= options.iterations; ++pass) {
+    const auto pass_start = Clock::now();
     for (const std::size_t p : order) {
       for (int w = 0; w < options.work; ++w) increment(region.data + p * page, page);
     }
+    if (pass >= 2 && pass <= options.every) first_epoch.push_back(bench::seconds(pass_start));
     if (checkpoint && pass % options.every == 0) checkpoint->checkpoint();
   }
   if (checkpoint && checkpoint->version() > 0) checkpoint->wait();
   run.seconds = bench::seconds(start);
+  if (!first_epoch.empty()) run.pass_s = bench::median(first_epoch);
 
   const std::string what = "incremental_bench: " + order_name + "/" + mode + ": ";
   if (checkpoint) {
@@ -435,6 +446,28 @@ void run(const Options& options) {
       return bench::median(times);
     };
     const auto none_s = median_of("none");
+    // The increase over the run's own pace (every run measures it in its
+    // first passes): the median over the repeats, free of the drift between
+    // runs that an increase over another run (none_s) picks up.
+    auto self_increase_of = [&](const std::string& mode) -> std::optional<double> {
+      const auto at = std::find(options.modes.begin(), options.modes.end(), mode);
+      if (at == options.modes.end()) return std::nullopt;
+      std::vector<double> increases;
+      for (const auto& one : runs[o][static_cast<std::size_t>(at - options.modes.begin())]) {
+        if (!one.pass_s || *one.pass_s <= 0) return std::nullopt;
+        const double paced = options.iterations * *one.pass_s;
+        increases.push_back((one.seconds - paced) / paced);
+      }
+      return bench::median(increases);
+    };
+    auto pass_of = [&](std::size_t m) -> std::optional<double> {
+      std::vector<double> passes;
+      for (const auto& one : runs[o][m]) {
+        if (!one.pass_s) return std::nullopt;
+        passes.push_back(*one.pass_s);
+      }
+      return bench::median(passes);
+    };
     for (std::size_t m = 0; m < options.modes.size(); ++m) {
       const auto median_s = median_of(options.modes[m]);
       const Run& middle = median_run(runs[o][m]);
@@ -445,28 +478,36 @@ void run(const Options& options) {
                   "\"min_s\":%.6f,\"max_s\":%.6f,\"none_s\":%s,\"increase\":%s,\"pages_committed\":%zu,"
                   "\"cow\":%zu,\"wait\":%zu,\"avoided\":%zu,\"after\":%zu,\"cow_peak_pages\":%zu,"
                   "\"wait_seconds\":%.6f,\"commit_seconds\":%.6f,\"call_seconds\":%.6f,\"memcpy_s\":%.6f,"
-                  "\"ratio\":%.2f,\"ckpt_memcpys\":%s}\n",
+                  "\"ratio\":%.2f,\"ckpt_memcpys\":%s,\"pass_s\":%s,\"self_increase\":%s}\n",
                   options.orders[o].c_str(), options.modes[m].c_str(), setup(options).c_str(), *median_s,
                   fastest->seconds, slowest->seconds,
                   json(none_s).c_str(), json(divide(overhead, none_s), "%.4f").c_str(), middle.pages_committed,
                   middle.cow, middle.wait, middle.avoided, middle.after, middle.cow_peak_pages, middle.wait_seconds,
                   middle.commit_seconds, middle.call_seconds, memcpy_s, *median_s / memcpy_s,
                   json(options.modes[m] == "none" ? std::nullopt : divide(overhead, memcpy_s * checkpoints), "%.2f")
-                      .c_str());
+                      .c_str(),
+                  json(pass_of(m)).c_str(), json(self_increase_of(options.modes[m]), "%.4f").c_str());
     }
     auto increase = [&](const std::string& mode) {
       const auto median_s = median_of(mode);
       return divide(median_s && none_s ? std::optional<double>(*median_s - *none_s) : std::nullopt, none_s);
     };
-    auto reduction = [&](const std::string& other) -> std::optional<double> {
-      const auto ratio = divide(increase("adaptive"), increase(other));
+    auto reduction = [](std::optional<double> adaptive, std::optional<double> other) -> std::optional<double> {
+      const auto ratio = divide(adaptive, other);
       return ratio ? std::optional<double>(1 - *ratio) : std::nullopt;
     };
     std::printf("{\"bench\":\"incremental_summary\",\"order\":\"%s\",%s,\"increase_sync\":%s,\"increase_address\":%s,"
-                "\"increase_adaptive\":%s,\"reduction_vs_address\":%s,\"reduction_vs_sync\":%s}\n",
+                "\"increase_adaptive\":%s,\"reduction_vs_address\":%s,\"reduction_vs_sync\":%s,"
+                "\"self_increase_sync\":%s,\"self_increase_address\":%s,\"self_increase_adaptive\":%s,"
+                "\"self_reduction_vs_address\":%s,\"self_reduction_vs_sync\":%s}\n",
                 options.orders[o].c_str(), setup(options).c_str(), json(increase("sync"), "%.4f").c_str(),
                 json(increase("address"), "%.4f").c_str(), json(increase("adaptive"), "%.4f").c_str(),
-                json(reduction("address"), "%.4f").c_str(), json(reduction("sync"), "%.4f").c_str());
+                json(reduction(increase("adaptive"), increase("address")), "%.4f").c_str(),
+                json(reduction(increase("adaptive"), increase("sync")), "%.4f").c_str(),
+                json(self_increase_of("sync"), "%.4f").c_str(), json(self_increase_of("address"), "%.4f").c_str(),
+                json(self_increase_of("adaptive"), "%.4f").c_str(),
+                json(reduction(self_increase_of("adaptive"), self_increase_of("address")), "%.4f").c_str(),
+                json(reduction(self_increase_of("adaptive"), self_increase_of("sync")), "%.4f").c_str());
   }
   std::fflush(stdout);
 }
