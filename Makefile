@@ -61,18 +61,22 @@ test-asan-all: setup
 # --copies --repeats --no-kill) and kills one process for real per run.
 # incremental_bench (one process, no MPI) runs AI-Ckpt's synthetic test with
 # INCREMENTAL_ARGS (--mib --cow-mib --iterations --every --orders --modes
-# --repeats --seed --dir --sink-mib-per-s).
+# --repeats --seed --dir --sink-mib-per-s --sink --work); trap_bench (one
+# process) what a first write to a protected page costs, with TRAP_ARGS
+# (--mib --repeats --seed).
 BENCH_ARGS ?=
 BENCH_RANKS ?= 4
 CHECKPOINT_ARGS ?=
 CHECKPOINT_RANKS ?= 2 4 8
 INCREMENTAL_ARGS ?=
+TRAP_ARGS ?=
 bench: build
 	@scripts/mpirun-checked -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
 	@for n in $(CHECKPOINT_RANKS); do \
 	  scripts/mpirun-checked -n $$n --quiet --timeout 600 -- $(BUILD)/bench/checkpoint_bench $(CHECKPOINT_ARGS) || exit 1; \
 	done
 	@$(BUILD)/bench/incremental_bench $(INCREMENTAL_ARGS)
+	@$(BUILD)/bench/trap_bench $(TRAP_ARGS)
 
 clean:
 	rm -rf build

@@ -3,9 +3,16 @@
 // process took), medians, and a memcpy baseline step.
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <functional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "reprise/comm.hpp"
@@ -42,6 +49,59 @@ inline std::vector<double> time_interleaved(reprise::Comm& comm, int repeats, co
   std::vector<double> medians;
   for (auto& t : times) medians.push_back(median(std::move(t)));
   return medians;
+}
+
+/// A command line a benchmark cannot run with (exit status 2).
+struct BadOption : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The value of `flag` as a number of at least `least`; BadOption if it is not.
+template <class Number>
+Number number(const std::string& flag, const std::string& value, Number least) {
+  Number parsed{};
+  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+  if (error != std::errc() || end != value.data() + value.size() || !(parsed >= least) || !std::isfinite(parsed)) {
+    std::ostringstream message;
+    message << flag << " wants a number >= " << least << ", not '" << value << "'";
+    throw BadOption(message.str());
+  }
+  return parsed;
+}
+
+/// Calls `take(flag, value)` for each `--flag value` pair of the command
+/// line; BadOption for a flag with no value.
+template <class Take>
+void for_each_flag(int argc, char** argv, Take take) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (i + 1 >= argc) throw BadOption(flag + " needs a value (or is unknown)");
+    take(flag, std::string(argv[++i]));
+  }
+}
+
+/// The main of a one-process benchmark: `--help` prints `usage`; a
+/// BadOption from `parse(argc, argv)` prints it with `usage` and exits 2;
+/// any other exception from `run(options)` is printed and exits 1.
+template <class Parse, class Run>
+int run_main(const char* name, const char* usage, int argc, char** argv, Parse parse, Run run) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::fputs(usage, stdout);
+    return 0;
+  }
+  try {
+    const auto options = parse(argc, argv);
+    try {
+      run(options);
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "%s\n", error.what());
+      return 1;
+    }
+  } catch (const BadOption& error) {
+    std::fprintf(stderr, "%s: %s\n%s", name, error.what(), usage);
+    return 2;
+  }
+  return 0;
 }
 
 /// A memcpy of `bytes` bytes on every process, as a step to time.

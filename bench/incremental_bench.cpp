@@ -96,28 +96,11 @@ struct Options {
   int work = 1;
 };
 
-/// A command line the benchmark cannot run with (exit status 2).
-struct BadOption : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
 constexpr const char* kUsage =
     "usage: incremental_bench [--mib M] [--cow-mib C] [--iterations I] [--every E]\n"
     "                         [--orders asc,random,desc] [--modes none,sync,address,adaptive]\n"
     "                         [--repeats R] [--seed S] [--dir DIR] [--sink-mib-per-s N]\n"
     "                         [--sink dir|null] [--work W]\n";
-
-template <class Number>
-Number number(const std::string& flag, const std::string& value, Number least) {
-  Number parsed{};
-  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-  if (error != std::errc() || end != value.data() + value.size() || !(parsed >= least) || !std::isfinite(parsed)) {
-    std::ostringstream message;
-    message << flag << " wants a number >= " << least << ", not '" << value << "'";
-    throw BadOption(message.str());
-  }
-  return parsed;
-}
 
 /// A comma-separated list of distinct names out of `known`.
 std::vector<std::string> names(const std::string& flag, const std::string& value,
@@ -128,51 +111,48 @@ std::vector<std::string> names(const std::string& flag, const std::string& value
     if (std::find(known.begin(), known.end(), item) == known.end()) {
       std::string choices;
       for (const auto& name : known) choices += (choices.empty() ? "" : ",") + name;
-      throw BadOption(flag + ": unknown '" + item + "' (choose from " + choices + ")");
+      throw bench::BadOption(flag + ": unknown '" + item + "' (choose from " + choices + ")");
     }
-    if (std::find(list.begin(), list.end(), item) != list.end()) throw BadOption(flag + ": '" + item + "' twice");
+    if (std::find(list.begin(), list.end(), item) != list.end()) throw bench::BadOption(flag + ": '" + item + "' twice");
     list.push_back(item);
   }
-  if (list.empty()) throw BadOption(flag + " wants at least one name");
+  if (list.empty()) throw bench::BadOption(flag + " wants at least one name");
   return list;
 }
 
 /// One name out of `known`.
 std::string one_name(const std::string& flag, const std::string& value, const std::vector<std::string>& known) {
   const auto list = names(flag, value, known);
-  if (list.size() != 1) throw BadOption(flag + " wants one name, not '" + value + "'");
+  if (list.size() != 1) throw bench::BadOption(flag + " wants one name, not '" + value + "'");
   return list.front();
 }
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (i + 1 >= argc) throw BadOption(flag + " needs a value (or is unknown)");
-    const std::string value = argv[++i];
-    if (flag == "--mib") options.mib = number<std::size_t>(flag, value, 1);
-    else if (flag == "--cow-mib") options.cow_mib = number<std::size_t>(flag, value, 0);
-    else if (flag == "--iterations") options.iterations = number<int>(flag, value, 1);
-    else if (flag == "--every") options.every = number<int>(flag, value, 1);
+  bench::for_each_flag(argc, argv, [&options](const std::string& flag, const std::string& value) {
+    if (flag == "--mib") options.mib = bench::number<std::size_t>(flag, value, 1);
+    else if (flag == "--cow-mib") options.cow_mib = bench::number<std::size_t>(flag, value, 0);
+    else if (flag == "--iterations") options.iterations = bench::number<int>(flag, value, 1);
+    else if (flag == "--every") options.every = bench::number<int>(flag, value, 1);
     else if (flag == "--orders") options.orders = names(flag, value, kOrders);
     else if (flag == "--modes") options.modes = names(flag, value, kModes);
-    else if (flag == "--repeats") options.repeats = number<int>(flag, value, 1);
-    else if (flag == "--seed") options.seed = number<std::uint64_t>(flag, value, 0);
-    else if (flag == "--dir") options.dir = value.empty() ? throw BadOption("--dir wants a directory") : value;
-    else if (flag == "--sink-mib-per-s") options.sink_mib_per_s = number<double>(flag, value, 0.0);
+    else if (flag == "--repeats") options.repeats = bench::number<int>(flag, value, 1);
+    else if (flag == "--seed") options.seed = bench::number<std::uint64_t>(flag, value, 0);
+    else if (flag == "--dir") options.dir = value.empty() ? throw bench::BadOption("--dir wants a directory") : value;
+    else if (flag == "--sink-mib-per-s") options.sink_mib_per_s = bench::number<double>(flag, value, 0.0);
     else if (flag == "--sink") options.sink = one_name(flag, value, {"dir", "null"});
-    else if (flag == "--work") options.work = number<int>(flag, value, 1);
-    else throw BadOption("unknown flag " + flag);
-  }
-  if (options.mib > (std::size_t{1} << 20U)) throw BadOption("--mib: at most 1048576 (1 TiB)");
-  if (options.cow_mib > options.mib) throw BadOption("--cow-mib: at most --mib");
+    else if (flag == "--work") options.work = bench::number<int>(flag, value, 1);
+    else throw bench::BadOption("unknown flag " + flag);
+  });
+  if (options.mib > (std::size_t{1} << 20U)) throw bench::BadOption("--mib: at most 1048576 (1 TiB)");
+  if (options.cow_mib > options.mib) throw bench::BadOption("--cow-mib: at most --mib");
   std::error_code error;
   if (options.dir.empty()) {
     options.dir = std::filesystem::temp_directory_path(error).string();
-    if (error) throw BadOption("$TMPDIR is not a directory; name one with --dir");
+    if (error) throw bench::BadOption("$TMPDIR is not a directory; name one with --dir");
   }
   if (!std::filesystem::is_directory(options.dir, error)) {
-    throw BadOption("--dir: '" + options.dir + "' is not a directory");
+    throw bench::BadOption("--dir: '" + options.dir + "' is not a directory");
   }
   return options;
 }
@@ -514,23 +494,4 @@ void run(const Options& options) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  Options options;
-  try {
-    options = parse(argc, argv);
-  } catch (const BadOption& error) {
-    std::fprintf(stderr, "incremental_bench: %s\n%s", error.what(), kUsage);
-    return 2;
-  }
-  try {
-    run(options);
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s\n", error.what());
-    return 1;
-  }
-  return 0;
-}
+int main(int argc, char** argv) { return bench::run_main("incremental_bench", kUsage, argc, argv, parse, run); }
