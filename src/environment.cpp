@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -11,21 +12,32 @@
 #include <thread>
 
 #include "finalize.hpp"
+#include "reprise/error.hpp"
 #include "spares.hpp"
 
 namespace reprise {
 
 namespace {
 
+/// REPRISE_FINALIZE_TIMEOUT in seconds (default 5); UsageError if it is not
+/// a whole number of seconds from 0 to a day.
 std::chrono::seconds finalize_timeout() {
   const char* text = std::getenv("REPRISE_FINALIZE_TIMEOUT");
   if (text == nullptr || *text == '\0') return std::chrono::seconds(5);
-  return std::chrono::seconds(std::strtol(text, nullptr, 10));
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno != 0 || value < 0 || value > 86400) {
+    throw UsageError(std::string("REPRISE_FINALIZE_TIMEOUT=") + text +
+                     " is not a number of seconds from 0 (wait forever) to 86400; unset it for the default, 5");
+  }
+  return std::chrono::seconds(value);
 }
 
 }  // namespace
 
 Environment::Environment(int& argc, char**& argv) {
+  (void)finalize_timeout();  // a bad setting is refused now, not when the run ends
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized != 0) {
@@ -39,7 +51,12 @@ Environment::Environment(int& argc, char**& argv) {
 namespace detail {
 
 void finalize_mpi(int exit_status) {
-  const auto timeout = finalize_timeout();
+  std::chrono::seconds timeout(5);
+  try {
+    timeout = finalize_timeout();
+  } catch (const UsageError&) {
+    // Set to something else since Environment checked it: the default.
+  }
   if (timeout.count() <= 0) {
     MPI_Finalize();
     return;

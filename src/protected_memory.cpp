@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <atomic>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -275,11 +276,23 @@ bool open_userfaultfd() {
   return true;
 }
 
-/// Opens the kernel's written bits, unless the kernel lacks them or
-/// `REPRISE_WRITTEN_BITS=0`: then every first write stays trapped.
+/// The value of the environment variable `name`, one of `choices` (the
+/// first one when it is unset or empty). UsageError for any other value.
+std::string setting(const char* name, std::initializer_list<const char*> choices) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return *choices.begin();
+  std::string allowed;
+  for (const char* choice : choices) {
+    if (std::strcmp(text, choice) == 0) return text;
+    allowed += std::string(allowed.empty() ? "" : " or ") + choice;
+  }
+  throw UsageError(std::string("reprise: ") + name + "=" + text + " is not a setting it knows; set it to " + allowed +
+                   ", or unset it");
+}
+
+/// Opens the kernel's written bits, unless the kernel lacks them: then
+/// every first write stays trapped.
 void open_written_bits() {
-  const char* wanted = std::getenv("REPRISE_WRITTEN_BITS");
-  if (wanted != nullptr && std::string(wanted) == "0") return;
   const int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY));
   if (fd < 0) return;
   uffdio_api api{};
@@ -397,13 +410,13 @@ void protected_free(void* memory) {
 DirtyTracker::DirtyTracker() {
   g_page = page_size();
   // mprotect by default: on the machine we measured, a userfaultfd trap cost
-  // about five times as much (docs/PERFORMANCE.md).
-  const char* wanted = std::getenv("REPRISE_WRITE_TRAP");
-  const bool userfaultfd_wanted = wanted != nullptr && std::string(wanted) == "userfaultfd";
+  // 10 to 18 times as much (bench/trap_bench.cpp, docs/PERFORMANCE.md).
+  const bool userfaultfd_wanted = setting("REPRISE_WRITE_TRAP", {"mprotect", "userfaultfd"}) == "userfaultfd";
+  const bool bits_wanted = setting("REPRISE_WRITTEN_BITS", {"1", "0"}) == "1";
   if (userfaultfd_wanted && open_userfaultfd()) {
     g_trap = WriteTrap::kUserfaultfd;
     std::thread(serve_faults).detach();
-  } else {
+  } else if (bits_wanted) {
     open_written_bits();
   }
   struct sigaction action {};

@@ -12,7 +12,9 @@ namespace reprise {
 /// returns (upstream issue open-mpi/ompi#11404), which would keep `mpirun`
 /// waiting forever. So finalisation is watched: if it has not returned after
 /// `REPRISE_FINALIZE_TIMEOUT` seconds (default 5; 0 waits forever), the
-/// process says so on stderr and exits with `exit_status()`.
+/// process says so on stderr and exits with `exit_status()`. `UsageError`
+/// on construction if that variable is not a whole number of seconds from 0
+/// to 86400.
 class Environment {
  public:
   Environment(int& argc, char**& argv);

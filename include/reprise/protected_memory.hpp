@@ -50,7 +50,9 @@ class DirtyTracker {
   /// The process's tracker (sets up the trap on first use: `mprotect`, or
   /// userfaultfd if `REPRISE_WRITE_TRAP=userfaultfd` and the kernel allows
   /// it; it costs more per trapped write but lets system calls write into
-  /// protected pages).
+  /// protected pages). `REPRISE_WRITE_TRAP` is `mprotect` (the default) or
+  /// `userfaultfd`, `REPRISE_WRITTEN_BITS` `1` (the default) or `0`;
+  /// `UsageError` for any other value.
   static DirtyTracker& instance();
 
   /// The trap in use.

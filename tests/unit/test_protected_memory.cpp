@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <set>
@@ -202,4 +204,25 @@ TEST(ProtectedMemory, OtherSegmentationFaultsStillEndTheProcess) {
   } else {
     EXPECT_NE(WEXITSTATUS(status), 0);
   }
+}
+
+// The tracker reads its settings once per process, so each case runs in a
+// fresh process (a death test that re-executes this program).
+TEST(ProtectedMemorySettings, AValueItDoesNotKnowIsRefusedWithTheChoices) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const auto refused = [](const char* name, const char* value) {
+    ::setenv(name, value, 1);
+    try {
+      (void)reprise::DirtyTracker::instance();
+    } catch (const reprise::UsageError& error) {
+      std::fputs(error.what(), stderr);
+      std::_Exit(3);
+    }
+    std::_Exit(0);
+  };
+  EXPECT_EXIT(refused("REPRISE_WRITE_TRAP", "uffd"), ::testing::ExitedWithCode(3),
+              "REPRISE_WRITE_TRAP=uffd is not a setting it knows; set it to mprotect or userfaultfd");
+  EXPECT_EXIT(refused("REPRISE_WRITTEN_BITS", "no"), ::testing::ExitedWithCode(3),
+              "REPRISE_WRITTEN_BITS=no is not a setting it knows; set it to 1 or 0");
+  EXPECT_EXIT(refused("REPRISE_WRITE_TRAP", "mprotect"), ::testing::ExitedWithCode(0), "");
 }
