@@ -32,12 +32,23 @@ enum class Access : std::uint8_t {
   kAfter,    ///< written after the checkpoint had been committed
 };
 
+/// A page's `mark`: the epoch of its last first write, and that write's
+/// order in the epoch (below 2^32).
+constexpr std::uint64_t make_mark(std::uint64_t epoch, std::uint64_t order) { return (epoch << 32U) | order; }
+constexpr std::uint64_t mark_epoch(std::uint64_t mark) { return mark >> 32U; }
+constexpr std::uint64_t mark_order(std::uint64_t mark) { return mark & 0xffffffffU; }
+
 /// The bookkeeping of one page of a registered region.
 struct PageInfo {
-  std::atomic<std::uint64_t> mark{0};  ///< (epoch << 32) | order of its first write in that epoch
+  std::atomic<std::uint64_t> mark{0};  ///< make_mark(epoch, order of its first write in that epoch)
   std::atomic<PageState> state{PageState::kClean};
   std::atomic<Access> access{Access::kNone};  ///< access of the first write in the epoch of `mark`
   std::atomic<std::uint32_t> slot{0};         ///< the copy-on-write slot holding it, while kInBuffer
+
+  /// True if the page was written in `epoch`.
+  [[nodiscard]] bool written_in(std::uint64_t epoch) const {
+    return mark_epoch(mark.load(std::memory_order_acquire)) == epoch;
+  }
 };
 
 /// A page anywhere: region id and page index.

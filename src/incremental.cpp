@@ -438,7 +438,7 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
         if (!seen.emplace(owed.id.region, owed.id.page).second) continue;
         const PageInfo& info = detail::page_infos(owed.id.region)[owed.id.page];
         listed.push_back({owed, rank_of(info.access.load(std::memory_order_acquire)),
-                          info.mark.load(std::memory_order_acquire) & 0xffffffffU});
+                          detail::mark_order(info.mark.load(std::memory_order_acquire))});
       }
     }
   }

@@ -96,16 +96,30 @@ constexpr std::uint64_t kPageIsWritten = 1U << 1U;
 int g_bits = -1;     // userfaultfd in asynchronous write-protect mode, with the mprotect trap
 int g_pagemap = -1;  // /proc/self/pagemap, where the written bits are read
 
+/// Registers [start, start + bytes) for write-protection with the
+/// userfaultfd `fd`; false if the kernel refused.
+bool watch_writes(int fd, std::uintptr_t start, std::size_t bytes) {
+  uffdio_register range{};
+  range.range.start = start;
+  range.range.len = bytes;
+  range.mode = UFFDIO_REGISTER_MODE_WP;
+  return ::ioctl(fd, UFFDIO_REGISTER, &range) == 0;
+}
+
+/// Sets (or clears) the userfaultfd `fd`'s write-protection of
+/// [start, start + bytes); false if the kernel refused.
+bool userfaultfd_protect(int fd, std::uintptr_t start, std::size_t bytes, bool protect) {
+  uffdio_writeprotect range{};
+  range.range.start = start;
+  range.range.len = bytes;
+  range.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
+  return ::ioctl(fd, UFFDIO_WRITEPROTECT, &range) == 0;
+}
+
 /// Write-protects [start, start + bytes), or opens it (which also lets a
 /// write waiting on userfaultfd go on). False if the kernel refused.
 bool set_protection(std::uintptr_t start, std::size_t bytes, bool protect) {
-  if (g_trap == WriteTrap::kUserfaultfd) {
-    uffdio_writeprotect range{};
-    range.range.start = start;
-    range.range.len = bytes;
-    range.mode = protect ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
-    return ::ioctl(g_uffd, UFFDIO_WRITEPROTECT, &range) == 0;
-  }
+  if (g_trap == WriteTrap::kUserfaultfd) return userfaultfd_protect(g_uffd, start, bytes, protect);
   return ::mprotect(reinterpret_cast<void*>(start), bytes, protect ? PROT_READ : PROT_READ | PROT_WRITE) == 0;
 }
 
@@ -116,8 +130,8 @@ std::size_t page_of(std::uintptr_t base, std::uintptr_t address) { return (addre
 bool mark_written(std::atomic<std::uint64_t>& mark) {
   const std::uint64_t epoch = g_epoch.load(std::memory_order_acquire);
   std::uint64_t old = mark.load(std::memory_order_acquire);
-  while ((old >> 32U) != epoch) {
-    const std::uint64_t now = (epoch << 32U) | (g_order.fetch_add(1, std::memory_order_relaxed) + 1U);
+  while (detail::mark_epoch(old) != epoch) {
+    const std::uint64_t now = detail::make_mark(epoch, g_order.fetch_add(1, std::memory_order_relaxed) + 1U);
     if (mark.compare_exchange_weak(old, now, std::memory_order_acq_rel)) return true;
   }
   return false;
@@ -307,15 +321,6 @@ void open_written_bits() {
   g_pagemap = pagemap;
 }
 
-/// Sets (or clears) the written-bit protection of [start, start + bytes).
-bool arm_bits(std::uintptr_t start, std::size_t bytes, bool arm) {
-  uffdio_writeprotect range{};
-  range.range.start = start;
-  range.range.len = bytes;
-  range.mode = arm ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
-  return ::ioctl(g_bits, UFFDIO_WRITEPROTECT, &range) == 0;
-}
-
 /// Calls `each(page index)` for every page of [base, base + bytes) whose
 /// written bit is set; false if the kernel would not say.
 template <class Each>
@@ -455,25 +460,12 @@ int DirtyTracker::add(void* base, std::size_t bytes) {
     throw UsageError("reprise::DirtyTracker::add: already " + std::to_string(kMaxRegions) +
                      " regions; register fewer, larger regions");
   }
-  if (g_trap == WriteTrap::kUserfaultfd) {
-    uffdio_register range{};
-    range.range.start = start;
-    range.range.len = bytes;
-    range.mode = UFFDIO_REGISTER_MODE_WP;
-    if (::ioctl(g_uffd, UFFDIO_REGISTER, &range) != 0) {
-      throw UsageError("reprise::DirtyTracker::add: userfaultfd cannot watch the region at " + std::to_string(start) +
-                       " (" + std::strerror(errno) + "); use private anonymous memory (reprise::protected_alloc), "
-                       "or leave REPRISE_WRITE_TRAP unset for the mprotect trap");
-    }
+  if (g_trap == WriteTrap::kUserfaultfd && !watch_writes(g_uffd, start, bytes)) {
+    throw UsageError("reprise::DirtyTracker::add: userfaultfd cannot watch the region at " + std::to_string(start) +
+                     " (" + std::strerror(errno) + "); use private anonymous memory (reprise::protected_alloc), "
+                     "or leave REPRISE_WRITE_TRAP unset for the mprotect trap");
   }
-  bool bits = false;
-  if (g_bits >= 0) {
-    uffdio_register range{};
-    range.range.start = start;
-    range.range.len = bytes;
-    range.mode = UFFDIO_REGISTER_MODE_WP;
-    bits = ::ioctl(g_bits, UFFDIO_REGISTER, &range) == 0;  // if not, its pages stay trapped
-  }
+  const bool bits = g_bits >= 0 && watch_writes(g_bits, start, bytes);  // if not, its pages stay trapped
   const std::size_t pages = bytes / g_page;
   auto infos = std::make_unique<PageInfo[]>(pages);
   for (std::size_t p = 0; p < pages; ++p) (void)mark_written(infos[p].mark);  // new pages count as written
@@ -522,7 +514,7 @@ void DirtyTracker::protect_all() {
     if (base == 0) continue;
     // The written bits are only read in an epoch the region was opened;
     // cleared now, they cost trapped writes no second fault.
-    if (slot.open && arm_bits(base, slot.bytes.load(), false)) slot.open = false;
+    if (slot.open && userfaultfd_protect(g_bits, base, slot.bytes.load(), false)) slot.open = false;
     (void)set_protection(base, slot.bytes.load(), true);
   }
 }
@@ -542,13 +534,13 @@ bool DirtyTracker::open_all() {
     const std::size_t pages = slot.bytes.load() / g_page;
     bool armed = true;
     for (std::size_t p = 0; p < pages && armed;) {
-      if ((infos[p].mark.load(std::memory_order_acquire) >> 32U) == epoch) {
+      if (infos[p].written_in(epoch)) {
         ++p;
         continue;
       }
       std::size_t q = p + 1;
-      while (q < pages && (infos[q].mark.load(std::memory_order_acquire) >> 32U) != epoch) ++q;
-      armed = arm_bits(base + p * g_page, (q - p) * g_page, true);
+      while (q < pages && !infos[q].written_in(epoch)) ++q;
+      armed = userfaultfd_protect(g_bits, base + p * g_page, (q - p) * g_page, true);
       p = q;
     }
     slot.open = true;  // even half armed: the bits are cleared at the next protect_all
@@ -570,14 +562,14 @@ std::vector<PageRef> DirtyTracker::written() const {
     const std::size_t count = slot.bytes.load() / g_page;
     for (std::size_t p = 0; p < count; ++p) {
       const std::uint64_t mark = infos[p].mark.load(std::memory_order_acquire);
-      if ((mark >> 32U) == epoch) pages.push_back({id, p, mark & 0xffffffffU, true});
+      if (detail::mark_epoch(mark) == epoch) pages.push_back({id, p, detail::mark_order(mark), true});
     }
     if (!slot.open) continue;
     // Pages written while the region was open come after the trapped ones,
     // in address order. If the kernel will not say, every page counts.
-    std::uint64_t untrapped = std::uint64_t{1} << 32U;
+    std::uint64_t untrapped = detail::mark_order(~std::uint64_t{0}) + 1;  // after every trapped order
     const auto add_untrapped = [&](std::size_t p) {
-      if ((infos[p].mark.load(std::memory_order_acquire) >> 32U) != epoch) pages.push_back({id, p, untrapped++, false});
+      if (!infos[p].written_in(epoch)) pages.push_back({id, p, untrapped++, false});
     };
     if (!for_each_written(slot.base.load(), slot.bytes.load(), add_untrapped)) {
       for (std::size_t p = 0; p < count; ++p) add_untrapped(p);
