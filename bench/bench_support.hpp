@@ -10,6 +10,8 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <numeric>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -49,6 +51,19 @@ inline std::vector<double> time_interleaved(reprise::Comm& comm, int repeats, co
   std::vector<double> medians;
   for (auto& t : times) medians.push_back(median(std::move(t)));
   return medians;
+}
+
+/// The page visiting orders of the protected-memory benchmarks.
+inline const std::vector<std::string> kPageOrders{"asc", "random", "desc"};
+
+/// The page indices 0..pages-1 in the visiting order `name` (random: one
+/// fixed permutation per `seed`).
+inline std::vector<std::size_t> page_order(const std::string& name, std::size_t pages, std::uint64_t seed) {
+  std::vector<std::size_t> order(pages);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (name == "desc") std::reverse(order.begin(), order.end());
+  if (name == "random") std::shuffle(order.begin(), order.end(), std::mt19937_64(seed));
+  return order;
 }
 
 /// A command line a benchmark cannot run with (exit status 2).

@@ -60,9 +60,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
-#include <numeric>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -78,7 +76,6 @@ namespace {
 
 using bench::Clock;
 
-const std::vector<std::string> kOrders{"asc", "random", "desc"};
 const std::vector<std::string> kModes{"none", "sync", "address", "adaptive"};
 
 struct Options {
@@ -86,7 +83,7 @@ struct Options {
   std::size_t cow_mib = 16;
   int iterations = 39;
   int every = 10;
-  std::vector<std::string> orders = kOrders;
+  std::vector<std::string> orders = bench::kPageOrders;
   std::vector<std::string> modes = kModes;
   int repeats = 3;
   std::uint64_t seed = 1;
@@ -134,7 +131,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--cow-mib") options.cow_mib = bench::number<std::size_t>(flag, value, 0);
     else if (flag == "--iterations") options.iterations = bench::number<int>(flag, value, 1);
     else if (flag == "--every") options.every = bench::number<int>(flag, value, 1);
-    else if (flag == "--orders") options.orders = names(flag, value, kOrders);
+    else if (flag == "--orders") options.orders = names(flag, value, bench::kPageOrders);
     else if (flag == "--modes") options.modes = names(flag, value, kModes);
     else if (flag == "--repeats") options.repeats = bench::number<int>(flag, value, 1);
     else if (flag == "--seed") options.seed = bench::number<std::uint64_t>(flag, value, 0);
@@ -245,17 +242,6 @@ void increment(unsigned char* page, std::size_t bytes) {
   __asm__ __volatile__("" : : "r"(page) : "memory");
 }
 
-/// The page indices in the visiting order `name`.
-std::vector<std::size_t> page_order(const std::string& name, std::size_t pages, std::uint64_t seed) {
-  std::vector<std::size_t> order(pages);
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  if (name == "desc") std::reverse(order.begin(), order.end());
-  if (name == "random") {
-    std::mt19937_64 random(seed);
-    std::shuffle(order.begin(), order.end(), random);
-  }
-  return order;
-}
 
 /// One run's time and what its checkpoints did, summed over them.
 struct Run {
@@ -392,7 +378,7 @@ void run(const Options& options) {
   const ScratchDir scratch(std::filesystem::path(options.dir) /
                            ("reprise-incremental-bench-" + std::to_string(::getpid())));
   std::vector<std::vector<std::size_t>> orders;
-  for (const auto& name : options.orders) orders.push_back(page_order(name, pages, options.seed));
+  for (const auto& name : options.orders) orders.push_back(bench::page_order(name, pages, options.seed));
   bench::Memcpy copy(options.mib << 20U);
 
   // runs[order][mode], one per repeat; memcpy timed once per order and repeat.
@@ -416,37 +402,35 @@ void run(const Options& options) {
   const double memcpy_s = bench::median(memcpy_times);
   const int checkpoints = options.iterations / options.every;
   for (std::size_t o = 0; o < orders.size(); ++o) {
-    auto median_of = [&](const std::string& mode) -> std::optional<double> {
+    // The median over the repeats of `figure(run)` in `mode`; null if the
+    // mode was not run or a run has no such figure.
+    auto median_over_runs = [&](const std::string& mode, auto figure) -> std::optional<double> {
       const auto at = std::find(options.modes.begin(), options.modes.end(), mode);
       if (at == options.modes.end()) return std::nullopt;
-      std::vector<double> times;
+      std::vector<double> values;
       for (const auto& one : runs[o][static_cast<std::size_t>(at - options.modes.begin())]) {
-        times.push_back(one.seconds);
+        const std::optional<double> value = figure(one);
+        if (!value) return std::nullopt;
+        values.push_back(*value);
       }
-      return bench::median(times);
+      return bench::median(values);
+    };
+    auto median_of = [&](const std::string& mode) {
+      return median_over_runs(mode, [](const Run& one) -> std::optional<double> { return one.seconds; });
     };
     const auto none_s = median_of("none");
     // The increase over the run's own pace (every run measures it in its
     // first passes): the median over the repeats, free of the drift between
     // runs that an increase over another run (none_s) picks up.
-    auto self_increase_of = [&](const std::string& mode) -> std::optional<double> {
-      const auto at = std::find(options.modes.begin(), options.modes.end(), mode);
-      if (at == options.modes.end()) return std::nullopt;
-      std::vector<double> increases;
-      for (const auto& one : runs[o][static_cast<std::size_t>(at - options.modes.begin())]) {
+    auto self_increase_of = [&](const std::string& mode) {
+      return median_over_runs(mode, [&](const Run& one) -> std::optional<double> {
         if (!one.pass_s || *one.pass_s <= 0) return std::nullopt;
         const double paced = options.iterations * *one.pass_s;
-        increases.push_back((one.seconds - paced) / paced);
-      }
-      return bench::median(increases);
+        return (one.seconds - paced) / paced;
+      });
     };
-    auto pass_of = [&](std::size_t m) -> std::optional<double> {
-      std::vector<double> passes;
-      for (const auto& one : runs[o][m]) {
-        if (!one.pass_s) return std::nullopt;
-        passes.push_back(*one.pass_s);
-      }
-      return bench::median(passes);
+    auto pass_of = [&](std::size_t m) {
+      return median_over_runs(options.modes[m], [](const Run& one) { return one.pass_s; });
     };
     for (std::size_t m = 0; m < options.modes.size(); ++m) {
       const auto median_s = median_of(options.modes[m]);

@@ -29,9 +29,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <numeric>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -85,7 +83,7 @@ class BusyNeighbour {
 struct Cell {
   std::string kind;
   std::string neighbour;
-  std::string order;
+  std::size_t order = 0;  // in bench::kPageOrders
   std::vector<double> us_per_write;
 };
 
@@ -98,22 +96,15 @@ void run(const Options& options) {
   auto& tracker = reprise::DirtyTracker::instance();
   const int id = tracker.add(region, bytes);
 
-  const std::vector<std::string> order_names{"asc", "random", "desc"};
   std::vector<std::vector<std::size_t>> orders;
-  for (const auto& name : order_names) {
-    std::vector<std::size_t> order(pages);
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    if (name == "desc") std::reverse(order.begin(), order.end());
-    if (name == "random") std::shuffle(order.begin(), order.end(), std::mt19937_64(options.seed));
-    orders.push_back(std::move(order));
-  }
+  for (const auto& name : bench::kPageOrders) orders.push_back(bench::page_order(name, pages, options.seed));
   std::vector<std::string> kinds{"plain", "trapped"};
   if (tracker.keeps_written_bits()) kinds.emplace_back("written_bits");
 
   std::vector<Cell> cells;
   for (const auto& kind : kinds) {
     for (const std::string neighbour : {"idle", "thread"}) {
-      for (const auto& order : order_names) cells.push_back({kind, neighbour, order, {}});
+      for (std::size_t order = 0; order < orders.size(); ++order) cells.push_back({kind, neighbour, order, {}});
     }
   }
   bench::Memcpy copy(bytes);
@@ -121,8 +112,7 @@ void run(const Options& options) {
   unsigned char passes = 0;
   for (int repeat = 0; repeat < options.repeats; ++repeat) {
     for (auto& cell : cells) {
-      const auto& order = orders[static_cast<std::size_t>(
-          std::find(order_names.begin(), order_names.end(), cell.order) - order_names.begin())];
+      const auto& order = orders[cell.order];
       if (cell.kind == "plain") {
         tracker.remove(id);
       } else {
@@ -165,7 +155,7 @@ void run(const Options& options) {
     std::printf("{\"bench\":\"trap\",\"kind\":\"%s\",\"neighbour\":\"%s\",\"order\":\"%s\",\"trap\":\"%s\","
                 "\"region_bytes\":%zu,\"page_bytes\":%zu,\"repeats\":%d,\"us_per_write\":%.3f,\"min_us\":%.3f,"
                 "\"max_us\":%.3f,\"memcpy_us_per_page\":%.4f,\"ratio\":%.2f}\n",
-                cell.kind.c_str(), cell.neighbour.c_str(), cell.order.c_str(),
+                cell.kind.c_str(), cell.neighbour.c_str(), bench::kPageOrders[cell.order].c_str(),
                 tracker.trap() == reprise::WriteTrap::kMprotect ? "mprotect" : "userfaultfd", bytes, page,
                 options.repeats, us, *least, *most, memcpy_us_per_page, us / memcpy_us_per_page);
   }
