@@ -1,9 +1,11 @@
 #include "reprise/environment.hpp"
 
 #include <mpi.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -38,6 +40,13 @@ std::chrono::seconds finalize_timeout() {
 
 Environment::Environment(int& argc, char**& argv) {
   (void)finalize_timeout();  // a bad setting is refused now, not when the run ends
+  // Open MPI writes to sockets (TCP between a spawned replacement and the
+  // rest, the runtime's own) whose other end may belong to a process that
+  // just died; the default SIGPIPE would then kill this survivor too. With
+  // it ignored, the write fails with EPIPE and MPI reports a process failure.
+  if (struct sigaction current{}; sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized != 0) {
