@@ -49,6 +49,7 @@ struct ArmedPoint {
   std::string point;
   OriginalRank victim;
   Action action;
+  unsigned passes_left;  // the fault fires when this reaches 0
 };
 
 std::mutex armed_mutex;
@@ -210,9 +211,9 @@ std::string Schedule::to_string() const {
   return out.str();
 }
 
-void arm(std::string_view point, OriginalRank victim, Action action) {
+void arm(std::string_view point, OriginalRank victim, Action action, unsigned pass) {
   const std::lock_guard lock(armed_mutex);
-  armed_points.push_back(ArmedPoint{std::string(point), victim, action});
+  armed_points.push_back(ArmedPoint{std::string(point), victim, action, std::max(pass, 1U)});
   anything_armed.store(true, std::memory_order_release);
 }
 
@@ -229,7 +230,7 @@ void fault_point(std::string_view point, OriginalRank me) {
     const std::lock_guard lock(armed_mutex);
     auto it = std::find_if(armed_points.begin(), armed_points.end(),
                            [&](const ArmedPoint& armed) { return armed.point == point && armed.victim == me; });
-    if (it == armed_points.end()) return;
+    if (it == armed_points.end() || --it->passes_left > 0) return;
     action = it->action;
     armed_points.erase(it);
   }

@@ -90,9 +90,10 @@ class Schedule {
   std::vector<Fault> _faults;
 };
 
-/// Arms a named fault point inside reprise (see `fault_point`): the first
-/// time process `victim` passes `point`, `action` happens to it.
-void arm(std::string_view point, OriginalRank victim, Action action = Action::kill);
+/// Arms a named fault point inside reprise (see `fault_point`): the
+/// `pass`-th time (counting from 1) process `victim` passes `point`, `action`
+/// happens to it.
+void arm(std::string_view point, OriginalRank victim, Action action = Action::kill, unsigned pass = 1);
 
 /// Disarms every armed fault point.
 void disarm_all();
