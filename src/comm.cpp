@@ -45,12 +45,14 @@ Comm::Comm(Parts&& parts)
       _internal(parts.internal),
       _original_size(parts.original_size),
       _members(std::move(parts.members)),
-      _failed(std::move(parts.failed)),
+      _failed(parts.failures),
+      _failures(std::move(parts.failures)),
       _epoch(parts.epoch),
       _replacement(parts.replacement) {
   int rank = 0;
   MPI_Comm_rank(_comm, &rank);
   _rank = Rank{rank};
+  _failed.erase(std::unique(_failed.begin(), _failed.end()), _failed.end());
 }
 
 Comm::Comm(Comm&& other) noexcept
@@ -60,6 +62,7 @@ Comm::Comm(Comm&& other) noexcept
       _original_size(other._original_size),
       _members(std::move(other._members)),
       _failed(std::move(other._failed)),
+      _failures(std::move(other._failures)),
       _epoch(other._epoch),
       _exchange_round(other._exchange_round),
       _replacement(other._replacement) {}
@@ -73,6 +76,7 @@ Comm& Comm::operator=(Comm&& other) noexcept {
     _original_size = other._original_size;
     _members = std::move(other._members);
     _failed = std::move(other._failed);
+    _failures = std::move(other._failures);
     _epoch = other._epoch;
     _exchange_round = other._exchange_round;
     _replacement = other._replacement;
@@ -304,11 +308,11 @@ Comm Comm::shrink() {
       parts.original_size = _original_size;
       parts.replacement = _replacement;
       parts.epoch = _epoch + 1;
-      parts.failed = _failed;
+      // The members that are gone failed once more each.
       std::vector<OriginalRank> lost;
       std::set_difference(_members.begin(), _members.end(), parts.members.begin(), parts.members.end(),
                           std::back_inserter(lost));
-      insert_sorted_unique(parts.failed, lost);
+      std::merge(_failures.begin(), _failures.end(), lost.begin(), lost.end(), std::back_inserter(parts.failures));
       return Comm(std::move(parts));
     }
     if (parts.internal != MPI_COMM_NULL) MPI_Comm_free(&parts.internal);

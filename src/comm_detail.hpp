@@ -17,7 +17,7 @@ struct Comm::Parts {
   MPI_Comm internal = MPI_COMM_NULL;  // reprise's private duplicate
   int original_size = 0;
   std::vector<OriginalRank> members;  // ascending
-  std::vector<OriginalRank> failed;
+  std::vector<OriginalRank> failures;  // one entry per failure so far, sorted (see Comm::failures)
   std::uint64_t epoch = 0;
   bool replacement = false;
 };

@@ -48,8 +48,8 @@ Command current_command() {
 
 namespace detail {
 
-/// What the survivors tell the replacements: the job's size, who has failed
-/// so far, and which original ranks the replacements take, in spawn order.
+/// What the survivors tell the replacements: the job's size, every failure
+/// so far (`Comm::failures`), and which original ranks the replacements take, in spawn order.
 struct Assignment {
   std::uint64_t epoch = 0;
   int original_size = 0;
@@ -172,11 +172,11 @@ Comm Comm::respawn() {
                                                        !healed.missing().empty()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
     bool enough = false;
-    auto taken = take_from_pool(_epoch + 1, healed._failed, _replacement, enough);
+    auto taken = take_from_pool(_epoch + 1, healed._failures, _replacement, enough);
     if (enough && taken) return std::move(*taken);
   }
   for (;;) {
-    detail::Assignment assignment{_epoch + 1, _original_size, healed._failed, healed.missing()};
+    detail::Assignment assignment{_epoch + 1, _original_size, healed._failures, healed.missing()};
     if (assignment.missing.empty()) {
       healed._epoch = assignment.epoch;
       return healed;
@@ -223,7 +223,7 @@ Comm Comm::respawn() {
         if (done) {
           parts.original_size = _original_size;
           parts.epoch = assignment.epoch;
-          parts.failed = assignment.failed;
+          parts.failures = assignment.failed;
           parts.members = detail::all_ranks(_original_size);
           parts.replacement = _replacement;
           return Comm(std::move(parts));
@@ -265,7 +265,7 @@ Comm Comm::join_as_replacement(MPI_Comm parent) {
   MPI_Comm_free(&merged);
   parts.original_size = assignment.original_size;
   parts.epoch = assignment.epoch;
-  parts.failed = assignment.failed;
+  parts.failures = assignment.failed;
   parts.members = detail::all_ranks(parts.original_size);
   parts.replacement = true;
   return Comm(std::move(parts));

@@ -95,7 +95,7 @@ void release_spares() noexcept {
 // learn who is active, hand the missing original ranks to spares (if there
 // are enough of them for all), and build the new communicator ordered by
 // original rank. A failure during the round makes everybody run it again.
-std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failed,
+std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
                                          bool replacement, bool& enough) {
   detail::SparePool& sp = *detail::spare_pool();
   for (;;) {
@@ -107,7 +107,7 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
     MPI_Comm_size(shrunk, &size);
     std::vector<int> originals(static_cast<std::size_t>(size), -1);
     bool ok = MPI_Allgather(&sp.my_original, 1, MPI_INT, originals.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
-    // The lowest active process tells the epoch and the failed ranks.
+    // The lowest active process tells the epoch and every failure so far.
     std::vector<int> header;
     int root = 0;
     while (root < size && originals[static_cast<std::size_t>(root)] < 0) ++root;
@@ -115,7 +115,7 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
     MPI_Comm_rank(shrunk, &rank);
     if (rank == root) {
       header = {static_cast<int>(epoch >> 32U), static_cast<int>(epoch & 0xffffffffU)};
-      for (auto f : failed) header.push_back(f.value());
+      for (auto f : failures) header.push_back(f.value());
     }
     int length = static_cast<int>(header.size());
     ok = ok && root < size && MPI_Bcast(&length, 1, MPI_INT, root, shrunk) == MPI_SUCCESS;
@@ -155,7 +155,7 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
       parts.original_size = sp.original_size;
       parts.epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
                     static_cast<std::uint32_t>(header.at(1));
-      for (std::size_t i = 2; i < header.size(); ++i) parts.failed.emplace_back(header[i]);
+      for (std::size_t i = 2; i < header.size(); ++i) parts.failures.emplace_back(header[i]);
       parts.members = detail::all_ranks(sp.original_size);
       parts.replacement = taken || replacement;
       return Comm(std::move(parts));

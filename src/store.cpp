@@ -9,6 +9,7 @@
 
 #include "reprise/error.hpp"
 #include "nodes.hpp"
+#include "ranges.hpp"
 
 namespace reprise {
 
@@ -26,9 +27,16 @@ std::uint64_t get_u64(std::span<const std::byte> in, std::size_t& offset) {
   return value;
 }
 
+/// The ranges for a message: the first few, then how many more.
 std::string describe(const std::vector<BlockRange>& ranges) {
+  constexpr std::size_t kShown = 8;
   std::ostringstream out;
-  for (std::size_t i = 0; i < ranges.size(); ++i) out << (i == 0 ? "" : ", ") << ranges[i];
+  for (std::size_t i = 0; i < ranges.size() && i < kShown; ++i) out << (i == 0 ? "" : ", ") << ranges[i];
+  if (ranges.size() > kShown) {
+    std::uint64_t blocks = 0;
+    for (const auto& range : ranges) blocks += range.size();
+    out << " and " << ranges.size() - kShown << " more ranges (" << blocks << " blocks in all)";
+  }
   return out.str();
 }
 
@@ -70,7 +78,9 @@ void Store::agree_on_input(const std::string& problem, const char* operation) {
   }
 }
 
-void Store::submit(BlockRange mine, std::span<const std::byte> data) {
+void Store::submit(BlockRange mine, std::span<const std::byte> data) { commit(stage_submit(mine, data)); }
+
+Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::byte> data) {
   // Everyone learns everyone's range, so that all judge the input alike.
   const Submission local{mine.begin.value, mine.end.value,
                          (mine.begin <= mine.end && data.size() == mine.size() * _config.block_bytes) ? 1U : 0U};
@@ -154,13 +164,27 @@ void Store::submit(BlockRange mine, std::span<const std::byte> data) {
     }
   }
   _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t) { return landing[static_cast<std::size_t>(source.value())]; });
+  StagedSubmit staged{placement, std::move(chunks), {}};
+  for (int process : slot_process) staged.slot_owner.push_back(_comm.original_rank(Rank{process}));
+  return staged;
+}
 
-  _chunks = std::move(chunks);
+void Store::commit(StagedSubmit&& staged) {
+  _chunks = std::move(staged.chunks);
   _extra.clear();
-  _placement.emplace(placement);
+  _lost.clear();
+  _placement.emplace(std::move(staged.placement));
+  _slot_owner = std::move(staged.slot_owner);
+  _baseline_failures = _comm.failures();
+}
+
+void Store::clear() noexcept {
+  _chunks.clear();
+  _extra.clear();
+  _lost.clear();
+  _placement.reset();
   _slot_owner.clear();
-  for (int process : slot_process) _slot_owner.push_back(_comm.original_rank(Rank{process}));
-  _failed_at_submit = _comm.failed();
+  _baseline_failures.clear();
 }
 
 PlacementConfig Store::placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const {
@@ -191,15 +215,23 @@ void Store::fetch_copies(const std::vector<BlockRange>& ranges) {
 
 bool Store::is_live(OriginalRank holder) const {
   // A process that failed after the baseline lost its copies, even if a
-  // replacement now has its original rank.
-  const auto& failed = _comm.failed();
-  const bool failed_since = std::binary_search(failed.begin(), failed.end(), holder) &&
-                            !std::binary_search(_failed_at_submit.begin(), _failed_at_submit.end(), holder);
-  return !failed_since && _comm.rank_of(holder).has_value();
+  // replacement now has its original rank (then it failed once more).
+  const auto& failures_now = _comm.failures();
+  const auto now = std::equal_range(failures_now.begin(), failures_now.end(), holder);
+  const auto then = std::equal_range(_baseline_failures.begin(), _baseline_failures.end(), holder);
+  return now.second - now.first == then.second - then.first && _comm.rank_of(holder).has_value();
+}
+
+bool Store::is_lost(BlockRange range) const {
+  auto after = std::upper_bound(_lost.begin(), _lost.end(), range.begin,
+                                [](BlockId id, const BlockRange& lost) { return id < lost.begin; });
+  if (after != _lost.end() && after->begin < range.end) return true;
+  return after != _lost.begin() && std::prev(after)->end > range.begin;
 }
 
 std::vector<OriginalRank> Store::live_holders(const Placement::Piece& piece) const {
   std::vector<OriginalRank> live;
+  if (is_lost(piece.range)) return live;
   for (int slot : piece.holders) {
     const OriginalRank owner = _slot_owner[static_cast<std::size_t>(slot)];
     if (is_live(owner)) live.push_back(owner);
@@ -317,7 +349,7 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
     return pieces;
   });
   if (!lost.empty()) {
-    std::sort(lost.begin(), lost.end(), [](BlockRange a, BlockRange b) { return a.begin < b.begin; });
+    detail::normalize(lost);
     const std::string what = "reprise::Store::load: every copy of blocks " + describe(lost) +
                              " is gone (all of their holders failed since the submit); the other requested blocks "
                              "were loaded";
@@ -332,12 +364,14 @@ void Store::share_layout() {
   std::vector<std::uint64_t> layout;
   if (_comm.rank().value() == root) {
     const auto& placement = _placement->config();
-    layout = {placement.blocks, static_cast<std::uint64_t>(placement.slots),
-              static_cast<std::uint64_t>(_config.replicas), _config.block_bytes, _config.bytes_per_permuted_range,
-              _config.seed, _failed_at_submit.size()};
+    layout = {placement.blocks,     static_cast<std::uint64_t>(placement.slots),
+              static_cast<std::uint64_t>(_config.replicas), _config.block_bytes,
+              _config.bytes_per_permuted_range, _config.seed,
+              _baseline_failures.size(), _lost.size()};
     for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
     for (int node : placement.node_of_slot) layout.push_back(static_cast<std::uint64_t>(node));
-    for (auto failed : _failed_at_submit) layout.push_back(static_cast<std::uint64_t>(failed.value()));
+    for (auto failed : _baseline_failures) layout.push_back(static_cast<std::uint64_t>(failed.value()));
+    for (const auto& range : _lost) layout.insert(layout.end(), {range.begin.value, range.end.value});
     for (const auto& [first, extra] : _extra) {
       layout.insert(layout.end(), {extra.range.begin.value, extra.range.end.value, extra.holders.size()});
       for (auto holder : extra.holders) layout.push_back(static_cast<std::uint64_t>(holder.value()));
@@ -357,13 +391,15 @@ void Store::share_layout() {
   if (_placement) return;
   const auto slots = static_cast<int>(layout[1]);
   _slot_owner.clear();
-  std::size_t at = 7;
+  std::size_t at = 8;
   for (int s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[at++]));
   std::vector<int> node_of_slot;
   for (int s = 0; s < slots; ++s) node_of_slot.push_back(static_cast<int>(layout[at++]));
   _placement.emplace(placement_config(layout[0], std::move(node_of_slot)));
-  _failed_at_submit.clear();
-  for (std::uint64_t i = 0; i < layout[6]; ++i) _failed_at_submit.emplace_back(static_cast<int>(layout[at++]));
+  _baseline_failures.clear();
+  for (std::uint64_t i = 0; i < layout[6]; ++i) _baseline_failures.emplace_back(static_cast<int>(layout[at++]));
+  _lost.clear();
+  for (std::uint64_t i = 0; i < layout[7]; ++i, at += 2) _lost.push_back({BlockId{layout[at]}, BlockId{layout[at + 1]}});
   _extra.clear();
   while (at < layout.size()) {
     ExtraCopies extra{{BlockId{layout[at]}, BlockId{layout[at + 1]}}, {}};
@@ -375,51 +411,53 @@ void Store::share_layout() {
 }
 
 void Store::heal() {
+  // A process whose store has no layout yet is new to it: a replacement (or
+  // a spare taken as one). It owns the slots of the process it replaces.
+  const bool newcomer = !_placement;
   share_layout();
   if (!_placement) return;
-  // Copies on processes that failed since the baseline are gone for good.
+  // Copies on processes that failed since the baseline are gone for good;
+  // a piece with no live holder left is lost, alike on every process.
   for (auto& [first, extra] : _extra) std::erase_if(extra.holders, [&](OriginalRank h) { return !is_live(h); });
-  // A replacement owns the slots of the process it replaces; their copies
-  // died with it and come back from the other holders.
+  const auto lost_before = _lost;
+  for (const auto& piece : _placement->pieces({BlockId{0}, BlockId{blocks()}})) {
+    if (live_holders(piece).empty() && !is_lost(piece.range)) _lost.push_back(piece.range);
+  }
+  detail::normalize(_lost);
+  // A newcomer fetches the surviving copies of its slots.
   std::vector<BlockRange> wanted;
-  if (_comm.is_replacement()) {
+  if (newcomer) {
     _chunks.clear();
     for (int slot = 0; slot < _placement->config().slots; ++slot) {
       if (_slot_owner[static_cast<std::size_t>(slot)] != _comm.original_rank()) continue;
-      for (const auto& range : _placement->ranges_on(slot)) wanted.push_back(range);
+      for (const auto& range : _placement->ranges_on(slot)) {
+        for (const auto& piece : _placement->pieces(range)) {
+          if (!is_lost(piece.range)) wanted.push_back(piece.range);
+        }
+      }
     }
   }
-  bool recovered = true;
-  std::string why;
-  try {
-    fetch_copies(wanted);
-  } catch (const DataLost& error) {
-    recovered = false;
-    why = error.what();
-  }
-  if (!_comm.agree(recovered)) {
-    throw DataLost("reprise::Store::heal: a replacement could not get back all the copies it must hold" +
-                       (why.empty() ? std::string() : ": " + why),
-                   {});
-  }
+  fetch_copies(wanted);
   // Replacements hold their slots' copies again, the dead that were not
   // replaced are no members: from now on only later failures count.
-  _failed_at_submit = _comm.failed();
+  _baseline_failures = _comm.failures();
   rereplicate();
+  if (_lost != lost_before) {
+    throw DataLost("reprise::Store::heal: every copy of blocks " + describe(_lost) +
+                       " is gone (all of their holders failed since the submit); the other blocks have their copies "
+                       "back",
+                   _lost);
+  }
 }
 
 void Store::rereplicate() {
   const int processes = _comm.size();
   const int wanted_copies = std::min(_config.replicas, processes);
-  std::vector<BlockRange> lost;
   std::vector<BlockRange> mine;
   std::vector<ExtraCopies> additions;
   for (const auto& piece : _placement->pieces({BlockId{0}, BlockId{blocks()}})) {
     const auto live = live_holders(piece);
-    if (live.empty()) {
-      lost.push_back(piece.range);
-      continue;
-    }
+    if (live.empty()) continue;  // lost: heal() reports it
     const int missing = wanted_copies - static_cast<int>(live.size());
     if (missing <= 0) continue;
     // Probe (start + k * step) mod p with step coprime to p: visits every
@@ -444,11 +482,6 @@ void Store::rereplicate() {
   for (auto& added : additions) {
     auto [entry, fresh] = _extra.try_emplace(added.range.begin.value, ExtraCopies{added.range, {}});
     entry->second.holders.insert(entry->second.holders.end(), added.holders.begin(), added.holders.end());
-  }
-  if (!lost.empty()) {
-    const std::string what = "reprise::Store::heal: every copy of blocks " + describe(lost) +
-                             " is gone; the other blocks have their copies back";
-    throw DataLost(what, std::move(lost));
   }
 }
 

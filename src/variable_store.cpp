@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <string>
 
+#include "ranges.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise {
@@ -52,11 +54,21 @@ void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, 
   std::vector<std::uint64_t> ends(sizes.size());
   std::uint64_t end = my_offset;
   for (std::size_t i = 0; i < sizes.size(); ++i) ends[i] = end += sizes[i];
-  _ends.submit(mine, std::as_bytes(std::span(ends)));
-  // The byte store needs at least one byte in all; with none, it stays empty.
+  // Both stores take the new version, or neither does: the copies of both
+  // travel first, and only the second exchange's closing agreement (the same
+  // decision on every process) lets both commit. The byte store needs at
+  // least one byte in all; with none, it is left empty.
+  auto staged_ends = _ends.stage_submit(mine, std::as_bytes(std::span(ends)));
   std::uint64_t all_bytes = 0;
   for (const auto& extent : all) all_bytes += extent.bytes;
-  if (all_bytes > 0) _bytes.submit({BlockId{my_offset}, BlockId{my_offset + total}}, data);
+  std::optional<Store::StagedSubmit> staged_bytes;
+  if (all_bytes > 0) staged_bytes = _bytes.stage_submit({BlockId{my_offset}, BlockId{my_offset + total}}, data);
+  _ends.commit(std::move(staged_ends));
+  if (staged_bytes) {
+    _bytes.commit(std::move(*staged_bytes));
+  } else {
+    _bytes.clear();
+  }
 }
 
 void VariableStore::submit(BlockRange mine, const std::function<void(BlockId, std::vector<std::byte>&)>& write) {
@@ -164,7 +176,7 @@ void VariableStore::load(std::span<const BlockRange> wanted,
     offset += length;
   }
   if (!lost_ids.empty()) {
-    std::sort(lost_ids.begin(), lost_ids.end(), [](BlockRange a, BlockRange b) { return a.begin < b.begin; });
+    detail::normalize(lost_ids);
     std::ostringstream what;
     what << "reprise::VariableStore::load: every copy of blocks ";
     for (std::size_t i = 0; i < lost_ids.size(); ++i) what << (i == 0 ? "" : ", ") << lost_ids[i];
@@ -174,8 +186,56 @@ void VariableStore::load(std::span<const BlockRange> wanted,
 }
 
 void VariableStore::heal() {
-  _ends.heal();
-  _bytes.heal();
+  bool lost_now = false;  // the same on every process: both stores decide it alike
+  try {
+    _ends.heal();
+  } catch (const DataLost&) {
+    lost_now = true;
+  }
+  try {
+    _bytes.heal();
+  } catch (const DataLost&) {
+    lost_now = true;
+  }
+  if (!lost_now) return;
+  auto lost = lost_blocks();
+  std::ostringstream what;
+  what << "reprise::VariableStore::heal: every copy of blocks ";
+  for (std::size_t i = 0; i < lost.size(); ++i) what << (i == 0 ? "" : ", ") << lost[i];
+  what << " is gone (all of their holders failed since the submit); the other blocks have their copies back";
+  throw DataLost(what.str(), std::move(lost));
+}
+
+std::vector<BlockRange> VariableStore::lost_blocks() {
+  // A block is lost if its end offset, the end offset before it, or one of
+  // its bytes has no copy left. The surviving end offsets say where each
+  // block's bytes are.
+  const std::uint64_t count = blocks();
+  const auto& ends_lost = _ends.lost();
+  std::vector<BlockRange> present;
+  std::uint64_t next = 0;
+  for (const auto& range : ends_lost) {
+    if (range.begin.value > next) present.push_back({BlockId{next}, range.begin});
+    next = range.end.value;
+  }
+  if (next < count) present.push_back({BlockId{next}, BlockId{count}});
+  std::uint64_t present_blocks = 0;
+  for (const auto& range : present) present_blocks += range.size();
+  std::vector<std::uint64_t> loaded(present_blocks);
+  _ends.load(present, std::as_writable_bytes(std::span(loaded)));
+  std::vector<std::uint64_t> ends(count);
+  std::size_t at = 0;
+  for (const auto& range : present) {
+    for (auto id = range.begin.value; id < range.end.value; ++id) ends[id] = loaded[at++];
+  }
+  std::vector<BlockRange> lost;
+  for (std::uint64_t id = 0; id < count; ++id) {
+    const bool no_end = overlaps(ends_lost, id, id + 1);
+    const bool no_begin = id > 0 && overlaps(ends_lost, id - 1, id);
+    const std::uint64_t begin = id == 0 ? 0 : ends[id - 1];
+    if (no_end || no_begin || (ends[id] > begin && overlaps(_bytes.lost(), begin, ends[id]))) add_lost(lost, id);
+  }
+  return lost;
 }
 
 }  // namespace reprise

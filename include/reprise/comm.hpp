@@ -92,6 +92,12 @@ class Comm {
   /// Every original rank whose process has failed so far, sorted, whether or
   /// not it has been replaced since.
   [[nodiscard]] const std::vector<OriginalRank>& failed() const noexcept { return _failed; }
+  /// Every failure that led to this communicator (through `shrink()` or
+  /// `respawn()`), one entry per failure, sorted, the same on every member:
+  /// an original rank whose replacement failed again appears twice. Compare
+  /// it with an earlier copy to tell whether the process holding an original
+  /// rank now is the one that was there then (`failed()` cannot tell).
+  [[nodiscard]] const std::vector<OriginalRank>& failures() const noexcept { return _failures; }
   /// How many recoveries (`shrink()` or `respawn()`) led to this
   /// communicator: 0 for the job's first one. Replacements learn it too, so
   /// every member can tell which phase of the run it is in.
@@ -193,7 +199,7 @@ class Comm {
   explicit Comm(Parts&& parts);
   static Comm join_as_replacement(MPI_Comm parent);
   static Comm serve_as_spare();
-  static std::optional<Comm> take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failed,
+  static std::optional<Comm> take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
                                             bool replacement, bool& enough);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool settle(bool ok);
@@ -204,7 +210,8 @@ class Comm {
   Rank _rank{0};
   int _original_size = 0;
   std::vector<OriginalRank> _members;
-  std::vector<OriginalRank> _failed;
+  std::vector<OriginalRank> _failed;    // unique: _failures and the members known to have failed since
+  std::vector<OriginalRank> _failures;  // one entry per failure before this communicator was formed
   std::uint64_t _epoch = 0;
   std::uint64_t _exchange_round = 0;
   bool _replacement = false;

@@ -68,34 +68,59 @@ class Store {
   /// replace held, and can then `load` what it had submitted; blocks still
   /// short of copies get new holders along a per-range probe sequence over
   /// the live processes. Afterwards the store survives further failures as
-  /// it did the first. `DataLost` on every process, naming the ranges, if
-  /// some blocks have no live copy left (the rest is healed).
+  /// it did the first. If this recovery left some blocks with no live copy,
+  /// the rest is healed first, then `DataLost` is raised on every process
+  /// naming every range without a copy (`lost()`).
   void heal();
 
   /// Total number of blocks submitted (0 before the first submit).
   [[nodiscard]] std::uint64_t blocks() const noexcept { return _placement ? _placement->config().blocks : 0; }
+  /// The block ranges of which every copy died since the last submit, as
+  /// found by `heal()` (the same on every process; empty after a submit).
+  /// `load` raises `DataLost` for them until the next submit.
+  [[nodiscard]] const std::vector<BlockRange>& lost() const noexcept { return _lost; }
   /// Bytes of block copies this process holds now.
   [[nodiscard]] std::size_t stored_bytes() const noexcept;
   /// The configuration.
   [[nodiscard]] const StoreConfig& config() const noexcept { return _config; }
 
  private:
+  friend class VariableStore;  // commits its two stores' submits together
+
   struct Chunk {
     BlockRange range;
     std::vector<std::byte> bytes;
+  };
+  /// A submit whose copies have all arrived but are not the store's yet.
+  struct StagedSubmit {
+    Placement placement;
+    std::map<std::uint64_t, Chunk> chunks;
+    std::vector<OriginalRank> slot_owner;
   };
   /// Holders added by `heal()` beyond the layout's, for one piece of the layout.
   struct ExtraCopies {
     BlockRange range;
     std::vector<OriginalRank> holders;
   };
+  /// Collective: checks the input and moves every copy to its holders,
+  /// changing nothing in the store (the exchange's closing agreement decides
+  /// alike everywhere whether all copies arrived).
+  [[nodiscard]] StagedSubmit stage_submit(BlockRange mine, std::span<const std::byte> data);
+  /// Local: makes a staged submit the store's content.
+  void commit(StagedSubmit&& staged);
+  /// Local: forgets everything, as before the first submit.
+  void clear() noexcept;
   /// The layout of `blocks` blocks over one slot per entry of `node_of_slot`.
   [[nodiscard]] PlacementConfig placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const;
   /// Collective: loads `ranges` from live copies and keeps them here.
   void fetch_copies(const std::vector<BlockRange>& ranges);
-  /// True if `holder` is a member and has not failed since the baseline.
+  /// True if `holder` is a member and is still the process that was there at
+  /// the baseline (it has not failed since, replaced or not).
   [[nodiscard]] bool is_live(OriginalRank holder) const;
-  /// The live processes holding `piece` (a piece of the layout, or part of one).
+  /// True if `range` overlaps a range known to be lost.
+  [[nodiscard]] bool is_lost(BlockRange range) const;
+  /// The live processes holding `piece` (a piece of the layout, or part of
+  /// one); none for a lost piece.
   [[nodiscard]] std::vector<OriginalRank> live_holders(const Placement::Piece& piece) const;
   /// The live process holding a copy of `piece` that this process should ask.
   [[nodiscard]] std::optional<Rank> pick_holder(const Placement::Piece& piece, std::size_t spread) const;
@@ -113,7 +138,8 @@ class Store {
   StoreConfig _config;
   std::optional<Placement> _placement;
   std::vector<OriginalRank> _slot_owner;          // slot at submit -> original rank
-  std::vector<OriginalRank> _failed_at_submit;    // sorted
+  std::vector<OriginalRank> _baseline_failures;   // Comm::failures() when the holders were last right
+  std::vector<BlockRange> _lost;                   // pieces with no copy left, sorted
   std::map<std::uint64_t, Chunk> _chunks;         // copies held here, by first id
   std::map<std::uint64_t, ExtraCopies> _extra;    // holders added by heal(), by first id of the piece
 };

@@ -35,7 +35,8 @@ class VariableStore {
   /// Collective: this process submits blocks `mine`, block `mine.begin + i`
   /// having `sizes[i]` bytes, all of them back to back in `data`. Together
   /// the processes' ranges must cover 0 .. N-1 exactly once. `UsageError` on
-  /// every process if any process's input is wrong.
+  /// every process if any process's input is wrong. Atomic: if a process
+  /// fails during it, every survivor keeps the previous version whole.
   void submit(BlockRange mine, std::span<const std::size_t> sizes, std::span<const std::byte> data);
 
   /// Collective, serializer form: `write(id, out)` appends block `id`'s bytes
@@ -48,13 +49,20 @@ class VariableStore {
   /// others are still read.
   void load(std::span<const BlockRange> wanted, const std::function<void(BlockId, std::span<const std::byte>)>& read);
 
-  /// Collective, after a recovery: as `Store::heal`.
+  /// Collective, after a recovery: as `Store::heal`. If this recovery left
+  /// some blocks with no live copy (of their bytes or of the offsets that
+  /// locate them), the rest is healed, then `DataLost` is raised on every
+  /// process naming every block id range without a copy.
   void heal();
 
   /// Total number of blocks submitted.
   [[nodiscard]] std::uint64_t blocks() const noexcept { return _ends.blocks(); }
 
  private:
+  /// Collective: the block id ranges that have lost their end offset, the
+  /// end offset before them, or some of their bytes.
+  [[nodiscard]] std::vector<BlockRange> lost_blocks();
+
   Comm& _comm;
   Store _ends;   // block i -> end offset of its bytes (8-byte blocks)
   Store _bytes;  // all blocks' bytes, back to back (1-byte blocks)

@@ -8,8 +8,10 @@
 #include <sstream>
 
 #include "failure_helpers.hpp"
+#include "layout_helpers.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
+#include "reprise/placement.hpp"
 #include "reprise/store.hpp"
 
 using namespace reprise;
@@ -297,4 +299,136 @@ TEST(Store, HealAfterShrinkSurvivesTheNextFailure) {
   kill_and_detect(comm, {second});
   comm = comm.shrink();
   for (Store* s : {&store, &permuted}) (void)load_share_and_check(*s, comm, {first, second});
+}
+
+namespace {
+
+/// Loads every block on every process and checks every byte against `version`.
+void load_all_and_check(Store& store, std::uint64_t version = 0) {
+  const BlockRange all{BlockId{0}, BlockId{store.blocks()}};
+  std::vector<std::byte> loaded(all.size() * kBlockBytes);
+  store.load(std::vector<BlockRange>{all}, loaded);
+  EXPECT_EQ(wrong_bytes(all, loaded, version), 0U);
+}
+
+/// The blocks of which every copy sat on `dead` slots, computed block by
+/// block from the layout (on one machine slot s is the process of rank s).
+std::vector<BlockRange> blocks_only_on(const StoreConfig& config, std::uint64_t blocks, int slots,
+                                       const std::vector<int>& dead) {
+  const Placement placement({.blocks = blocks,
+                             .slots = slots,
+                             .replicas = config.replicas,
+                             .blocks_per_permuted_range = config.bytes_per_permuted_range / config.block_bytes,
+                             .seed = config.seed});
+  std::vector<BlockRange> lost;
+  for (std::uint64_t id = 0; id < blocks; ++id) {
+    if (test::only_on(placement, id, dead)) test::append_block(lost, id);
+  }
+  return lost;
+}
+
+}  // namespace
+
+TEST(Store, ASecondHealKeepsTheReplacementsCopies) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  // #1 is replaced and healed; then #(1 + p/2), the other holder of #1's
+  // slot, dies: only the replacement's copies are left of that slot.
+  const OriginalRank first{1};
+  const OriginalRank second{1 + comm.size() / 2};
+  if (comm.epoch() == 0) {
+    submit_own_blocks(store, comm);
+    kill_and_detect(comm, {first});
+    comm = comm.respawn();
+  }
+  if (comm.epoch() == 1) {
+    store.heal();
+    kill_and_detect(comm, {second});
+    comm = comm.respawn();
+  }
+  store.heal();
+  EXPECT_TRUE(store.lost().empty());
+  load_all_and_check(store);
+}
+
+TEST(Store, AReplacementThatFailsAgainHoldsNothing) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  // #1 dies, its replacement is healed, then dies too: the second
+  // replacement must not be taken for a holder of the first one's copies.
+  const OriginalRank victim{1};
+  if (comm.epoch() == 0) {
+    submit_own_blocks(store, comm);
+    kill_and_detect(comm, {victim});
+    comm = comm.respawn();
+  }
+  if (comm.epoch() == 1) {
+    store.heal();
+    kill_and_detect(comm, {victim});
+    comm = comm.respawn();
+  }
+  store.heal();
+  EXPECT_EQ(comm.allreduce(static_cast<unsigned long>(store.stored_bytes()), MPI_SUM),
+            2 * store.blocks() * kBlockBytes)
+      << "exactly two copies of everything again";
+  load_all_and_check(store);
+}
+
+TEST(Store, HealAfterARespawnNamesExactlyTheLostBlocksAndHealsTheRest) {
+  auto comm = Comm::world();
+  const int p = comm.size();
+  const StoreConfig plain{.replicas = 2, .block_bytes = kBlockBytes};
+  const StoreConfig permuted{.replicas = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
+                             .seed = 5};
+  Store first_store(comm, plain);
+  Store second_store(comm, permuted);
+  // Both holders of slot 1's blocks die at once.
+  const std::vector<OriginalRank> victims{OriginalRank{1}, OriginalRank{1 + p / 2}};
+  if (comm.epoch() == 0) {
+    submit_own_blocks(first_store, comm);
+    submit_own_blocks(second_store, comm);
+    kill_and_detect(comm, victims);
+    comm = comm.respawn();
+  }
+  const auto blocks = static_cast<std::uint64_t>(p) * kBlocksPerProcess;
+  for (Store* store : {&first_store, &second_store}) {
+    const auto expected = blocks_only_on(store->config(), blocks, p, {1, 1 + p / 2});
+    ASSERT_FALSE(expected.empty());
+    try {
+      store->heal();
+      ADD_FAILURE() << "heal() did not report the lost blocks";
+    } catch (const DataLost& error) {
+      EXPECT_EQ(error.lost(), expected) << error.what();
+    }
+    EXPECT_EQ(store->lost(), expected);
+    std::uint64_t lost_blocks = 0;
+    for (const auto& range : expected) lost_blocks += range.size();
+    EXPECT_EQ(comm.allreduce(static_cast<unsigned long>(store->stored_bytes()), MPI_SUM),
+              2 * (blocks - lost_blocks) * kBlockBytes)
+        << "every block that survived has its two copies back";
+    // Everything else loads right; a lost range is reported, never read.
+    std::vector<BlockRange> kept;
+    std::uint64_t next = 0;
+    for (const auto& range : expected) {
+      if (range.begin.value > next) kept.push_back({BlockId{next}, range.begin});
+      next = range.end.value;
+    }
+    if (next < blocks) kept.push_back({BlockId{next}, BlockId{blocks}});
+    std::uint64_t kept_blocks = 0;
+    for (const auto& range : kept) kept_blocks += range.size();
+    std::vector<std::byte> loaded(kept_blocks * kBlockBytes);
+    store->load(kept, loaded);
+    std::size_t offset = 0;
+    for (const auto& range : kept) {
+      EXPECT_EQ(wrong_bytes(range, std::span(loaded).subspan(offset, range.size() * kBlockBytes)), 0U);
+      offset += range.size() * kBlockBytes;
+    }
+    std::vector<std::byte> lost_bytes(expected.front().size() * kBlockBytes);
+    try {
+      store->load(std::vector<BlockRange>{expected.front()}, lost_bytes);
+      ADD_FAILURE() << "a lost range was loaded";
+    } catch (const DataLost& error) {
+      EXPECT_EQ(error.lost(), std::vector<BlockRange>{expected.front()});
+    }
+  }
 }

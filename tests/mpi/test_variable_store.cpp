@@ -9,7 +9,10 @@
 #include <string>
 
 #include "failure_helpers.hpp"
+#include "layout_helpers.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/inject.hpp"
+#include "reprise/placement.hpp"
 #include "reprise/variable_store.hpp"
 
 using namespace reprise;
@@ -159,4 +162,102 @@ TEST(VariableStore, SizesThatDoNotMatchAreRefusedEverywhere) {
   data.resize(sizes.size() * 4);
   store.submit(mine, sizes, data);  // and a right one works afterwards
   EXPECT_EQ(store.blocks(), kBlocksPerProcess * static_cast<std::uint64_t>(comm.size()));
+}
+
+namespace {
+
+// Versioned content: sizes and bytes both change from version to version.
+std::size_t size_in(std::uint64_t id, std::uint64_t version) { return (id * 37 + version * 11) % 101; }
+std::byte byte_in(std::uint64_t id, std::size_t i, std::uint64_t version) {
+  return static_cast<std::byte>((id * 131 + i * 7 + version * 29) & 0xffU);
+}
+
+void submit_version(VariableStore& store, const Comm& comm, std::uint64_t version) {
+  store.submit(blocks_of(comm.original_rank()), [&](BlockId id, std::vector<std::byte>& out) {
+    for (std::size_t i = 0; i < size_in(id.value, version); ++i) out.push_back(byte_in(id.value, i, version));
+  });
+}
+
+/// Reads every block and counts the ones that are not exactly `version`.
+std::uint64_t blocks_not_in_version(VariableStore& store, std::uint64_t version) {
+  std::uint64_t wrong = 0;
+  store.load(std::vector<BlockRange>{{BlockId{0}, BlockId{store.blocks()}}},
+             [&](BlockId id, std::span<const std::byte> bytes) {
+               bool right = bytes.size() == size_in(id.value, version);
+               for (std::size_t i = 0; right && i < bytes.size(); ++i) right = bytes[i] == byte_in(id.value, i, version);
+               wrong += right ? 0 : 1;
+             });
+  return wrong;
+}
+
+/// The blocks that lose their end offset, the one before, or a byte when
+/// every copy on the `dead` slots is gone (r = 2, no permutation; on one
+/// machine slot s is the process of rank s), computed from the layouts.
+std::vector<BlockRange> blocks_lost_with(int slots, const std::vector<int>& dead, std::uint64_t blocks,
+                                         std::uint64_t version) {
+  std::vector<std::uint64_t> ends(blocks);
+  std::uint64_t end = 0;
+  for (std::uint64_t id = 0; id < blocks; ++id) ends[id] = end += size_in(id, version);
+  const Placement end_layout({.blocks = blocks, .slots = slots, .replicas = 2});
+  const Placement byte_layout({.blocks = end, .slots = slots, .replicas = 2});
+  std::vector<BlockRange> lost;
+  for (std::uint64_t id = 0; id < blocks; ++id) {
+    const std::uint64_t begin = id == 0 ? 0 : ends[id - 1];
+    bool is_lost = test::only_on(end_layout, id, dead) || (id > 0 && test::only_on(end_layout, id - 1, dead));
+    for (auto byte = begin; !is_lost && byte < ends[id]; ++byte) is_lost = test::only_on(byte_layout, byte, dead);
+    if (is_lost) test::append_block(lost, id);
+  }
+  return lost;
+}
+
+}  // namespace
+
+TEST(VariableStore, AKillInsideTheSecondHalfOfASubmitKeepsThePreviousVersion) {
+  auto comm = Comm::world();
+  VariableStore store(comm, {.replicas = 2});
+  submit_version(store, comm, 1);
+  const OriginalRank victim{1};
+  // A submit moves the end offsets, then the bytes: die inside the second.
+  inject::arm("comm.sparse_all_to_all", victim, inject::Action::kill, 2);
+  test::expect_failure_reported(comm, {victim}, [&] {
+    comm.barrier();
+    submit_version(store, comm, 2);
+  });
+  comm = comm.shrink();
+  EXPECT_EQ(blocks_not_in_version(store, 1), 0U) << "every block must still be version 1, offsets and bytes";
+}
+
+TEST(VariableStore, HealAfterARespawnNamesExactlyTheLostBlocks) {
+  auto comm = Comm::world();
+  const int p = comm.size();
+  VariableStore store(comm, {.replicas = 2});
+  const std::vector<OriginalRank> victims{OriginalRank{1}, OriginalRank{1 + p / 2}};
+  if (comm.epoch() == 0) {
+    submit_version(store, comm, 4);
+    kill_and_detect(comm, victims);
+    comm = comm.respawn();
+  }
+  const auto blocks = static_cast<std::uint64_t>(p) * kBlocksPerProcess;
+  const auto expected = blocks_lost_with(p, {1, 1 + p / 2}, blocks, 4);
+  ASSERT_FALSE(expected.empty());
+  try {
+    store.heal();
+    ADD_FAILURE() << "heal() did not report the lost blocks";
+  } catch (const DataLost& error) {
+    EXPECT_EQ(error.lost(), expected) << error.what();
+  }
+  // Every other block reads right, on replacements too; the lost ones are named again.
+  std::vector<int> state(blocks, 0);  // +1 for a right read, +10 for being named lost
+  try {
+    store.load(std::vector<BlockRange>{{BlockId{0}, BlockId{blocks}}}, [&](BlockId id, std::span<const std::byte> bytes) {
+      bool right = bytes.size() == size_in(id.value, 4);
+      for (std::size_t i = 0; right && i < bytes.size(); ++i) right = bytes[i] == byte_in(id.value, i, 4);
+      state[id.value] += right ? 1 : 100;
+    });
+    ADD_FAILURE() << "load() did not report the lost blocks";
+  } catch (const DataLost& error) {
+    EXPECT_EQ(error.lost(), expected);
+    for (auto id : ids_of(error.lost())) state[id] += 10;
+  }
+  for (std::uint64_t id = 0; id < blocks; ++id) ASSERT_TRUE(state[id] == 1 || state[id] == 10) << "block " << id;
 }
