@@ -124,6 +124,9 @@ Comm Comm::world() {
   if (initialized == 0) {
     throw UsageError("reprise::Comm::world: MPI is not initialised; create a reprise::Environment first");
   }
+  // Settled here, while a spawned process still sees its parent: it has no
+  // spare pool of its own.
+  detail::SparePool* pool = detail::spare_pool();
   MPI_Comm parent = MPI_COMM_NULL;
   MPI_Comm_get_parent(&parent);
   if (parent != MPI_COMM_NULL) return join_as_replacement(parent);
@@ -131,7 +134,7 @@ Comm Comm::world() {
   Parts parts;
   MPI_Comm base = MPI_COMM_WORLD;
   MPI_Comm_size(MPI_COMM_WORLD, &parts.original_size);
-  if (detail::SparePool* pool = detail::spare_pool()) {
+  if (pool != nullptr) {
     if (pool->my_original < 0) return serve_as_spare();  // returns once taken as a replacement
     base = pool->active;
     parts.original_size = pool->original_size;

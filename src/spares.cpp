@@ -51,6 +51,12 @@ SparePool* spare_pool() {
   static bool initialised = false;
   if (initialised) return pool ? &*pool : nullptr;
   initialised = true;
+  // A process spawned by respawn() runs the same program with the same
+  // environment, but its MPI_COMM_WORLD holds only the processes spawned
+  // with it: the job's spares, if any are left, are not its to set up.
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  if (parent != MPI_COMM_NULL) return nullptr;
   const int spares = configured_spares();
   if (spares == 0) return nullptr;
   int world_size = 0;
@@ -64,6 +70,7 @@ SparePool* spare_pool() {
   pool.emplace();
   pool->original_size = world_size - spares;
   pool->my_original = world_rank < pool->original_size ? world_rank : -1;
+  for (int r = 0; r < pool->original_size; ++r) pool->actives.push_back(r);
   for (int r = pool->original_size; r < world_size; ++r) pool->spares.push_back(r);
   MPI_Comm_dup(MPI_COMM_WORLD, &pool->pool);
   MPI_Comm_set_errhandler(pool->pool, MPI_ERRORS_RETURN);
@@ -147,7 +154,11 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
     const int rc = detail::ulfm::agree_on_step(shrunk, ok);
     if (rc == MPI_SUCCESS && ok) {
       sp.spares.clear();
+      sp.actives.clear();
       for (std::size_t k = enough ? missing.size() : 0; k < spare_ranks.size(); ++k) sp.spares.push_back(spare_ranks[k]);
+      for (int r = 0; r < size; ++r) {
+        if (std::find(sp.spares.begin(), sp.spares.end(), r) == sp.spares.end()) sp.actives.push_back(r);
+      }
       const bool taken = sp.my_original < 0 && new_original >= 0;
       sp.my_original = new_original;
       sp.usable = enough;
@@ -168,38 +179,49 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
 
 Comm Comm::serve_as_spare() {
   detail::SparePool& sp = *detail::spare_pool();
+  // The spare listens to each active process by name, not to MPI_ANY_SOURCE:
+  // after a process failure a wildcard probe on the pool was seen to miss the
+  // release word for good, while a probe of a named live source is not
+  // affected by the failure of another.
   for (;;) {
-    int arrived = 0;
-    const int rc = MPI_Iprobe(MPI_ANY_SOURCE, kSpareTag, sp.pool, &arrived, MPI_STATUS_IGNORE);
-    if (rc == MPI_SUCCESS) {
-      if (arrived == 0) {
-        // Waiting costs no core: spares often share nodes with the workers.
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (sp.actives.empty()) leave_as_spare("spare, every active process is gone");
+    bool revoked = false;
+    for (std::size_t i = 0; i < sp.actives.size();) {
+      const int source = sp.actives[i];
+      int arrived = 0;
+      const int rc = MPI_Iprobe(source, kSpareTag, sp.pool, &arrived, MPI_STATUS_IGNORE);
+      if (rc == MPI_SUCCESS) {
+        int word = 0;
+        if (arrived != 0 && MPI_Recv(&word, 1, MPI_INT, source, kSpareTag, sp.pool, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+            word == kRelease) {
+          leave_as_spare("spare, not needed");
+        }
+        ++i;
         continue;
       }
-      int word = 0;
-      if (MPI_Recv(&word, 1, MPI_INT, MPI_ANY_SOURCE, kSpareTag, sp.pool, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
-          word == kRelease) {
-        leave_as_spare("spare, not needed");
+      int error_class = MPI_ERR_OTHER;
+      MPI_Error_class(rc, &error_class);
+      if (detail::ulfm::is_revocation(error_class)) {
+        revoked = true;
+        break;
       }
-      continue;
+      if (detail::ulfm::is_process_failure(error_class)) {
+        sp.actives.erase(sp.actives.begin() + static_cast<std::ptrdiff_t>(i));  // that one will never speak again
+        continue;
+      }
+      std::fprintf(stderr, "reprise: spare process %d cannot wait on the pool (MPI error class %d); leaving\n",
+                   static_cast<int>(::getpid()), error_class);
+      leave_as_spare("spare, pool unusable");
     }
-    int error_class = MPI_ERR_OTHER;
-    MPI_Error_class(rc, &error_class);
-    if (detail::ulfm::is_revocation(error_class)) {
+    if (revoked) {
       // A respawn() woke the pool: take part, and return if taken.
       bool enough = false;
       auto taken = take_from_pool(0, {}, true, enough);
       if (taken) return std::move(*taken);
       continue;
     }
-    if (detail::ulfm::is_process_failure(error_class)) {
-      detail::ulfm::ack_failed(sp.pool);
-      continue;
-    }
-    std::fprintf(stderr, "reprise: spare process %d cannot wait on the pool (MPI error class %d); leaving\n",
-                 static_cast<int>(::getpid()), error_class);
-    leave_as_spare("spare, pool unusable");
+    // Waiting costs no core: spares often share nodes with the workers.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
 }
 

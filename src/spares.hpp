@@ -17,11 +17,14 @@ struct SparePool {
   int original_size = 0;          // active processes at the start
   int my_original = -1;           // -1 while this process is a spare
   std::vector<int> spares;        // pool ranks of the spares, as last known
+  std::vector<int> actives;       // pool ranks of the processes running the application, as last known
   bool usable = true;             // false once a respawn had to spawn (spawned processes are not in the pool)
 };
 
 /// The pool, set up on first use from REPRISE_SPARES (collective over
-/// MPI_COMM_WORLD the first time). Returns nullptr when there are no spares.
+/// MPI_COMM_WORLD the first time). Returns nullptr when there are no spares,
+/// and in a process spawned by respawn() (first used before it lets go of
+/// its parent communicator, in Comm::world()).
 SparePool* spare_pool();
 
 /// Called before MPI_Finalize: tells the spares still waiting to finish.

@@ -53,3 +53,30 @@ TEST(Spares, UnusedSparesLeaveAtTheEnd) {
   ASSERT_EQ(comm.original_size(), 4);
   EXPECT_EQ(comm.allreduce(1, MPI_SUM), 4) << "the spares are not members";
 }
+
+TEST(Spares, ASpawnedReplacementTakesPartInTheNextRespawn) {
+  auto comm = Comm::world();
+  ASSERT_EQ(comm.original_size(), 4);
+  // Epochs 1 and 2 use up the spares, epoch 3 spawns #3; then the spawned
+  // process must recover with the others from the loss of #0, which is
+  // spawned too (it must not look for spares of its own).
+  while (comm.epoch() < 4) {
+    const auto epoch = static_cast<int>(comm.epoch());
+    kill_and_detect(comm, {OriginalRank{(epoch + 1) % 4}});
+    comm = comm.respawn();
+  }
+  expect_working(comm);
+  EXPECT_EQ(comm.size(), 4);
+  if (comm.original_rank() == OriginalRank{0} || comm.original_rank() == OriginalRank{3}) {
+    EXPECT_TRUE(was_spawned());
+  }
+}
+
+TEST(Spares, UnusedSparesLeaveAfterAShrink) {
+  auto comm = Comm::world();
+  ASSERT_EQ(comm.original_size(), 4);
+  kill_and_detect(comm, {OriginalRank{2}});
+  comm = comm.shrink();
+  expect_working(comm);
+  EXPECT_EQ(comm.size(), 3);
+}
