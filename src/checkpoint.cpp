@@ -1,9 +1,11 @@
 #include "reprise/checkpoint.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <optional>
+#include <thread>
 
 #include "mix.hpp"
 #include "nodes.hpp"
@@ -141,7 +143,20 @@ void Checkpoint::apply(std::span<const std::byte> state) {
   for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(parts[i]);
 }
 
+bool Checkpoint::no_failure_until(double deadline) {
+  while (_comm.get_failed().empty()) {
+    if (MPI_Wtime() > deadline) return true;
+    // Failure notices are taken in by MPI's progress engine; a probe on
+    // MPI_COMM_SELF drives it without touching the revoked communicator.
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 std::uint64_t Checkpoint::checkpoint() {
+  inject::fault_point("checkpoint.join", _comm.original_rank());
   // Everyone must be at the same version with the same registrations: one
   // reduction of a fingerprint and its complement gives its max and min.
   std::uint64_t fingerprint = detail::mix64(_version + 1);
@@ -156,10 +171,12 @@ std::uint64_t Checkpoint::checkpoint() {
   while (done == 0) {
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
-      // Revoked with no process failed: another caller gave up waiting.
+      // A revoke means a failure, or another caller that gave up waiting.
+      // The revoke can arrive before the failure notice: only once this
+      // process's own wait is over with no failure known is it the latter.
       int error_class = MPI_ERR_OTHER;
       MPI_Error_class(rc, &error_class);
-      if (detail::ulfm::is_revocation(error_class) && _comm.get_failed().empty()) {
+      if (detail::ulfm::is_revocation(error_class) && no_failure_until(deadline)) {
         throw UsageError(std::string(kWhere) +
                          "::checkpoint: another process gave up waiting for every process to call checkpoint() (is "
                          "it called by only some processes?); the communicator is revoked");

@@ -282,3 +282,18 @@ TEST(YoungDaly, IntervalFollowsTheFormula) {
   EXPECT_THROW((void)young_daly_interval(0, 1), UsageError);
   EXPECT_THROW((void)young_daly_interval(100, -1), UsageError);
 }
+
+TEST(Checkpoint, AKillWhileOthersWaitInCheckpointIsAFailureNotAUsageError) {
+  auto comm = Comm::world();
+  std::vector<int> values(100, comm.rank().value());
+  Checkpoint checkpoint(comm, {.copies = 2});
+  checkpoint.protect("values", values);
+  checkpoint.checkpoint();
+  // The others wait for the victim in checkpoint(); the first to hear of
+  // the failure revokes, and the rest may see the revoke before the notice.
+  const OriginalRank victim{comm.size() - 1};
+  inject::arm("checkpoint.join", victim);
+  expect_failure_reported(comm, {victim}, [&] { checkpoint.checkpoint(); });
+  comm = comm.shrink();
+  EXPECT_EQ(checkpoint.version(), 1U);
+}
