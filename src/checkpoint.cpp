@@ -1,18 +1,15 @@
 #include "reprise/checkpoint.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <cmath>
 #include <optional>
-#include <thread>
 
 #include "mix.hpp"
 #include "nodes.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
-#include "ulfm.hpp"
 #include "version_format.hpp"
 
 namespace reprise {
@@ -143,18 +140,6 @@ void Checkpoint::apply(std::span<const std::byte> state) {
   for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(parts[i]);
 }
 
-bool Checkpoint::no_failure_until(double deadline) {
-  while (_comm.get_failed().empty()) {
-    if (MPI_Wtime() > deadline) return true;
-    // Failure notices are taken in by MPI's progress engine; a probe on
-    // MPI_COMM_SELF drives it without touching the revoked communicator.
-    int flag = 0;
-    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return false;
-}
-
 std::uint64_t Checkpoint::checkpoint() {
   inject::fault_point("checkpoint.join", _comm.original_rank());
   // Everyone must be at the same version with the same registrations: one
@@ -162,37 +147,7 @@ std::uint64_t Checkpoint::checkpoint() {
   std::uint64_t fingerprint = detail::mix64(_version + 1);
   for (const auto& item : _items) fingerprint = detail::mix64(fingerprint ^ std::hash<std::string>{}(item.name));
   std::uint64_t both[2] = {fingerprint, ~fingerprint};
-  // Non-blocking, so that a process that never joins (checkpoint() called by
-  // only some processes) gives an error instead of a hang.
-  MPI_Request request = MPI_REQUEST_NULL;
-  _comm.check(MPI_Iallreduce(MPI_IN_PLACE, both, 2, MPI_UINT64_T, MPI_MAX, _comm.raw(), &request), "MPI_Iallreduce");
-  const double deadline = MPI_Wtime() + _config.join_timeout_seconds;
-  int done = 0;
-  while (done == 0) {
-    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      // A revoke means a failure, or another caller that gave up waiting.
-      // The revoke can arrive before the failure notice: only once this
-      // process's own wait is over with no failure known is it the latter.
-      int error_class = MPI_ERR_OTHER;
-      MPI_Error_class(rc, &error_class);
-      if (detail::ulfm::is_revocation(error_class) && no_failure_until(deadline)) {
-        throw UsageError(std::string(kWhere) +
-                         "::checkpoint: another process gave up waiting for every process to call checkpoint() (is "
-                         "it called by only some processes?); the communicator is revoked");
-      }
-      _comm.check(rc, "MPI_Test(MPI_Iallreduce)");
-    }
-    if (done == 0 && MPI_Wtime() > deadline) {
-      // The reduction cannot be freed: revoke, which completes it in error.
-      _comm.revoke();
-      MPI_Wait(&request, MPI_STATUS_IGNORE);
-      throw UsageError(std::string(kWhere) + "::checkpoint: not every process called checkpoint() within " +
-                       std::to_string(_config.join_timeout_seconds) +
-                       " s (is it called by only some processes?); the communicator is revoked. Call it on every "
-                       "process, or raise CheckpointConfig::join_timeout_seconds");
-    }
-  }
+  _comm.join(both, "Checkpoint::checkpoint()", _config.join_timeout_seconds);
   if (both[0] != ~both[1]) {
     throw UsageError(std::string(kWhere) +
                      "::checkpoint: the processes registered different names or are at different versions; register "

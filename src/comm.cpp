@@ -1,9 +1,11 @@
 #include "reprise/comm.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "comm_detail.hpp"
@@ -221,6 +223,51 @@ void Comm::raise(int mpi_result, std::string_view what) {
 }
 
 void Comm::barrier() { check(MPI_Barrier(_comm), "MPI_Barrier"); }
+
+bool Comm::no_failure_until(double deadline) {
+  while (get_failed().empty()) {
+    if (MPI_Wtime() > deadline) return true;
+    // Failure notices are taken in by MPI's progress engine; a probe on
+    // MPI_COMM_SELF drives it without touching the revoked communicator.
+    int flag = 0;
+    MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+void Comm::join(std::span<std::uint64_t> values, std::string_view operation, double timeout_seconds) {
+  const std::string name(operation);
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX, _comm,
+                       &request),
+        name + ": MPI_Iallreduce");
+  const double deadline = MPI_Wtime() + timeout_seconds;
+  for (int done = 0; done == 0;) {
+    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      // A revoke means a failure, or a caller that gave up waiting. The
+      // revoke can arrive before the failure notice: only once this
+      // process's own wait is over with no failure known is it the latter.
+      int error_class = MPI_ERR_OTHER;
+      MPI_Error_class(rc, &error_class);
+      if (detail::ulfm::is_revocation(error_class) && no_failure_until(deadline)) {
+        throw UsageError("reprise::" + name + ": another process gave up waiting for every process to call " + name +
+                         " (is it called by only some processes?); the communicator is revoked");
+      }
+      check(rc, name + ": waiting for every process");
+    }
+    if (done == 0 && MPI_Wtime() > deadline) {
+      // The reduction cannot be freed: revoke, which completes it in error.
+      revoke();
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+      throw UsageError("reprise::" + name + ": not every process called " + name + " within " +
+                       std::to_string(timeout_seconds) +
+                       " s (is it called by only some processes?); the communicator is revoked. Call it on every "
+                       "process, or raise the join timeout");
+    }
+  }
+}
 
 bool Comm::agree(bool flag) {
   check(detail::ulfm::agree(_comm, flag), "agree");

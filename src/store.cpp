@@ -1,7 +1,6 @@
 #include "reprise/store.hpp"
 
 #include <algorithm>
-#include <climits>
 #include <cstring>
 #include <numeric>
 #include <sstream>
@@ -78,9 +77,19 @@ void Store::agree_on_input(const std::string& problem, const char* operation) {
   }
 }
 
+void Store::join(const std::string& problem, const char* operation) {
+  std::uint64_t bad = problem.empty() ? 0 : 1;
+  _comm.join(std::span(&bad, 1), std::string("Store::") + operation + "()", _config.join_timeout_seconds);
+  if (bad != 0) {
+    throw UsageError(std::string("reprise::Store::") + operation + ": " +
+                     (problem.empty() ? "another process passed invalid input (its error says what)" : problem));
+  }
+}
+
 void Store::submit(BlockRange mine, std::span<const std::byte> data) { commit(stage_submit(mine, data)); }
 
 Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::byte> data) {
+  join({}, "submit");
   // Everyone learns everyone's range, so that all judge the input alike.
   const Submission local{mine.begin.value, mine.end.value,
                          (mine.begin <= mine.end && data.size() == mine.size() * _config.block_bytes) ? 1U : 0U};
@@ -293,7 +302,7 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
     problem = "the destination has " + std::to_string(into.size()) + " bytes, but the " + std::to_string(total) +
               " requested blocks need " + std::to_string(total * _config.block_bytes);
   }
-  agree_on_input(problem, "load");
+  join(problem, "load");
 
   // Which holder sends which piece, and where its bytes go.
   struct Destination {
@@ -358,9 +367,11 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
 }
 
 void Store::share_layout() {
-  const int have = _placement ? _comm.rank().value() : INT_MAX;
-  const int root = _comm.allreduce(have, MPI_MIN);
-  if (root == INT_MAX) return;  // nothing submitted yet: nothing to share
+  // The lowest rank with a layout sends it: the maximum of size - rank.
+  std::uint64_t highest = _placement ? static_cast<std::uint64_t>(_comm.size() - _comm.rank().value()) : 0;
+  _comm.join(std::span(&highest, 1), "Store::heal()", _config.join_timeout_seconds);
+  if (highest == 0) return;  // nothing submitted yet: nothing to share
+  const int root = _comm.size() - static_cast<int>(highest);
   std::vector<std::uint64_t> layout;
   if (_comm.rank().value() == root) {
     const auto& placement = _placement->config();

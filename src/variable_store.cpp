@@ -25,17 +25,23 @@ struct Extent {
 }  // namespace
 
 VariableStore::VariableStore(Comm& comm, VariableStoreConfig config)
-    : _comm(comm),
-      _ends(comm, {.replicas = config.replicas, .block_bytes = sizeof(std::uint64_t)}),
+    : _join_timeout_seconds(config.join_timeout_seconds),
+      _comm(comm),
+      _ends(comm, {.replicas = config.replicas,
+                   .block_bytes = sizeof(std::uint64_t),
+                   .join_timeout_seconds = config.join_timeout_seconds}),
       _bytes(comm, {.replicas = config.replicas,
                     .block_bytes = 1,
                     .bytes_per_permuted_range = config.bytes_per_permuted_range,
-                    .seed = config.seed}) {}
+                    .seed = config.seed,
+                    .join_timeout_seconds = config.join_timeout_seconds}) {}
 
 void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, std::span<const std::byte> data) {
   const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
   const bool ok = mine.begin <= mine.end && sizes.size() == mine.size() && total == data.size();
   // Every process's byte offset follows from all blocks before its own.
+  std::uint64_t nothing = 0;
+  _comm.join(std::span(&nothing, 1), "VariableStore::submit()", _join_timeout_seconds);
   const Extent local{mine.begin.value, ok ? mine.size() : 0, ok ? total : 0, ok ? 1U : 0U};
   std::vector<Extent> all(static_cast<std::size_t>(_comm.size()));
   _comm.check(MPI_Allgather(&local, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");

@@ -150,9 +150,6 @@ class Checkpoint {
   void protect(std::string name, Save save, Load load, std::size_t unit);
   void add(Item item);
   void serialize(std::vector<std::byte>& out) const;
-  /// True if no failure of a member becomes known here before `deadline`
-  /// (an `MPI_Wtime`), false as soon as one does.
-  [[nodiscard]] bool no_failure_until(double deadline);
   [[nodiscard]] std::vector<std::byte> take_spare(OriginalRank owner);
   void apply(std::span<const std::byte> state);
   void share_layout();

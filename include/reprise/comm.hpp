@@ -130,6 +130,16 @@ class Comm {
     return all;
   }
 
+  /// Collective entry into `operation` (a name for messages, e.g.
+  /// "Store::load"): the element-wise maximum of `values` over all members,
+  /// computed without blocking so that a member that never calls gives an
+  /// error instead of a hang. If not every member calls within
+  /// `timeout_seconds`, the communicator is revoked and every caller gets
+  /// `UsageError` saying so; a member's failure is `ProcessFailed` or
+  /// `Revoked` as usual (a revoke seen before the failure notice is told
+  /// apart by waiting for the notice until this caller's own deadline).
+  void join(std::span<std::uint64_t> values, std::string_view operation, double timeout_seconds);
+
   /// Fault-tolerant agreement: the logical AND of `flag` over the live
   /// members, the same on all of them. Raises `ProcessFailed` on all of them
   /// if a member has failed, so it decides uniformly whether a step worked.
@@ -202,6 +212,7 @@ class Comm {
   static std::optional<Comm> take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
                                             bool replacement, bool& enough);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
+  bool no_failure_until(double deadline);
   bool settle(bool ok);
   void release() noexcept;
 

@@ -24,6 +24,9 @@ struct StoreConfig {
   std::size_t block_bytes = 0;               ///< size of every block, > 0
   std::size_t bytes_per_permuted_range = 0;  ///< 0: no permutation; else a multiple of block_bytes
   std::uint64_t seed = 0;                    ///< seed of the permutation
+  /// How long `submit`, `load` and `heal` wait for every process to call
+  /// them before they revoke the communicator and raise `UsageError`.
+  double join_timeout_seconds = 60;
 };
 
 /// A replicated block store on a communicator. Every member calls `submit`,
@@ -133,6 +136,9 @@ class Store {
   /// Agrees with every member whether all inputs were right; throws
   /// `UsageError` everywhere if not (with `problem` where it was found).
   void agree_on_input(const std::string& problem, const char* operation);
+  /// The entry of a collective operation: waits (up to the join timeout)
+  /// for every member to call it, then as `agree_on_input`.
+  void join(const std::string& problem, const char* operation);
 
   Comm& _comm;
   StoreConfig _config;

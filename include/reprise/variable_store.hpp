@@ -23,6 +23,9 @@ struct VariableStoreConfig {
   int replicas = 2;                          ///< copies of every block
   std::size_t bytes_per_permuted_range = 0;  ///< 0: no permutation of the bytes
   std::uint64_t seed = 0;                    ///< seed of the permutation
+  /// How long `submit`, `load` and `heal` wait for every process to call
+  /// them before they revoke the communicator and raise `UsageError`.
+  double join_timeout_seconds = 60;
 };
 
 /// A replicated store of blocks of any size (0 included). Every member calls
@@ -59,6 +62,7 @@ class VariableStore {
   [[nodiscard]] std::uint64_t blocks() const noexcept { return _ends.blocks(); }
 
  private:
+  double _join_timeout_seconds;
   /// Collective: the block id ranges that have lost their end offset, the
   /// end offset before them, or some of their bytes.
   [[nodiscard]] std::vector<BlockRange> lost_blocks();

@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <sstream>
+#include <thread>
 
 #include "failure_helpers.hpp"
 #include "layout_helpers.hpp"
@@ -430,5 +432,26 @@ TEST(Store, HealAfterARespawnNamesExactlyTheLostBlocksAndHealsTheRest) {
     } catch (const DataLost& error) {
       EXPECT_EQ(error.lost(), std::vector<BlockRange>{expected.front()});
     }
+  }
+}
+
+TEST(Store, LoadCalledByOnlySomeProcessesIsAnErrorNotAHang) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes, .join_timeout_seconds = 0.5});
+  submit_own_blocks(store, comm);
+  const bool skips = comm.rank().value() == comm.size() - 1;
+  if (!skips) {
+    try {
+      load_all_and_check(store);
+      ADD_FAILURE() << "load() returned without every process";
+    } catch (const UsageError& error) {
+      EXPECT_NE(std::string(error.what()).find("only some processes"), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find("Store::load()"), std::string::npos) << error.what();
+    }
+  } else {
+    // This process skips the load; by the time it communicates again, the
+    // others have revoked the communicator.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_THROW(comm.barrier(), Revoked);
   }
 }
