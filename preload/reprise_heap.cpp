@@ -225,6 +225,14 @@ class OutsideHeapSink final : public reprise::IncrementalSink {
     const InsideReprise inside;
     _inner->restore(layout, regions);
   }
+  [[nodiscard]] std::string restore_notes() const override {
+    const InsideReprise inside;
+    return _inner->restore_notes();
+  }
+  [[nodiscard]] std::string where() const override {
+    const InsideReprise inside;
+    return _inner->where();
+  }
 
  private:
   std::unique_ptr<reprise::IncrementalSink> _inner;

@@ -6,6 +6,7 @@
 //                   after a checkpoint, and read() into the protected heap
 //   build <nodes>   a list on the heap, two checkpoints, more changes, SIGKILL
 //   verify <nodes>  restores and finds the list of the second checkpoint
+//   first <nodes>   restores and finds the list of the first checkpoint
 //   refused <nodes> the restore fails; the heap then serves a new list
 //   late-restore    a restore after an allocation is refused
 //   own-allocations checkpoints allocate nothing from the heap: a restore,
@@ -399,6 +400,29 @@ int verify(std::uint64_t nodes) {
   return 0;
 }
 
+/// Whether the list is as build_list made it, every node intact.
+bool is_first_state(const Root* root, std::uint64_t nodes) {
+  const Node* node = root->head;
+  for (std::uint64_t id = 0; id < nodes; ++id, node = node->next) {
+    if (node == nullptr || node->id != id || node->version != 1 || node->bytes != payload_bytes(id, 1) ||
+        !holds(node->payload, node->bytes, payload_key(id, 1))) {
+      return false;
+    }
+  }
+  return node == nullptr;
+}
+
+int first(std::uint64_t nodes) {
+  if (reprise_heap_restore() != 0) {
+    std::fprintf(stderr, "child: FAILED: the restore\n");
+    return 1;
+  }
+  const auto* root = static_cast<const Root*>(reprise_heap_root());
+  check(root != nullptr && root->stage == 1 && is_first_state(root, nodes), "the list of the first checkpoint");
+  if (g_failures == 0) std::fprintf(stderr, "child: first ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 int refused(std::uint64_t nodes) {
   check(reprise_heap_restore() == -1, "the restore is refused");
   check(reprise_heap_root() == nullptr, "the heap is empty");
@@ -460,6 +484,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "stress") == 0) return stress();
   if (std::strcmp(mode, "build") == 0) return build(nodes);
   if (std::strcmp(mode, "verify") == 0) return verify(nodes);
+  if (std::strcmp(mode, "first") == 0) return first(nodes);
   if (std::strcmp(mode, "refused") == 0) return refused(nodes);
   if (std::strcmp(mode, "late-restore") == 0) return late_restore();
   if (std::strcmp(mode, "own-allocations") == 0) return own_allocations();

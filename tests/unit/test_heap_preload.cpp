@@ -5,7 +5,8 @@
 // at the second checkpoint, by a new process after a SIGKILL (in every commit
 // mode); checkpoints allocate nothing from the heap; a corrupt checkpoint, a
 // heap from another address and a restore after allocating are refused with
-// a message, the heap staying usable; bad settings are reported.
+// a message, the heap staying usable; a corrupt newest version restores the
+// one before, saying so; bad settings are reported.
 //
 // The library and the child are never built with sanitizers (a malloc
 // replacement cannot run under them), so this test runs in the sanitizer
@@ -151,23 +152,37 @@ TEST_P(HeapPreloadModes, ANewProcessFindsTheListOfTheSecondCheckpointAfterASigki
   EXPECT_NE(verified.output.find("child: verified"), std::string::npos) << verified.output;
 }
 
-TEST(HeapPreload, ACorruptVersionIsRefusedAndTheHeapStaysUsable) {
+/// Builds and checkpoints the list, flips one byte in the middle of
+/// `version`'s file, and runs the child in `mode` (with `kNodes`).
+Outcome run_after_damage(const std::string& version, const std::string& mode) {
   TempDir dir;
   build_and_kill(dir, "adaptive");
-  const auto version = dir.path / "v2.reprise-inc";
-  ASSERT_TRUE(std::filesystem::exists(version));
+  const auto path = dir.path / version;
+  EXPECT_TRUE(std::filesystem::exists(path));
   {
-    std::fstream file(version, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekg(static_cast<std::streamoff>(std::filesystem::file_size(version) / 2));
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
     const char byte = static_cast<char>(file.peek());
-    file.seekp(static_cast<std::streamoff>(std::filesystem::file_size(version) / 2));
+    file.seekp(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
     file.put(static_cast<char>(byte ^ 0x5a));
   }
-  const auto outcome = run_child({"refused", kNodes}, settings_for(dir));
+  return run_child({mode, kNodes}, settings_for(dir));
+}
+
+TEST(HeapPreload, ACorruptVersionIsRefusedAndTheHeapStaysUsable) {
+  const auto outcome = run_after_damage("v1.full.reprise-inc", "refused");  // which version 2 builds on
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_NE(outcome.output.find("reprise_heap: reprise_heap_restore: "), std::string::npos) << outcome.output;
-  EXPECT_NE(outcome.output.find("v2.reprise-inc is corrupt"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("v1.full.reprise-inc is corrupt"), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("child: usable ok"), std::string::npos) << outcome.output;
+}
+
+TEST(HeapPreload, ACorruptNewestVersionRestoresTheOneBeforeAndSaysSo) {
+  const auto outcome = run_after_damage("v2.reprise-inc", "first");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("restored version 1 from directory"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("v2.reprise-inc is corrupt"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("child: first ok"), std::string::npos) << outcome.output;
 }
 
 TEST(HeapPreload, AHeapFromAnotherAddressIsRefusedAndTheHeapEmptied) {
