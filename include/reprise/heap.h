@@ -17,8 +17,9 @@ extern "C" {
 /// Starts a checkpoint of the heap and returns (the commit goes on in the
 /// background unless REPRISE_HEAP_MODE=sync). Call it at a consistent point,
 /// with no other thread writing the heap. The first call of any function
-/// here sets the checkpoints up: REPRISE_HEAP_DIR must name their directory,
-/// which no other process may be using. 0, or -1 after a message on stderr.
+/// here sets the checkpoints up: REPRISE_HEAP_DIR must name their directory
+/// (`%r` there becomes the rank the launcher gave the process), which no
+/// other process may be using. 0, or -1 after a message on stderr.
 __attribute__((weak)) int reprise_heap_checkpoint(void);
 
 /// Waits until the newest checkpoint is safely in REPRISE_HEAP_DIR.

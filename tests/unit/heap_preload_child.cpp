@@ -11,11 +11,16 @@
 //   late-restore    a restore after an allocation is refused
 //   own-allocations checkpoints allocate nothing from the heap: a restore,
 //                   which refuses a heap in use, still works after them
-//   no-dir          a checkpoint without REPRISE_HEAP_DIR is refused
+//   no-dir          a checkpoint is refused (REPRISE_HEAP_DIR unset or
+//                   unusable); the heap still serves
+//   two-writers     checkpoints, then runs no-dir in a second process on the
+//                   same REPRISE_HEAP_DIR, which must be refused
 
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -466,6 +471,21 @@ int no_dir() {
   return g_failures == 0 ? 0 : 1;
 }
 
+int two_writers() {
+  check(reprise_heap_checkpoint() == 0 && reprise_heap_wait() == 0, "a checkpoint of the first process");
+  char program[] = "/proc/self/exe";
+  char mode[] = "no-dir";
+  char* const arguments[] = {program, mode, nullptr};
+  pid_t second = 0;
+  check(posix_spawn(&second, program, nullptr, nullptr, arguments, environ) == 0, "starting a second process");
+  int status = 0;
+  check(second > 0 && waitpid(second, &status, 0) == second && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "the second process's checkpoint is refused");
+  check(reprise_heap_checkpoint() == 0 && reprise_heap_wait() == 0, "the first process goes on");
+  if (g_failures == 0) std::fprintf(stderr, "child: two-writers ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -486,6 +506,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "verify") == 0) return verify(nodes);
   if (std::strcmp(mode, "first") == 0) return first(nodes);
   if (std::strcmp(mode, "refused") == 0) return refused(nodes);
+  if (std::strcmp(mode, "two-writers") == 0) return two_writers();
   if (std::strcmp(mode, "late-restore") == 0) return late_restore();
   if (std::strcmp(mode, "own-allocations") == 0) return own_allocations();
   if (std::strcmp(mode, "no-dir") == 0) return no_dir();
