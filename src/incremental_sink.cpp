@@ -291,9 +291,9 @@ class FileWriter {
     const bool written = _ok && ::fsync(_fd) == 0;
     ::close(_fd);
     _fd = -1;
-    const std::string directory = std::filesystem::path(_path).parent_path().string();
-    if (!written || std::rename(_temporary.c_str(), _path.c_str()) != 0 || !sync_directory(directory)) {
-      ::unlink(_temporary.c_str());
+    const bool renamed = written && std::rename(_temporary.c_str(), _path.c_str()) == 0;
+    if (!renamed || !sync_directory(std::filesystem::path(_path).parent_path().string())) {
+      ::unlink((renamed ? _path : _temporary).c_str());
       throw UsageError(std::string(kWhat) + ": writing " + _path +
                        " failed (disk full?); the versions before it are intact");
     }
@@ -496,6 +496,12 @@ void DirectorySink::begin(std::uint64_t version, const IncrementalLayout& layout
   auto& d = *_impl;
   const bool full = version == 1;
   if (full) {
+    const Listing existing = list_versions(d.directory);
+    if (!existing.full.empty() || !existing.incremental.empty()) {
+      throw UsageError(std::string(kWhat) + ": " + d.where() +
+                       " already holds version files that no restore continued (of an older format, or without "
+                       "their full version); move them away or start in an empty directory. Nothing was written.");
+    }
     d.chain = new_chain_id();
     d.base = 1;
   } else if (d.chain == 0) {
@@ -551,7 +557,16 @@ void DirectorySink::restore(const IncrementalLayout& layout, std::span<const std
   std::string why;
   for (const auto& problem : problems) why += "; " + problem;
   if (best.files.empty()) {
-    if (listing.full.empty()) why += "; there is no full version (v<N>.full.reprise-inc) to start from";
+    if (listing.full.empty()) {
+      // Without a full version, the oldest file may say why (an older format).
+      const std::uint64_t oldest = *listing.incremental.begin();
+      try {
+        (void)VersionFile(file_of(d.directory, oldest, false), oldest, false);
+      } catch (const DamagedFile& error) {
+        why += "; " + std::string(error.what());
+      }
+      why += "; there is no full version (v<N>.full.reprise-inc) to start from";
+    }
     throw UsageError(std::string(kWhat) + "::restore: nothing restorable in " + d.where() + why +
                      ". Memory is unchanged.");
   }

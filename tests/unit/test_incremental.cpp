@@ -316,6 +316,38 @@ TEST(IncrementalCheckpoint, Bit63FlippedInWords17And21IsRefused) {
   expect_refused(chain, checkpoint, path, "bit 63 of words 17 and 21");
 }
 
+// A directory of the format before XXH3 (magic RPRSINC2, version 1 named
+// v1.reprise-inc) is refused by name of its format, never read with the new
+// layout.
+TEST(IncrementalCheckpoint, AFileOfAnOlderFormatIsRefusedSayingSo) {
+  SmallChain chain(1);
+  auto bytes = read_bytes(chain.dir.path / "v1.full.reprise-inc");
+  bytes.at(7) = '2';  // the magic's last byte is the format
+  std::filesystem::remove(chain.dir.path / "v1.full.reprise-inc");
+  const auto path = chain.dir.path / "v1.reprise-inc";
+  write_bytes(path, bytes);
+  IncrementalCheckpoint checkpoint(chain.dir.path.string(), config_of(CommitMode::kSync));
+  checkpoint.protect(chain.memory.span());
+  try {
+    (void)checkpoint.restore();
+    FAIL() << "a file of format 2 was read";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find(path.string() + " is in format 2 of an older reprise"), std::string::npos)
+        << error.what();
+  }
+  // Nor does a new run write over it.
+  try {
+    (void)checkpoint.checkpoint();
+    FAIL() << "a new chain was started over files of an older format";
+  } catch (const UsageError& error) {
+    EXPECT_NE(std::string(error.what()).find("already holds version files that no restore continued"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(read_bytes(path), bytes);
+  EXPECT_FALSE(std::filesystem::exists(chain.dir.path / "v1.full.reprise-inc"));
+}
+
 // Thousands of seeded trials on a real version file that every version
 // needs: 1, 2 or 3 random bits flipped anywhere, the same bit flipped in two
 // random words (a stuck bit line: what the old hash missed), or the file cut
