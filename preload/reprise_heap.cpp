@@ -225,6 +225,14 @@ class OutsideHeapSink final : public reprise::IncrementalSink {
     const InsideReprise inside;
     _inner->restore(layout, regions);
   }
+  [[nodiscard]] std::string restore_notes() const override {
+    const InsideReprise inside;
+    return _inner->restore_notes();
+  }
+  [[nodiscard]] std::string where() const override {
+    const InsideReprise inside;
+    return _inner->where();
+  }
 
  private:
   std::unique_ptr<reprise::IncrementalSink> _inner;
@@ -270,6 +278,49 @@ void finish_at_exit() {
   g_exited = true;
 }
 
+/// The rank the launcher gave this process (mpirun, srun), for `%r`.
+std::string launcher_rank(std::string_view directory) {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    const std::string_view text = env_text(name);
+    if (text.empty()) continue;
+    std::uint64_t rank = 0;
+    if (!number_from_env(name, 10, 0, rank)) {
+      throw HeapError(std::string(name) + " is '" + std::string(text) +
+                      "', not a rank, so %r in REPRISE_HEAP_DIR has no value");
+    }
+    return std::to_string(rank);
+  }
+  throw HeapError("REPRISE_HEAP_DIR '" + std::string(directory) +
+                  "' contains %r, but no launcher set this process's rank (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK "
+                  "or SLURM_PROCID); start it with mpirun or srun, or leave %r out");
+}
+
+/// REPRISE_HEAP_DIR with `%r` replaced by the launcher's rank and `%%` by
+/// `%`, so that the processes of a job each get a directory of their own.
+std::string heap_directory() {
+  const std::string_view text = env_text("REPRISE_HEAP_DIR");
+  if (text.empty()) {
+    throw HeapError("REPRISE_HEAP_DIR is not set; set it to the directory that keeps the heap's checkpoints");
+  }
+  std::string directory;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      directory += text[i];
+      continue;
+    }
+    const char placeholder = i + 1 < text.size() ? text[++i] : '\0';
+    if (placeholder == 'r') {
+      directory += launcher_rank(text);
+    } else if (placeholder == '%') {
+      directory += '%';
+    } else {
+      throw HeapError("REPRISE_HEAP_DIR '" + std::string(text) +
+                      "' has a '%' that is neither %r (the process's rank) nor %% (a percent sign)");
+    }
+  }
+  return directory;
+}
+
 /// The heap's checkpoint, set up on first use (with g_api_lock held).
 reprise::IncrementalCheckpoint& checkpointer() {
   if (g_checkpoint != nullptr) return *g_checkpoint;
@@ -277,11 +328,13 @@ reprise::IncrementalCheckpoint& checkpointer() {
   if (!g_active.load(std::memory_order_acquire)) {
     throw HeapError("the heap is not in use yet: it serves the program from main() on");
   }
-  const std::string directory(env_text("REPRISE_HEAP_DIR"));
-  if (directory.empty()) {
-    throw HeapError("REPRISE_HEAP_DIR is not set; set it to the directory that keeps the heap's checkpoints");
+  const std::string directory = heap_directory();
+  std::uint64_t keep_versions = 0;
+  if (!number_from_env("REPRISE_HEAP_KEEP_VERSIONS", 10, 0, keep_versions)) {
+    throw HeapError("REPRISE_HEAP_KEEP_VERSIONS must be a whole number of versions (0: keep them all), not '" +
+                    std::string(env_text("REPRISE_HEAP_KEEP_VERSIONS")) + "'");
   }
-  auto sink = std::make_unique<OutsideHeapSink>(std::make_unique<reprise::DirectorySink>(directory));
+  auto sink = std::make_unique<OutsideHeapSink>(std::make_unique<reprise::DirectorySink>(directory, keep_versions));
   auto checkpoint = std::make_unique<reprise::IncrementalCheckpoint>(std::move(sink), config_from_env());
   checkpoint->protect(g_arena.region());
   g_checkpoint = checkpoint.release();

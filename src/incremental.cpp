@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -93,6 +94,7 @@ struct IncrementalCheckpoint::Impl {
   IncrementalLayout layout;
   std::uint64_t version = 0;    // newest started
   std::uint64_t published = 0;  // newest published
+  bool restored = false;        // the chain in the sink was restored: it may go on
   std::vector<IncrementalStats> history;
 
   // The copy-on-write buffer and its bookkeeping (shared with the handler).
@@ -416,6 +418,12 @@ void IncrementalCheckpoint::protect(std::span<std::byte> region) {
 std::uint64_t IncrementalCheckpoint::checkpoint() {
   auto& d = *_impl;
   const auto start = Clock::now();
+  if (d.history.empty() && !d.restored && d.version > 0) {
+    throw UsageError("reprise::IncrementalCheckpoint::checkpoint: " + d.sink->where() +
+                     " already holds versions up to " + std::to_string(d.version) +
+                     " of another run; call restore() first to continue that run, or start this run in an empty "
+                     "directory (or remove the old versions). Nothing was written.");
+  }
   d.finish_running();
   IncrementalStats before;  // what the epoch now ending did to the last checkpoint
   IncrementalStats& ending = d.history.empty() ? before : d.history.back();
@@ -503,7 +511,7 @@ const IncrementalStats& IncrementalCheckpoint::wait() {
   return d.history.back();
 }
 
-void IncrementalCheckpoint::restore() {
+IncrementalRestore IncrementalCheckpoint::restore() {
   auto& d = *_impl;
   // A version still unpublished is not kept: the restore rolls back to the
   // newest published one (with a local sink, the newest complete file).
@@ -514,7 +522,13 @@ void IncrementalCheckpoint::restore() {
   d.sink->restore(d.layout, d.spans);
   d.carry.clear();  // the restore wrote every page: they all go into the next version
   d.version = d.published = d.sink->newest();
+  d.restored = true;
   while (!d.history.empty() && d.history.back().version > d.version) d.history.pop_back();
+  IncrementalRestore result{d.version, d.sink->restore_notes()};
+  if (!result.skipped.empty()) {
+    std::fprintf(stderr, "reprise::IncrementalCheckpoint::restore: %s\n", result.skipped.c_str());
+  }
+  return result;
 }
 
 std::uint64_t IncrementalCheckpoint::version() const noexcept { return _impl->version; }

@@ -17,15 +17,17 @@ extern "C" {
 /// Starts a checkpoint of the heap and returns (the commit goes on in the
 /// background unless REPRISE_HEAP_MODE=sync). Call it at a consistent point,
 /// with no other thread writing the heap. The first call of any function
-/// here sets the checkpoints up: REPRISE_HEAP_DIR must name their directory.
-/// 0, or -1 after a message on stderr.
+/// here sets the checkpoints up: REPRISE_HEAP_DIR must name their directory
+/// (`%r` there becomes the rank the launcher gave the process), which no
+/// other process may be using. 0, or -1 after a message on stderr.
 __attribute__((weak)) int reprise_heap_checkpoint(void);
 
 /// Waits until the newest checkpoint is safely in REPRISE_HEAP_DIR.
 /// 0, or -1 after a message on stderr (for instance if the commit failed).
 __attribute__((weak)) int reprise_heap_wait(void);
 
-/// Replaces the heap with the newest checkpoint in REPRISE_HEAP_DIR, in a
+/// Replaces the heap with the newest checkpoint in REPRISE_HEAP_DIR (the
+/// newest good one if newer ones are damaged, saying so on stderr), in a
 /// process started anew: call it first thing in main(), before anything is
 /// allocated (it refuses otherwise), then find the data via
 /// `reprise_heap_root()`. 0, or -1 after a message on stderr, the heap then

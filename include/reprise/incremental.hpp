@@ -58,6 +58,14 @@ struct IncrementalStats {
   double call_seconds = 0;           ///< time `checkpoint()` itself took
 };
 
+/// What `IncrementalCheckpoint::restore` did.
+struct IncrementalRestore {
+  std::uint64_t version = 0;  ///< the version now in memory
+  /// Empty if it is the newest version the sink holds; otherwise which
+  /// newer versions were skipped and why (also printed on stderr).
+  std::string skipped;
+};
+
 /// Incremental checkpoints of page-aligned regions of this process. One per
 /// process at a time (the write trap is process-wide).
 ///
@@ -86,6 +94,10 @@ class IncrementalCheckpoint {
   /// Waits for the previous checkpoint's commit (and publishes it), then
   /// starts a new version and returns its number; in `kSync` mode, returns
   /// once it is committed. Raises the error of a failed previous commit.
+  /// The first checkpoint of an object whose sink already holds versions
+  /// (another run's chain) is refused with a `UsageError`, nothing written,
+  /// unless `restore()` came first: a restarted run continues the chain it
+  /// restored, a new run needs an empty directory.
   std::uint64_t checkpoint();
 
   /// Waits until the newest checkpoint is committed and published; its
@@ -93,10 +105,12 @@ class IncrementalCheckpoint {
   const IncrementalStats& wait();
 
   /// Loads the newest complete version into the registered regions (after
-  /// waiting for a running commit). `UsageError` naming what is wrong if
+  /// waiting for a running commit). A `DirectorySink` whose newest versions
+  /// are damaged restores the newest one it can, and says what it skipped
+  /// (in the result and on stderr). `UsageError` naming what is wrong if
   /// there is none or it does not match the regions; memory is then
   /// unchanged. Collective when the sink is.
-  void restore();
+  IncrementalRestore restore();
 
   /// The newest version started (0: none).
   [[nodiscard]] std::uint64_t version() const noexcept;

@@ -48,19 +48,38 @@ class IncrementalSink {
   virtual void publish() {}
 
   /// Writes the newest complete version into `regions` (shaped as `layout`),
-  /// after checking everything it needs, so that a refusal changes nothing.
+  /// after checking everything it needs, so that a refusal changes nothing
+  /// (a sink may fall back to an older version when newer ones are damaged;
+  /// `restore_notes` then says so). `newest()` is then the version restored.
   /// `UsageError` if there is nothing to restore or it does not fit `layout`.
   virtual void restore(const IncrementalLayout& layout, std::span<const std::span<std::byte>> regions) = 0;
+
+  /// What the last `restore` left out and why, so that a fallback to an
+  /// older version is never silent; empty if it restored the newest.
+  [[nodiscard]] virtual std::string restore_notes() const { return {}; }
+
+  /// Where the versions go, for messages (for instance "directory 'ckpt'").
+  [[nodiscard]] virtual std::string where() const { return "the sink"; }
 };
 
-/// Versions as files `v<N>.reprise-inc` in a directory of this process's
-/// own. Each file is written to a temporary name, flushed and renamed, and
-/// carries a checksum: a crash while writing leaves the versions before it,
-/// and a damaged file is refused.
+/// Versions as files in a directory of this process's own: version 1, and
+/// every version that merges older ones, as `v<N>.full.reprise-inc`, the
+/// others as `v<N>.reprise-inc`. Each file is written to a temporary name,
+/// flushed and renamed, and carries an XXH3-64 checksum of all its bytes: a
+/// crash while writing leaves the versions before it, and a damaged file is
+/// refused. `restore` restores the newest version whose files all check out
+/// and says in `restore_notes` what it skipped. A lock file
+/// (`reprise-inc.lock`) keeps other processes out of the directory while
+/// the sink exists.
 class DirectorySink : public IncrementalSink {
  public:
-  /// Creates `directory` if needed. `UsageError` if it cannot be used.
-  explicit DirectorySink(std::string directory);
+  /// Creates `directory` if needed and locks it. With `keep_versions` > 0,
+  /// once a new version makes more than `keep_versions` files, the oldest
+  /// are merged into one full version (written and renamed before any old
+  /// file is removed), leaving it and the newest `keep_versions / 2`; 0
+  /// keeps every version. `UsageError` if the directory cannot be used or
+  /// another process holds it.
+  explicit DirectorySink(std::string directory, std::size_t keep_versions = 0);
   ~DirectorySink() override;
   DirectorySink(const DirectorySink&) = delete;
   DirectorySink& operator=(const DirectorySink&) = delete;
@@ -70,6 +89,8 @@ class DirectorySink : public IncrementalSink {
   void put(std::size_t region, std::size_t page, std::span<const std::byte> bytes) override;
   void end() override;
   void restore(const IncrementalLayout& layout, std::span<const std::span<std::byte>> regions) override;
+  [[nodiscard]] std::string restore_notes() const override;
+  [[nodiscard]] std::string where() const override;
 
  private:
   struct Impl;

@@ -6,15 +6,21 @@
 //                   after a checkpoint, and read() into the protected heap
 //   build <nodes>   a list on the heap, two checkpoints, more changes, SIGKILL
 //   verify <nodes>  restores and finds the list of the second checkpoint
+//   first <nodes>   restores and finds the list of the first checkpoint
 //   refused <nodes> the restore fails; the heap then serves a new list
 //   late-restore    a restore after an allocation is refused
 //   own-allocations checkpoints allocate nothing from the heap: a restore,
 //                   which refuses a heap in use, still works after them
-//   no-dir          a checkpoint without REPRISE_HEAP_DIR is refused
+//   no-dir          a checkpoint is refused (REPRISE_HEAP_DIR unset or
+//                   unusable); the heap still serves
+//   two-writers     checkpoints, then runs no-dir in a second process on the
+//                   same REPRISE_HEAP_DIR, which must be refused
 
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -399,6 +405,29 @@ int verify(std::uint64_t nodes) {
   return 0;
 }
 
+/// Whether the list is as build_list made it, every node intact.
+bool is_first_state(const Root* root, std::uint64_t nodes) {
+  const Node* node = root->head;
+  for (std::uint64_t id = 0; id < nodes; ++id, node = node->next) {
+    if (node == nullptr || node->id != id || node->version != 1 || node->bytes != payload_bytes(id, 1) ||
+        !holds(node->payload, node->bytes, payload_key(id, 1))) {
+      return false;
+    }
+  }
+  return node == nullptr;
+}
+
+int first(std::uint64_t nodes) {
+  if (reprise_heap_restore() != 0) {
+    std::fprintf(stderr, "child: FAILED: the restore\n");
+    return 1;
+  }
+  const auto* root = static_cast<const Root*>(reprise_heap_root());
+  check(root != nullptr && root->stage == 1 && is_first_state(root, nodes), "the list of the first checkpoint");
+  if (g_failures == 0) std::fprintf(stderr, "child: first ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 int refused(std::uint64_t nodes) {
   check(reprise_heap_restore() == -1, "the restore is refused");
   check(reprise_heap_root() == nullptr, "the heap is empty");
@@ -442,6 +471,21 @@ int no_dir() {
   return g_failures == 0 ? 0 : 1;
 }
 
+int two_writers() {
+  check(reprise_heap_checkpoint() == 0 && reprise_heap_wait() == 0, "a checkpoint of the first process");
+  char program[] = "/proc/self/exe";
+  char mode[] = "no-dir";
+  char* const arguments[] = {program, mode, nullptr};
+  pid_t second = 0;
+  check(posix_spawn(&second, program, nullptr, nullptr, arguments, environ) == 0, "starting a second process");
+  int status = 0;
+  check(second > 0 && waitpid(second, &status, 0) == second && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+        "the second process's checkpoint is refused");
+  check(reprise_heap_checkpoint() == 0 && reprise_heap_wait() == 0, "the first process goes on");
+  if (g_failures == 0) std::fprintf(stderr, "child: two-writers ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -460,7 +504,9 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "stress") == 0) return stress();
   if (std::strcmp(mode, "build") == 0) return build(nodes);
   if (std::strcmp(mode, "verify") == 0) return verify(nodes);
+  if (std::strcmp(mode, "first") == 0) return first(nodes);
   if (std::strcmp(mode, "refused") == 0) return refused(nodes);
+  if (std::strcmp(mode, "two-writers") == 0) return two_writers();
   if (std::strcmp(mode, "late-restore") == 0) return late_restore();
   if (std::strcmp(mode, "own-allocations") == 0) return own_allocations();
   if (std::strcmp(mode, "no-dir") == 0) return no_dir();

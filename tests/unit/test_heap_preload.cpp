@@ -5,7 +5,10 @@
 // at the second checkpoint, by a new process after a SIGKILL (in every commit
 // mode); checkpoints allocate nothing from the heap; a corrupt checkpoint, a
 // heap from another address and a restore after allocating are refused with
-// a message, the heap staying usable; bad settings are reported.
+// a message, the heap staying usable; a corrupt newest version restores the
+// one before, saying so; %r in REPRISE_HEAP_DIR gives each rank its own
+// directory, and a second process on one directory is refused; bad settings
+// are reported.
 //
 // The library and the child are never built with sanitizers (a malloc
 // replacement cannot run under them), so this test runs in the sanitizer
@@ -51,14 +54,18 @@ struct Outcome {
 };
 
 /// Runs heap_preload_child with `arguments`, this process's environment
-/// without any REPRISE_HEAP_* or LD_PRELOAD, then `settings` (NAME=value),
-/// preloading the library unless `preload` is false. Killed after 45 s.
+/// without any REPRISE_HEAP_*, LD_PRELOAD or launcher rank, then `settings`
+/// (NAME=value), preloading the library unless `preload` is false. Killed
+/// after 45 s.
 Outcome run_child(const std::vector<std::string>& arguments, const std::vector<std::string>& settings,
                   bool preload = true) {
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string text(*entry);
-    if (!text.starts_with("REPRISE_HEAP_") && !text.starts_with("LD_PRELOAD=")) environment.push_back(text);
+    const bool ours = text.starts_with("REPRISE_HEAP_") || text.starts_with("LD_PRELOAD=");
+    const bool rank = text.starts_with("OMPI_COMM_WORLD_RANK=") || text.starts_with("PMIX_RANK=") ||
+                      text.starts_with("PMI_RANK=") || text.starts_with("SLURM_PROCID=");
+    if (!ours && !rank) environment.push_back(text);
   }
   if (preload) environment.push_back(std::string("LD_PRELOAD=") + REPRISE_HEAP_LIBRARY);
   environment.insert(environment.end(), settings.begin(), settings.end());
@@ -151,23 +158,85 @@ TEST_P(HeapPreloadModes, ANewProcessFindsTheListOfTheSecondCheckpointAfterASigki
   EXPECT_NE(verified.output.find("child: verified"), std::string::npos) << verified.output;
 }
 
-TEST(HeapPreload, ACorruptVersionIsRefusedAndTheHeapStaysUsable) {
+/// Builds and checkpoints the list, flips one byte in the middle of
+/// `version`'s file, and runs the child in `mode` (with `kNodes`).
+Outcome run_after_damage(const std::string& version, const std::string& mode) {
   TempDir dir;
   build_and_kill(dir, "adaptive");
-  const auto version = dir.path / "v2.reprise-inc";
-  ASSERT_TRUE(std::filesystem::exists(version));
+  const auto path = dir.path / version;
+  EXPECT_TRUE(std::filesystem::exists(path));
   {
-    std::fstream file(version, std::ios::in | std::ios::out | std::ios::binary);
-    file.seekg(static_cast<std::streamoff>(std::filesystem::file_size(version) / 2));
+    std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+    file.seekg(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
     const char byte = static_cast<char>(file.peek());
-    file.seekp(static_cast<std::streamoff>(std::filesystem::file_size(version) / 2));
+    file.seekp(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
     file.put(static_cast<char>(byte ^ 0x5a));
   }
-  const auto outcome = run_child({"refused", kNodes}, settings_for(dir));
+  return run_child({mode, kNodes}, settings_for(dir));
+}
+
+TEST(HeapPreload, ACorruptVersionIsRefusedAndTheHeapStaysUsable) {
+  const auto outcome = run_after_damage("v1.full.reprise-inc", "refused");  // which version 2 builds on
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_NE(outcome.output.find("reprise_heap: reprise_heap_restore: "), std::string::npos) << outcome.output;
-  EXPECT_NE(outcome.output.find("v2.reprise-inc is corrupt"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("v1.full.reprise-inc is corrupt"), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("child: usable ok"), std::string::npos) << outcome.output;
+}
+
+TEST(HeapPreload, ACorruptNewestVersionRestoresTheOneBeforeAndSaysSo) {
+  const auto outcome = run_after_damage("v2.reprise-inc", "first");
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("restored version 1 from directory"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("v2.reprise-inc is corrupt"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("child: first ok"), std::string::npos) << outcome.output;
+}
+
+// %r in REPRISE_HEAP_DIR is the rank the launcher gave the process, so the
+// processes of a job never write one chain; without a rank it is refused.
+TEST(HeapPreload, EachRankGetsADirectoryOfItsOwn) {
+  TempDir dir;
+  const std::string ranked = "REPRISE_HEAP_DIR=" + (dir.path / "rank%r").string();
+  auto outcome = run_child({"own-allocations"}, settings_for(dir, {ranked, "OMPI_COMM_WORLD_RANK=3"}));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "rank3" / "v2.reprise-inc")) << outcome.output;
+  outcome = run_child({"own-allocations"}, settings_for(dir, {ranked, "PMIX_RANK=5"}));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "rank5" / "v2.reprise-inc")) << outcome.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "rank%r"));
+
+  outcome = run_child({"no-dir"}, settings_for(dir, {ranked}));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("contains %r, but no launcher set this process's rank"), std::string::npos)
+      << outcome.output;
+  outcome = run_child({"no-dir"}, settings_for(dir, {"REPRISE_HEAP_DIR=" + (dir.path / "%d").string()}));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("that is neither %r (the process's rank) nor %%"), std::string::npos)
+      << outcome.output;
+}
+
+// REPRISE_HEAP_KEEP_VERSIONS=1: the second checkpoint merges both versions
+// into one full version, and a new process restores from it.
+TEST(HeapPreload, KeepVersionsMergesTheHeapsVersions) {
+  TempDir dir;
+  const auto outcome = run_child({"own-allocations"}, settings_for(dir, {"REPRISE_HEAP_KEEP_VERSIONS=1"}));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "v2.full.reprise-inc")) << outcome.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "v1.full.reprise-inc")) << outcome.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "v2.reprise-inc")) << outcome.output;
+}
+
+// A second process on the same directory is refused while the first holds
+// it, instead of interleaving two chains.
+TEST(HeapPreload, TwoProcessesNeverWriteOneDirectory) {
+  TempDir dir;
+  const auto outcome = run_child({"two-writers"}, settings_for(dir));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("reprise_heap_checkpoint: reprise::DirectorySink: directory '" + dir.path.string() +
+                                "' is in use by another process (pid "),
+            std::string::npos)
+      << outcome.output;
+  EXPECT_NE(outcome.output.find("child: no-dir ok"), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("child: two-writers ok"), std::string::npos) << outcome.output;
 }
 
 TEST(HeapPreload, AHeapFromAnotherAddressIsRefusedAndTheHeapEmptied) {
@@ -214,6 +283,13 @@ TEST(HeapPreload, MissingOrBadSettingsAreReported) {
   outcome = run_child({"stress"}, settings_for(dir, {"REPRISE_HEAP_ADDRESS=0xfffffffffffff000"}));
   EXPECT_EQ(outcome.signal, SIGABRT) << outcome.output;
   EXPECT_NE(outcome.output.find("reprise_heap: cannot map the heap (64 MiB at 0xfffffffffffff000): "),
+            std::string::npos)
+      << outcome.output;
+
+  outcome = run_child({"no-dir"}, settings_for(dir, {"REPRISE_HEAP_KEEP_VERSIONS=many"}));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("REPRISE_HEAP_KEEP_VERSIONS must be a whole number of versions (0: keep them all), "
+                                "not 'many'"),
             std::string::npos)
       << outcome.output;
 
