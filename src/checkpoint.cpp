@@ -161,11 +161,7 @@ std::uint64_t Checkpoint::checkpoint() {
   }
 
   // Slots grouped by node; slot s's state lives on slot s and its buddies.
-  if (_node_epoch != _comm.epoch() || _node_of.size() != static_cast<std::size_t>(p)) {
-    _node_of = detail::node_of_each_process(_comm);
-    _node_epoch = _comm.epoch();
-  }
-  auto [slot_process, node_of_slot] = detail::slot_order(_node_of);
+  auto [slot_process, node_of_slot] = detail::slot_order(_comm.node_of_each_member());
   std::vector<OriginalRank> slot_owner;
   int my_slot = 0;
   for (std::size_t s = 0; s < slot_process.size(); ++s) {

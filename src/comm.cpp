@@ -67,6 +67,7 @@ Comm::Comm(Comm&& other) noexcept
       _failures(std::move(other._failures)),
       _epoch(other._epoch),
       _exchange_round(other._exchange_round),
+      _node_of_member(std::move(other._node_of_member)),
       _replacement(other._replacement) {}
 
 Comm& Comm::operator=(Comm&& other) noexcept {
@@ -81,6 +82,7 @@ Comm& Comm::operator=(Comm&& other) noexcept {
     _failures = std::move(other._failures);
     _epoch = other._epoch;
     _exchange_round = other._exchange_round;
+    _node_of_member = std::move(other._node_of_member);
     _replacement = other._replacement;
   }
   return *this;
@@ -223,6 +225,19 @@ void Comm::raise(int mpi_result, std::string_view what) {
 }
 
 void Comm::barrier() { check(MPI_Barrier(_comm), "MPI_Barrier"); }
+
+const std::vector<int>& Comm::node_of_each_member() {
+  if (!_node_of_member.empty()) return _node_of_member;
+  MPI_Comm node = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  // A node is named by the lowest rank on it.
+  int key = rank().value();
+  const int rc = MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_INT, MPI_MIN, node);
+  MPI_Comm_free(&node);
+  check(rc, "MPI_Allreduce");
+  _node_of_member = allgather(key);
+  return _node_of_member;
+}
 
 bool Comm::no_failure_until(double deadline) {
   while (get_failed().empty()) {

@@ -6,9 +6,9 @@
 #include <csignal>
 #include <string>
 
-#include "nodes.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
+#include "requests.hpp"
 
 namespace reprise {
 
@@ -21,7 +21,7 @@ constexpr int kDieTag = 2;
 /// message to a process that died is simply lost.
 void post(const int& word, int to, int tag, MPI_Comm channel) {
   MPI_Request request = MPI_REQUEST_NULL;
-  if (MPI_Isend(&word, 1, MPI_INT, to, tag, channel, &request) == MPI_SUCCESS) MPI_Request_free(&request);
+  if (MPI_Isend(&word, 1, MPI_INT, to, tag, channel, &request) == MPI_SUCCESS) detail::let_go(request);
 }
 
 }  // namespace
@@ -47,7 +47,7 @@ void Heartbeat::start() {
   MPI_Comm_set_errhandler(_channel, MPI_ERRORS_RETURN);
   _rank = _comm.rank().value();
   _pid = _comm.allgather(static_cast<int>(::getpid()));
-  _host = detail::node_of_each_process(_comm);
+  _host = _comm.node_of_each_member();
   _original = _comm.members();
   _running = true;
   _thread = std::thread([this] { watch(); });

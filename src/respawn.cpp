@@ -12,6 +12,7 @@
 
 #include "comm_detail.hpp"
 #include "spares.hpp"
+#include "requests.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
 #include "ulfm.hpp"
@@ -96,9 +97,7 @@ void tell_spawned(MPI_Comm inter, int word) {
   MPI_Comm_remote_size(inter, &remote_size);
   for (int r = 0; r < remote_size; ++r) {
     MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Isend(&kWords[word], 1, MPI_INT, r, kJoinTag, inter, &request) == MPI_SUCCESS) {
-      MPI_Request_free(&request);
-    }
+    if (MPI_Isend(&kWords[word], 1, MPI_INT, r, kJoinTag, inter, &request) == MPI_SUCCESS) detail::let_go(request);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "comm_detail.hpp"
 #include "finalize.hpp"
+#include "requests.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
@@ -90,9 +91,7 @@ void release_spares() noexcept {
   if (pool == nullptr || pool->my_original < 0) return;
   for (int spare : pool->spares) {
     MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Isend(&kWord, 1, MPI_INT, spare, kSpareTag, pool->pool, &request) == MPI_SUCCESS) {
-      MPI_Request_free(&request);
-    }
+    if (MPI_Isend(&kWord, 1, MPI_INT, spare, kSpareTag, pool->pool, &request) == MPI_SUCCESS) detail::let_go(request);
   }
 }
 

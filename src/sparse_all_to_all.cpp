@@ -9,7 +9,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "requests.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
 #include "ulfm.hpp"
@@ -293,14 +295,13 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
   }
 
   if (error != MPI_SUCCESS) {
-    // Let go of our sends before anything else progresses MPI. Open MPI (ob1
-    // with ULFM) completes a pending send in error when its peer fails or the
-    // communicator is revoked, yet leaves the request allocated; should the
-    // transfer itself finish afterwards while the request is still held, the
-    // process aborts ("Send error after request freed"). A freed request
-    // instead finishes silently. The payload stays the caller's to keep.
+    // Let go of our sends without freeing them: one that ends in error after
+    // it was freed aborts the process ("Send error after request freed", in
+    // ob1's send_request_pml_complete), and after a failure that is how
+    // sends to the dead or on the revoked communicator end. The payload stays
+    // the caller's to keep until recovery.
     for (auto& request : sends) {
-      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
+      if (request != MPI_REQUEST_NULL) detail::let_go(std::exchange(request, MPI_REQUEST_NULL));
     }
     // Make every other member leave its loop too. The barrier request cannot
     // be freed (erroneous for a collective); on the revoked communicator it

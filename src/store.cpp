@@ -129,7 +129,7 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
 
   // Slots go to processes grouped by node, so that the copies of a block
   // land on different nodes where there are enough of them.
-  auto slots = detail::slot_order(detail::node_of_each_process(_comm));
+  auto slots = detail::slot_order(_comm.node_of_each_member());
   const auto& slot_process = slots.process;
   const Placement placement(placement_config(next, std::move(slots.node)));
   // Every process knows every range, so both ends know which pieces travel

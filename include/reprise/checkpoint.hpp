@@ -164,8 +164,6 @@ class Checkpoint {
   std::vector<int> _node_of_slot;                           // slot -> node key, at the last commit
   std::map<OriginalRank, std::vector<std::byte>> _held;     // committed states held here, by owner
   bool _holds_copies = false;                               // took part in the last commit
-  std::vector<int> _node_of;                                // node key by rank, for `_node_epoch`
-  std::uint64_t _node_epoch = UINT64_MAX;                   // the communicator epoch `_node_of` is for
   std::map<OriginalRank, std::vector<std::byte>> _spare;    // buffers of the version before, reused
 };
 

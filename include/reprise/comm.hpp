@@ -104,6 +104,12 @@ class Comm {
   [[nodiscard]] std::uint64_t epoch() const noexcept { return _epoch; }
   /// True in a process spawned by `respawn()` to replace a failed one.
   [[nodiscard]] bool is_replacement() const noexcept { return _replacement; }
+  /// Collective the first time it is called on a communicator (every member
+  /// must call it then), local afterwards: for every member, by current
+  /// rank, a key naming its node (the lowest rank sharing memory with it).
+  /// Asking MPI once per communicator instead of once per operation keeps
+  /// `MPI_Comm_split_type` out of the moments a failure can strike.
+  [[nodiscard]] const std::vector<int>& node_of_each_member();
   /// The underlying communicator, for the application's own MPI calls. Its
   /// error handler returns errors: pass their codes to `check()`.
   [[nodiscard]] MPI_Comm raw() const noexcept { return _comm; }
@@ -225,6 +231,7 @@ class Comm {
   std::vector<OriginalRank> _failures;  // one entry per failure before this communicator was formed
   std::uint64_t _epoch = 0;
   std::uint64_t _exchange_round = 0;
+  std::vector<int> _node_of_member;  // empty until node_of_each_member() is first called
   bool _replacement = false;
 };
 
