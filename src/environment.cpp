@@ -47,6 +47,12 @@ Environment::Environment(int& argc, char**& argv) {
   if (struct sigaction current{}; sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
     std::signal(SIGPIPE, SIG_IGN);
   }
+  // Over TCP (a spawned replacement and the rest), Open MPI's ob1 can crash
+  // inside MPIX_Comm_revoke while it schedules a large message's RDMA puts
+  // (mca_pml_ob1_recv_request_schedule_once, seen when a peer died
+  // mid-transfer). Without put in the TCP transport's flags that path is
+  // never taken; messages go as pipelined sends. A user's own setting wins.
+  ::setenv("OMPI_MCA_btl_tcp_flags", "send,inplace,need-ack,need-csum,hetero-rdma", 0);
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized != 0) {

@@ -154,3 +154,27 @@ TEST(Failures, KillDuringRespawn) {
   expect_full_size(comm, {first, second});
   EXPECT_EQ(comm.is_replacement(), comm.original_rank() == first || comm.original_rank() == second);
 }
+
+TEST(Failures, SendsToAProcessThatDiesDoNotAbortAReplacement) {
+  // A spawned replacement talks to the others over TCP. When a process it is
+  // sending large messages to dies, the replacement must carry on.
+  auto comm = Comm::world();
+  if (comm.epoch() == 0) {
+    kill_and_detect(comm, {OriginalRank{1}});
+    comm = comm.respawn();
+  }
+  const OriginalRank victim{2};
+  inject::arm("comm.sparse_all_to_all", victim);
+  std::vector<std::byte> payload(8U << 20U, std::byte{7});
+  std::vector<OutgoingMessage> outgoing;
+  for (int r = 0; r < comm.size(); ++r) outgoing.push_back({Rank{r}, payload});
+  expect_failure_reported(comm, {victim}, [&] { (void)comm.sparse_all_to_all(outgoing); });
+  comm = comm.shrink();
+  for (int round = 0; round < 3; ++round) {
+    outgoing.clear();
+    for (int r = 0; r < comm.size(); ++r) outgoing.push_back({Rank{r}, payload});
+    const auto received = comm.sparse_all_to_all(outgoing);
+    EXPECT_EQ(received.size(), static_cast<std::size_t>(comm.size()));
+  }
+  expect_working(comm);
+}
