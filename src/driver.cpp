@@ -48,6 +48,9 @@ void Driver::run(const std::function<void()>& loop) {
   bool joined_now = recovering;    // this process replaces one lost in the current recovery
   double started = MPI_Wtime();
   int attempts = 1;
+  // The state the loop starts from is the first checkpoint, so that a failure
+  // before the application's own first one rolls back to the start.
+  if (!recovering && _checkpoint.version() == 0) _checkpoint.checkpoint();
   for (;;) {
     bool ok = true;
     try {

@@ -60,7 +60,10 @@ class Driver {
   /// heartbeat before `run`, at the same point).
   void watch(Heartbeat& heartbeat) { _heartbeat = &heartbeat; }
 
-  /// Runs `loop` until it returns. On `ProcessFailed` or `Revoked` (from the
+  /// Runs `loop` until it returns. If the checkpoint has no version yet, it
+  /// first takes one (collective), so that a failure before the loop's own
+  /// first checkpoint rolls back to the start; a failure during that first
+  /// checkpoint propagates. On `ProcessFailed` or `Revoked` (from the
   /// loop or from a recovery), revokes, recovers as configured, restores the
   /// last checkpoint and runs `loop` again. In a replacement process, first
   /// joins the recovery the survivors are in. Other exceptions propagate;
