@@ -223,6 +223,34 @@ TEST(Driver, RespawnRecoversAKillBeforeTheFirstCheckpoint) { kill_before_the_fir
 
 TEST(Driver, ShrinkRecoversAKillBeforeTheFirstCheckpoint) { kill_before_the_first_checkpoint(RecoveryMode::shrink); }
 
+// Original rank 2's loop raises an error of its own (not a process failure)
+// at iteration 2, while the others wait for it in a collective: no process is
+// left waiting; every process's run() raises, rank 2 its own error.
+TEST(Driver, AnErrorOnOneProcessEndsTheRunOnEveryProcess) {
+  DrivenRun run(RecoveryMode::respawn);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  const OriginalRank thrower{2};
+  try {
+    driver.run([&] {
+      while (work.iteration[0] < kIterations) {
+        if (comm.original_rank() == thrower && work.iteration[0] == 2) {
+          throw UsageError("bad input on #2 (thrown on purpose)");
+        }
+        EXPECT_EQ(comm.allreduce(std::uint64_t{1}, MPI_SUM), static_cast<std::uint64_t>(processes));
+        ++work.iteration[0];
+      }
+    });
+    ADD_FAILURE() << "run() returned";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(comm.original_rank(), thrower) << error.what();
+  } catch (const Error& error) {
+    EXPECT_NE(comm.original_rank(), thrower);
+    EXPECT_STREQ(error.what(),
+                 "reprise::Driver: another process ended with an error (it says which); every process stops");
+  }
+  EXPECT_TRUE(driver.recoveries().empty());
+}
+
 TEST(Driver, NothingFromAnOlderEpochIsMatchedAfterARecovery) {
   auto comm = Comm::world();
   ASSERT_GE(comm.size(), 3);
