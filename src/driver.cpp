@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <exception>
 #include <string>
 
 #include "reprise/error.hpp"
@@ -37,6 +38,24 @@ void Driver::restore_state(bool joined_now, double started, int attempts) {
   _recoveries.push_back(std::move(recovery));
 }
 
+// After a failed attempt: if any process's attempt ended in an error other
+// than a process failure, nobody recovers (a process left alone would wait
+// for the others forever); the process that raised it raises it again, the
+// others say so.
+void Driver::stop_if_any_erred(const std::exception_ptr& error) {
+  bool none_erred = error == nullptr;
+  try {
+    none_erred = _comm.agree(none_erred);
+  } catch (const ProcessFailed&) {
+    // Another failure during the agreement: what this process knows decides.
+  }
+  if (error != nullptr) std::rethrow_exception(error);
+  if (!none_erred) {
+    throw Error("reprise::Driver: another process ended with an error (it says which); every process stops",
+                MPI_ERR_OTHER);
+  }
+}
+
 // Every attempt ends in one agreement on every process, whether its part
 // succeeded or raised: only then do all return together or all recover
 // together (a process whose loop finished must not leave while another one
@@ -48,8 +67,12 @@ void Driver::run(const std::function<void()>& loop) {
   bool joined_now = recovering;    // this process replaces one lost in the current recovery
   double started = MPI_Wtime();
   int attempts = 1;
+  // The state the loop starts from is the first checkpoint, so that a failure
+  // before the application's own first one rolls back to the start.
+  if (!recovering && _checkpoint.version() == 0) _checkpoint.checkpoint();
   for (;;) {
     bool ok = true;
+    std::exception_ptr error;  // not a process failure: every process stops
     try {
       if (heal_comm) {
         _comm = _config.mode == RecoveryMode::respawn ? _comm.respawn() : _comm.shrink();
@@ -65,6 +88,9 @@ void Driver::run(const std::function<void()>& loop) {
       ok = false;
     } catch (const Revoked&) {
       ok = false;
+    } catch (...) {
+      ok = false;
+      error = std::current_exception();
     }
     if (!ok) _comm.revoke();
     bool all_ok = false;
@@ -74,6 +100,7 @@ void Driver::run(const std::function<void()>& loop) {
       all_ok = false;
     }
     if (all_ok) return;
+    stop_if_any_erred(error);
     _comm.revoke();
     if (!recovering) {
       if (static_cast<int>(_recoveries.size()) >= _config.max_recoveries) {

@@ -1,5 +1,6 @@
 #include "reprise/environment.hpp"
 
+#include <cxxabi.h>
 #include <mpi.h>
 #include <signal.h>
 #include <unistd.h>
@@ -10,12 +11,18 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <typeinfo>
 
 #include "finalize.hpp"
 #include "reprise/error.hpp"
+#include "reprise/inject.hpp"
 #include "spares.hpp"
+#include "ulfm.hpp"
 
 namespace reprise {
 
@@ -34,6 +41,62 @@ std::chrono::seconds finalize_timeout() {
                      " is not a number of seconds from 0 (wait forever) to 86400; unset it for the default, 5");
   }
   return std::chrono::seconds(value);
+}
+
+/// How this process is named in its last words: its rank in the job's
+/// MPI_COMM_WORLD (the original rank, unless it was spawned as a replacement).
+struct Identity {
+  int world_rank = -1;
+  bool spawned = false;
+};
+Identity identity;
+
+/// The exception being handled, as "an uncaught <type>: <what>".
+std::string describe_current_exception() {
+  const std::type_info* type = abi::__cxa_current_exception_type();
+  if (type == nullptr) return "std::terminate called without an exception";
+  int status = 0;
+  const std::unique_ptr<char, decltype(&std::free)> demangled(
+      abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), &std::free);
+  std::string text = "an uncaught ";
+  text += status == 0 && demangled ? demangled.get() : type->name();
+  try {
+    throw;
+  } catch (const std::exception& error) {
+    text += ": ";
+    text += error.what();
+  } catch (...) {
+    // Not a std::exception: its type is all there is to say.
+  }
+  return text;
+}
+
+/// The terminate handler: one line on stderr instead of Open MPI's backtrace
+/// of the SIGABRT that std::abort would raise, the outcome for the launcher,
+/// and a non-zero exit status. Under ULFM mpirun ignores a process killed by
+/// a signal (that is how a failure is survived), but it returns the exit
+/// status of a process that exits with one.
+[[noreturn]] void end_on_uncaught_exception() noexcept {
+  std::string line = "reprise: ";
+  line += identity.spawned ? "a replacement process (pid " + std::to_string(::getpid()) + ")"
+                           : "process #" + std::to_string(identity.world_rank);
+  line += " ended with " + describe_current_exception();
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+  inject::record_outcome(inject::Outcome::failed, OriginalRank{identity.world_rank}, line);
+  std::_Exit(kUncaughtExceptionStatus);
+}
+
+/// Rank 0 says once that process failures will end this job: the build has
+/// ULFM but the job was started without it (`mpirun --with-ft ulfm`).
+void warn_if_not_fault_tolerant() {
+  if (identity.world_rank != 0 || identity.spawned) return;
+  if (!detail::ulfm::available() || detail::ulfm::enabled()) return;
+  std::fprintf(stderr,
+               "reprise: warning: fault tolerance is off (ULFM is not active), so a process failure ends the "
+               "whole job; start it with mpirun --with-ft ulfm\n");
+  std::fflush(stderr);
 }
 
 }  // namespace
@@ -57,10 +120,16 @@ Environment::Environment(int& argc, char**& argv) {
   MPI_Initialized(&initialized);
   if (initialized != 0) {
     MPI_Query_thread(&_thread_level);
-    return;
+  } else {
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &_thread_level);
+    _owns = true;
   }
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &_thread_level);
-  _owns = true;
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  identity.spawned = parent != MPI_COMM_NULL;
+  MPI_Comm_rank(MPI_COMM_WORLD, &identity.world_rank);
+  std::set_terminate(end_on_uncaught_exception);
+  if (_owns) warn_if_not_fault_tolerant();
 }
 
 namespace detail {

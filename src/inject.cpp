@@ -105,49 +105,77 @@ Schedule::Schedule(std::vector<Fault> faults) : _faults(std::move(faults)) {
   });
 }
 
+namespace {
+
+/// Reads `text` whole as a number from 0 up; says what is wrong otherwise.
+template <class Number>
+std::optional<std::string> read_number(std::string_view text, const char* what, Number& value) {
+  const auto quoted = std::string(what) + " \"" + std::string(text) + "\"";
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error == std::errc::result_out_of_range) return quoted + " is too large";
+  if (text.empty() || error != std::errc{} || end != text.data() + text.size() || value < 0) {
+    return quoted + " is not a whole number from 0 up";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Schedule Schedule::parse(std::string_view text) {
+  return parse(text, "fault schedule \"" + std::string(text) + "\"");
+}
+
+Schedule Schedule::parse(std::string_view text, std::string source) {
   std::vector<Fault> faults;
   std::set<OriginalRank> seen;
-  auto fail = [&](std::string_view entry, const char* why) -> UsageError {
-    return UsageError("inject::Schedule: bad entry '" + std::string(entry) + "' in '" + std::string(text) + "': " +
-                      why + " (expected RANK@STEP[:hang],... e.g. 3@10,5@20:hang)");
+  auto fail = [&](std::string_view entry, const std::string& why) -> UsageError {
+    return UsageError(source + ": entry \"" + std::string(entry) + "\": " + why +
+                      "; expected RANK@STEP[:hang], e.g. 3@10,5@20:hang");
   };
-  while (!text.empty()) {
-    const auto comma = text.find(',');
-    std::string_view entry = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string_view entry = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     if (entry.empty()) continue;
     Fault fault;
+    std::string_view place = entry;
     if (const auto colon = entry.find(':'); colon != std::string_view::npos) {
       const auto action = entry.substr(colon + 1);
       if (action == "hang") fault.action = Action::hang;
-      else if (action != "kill") throw fail(entry, "unknown action (use kill or hang)");
-      entry = entry.substr(0, colon);
+      else if (action != "kill") throw fail(entry, "the action \"" + std::string(action) + "\" is neither kill nor hang");
+      place = entry.substr(0, colon);
     }
-    const auto at = entry.find('@');
-    if (at == std::string_view::npos) throw fail(entry, "missing '@'");
-    int rank = -1;
-    const auto rank_text = entry.substr(0, at);
-    const auto step_text = entry.substr(at + 1);
-    auto [rank_end, rank_error] = std::from_chars(rank_text.data(), rank_text.data() + rank_text.size(), rank);
-    if (rank_error != std::errc{} || rank_end != rank_text.data() + rank_text.size() || rank < 0) {
-      throw fail(entry, "the rank is not a non-negative integer");
-    }
-    auto [step_end, step_error] =
-        std::from_chars(step_text.data(), step_text.data() + step_text.size(), fault.step);
-    if (step_error != std::errc{} || step_end != step_text.data() + step_text.size() || step_text.empty()) {
-      throw fail(entry, "the step is not a non-negative integer");
-    }
+    const auto at = place.find('@');
+    if (at == std::string_view::npos) throw fail(entry, "no '@' between the rank and the step");
+    int rank = 0;
+    if (auto why = read_number(place.substr(0, at), "the rank", rank)) throw fail(entry, *why);
+    if (auto why = read_number(place.substr(at + 1), "the step", fault.step)) throw fail(entry, *why);
     fault.rank = OriginalRank{rank};
-    if (!seen.insert(fault.rank).second) throw fail(entry, "this rank already has a fault (a process dies once)");
+    if (!seen.insert(fault.rank).second) {
+      throw fail(entry, "rank " + std::to_string(rank) + " already has a fault (a process dies once)");
+    }
     faults.push_back(fault);
   }
-  return Schedule(std::move(faults));
+  Schedule schedule(std::move(faults));
+  schedule._source = std::move(source);
+  return schedule;
 }
 
 Schedule Schedule::from_env(const char* variable) {
   const char* text = std::getenv(variable);
-  return text == nullptr ? Schedule{} : parse(text);
+  return text == nullptr ? Schedule{} : parse(text, std::string(variable) + "=\"" + text + "\"");
+}
+
+void Schedule::validate(int processes) const {
+  for (const Fault& fault : _faults) {
+    if (fault.rank.value() >= processes) {
+      throw UsageError((_source.empty() ? "fault schedule \"" + to_string() + "\"" : _source) + ": rank " +
+                       std::to_string(fault.rank.value()) + " does not exist: the job has " +
+                       std::to_string(processes) + " processes, original ranks 0 to " +
+                       std::to_string(processes - 1));
+    }
+  }
 }
 
 Schedule Schedule::random(std::uint64_t seed, int ranks, std::uint64_t steps, double expected_fraction) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,12 +29,17 @@ constexpr int kRelease = 1;
 int configured_spares() {
   const char* text = std::getenv("REPRISE_SPARES");
   if (text == nullptr || *text == '\0') return 0;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < 0) {
-    throw UsageError(std::string("REPRISE_SPARES=") + text + " is not a number of spare processes (0 or more)");
+  const char* last = text + std::char_traits<char>::length(text);
+  int value = 0;
+  const auto [end, error] = std::from_chars(text, last, value);
+  if (error == std::errc::result_out_of_range) {
+    throw UsageError(std::string("REPRISE_SPARES=") + text + " is too large: a job cannot have that many processes");
   }
-  return static_cast<int>(value);
+  if (error != std::errc{} || end != last || value < 0) {
+    throw UsageError(std::string("REPRISE_SPARES=") + text +
+                     " is not a number of spare processes (a whole number, 0 or more)");
+  }
+  return value;
 }
 
 /// A spare that is not needed leaves: it records a pass and finalises.

@@ -1,20 +1,121 @@
 #pragma once
-// What the demos share: a fault plan every process agrees on, the time since
-// a moment, and reporting the run's verdict to the launcher and the shell.
+// What the demos share: their command lines (flags, --help), a fault plan
+// every process agrees on, the time since a moment, and reporting the run's
+// verdict to the launcher and the shell.
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "reprise/reprise.hpp"
 
 namespace demo {
 
+/// One flag of a demo's command line, `--name VALUE`.
+struct Flag {
+  std::string name;                             ///< e.g. "--iterations"
+  std::string help;                             ///< what it sets, for --help
+  std::string default_text;                     ///< its default, for --help
+  std::function<void(const std::string&)> set;  ///< reads the value; UsageError if it cannot
+};
+
+/// What `parse_flags` throws for --help or -h: the usage text to print.
+struct HelpRequested {
+  std::string usage;
+};
+
+/// A flag taking a whole number from 0 up into `target`, whose value now is
+/// the default (or `default_text` says what the default is).
+template <class Number>
+Flag number_flag(const std::string& name, std::string help, Number& target, std::string default_text = {}) {
+  if (default_text.empty()) default_text = std::to_string(target);
+  return Flag{name, std::move(help), std::move(default_text), [name, &target](const std::string& value) {
+                Number parsed{};
+                const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+                bool negative = false;
+                if constexpr (std::is_signed_v<Number>) negative = parsed < 0;
+                if (error != std::errc{} || end != value.data() + value.size() || negative) {
+                  throw reprise::UsageError(name + " " + value + " is not a whole number from 0 up" +
+                                            (error == std::errc::result_out_of_range ? " that fits" : ""));
+                }
+                target = parsed;
+              }};
+}
+
+/// The --help text: `about`, then every flag with its default.
+inline std::string usage(const std::string& program, const std::string& about, const std::vector<Flag>& flags) {
+  std::size_t width = std::string("-h, --help").size();
+  for (const Flag& flag : flags) width = std::max(width, flag.name.size() + 6);
+  auto line = [&](const std::string& left, const std::string& right) {
+    return "  " + left + std::string(width - left.size() + 2, ' ') + right + "\n";
+  };
+  std::string text = "usage: mpirun --with-ft ulfm -n P " + program + " [flags]\n" + about + "\nflags:\n";
+  for (const Flag& flag : flags) text += line(flag.name + " VALUE", flag.help + " (default " + flag.default_text + ")");
+  return text + line("-h, --help", "print this and exit");
+}
+
+/// Reads `--flag value` pairs into `flags`. `HelpRequested` for --help or
+/// -h anywhere; `UsageError` (one line, pointing to --help) for an unknown
+/// flag, a missing value or a value the flag cannot read.
+inline void parse_flags(int argc, char** argv, const std::string& program, const std::string& about,
+                        const std::vector<Flag>& flags) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      throw HelpRequested{usage(program, about, flags)};
+    }
+  }
+  const std::string hint = "; " + program + " --help lists the flags";
+  for (int i = 1; i < argc; i += 2) {
+    const std::string word = argv[i];
+    const auto flag = std::find_if(flags.begin(), flags.end(), [&](const Flag& f) { return f.name == word; });
+    if (flag == flags.end()) throw reprise::UsageError(program + ": unknown flag " + word + hint);
+    if (i + 1 == argc) throw reprise::UsageError(program + ": " + word + " needs a value" + hint);
+    try {
+      flag->set(argv[i + 1]);
+    } catch (const reprise::UsageError& error) {
+      throw reprise::UsageError(program + ": " + error.what() + hint);
+    }
+  }
+}
+
+/// `parse_flags` for a demo's `options`, with the flags every demo has
+/// appended: `--kills` (processes killed at random `steps`) and `--seed`.
+template <class Options>
+void parse_demo_flags(int argc, char** argv, const std::string& program, const std::string& about,
+                      const std::string& steps, Options& options, std::vector<Flag> flags) {
+  flags.push_back(number_flag("--kills", "processes killed at random " + steps, options.kills));
+  flags.push_back(number_flag("--seed", "seed of the random kills", options.seed, "random, printed"));
+  parse_flags(argc, argv, program, about, flags);
+}
+
+/// For `main`, before MPI starts: if the command line asks for --help,
+/// prints the usage `parse` describes on stdout and returns true (exit 0).
+template <class Parse>
+bool printed_help(int argc, char** argv, Parse parse) {
+  try {
+    (void)parse(argc, argv);
+  } catch (const HelpRequested& help) {
+    std::fputs(help.usage.c_str(), stdout);
+    return true;
+  } catch (const reprise::UsageError&) {
+    // Reported once MPI runs, by process 0 (demo::start).
+  }
+  return false;
+}
+
 /// The fault plan: REPRISE_FAULTS if set, otherwise `kills` random original
 /// ranks at random steps below `steps`. Every process drew its own `seed`;
 /// all use the largest, so all build the same plan. Returns that seed too.
+/// `UsageError` if REPRISE_FAULTS names a rank the job does not have.
 struct FaultPlan {
   reprise::inject::Schedule schedule;
   std::uint64_t seed = 0;
@@ -26,6 +127,7 @@ inline FaultPlan agreed_fault_plan(reprise::Comm& comm, std::uint64_t seed, std:
   plan.schedule = std::getenv("REPRISE_FAULTS") != nullptr
                       ? reprise::inject::Schedule::from_env()
                       : reprise::inject::Schedule::random_exact(plan.seed, comm.size(), steps, kills);
+  plan.schedule.validate(comm.size());
   return plan;
 }
 

@@ -30,16 +30,14 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const std::uint64_t value = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--steps") options.steps = value;
-    else if (flag == "--items-per-step") options.items_per_step = value;
-    else if (flag == "--kills") options.kills = static_cast<int>(value);
-    else if (flag == "--seed") options.seed = value;
-    else throw reprise::UsageError("heal_demo: unknown flag " + flag +
-                                   " (use --steps, --items-per-step, --kills, --seed)");
-  }
+  demo::parse_demo_flags(
+      argc, argv, "heal_demo",
+      "A long sum computed step by step; processes are killed for real, the survivors shrink and redo\n"
+      "the step, and one process checks the result alone. REPRISE_FAULTS=\"RANK@STEP,...\" replaces the\n"
+      "random kills.",
+      "steps", options,
+      {demo::number_flag("--steps", "steps", options.steps),
+       demo::number_flag("--items-per-step", "numbers summed per step", options.items_per_step)});
   return options;
 }
 
@@ -60,6 +58,7 @@ std::uint64_t sum_items(std::uint64_t begin, std::uint64_t end) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (demo::printed_help(argc, argv, parse)) return 0;
   reprise::Environment environment(argc, argv);
   auto comm = reprise::Comm::world();
   const auto me = comm.original_rank();

@@ -44,20 +44,21 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const std::string value = argv[i + 1];
-    const auto number = std::strtoull(value.c_str(), nullptr, 10);
-    if (flag == "--n") options.n = static_cast<std::int64_t>(number);
-    else if (flag == "--iterations") options.iterations = number;
-    else if (flag == "--checkpoint-every") options.checkpoint_every = number;
-    else if (flag == "--kills") options.kills = static_cast<int>(number);
-    else if (flag == "--seed") options.seed = number;
-    else if (flag == "--copies") options.copies = static_cast<int>(number);
-    else if (flag == "--mode" && value == "respawn") options.mode = reprise::RecoveryMode::respawn;
-    else if (flag == "--mode" && value == "shrink") options.mode = reprise::RecoveryMode::shrink;
-    else throw reprise::UsageError("heat3d_demo: unknown flag or value: " + flag + " " + value);
-  }
+  demo::Flag mode{"--mode", "how to recover: respawn or shrink", "respawn", [&](const std::string& value) {
+                    if (value == "respawn") options.mode = reprise::RecoveryMode::respawn;
+                    else if (value == "shrink") options.mode = reprise::RecoveryMode::shrink;
+                    else throw reprise::UsageError("--mode " + value + " is neither respawn nor shrink");
+                  }};
+  demo::parse_demo_flags(
+      argc, argv, "heat3d_demo",
+      "A 3D heat equation under reprise's Driver and Checkpoint; processes are killed for real and the\n"
+      "final grid must equal a failure-free serial run bit for bit. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
+      "replaces the random kills; REPRISE_SPARES=S starts S of the processes as spares.",
+      "iterations", options,
+      {demo::number_flag("--n", "grid points along each side", options.n),
+       demo::number_flag("--iterations", "iterations", options.iterations),
+       demo::number_flag("--checkpoint-every", "iterations between checkpoints", options.checkpoint_every),
+       demo::number_flag("--copies", "copies of every checkpoint", options.copies), std::move(mode)});
   if (options.n < 2 || options.checkpoint_every == 0) {
     throw reprise::UsageError("heat3d_demo: --n must be at least 2 and --checkpoint-every at least 1");
   }
@@ -298,6 +299,7 @@ void repartition(reprise::Comm& comm, const Options& options, Part& part, const 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (demo::printed_help(argc, argv, parse)) return 0;
   reprise::Environment environment(argc, argv);
   auto comm = reprise::Comm::world();
   const auto me = comm.original_rank();

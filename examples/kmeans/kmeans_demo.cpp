@@ -38,18 +38,17 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    const auto value = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--points-per-process") options.points_per_process = value;
-    else if (flag == "--dims") options.dims = value;
-    else if (flag == "--clusters") options.clusters = value;
-    else if (flag == "--iterations") options.iterations = value;
-    else if (flag == "--kills") options.kills = static_cast<int>(value);
-    else if (flag == "--replicas") options.replicas = static_cast<int>(value);
-    else if (flag == "--seed") options.seed = value;
-    else throw reprise::UsageError("kmeans_demo: unknown flag " + flag);
-  }
+  demo::parse_demo_flags(
+      argc, argv, "kmeans_demo",
+      "k-means whose points live in reprise's replicated store; processes are killed for real and the\n"
+      "survivors must finish with the centers of a failure-free run. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
+      "replaces the random kills.",
+      "iterations", options,
+      {demo::number_flag("--points-per-process", "points each process owns", options.points_per_process),
+       demo::number_flag("--dims", "dimensions of a point", options.dims),
+       demo::number_flag("--clusters", "clusters", options.clusters),
+       demo::number_flag("--iterations", "iterations", options.iterations),
+       demo::number_flag("--replicas", "copies of every point in the store", options.replicas)});
   return options;
 }
 
@@ -111,6 +110,7 @@ std::vector<double> initial_centers(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (demo::printed_help(argc, argv, parse)) return 0;
   reprise::Environment environment(argc, argv);
   auto comm = reprise::Comm::world();
   const auto me = comm.original_rank();

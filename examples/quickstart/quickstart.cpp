@@ -7,6 +7,7 @@ int main(int argc, char** argv) {
   auto comm = reprise::Comm::world();
   // Real failures on demand: REPRISE_FAULTS="2@30" kills original rank 2 at step 30.
   const auto faults = reprise::inject::Schedule::from_env();
+  faults.validate(comm.original_size());  // a fault for a rank the job lacks is an error
   long total = 0;
   for (int step = 0; step < 100;) {
     faults.apply(comm.original_rank(), static_cast<unsigned>(step), comm.is_replacement());

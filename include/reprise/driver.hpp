@@ -7,6 +7,7 @@
 /// calls the loop again.
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <vector>
 
@@ -60,11 +61,16 @@ class Driver {
   /// heartbeat before `run`, at the same point).
   void watch(Heartbeat& heartbeat) { _heartbeat = &heartbeat; }
 
-  /// Runs `loop` until it returns. On `ProcessFailed` or `Revoked` (from the
+  /// Runs `loop` until it returns. If the checkpoint has no version yet, it
+  /// first takes one (collective), so that a failure before the loop's own
+  /// first checkpoint rolls back to the start; a failure during that first
+  /// checkpoint propagates. On `ProcessFailed` or `Revoked` (from the
   /// loop or from a recovery), revokes, recovers as configured, restores the
   /// last checkpoint and runs `loop` again. In a replacement process, first
-  /// joins the recovery the survivors are in. Other exceptions propagate;
-  /// so does the failure after `max_recoveries`.
+  /// joins the recovery the survivors are in. Any other exception, on any
+  /// process, ends `run` on every process: that process raises it, the others
+  /// raise `Error` (no process is left waiting for it); so does the failure
+  /// after `max_recoveries`.
   void run(const std::function<void()>& loop);
 
   /// Every recovery so far, oldest first (a replacement only knows those
@@ -73,6 +79,7 @@ class Driver {
 
  private:
   void restore_state(bool joined_now, double started, int attempts);
+  void stop_if_any_erred(const std::exception_ptr& error);
 
   Comm& _comm;
   Checkpoint& _checkpoint;

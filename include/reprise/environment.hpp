@@ -4,6 +4,10 @@
 
 namespace reprise {
 
+/// The exit status of a process that ends with an uncaught exception while
+/// (or after) an `Environment` exists: 70, `EX_SOFTWARE` of sysexits.h.
+inline constexpr int kUncaughtExceptionStatus = 70;
+
 /// Initialises MPI (with `MPI_THREAD_MULTIPLE` support requested) on
 /// construction and finalises it on destruction. Construct exactly one, first
 /// thing in `main`. If MPI is already initialised it does neither.
@@ -15,6 +19,17 @@ namespace reprise {
 /// process says so on stderr and exits with `exit_status()`. `UsageError`
 /// on construction if that variable is not a whole number of seconds from 0
 /// to 86400.
+///
+/// It also installs a terminate handler, kept until the process ends: an
+/// uncaught exception prints one line on stderr (`reprise: process #2 ended
+/// with an uncaught reprise::DataLost: ...`, the process named by its rank in
+/// the job's first communicator), records the outcome for the test launcher
+/// and exits with `kUncaughtExceptionStatus`, so that `mpirun --with-ft ulfm`
+/// returns non-zero; without it, the process would abort (SIGABRT, a
+/// backtrace from Open MPI), and under ULFM mpirun counts a process killed by
+/// a signal as survivable and may return 0. When the build has ULFM but the
+/// job was started without it, process 0 warns once on stderr that a failure
+/// will end the job.
 class Environment {
  public:
   Environment(int& argc, char**& argv);

@@ -58,11 +58,18 @@ class Schedule {
   Schedule() = default;
 
   /// Parses `"RANK@STEP[:hang],..."`, e.g. `"3@10,5@20:hang"`. Empty text is
-  /// no faults. `UsageError` on anything malformed or a rank listed twice.
+  /// no faults. `UsageError` on anything malformed or a rank listed twice,
+  /// quoting the text and the bad entry and saying what is wrong with it.
   static Schedule parse(std::string_view text);
 
-  /// Parses the environment variable `variable` (no faults when unset).
+  /// Parses the environment variable `variable` (no faults when unset); its
+  /// errors name the variable.
   static Schedule from_env(const char* variable = "REPRISE_FAULTS");
+
+  /// `UsageError` if a fault names an original rank the job does not have
+  /// (`processes`: the job's original size), instead of never firing. The
+  /// message quotes where the schedule came from (e.g. `REPRISE_FAULTS`).
+  void validate(int processes) const;
 
   /// Each of `ranks` processes fails, independently with probability
   /// `expected_fraction`, at a step drawn uniformly from [1, steps).
@@ -87,7 +94,9 @@ class Schedule {
 
  private:
   explicit Schedule(std::vector<Fault> faults);
+  static Schedule parse(std::string_view text, std::string source);
   std::vector<Fault> _faults;
+  std::string _source;  ///< where the faults were read (`NAME="text"`), for messages; empty if drawn
 };
 
 /// Arms a named fault point inside reprise (see `fault_point`): the

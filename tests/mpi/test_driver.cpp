@@ -64,11 +64,13 @@ struct Work {
 
 /// Runs the computation under `driver`, killing (or hanging) `kills[epoch]`
 /// (an original rank) when it reaches iteration `at[epoch]`. Checkpoints
-/// every few iterations.
+/// every few iterations, from iteration `first_checkpoint` on.
 void compute(Comm& comm, Checkpoint& checkpoint, Work& work, const std::map<std::uint64_t, OriginalRank>& kills,
-             const std::map<std::uint64_t, std::uint64_t>& at, inject::Action action = inject::Action::kill) {
+             const std::map<std::uint64_t, std::uint64_t>& at, inject::Action action = inject::Action::kill,
+             std::uint64_t first_checkpoint = 0) {
   while (work.iteration[0] < kIterations) {
-    if (work.iteration[0] % kCheckpointEvery == 0 && work.iteration[1] != work.iteration[0]) {
+    if (work.iteration[0] % kCheckpointEvery == 0 && work.iteration[0] >= first_checkpoint &&
+        work.iteration[1] != work.iteration[0]) {
       work.iteration[1] = work.iteration[0];
       checkpoint.checkpoint();
     }
@@ -196,6 +198,58 @@ void kill_during_recovery(RecoveryMode mode) {
 TEST(Driver, AKillDuringARespawnRecoveryIsRecoveredToo) { kill_during_recovery(RecoveryMode::respawn); }
 
 TEST(Driver, AKillDuringAShrinkRecoveryIsRecoveredToo) { kill_during_recovery(RecoveryMode::shrink); }
+
+// Original rank 1 dies at iteration 1, before the application's first
+// checkpoint (at iteration 3): the driver's own first checkpoint, taken as
+// the loop starts, is what everyone rolls back to.
+void kill_before_the_first_checkpoint(RecoveryMode mode) {
+  DrivenRun run(mode);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  driver.on_recovery([&](const Recovery& recovery) {
+    if (mode == RecoveryMode::shrink) adopt_departed(comm, checkpoint, work, recovery);
+  });
+  driver.run([&] {
+    compute(comm, checkpoint, work, {{0, OriginalRank{1}}}, {{0, 1}}, inject::Action::kill, kCheckpointEvery);
+  });
+  EXPECT_EQ(wrong_items(comm, work, processes), 0U);
+  EXPECT_EQ(comm.size(), mode == RecoveryMode::shrink ? processes - 1 : processes);
+  if (!comm.is_replacement()) {
+    ASSERT_EQ(driver.recoveries().size(), 1U);
+    EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>{OriginalRank{1}});
+  }
+}
+
+TEST(Driver, RespawnRecoversAKillBeforeTheFirstCheckpoint) { kill_before_the_first_checkpoint(RecoveryMode::respawn); }
+
+TEST(Driver, ShrinkRecoversAKillBeforeTheFirstCheckpoint) { kill_before_the_first_checkpoint(RecoveryMode::shrink); }
+
+// Original rank 2's loop raises an error of its own (not a process failure)
+// at iteration 2, while the others wait for it in a collective: no process is
+// left waiting; every process's run() raises, rank 2 its own error.
+TEST(Driver, AnErrorOnOneProcessEndsTheRunOnEveryProcess) {
+  DrivenRun run(RecoveryMode::respawn);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  const OriginalRank thrower{2};
+  try {
+    driver.run([&] {
+      while (work.iteration[0] < kIterations) {
+        if (comm.original_rank() == thrower && work.iteration[0] == 2) {
+          throw UsageError("bad input on #2 (thrown on purpose)");
+        }
+        EXPECT_EQ(comm.allreduce(std::uint64_t{1}, MPI_SUM), static_cast<std::uint64_t>(processes));
+        ++work.iteration[0];
+      }
+    });
+    ADD_FAILURE() << "run() returned";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(comm.original_rank(), thrower) << error.what();
+  } catch (const Error& error) {
+    EXPECT_NE(comm.original_rank(), thrower);
+    EXPECT_STREQ(error.what(),
+                 "reprise::Driver: another process ended with an error (it says which); every process stops");
+  }
+  EXPECT_TRUE(driver.recoveries().empty());
+}
 
 TEST(Driver, NothingFromAnOlderEpochIsMatchedAfterARecovery) {
   auto comm = Comm::world();

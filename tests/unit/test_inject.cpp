@@ -36,23 +36,70 @@ TEST(Schedule, FindsTheFaultAtAStep) {
   EXPECT_FALSE(schedule.at(OriginalRank{2}, 10).has_value());
 }
 
-TEST(Schedule, RejectsMalformedText) {
-  for (const char* bad : {"3", "x@1", "3@", "3@y", "-1@4", "3@4:explode", "3@4,3@5", "3@4x"}) {
+// The message quotes the text and exactly the bad entry, and says what is wrong with it.
+TEST(Schedule, RejectsMalformedTextNamingTheBadEntry) {
+  struct Case {
+    const char* text;
+    const char* entry;
+    const char* why;
+  };
+  const Case cases[] = {
+      {"3", "3", "no '@' between the rank and the step"},
+      {"x@1", "x@1", "the rank \"x\" is not a whole number from 0 up"},
+      {"-1@4", "-1@4", "the rank \"-1\" is not a whole number from 0 up"},
+      {"@4", "@4", "the rank \"\" is not a whole number from 0 up"},
+      {"99999999999@4", "99999999999@4", "the rank \"99999999999\" is too large"},
+      {"3@", "3@", "the step \"\" is not a whole number from 0 up"},
+      {"3@x,5@20", "3@x", "the step \"x\" is not a whole number from 0 up"},
+      {"1@2,3@4x", "3@4x", "the step \"4x\" is not a whole number from 0 up"},
+      {"3@-4", "3@-4", "the step \"-4\" is not a whole number from 0 up"},
+      {"3@99999999999999999999", "3@99999999999999999999", "the step \"99999999999999999999\" is too large"},
+      {"3@4:explode", "3@4:explode", "the action \"explode\" is neither kill nor hang"},
+      {"3@4,3@5", "3@5", "rank 3 already has a fault (a process dies once)"},
+  };
+  for (const Case& c : cases) {
     try {
-      (void)Schedule::parse(bad);
-      ADD_FAILURE() << "accepted '" << bad << "'";
+      (void)Schedule::parse(c.text);
+      ADD_FAILURE() << "accepted '" << c.text << "'";
     } catch (const UsageError& error) {
-      EXPECT_NE(std::string(error.what()).find("RANK@STEP"), std::string::npos) << error.what();
+      const std::string expected = std::string("fault schedule \"") + c.text + "\": entry \"" + c.entry + "\": ";
+      const std::string what = error.what();
+      EXPECT_EQ(what.rfind(expected, 0), 0U) << what;
+      EXPECT_NE(what.find(c.why), std::string::npos) << what;
+      EXPECT_NE(what.find("; expected RANK@STEP[:hang], e.g. 3@10,5@20:hang"), std::string::npos) << what;
       EXPECT_EQ(error.mpi_error_class(), MPI_ERR_ARG);
     }
   }
 }
 
-TEST(Schedule, ReadsTheEnvironment) {
-  ::setenv("REPRISE_TEST_FAULTS", "1@2", 1);
-  EXPECT_EQ(Schedule::from_env("REPRISE_TEST_FAULTS").to_string(), "1@2");
+TEST(Schedule, ErrorsInTheEnvironmentNameTheVariable) {
+  ::setenv("REPRISE_TEST_FAULTS", "3@x,5@20", 1);
+  try {
+    (void)Schedule::from_env("REPRISE_TEST_FAULTS");
+    ADD_FAILURE() << "accepted 3@x";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "REPRISE_TEST_FAULTS=\"3@x,5@20\": entry \"3@x\": the step \"x\" is not a whole number from 0 up; "
+                 "expected RANK@STEP[:hang], e.g. 3@10,5@20:hang");
+  }
   ::unsetenv("REPRISE_TEST_FAULTS");
-  EXPECT_TRUE(Schedule::from_env("REPRISE_TEST_FAULTS").faults().empty());
+}
+
+TEST(Schedule, AFaultForARankTheJobLacksIsRefused) {
+  ::setenv("REPRISE_TEST_FAULTS", "1@10,9@30", 1);
+  const auto schedule = Schedule::from_env("REPRISE_TEST_FAULTS");
+  ::unsetenv("REPRISE_TEST_FAULTS");
+  EXPECT_NO_THROW(schedule.validate(10));
+  try {
+    schedule.validate(4);
+    ADD_FAILURE() << "a fault for rank 9 of 4 processes was accepted";
+  } catch (const UsageError& error) {
+    EXPECT_STREQ(error.what(),
+                 "REPRISE_TEST_FAULTS=\"1@10,9@30\": rank 9 does not exist: the job has 4 processes, original "
+                 "ranks 0 to 3");
+  }
+  EXPECT_THROW(Schedule::random_exact(1, 8, 100, 3).validate(4), UsageError);
+  EXPECT_NO_THROW(Schedule::random_exact(1, 8, 100, 3).validate(8));
 }
 
 TEST(Schedule, RandomIsDeterministicAndHasTheExpectedFraction) {
