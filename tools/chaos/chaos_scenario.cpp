@@ -2,7 +2,7 @@
 // ULFM and writes each process's verdict to $CHAOS_RESULT_DIR/<pid>.json for
 // scripts/chaos, which combines them.
 //
-//   chaos_scenario --seed S [--family store|varstore|checkpoint] [--plan]
+//   chaos_scenario --seed S [--family store|varstore|checkpoint|incremental] [--plan]
 //
 // --plan prints the scenario as one JSON line without starting MPI (the
 // driver learns from it how many processes to start).
@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <array>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -31,6 +32,7 @@
 
 #include "mix.hpp"
 #include "mpi_kill.hpp"
+#include "reprise/memory_sink.hpp"
 #include "reprise/reprise.hpp"
 #include "scenario.hpp"
 
@@ -307,6 +309,84 @@ class VariableSubject final : public Subject {
  private:
   const Scenario& _s;
   VariableStore _store;
+};
+
+/// Protected memory, freed after whatever watches it.
+struct ProtectedBytes {
+  explicit ProtectedBytes(std::size_t size) : bytes(size), data(static_cast<std::byte*>(protected_alloc(size))) {}
+  ~ProtectedBytes() { protected_free(data); }
+  ProtectedBytes(const ProtectedBytes&) = delete;
+  ProtectedBytes& operator=(const ProtectedBytes&) = delete;
+  std::size_t bytes;
+  std::byte* data;
+};
+
+/// The incremental family through the same rounds: a "submit" writes some
+/// pages and checkpoints them (MemorySink, published by `wait()`), "heal"
+/// restores, a "load" compares every page. A block is a page of this process.
+class IncrementalSubject final : public Subject {
+ public:
+  IncrementalSubject(Comm& comm, const Scenario& s)
+      : _s(s),
+        _me(static_cast<std::uint64_t>(comm.original_rank().value())),
+        _memory(s.blocks * page_size()),
+        _checkpoint(std::make_unique<MemorySink>(comm, s.replicas),
+                    IncrementalConfig{std::array{CommitMode::kSync, CommitMode::kAsyncAddress,
+                                                 CommitMode::kAsyncAdaptive}[static_cast<std::size_t>(s.commit_mode)],
+                                      static_cast<std::size_t>(s.cow_pages) * page_size()}) {
+    _checkpoint.protect({_memory.data, _memory.bytes});
+  }
+
+  void submit(Comm& /*comm*/, std::uint64_t version) override {
+    for (std::uint64_t page = 0; page < _s.blocks; ++page) {
+      if (last_write(page, version) == version) fill(this->page(page), id(page), version);
+    }
+    const auto started = _checkpoint.checkpoint();
+    (void)_checkpoint.wait();
+    _published[version] = started;  // a round done again after a failure takes a new number
+  }
+
+  Loaded load_all(std::uint64_t version) override {
+    const auto known = _published.find(version);
+    if (known != _published.end() && _checkpoint.version() != known->second) {
+      throw Finding{Verdict::wrong_data, "the checkpoint is at version " + std::to_string(_checkpoint.version()) +
+                                             ", but version " + std::to_string(known->second) +
+                                             " was the last one published"};
+    }
+    Loaded loaded;
+    for (std::uint64_t page = 0; page < _s.blocks; ++page) {
+      if (!matches(this->page(page), id(page), last_write(page, version))) loaded.wrong.insert(page);
+    }
+    return loaded;
+  }
+
+  void heal() override { _checkpoint.restore(); }
+  [[nodiscard]] bool heal_names_blocks() const override { return true; }
+  [[nodiscard]] std::set<std::uint64_t> lost_if(const std::vector<int>& /*dead*/,
+                                                const std::vector<OriginalRank>& /*slot_owner*/,
+                                                std::uint64_t /*version*/) const override {
+    return {};  // the scenarios of this family never kill enough to lose data
+  }
+
+ private:
+  /// The newest version up to `version` that wrote `page`: version 1 writes
+  /// every page, later ones about a third of them.
+  [[nodiscard]] std::uint64_t last_write(std::uint64_t page, std::uint64_t version) const {
+    for (auto v = version; v > 1; --v) {
+      if (detail::mix64(page * 0x9e3779b97f4a7c15ULL + v + _s.seed) % 3 == 0) return v;
+    }
+    return 1;
+  }
+  [[nodiscard]] std::uint64_t id(std::uint64_t page) const { return (_me << 32U) | page; }
+  [[nodiscard]] std::span<std::byte> page(std::uint64_t page) const {
+    return {_memory.data + page * page_size(), page_size()};
+  }
+
+  const Scenario& _s;
+  std::uint64_t _me;
+  ProtectedBytes _memory;
+  IncrementalCheckpoint _checkpoint;
+  std::map<std::uint64_t, std::uint64_t> _published;  // our version -> the checkpoint's number for it (not in replacements)
 };
 
 // ---------------------------------------------------------------- kills
@@ -642,6 +722,10 @@ Verdict run(const Scenario& s, Comm& comm) {
       return run_store_family(s, comm, subject);
     }
     case Family::checkpoint: return run_checkpoint_family(s, comm);
+    case Family::incremental: {
+      IncrementalSubject subject(comm, s);
+      return run_store_family(s, comm, subject);
+    }
   }
   return Verdict::unexpected_error;
 }
@@ -654,7 +738,7 @@ int main(int argc, char** argv) {
   using namespace reprise::chaos;
   const auto options = parse(argc, argv);
   if (!options) {
-    std::fprintf(stderr, "usage: chaos_scenario --seed S [--family store|varstore|checkpoint] [--plan]\n"
+    std::fprintf(stderr, "usage: chaos_scenario --seed S [--family store|varstore|checkpoint|incremental] [--plan]\n"
                          "  S is a non-negative integer; the family is forced if given, otherwise drawn from S\n");
     return 2;
   }

@@ -49,6 +49,7 @@ const char* family_name(Family family) {
     case Family::store: return "store";
     case Family::varstore: return "varstore";
     case Family::checkpoint: return "checkpoint";
+    case Family::incremental: return "incremental";
   }
   return "?";
 }
@@ -122,7 +123,7 @@ const char* mpi_kind_name(MpiKind kind) {
 }
 
 std::optional<Family> parse_family(std::string_view name) {
-  for (auto family : {Family::store, Family::varstore, Family::checkpoint}) {
+  for (auto family : {Family::store, Family::varstore, Family::checkpoint, Family::incremental}) {
     if (name == family_name(family)) return family;
   }
   return std::nullopt;
@@ -132,7 +133,7 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   Draw draw(seed);
   Scenario s;
   s.seed = seed;
-  s.family = draw.pick(std::array{Family::store, Family::varstore, Family::checkpoint});
+  s.family = draw.pick(std::array{Family::store, Family::varstore, Family::checkpoint, Family::incremental});
   if (family) s.family = *family;
   s.mode = draw.percent(50) ? Mode::respawn : Mode::shrink;
   s.processes = draw.between(4, 8);
@@ -148,6 +149,16 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
     s.checkpoint_every = draw.between(2, 4);
     s.items = draw.between(1, 64);
     plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+    return s;
+  }
+  if (s.family == Family::incremental) {
+    // Version 1 is published before anything can die (restore needs one).
+    s.rounds = draw.between(2, 5);
+    s.blocks = static_cast<std::uint64_t>(draw.between(1, 32));
+    s.commit_mode = draw.between(0, 2);
+    s.cow_pages = draw.between(0, 4);
+    plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+    for (auto& kill : s.kills) kill.round = std::max(kill.round, 1);
     return s;
   }
   s.rounds = draw.between(2, 4);
@@ -186,6 +197,10 @@ std::string Scenario::describe() const {
   if (family == Family::checkpoint) {
     out << ", " << rounds << " iterations, checkpoint every " << checkpoint_every << ", " << items
         << " items per process";
+  } else if (family == Family::incremental) {
+    out << ", " << rounds << " versions of " << blocks << " pages, "
+        << std::array{"sync", "address order", "learned order"}[static_cast<std::size_t>(commit_mode)] << ", "
+        << cow_pages << " copy-on-write pages";
   } else {
     out << ", " << rounds << " versions of " << blocks << " blocks of "
         << (family == Family::store ? "" : "0 to ") << block_bytes << " bytes";

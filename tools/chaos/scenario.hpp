@@ -14,7 +14,7 @@
 namespace reprise::chaos {
 
 /// Which part of reprise a scenario exercises.
-enum class Family { store, varstore, checkpoint };
+enum class Family { store, varstore, checkpoint, incremental };
 
 /// How the survivors recover.
 enum class Mode { shrink, respawn };
@@ -51,12 +51,14 @@ struct Scenario {
   int processes = 4;       ///< workers (original ranks 0 .. processes-1)
   int spares = 0;          ///< extra processes started as spares (REPRISE_SPARES), respawn only
   int replicas = 2;        ///< store replicas, or checkpoint copies
-  int rounds = 2;          ///< store: versions submitted; checkpoint: iterations
-  std::uint64_t blocks = 0;            ///< store families: number of blocks
+  int rounds = 2;          ///< store, incremental: versions; checkpoint: iterations
+  std::uint64_t blocks = 0;            ///< store families: number of blocks; incremental: pages per process
   std::size_t block_bytes = 0;         ///< store: bytes per block; varstore: the largest block
   std::uint64_t permuted_blocks = 0;   ///< store families: blocks per permutation range (0: none)
   int checkpoint_every = 2;            ///< checkpoint: iterations between checkpoints
   int items = 0;                       ///< checkpoint: items per process
+  int commit_mode = 0;                 ///< incremental: 0 sync, 1 address order, 2 learned order
+  int cow_pages = 0;                   ///< incremental: pages of the copy-on-write buffer
   std::vector<Kill> kills;             ///< at most replicas - 1 of them, at any moment
   int loss_round = -1;                 ///< store families: round after whose submit `loss_victims` die at once
   std::vector<int> loss_victims;       ///< replicas or more, so data may be lost
@@ -69,7 +71,7 @@ struct Scenario {
 /// follows from the seed).
 [[nodiscard]] Scenario make_scenario(std::uint64_t seed, std::optional<Family> family);
 
-/// "store", "varstore" or "checkpoint"; nothing for anything else.
+/// "store", "varstore", "checkpoint" or "incremental"; nothing for anything else.
 [[nodiscard]] std::optional<Family> parse_family(std::string_view name);
 
 /// The name of `kind` as the interposed MPI function is called.
