@@ -392,12 +392,17 @@ class IncrementalSubject final : public Subject {
 // ---------------------------------------------------------------- kills
 
 /// Arms this process's fault-point and MPI-call kills planned for `round`
-/// (once; a replacement is never a victim).
-void arm_kills(const Scenario& s, int round, const Comm& comm, std::vector<bool>& armed) {
+/// (once; a replacement is never a victim). With `recovery`, those meant for
+/// a recovery starting in or after `round` (the checkpoint family arms them
+/// with the others: they wait for calls only recoveries make).
+void arm_kills(const Scenario& s, int round, const Comm& comm, std::vector<bool>& armed, bool recovery = false) {
   if (comm.is_replacement()) return;
   for (std::size_t k = 0; k < s.kills.size(); ++k) {
     const Kill& kill = s.kills[k];
-    if (armed[k] || kill.victim != comm.original_rank().value() || kill.round != round) continue;
+    const bool now = (kill.in_recovery && s.family != Family::checkpoint)
+                         ? recovery && kill.round <= round
+                         : !recovery && kill.round == round;
+    if (armed[k] || kill.victim != comm.original_rank().value() || !now) continue;
     armed[k] = true;
     if (kill.how == KillHow::fault_point) inject::arm(kill.point, comm.original_rank());
     if (kill.how == KillHow::mpi_call) arm_mpi_kill(kill.kind, kill.nth, comm.original_rank());
@@ -480,6 +485,7 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
     try {
       if (recovering) {
         doing = s.mode == Mode::shrink ? "shrink" : "respawn";
+        arm_kills(s, static_cast<int>(progress.round), comm, armed, true);
         if (!joined) comm = s.mode == Mode::shrink ? comm.shrink() : comm.respawn();
         joined = false;
         progress = agree_on_progress(comm, progress);

@@ -86,11 +86,20 @@ void plan_kills(Scenario& s, Draw& draw, const std::vector<int>& victims, int la
       if (pick < points.size()) {
         kill.how = KillHow::fault_point;
         kill.point = points[pick];
-      } else {
+      } else if (s.family == Family::checkpoint) {
+        // Armed with the others, so only a call that no loop makes.
         kill.how = KillHow::mpi_call;
         kill.kind = MpiKind::shrink;
         kill.nth = draw.between(1, 2);
+      } else {
+        // Armed when the recovery starts: its shrink, the spares' hand-over
+        // or the respawn, the agreement on progress, the heal or restore.
+        kill.how = KillHow::mpi_call;
+        kill.kind = draw.pick(std::array{MpiKind::shrink, MpiKind::allgather, MpiKind::bcast, MpiKind::agree,
+                                         MpiKind::allreduce, MpiKind::isend});
+        kill.nth = draw.between(1, 3);
       }
+      kill.in_recovery = true;
     } else if (how == 0) {
       kill.how = KillHow::between;
       kill.moment = draw.pick(std::array{Moment::before_submit, Moment::after_submit, Moment::after_check});
@@ -209,7 +218,8 @@ std::string Scenario::describe() const {
   out << "; kills:";
   if (kills.empty() && loss_victims.empty()) out << " none";
   for (const auto& kill : kills) {
-    out << " #" << kill.victim << (family == Family::checkpoint ? "@iteration " : "@round ") << kill.round << " ";
+    out << " #" << kill.victim << (family == Family::checkpoint ? "@iteration " : "@round ") << kill.round << " "
+        << (kill.in_recovery ? "in a recovery, " : "");
     switch (kill.how) {
       case KillHow::between: out << (family == Family::checkpoint ? "between steps" : moment_name(kill.moment)); break;
       case KillHow::fault_point: out << "in " << kill.point; break;

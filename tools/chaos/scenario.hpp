@@ -41,6 +41,7 @@ struct Kill {
   std::string point = {};    ///< for `fault_point`
   MpiKind kind = MpiKind::isend;  ///< for `mpi_call`
   int nth = 1;               ///< for `mpi_call`: dies at the nth call of `kind` after arming
+  bool in_recovery = false;  ///< armed when a recovery starts (store and incremental families)
 };
 
 /// A whole scenario.
