@@ -15,12 +15,16 @@
 // (`Placement` with the store's configuration) and must be exactly the ones
 // `DataLost` names.
 
+#include <fcntl.h>
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <array>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -76,17 +80,69 @@ std::string json_string(std::string_view text) {
   return out + "\"";
 }
 
+/// Where this process's verdict goes ($CHAOS_RESULT_DIR/<pid>.json; empty: nowhere).
+std::string record_path() {
+  const char* dir = std::getenv("CHAOS_RESULT_DIR");
+  if (dir == nullptr || *dir == '\0') return {};
+  return std::string(dir) + "/" + std::to_string(getpid()) + ".json";
+}
+
+/// What the crash handler writes, made before any crash (a handler may not allocate).
+std::array<char, 4096> g_crash_path{};
+std::atomic<int> g_crash_rank{-1};
+
+/// A process that dies of a signal not sent on purpose (abort, a bad access)
+/// says so in its verdict file, then dies of the signal as it would have.
+void on_crash(int signal) {
+  const int fd = ::open(g_crash_path.data(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    char text[160];
+    int length = 0;
+    const auto put = [&](const char* part) {
+      while (*part != '\0' && length < static_cast<int>(sizeof(text)) - 1) text[length++] = *part++;
+    };
+    const auto put_number = [&](int value) {
+      char digits[12];
+      int n = 0;
+      unsigned magnitude = value < 0 ? 0U - static_cast<unsigned>(value) : static_cast<unsigned>(value);
+      do {
+        digits[n++] = static_cast<char>('0' + magnitude % 10);
+        magnitude /= 10;
+      } while (magnitude > 0);
+      if (value < 0) put("-");
+      while (n > 0 && length < static_cast<int>(sizeof(text)) - 1) text[length++] = digits[--n];
+    };
+    put("{\"rank\":");
+    put_number(g_crash_rank.load());
+    put(",\"verdict\":\"crash\",\"reason\":\"died of signal ");
+    put_number(signal);
+    put("\"}\n");
+    (void)!::write(fd, text, static_cast<std::size_t>(length));
+    ::close(fd);
+  }
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+/// Installs `on_crash` before anything else handles signals (the write trap
+/// of protected memory passes on the faults that are not its own).
+void catch_crashes() {
+  const auto path = record_path();
+  if (path.empty() || path.size() >= g_crash_path.size()) return;
+  std::copy(path.begin(), path.end(), g_crash_path.begin());
+  for (int signal : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(signal, on_crash);
+}
+
 /// Writes this process's verdict for scripts/chaos (atomically: temporary file, then rename).
 void write_record(int me, bool replacement, Verdict verdict, const std::string& reason) {
-  const char* dir = std::getenv("CHAOS_RESULT_DIR");
-  if (dir == nullptr || *dir == '\0') return;
-  const std::string path = std::string(dir) + "/" + std::to_string(getpid());
+  const std::string path = record_path();
+  if (path.empty()) return;
   {
     std::ofstream out(path + ".tmp");
     out << "{\"rank\":" << me << ",\"replacement\":" << (replacement ? "true" : "false")
         << ",\"verdict\":" << json_string(verdict_name(verdict)) << ",\"reason\":" << json_string(reason) << "}\n";
   }
-  std::rename((path + ".tmp").c_str(), (path + ".json").c_str());
+  std::rename((path + ".tmp").c_str(), path.c_str());
 }
 
 // ---------------------------------------------------------------- the data
@@ -755,6 +811,7 @@ int main(int argc, char** argv) {
                 json_string(scenario.describe()).c_str());
     return 0;
   }
+  catch_crashes();
   reprise::Environment environment(argc, argv);
   int me = -1;
   bool replacement = false;
@@ -763,6 +820,7 @@ int main(int argc, char** argv) {
   try {
     auto comm = reprise::Comm::world();
     me = comm.original_rank().value();
+    g_crash_rank = me;
     replacement = comm.is_replacement();
     reprise::inject::record_outcome(reprise::inject::Outcome::running, comm.original_rank());
     if (!replacement && me == 0) std::printf("chaos %s\n", scenario.describe().c_str());
