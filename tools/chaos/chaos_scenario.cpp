@@ -564,9 +564,9 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
                 subject.heal_names_blocks());
         }
         recovering = false;
-        if (!expected.empty()) {
-          // Reported right; the survivors may now be fewer than the replicas, so stop here.
-          loss_reported = true;
+        if (loss_struck) {
+          // Checked; the survivors may now be fewer than the replicas (lost or not), so stop here.
+          loss_reported = !expected.empty();
           progress.round = static_cast<std::uint64_t>(s.rounds);
         }
       }
