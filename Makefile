@@ -80,8 +80,9 @@ bench: build
 	@$(BUILD)/bench/trap_bench $(TRAP_ARGS)
 
 # The chaos campaign (docs/RELIABILITY.md): CHAOS_SEEDS seeded scenarios of
-# store, variable store and checkpoint/driver with real kills at random
-# moments, each put in one category; the last line is a JSON summary.
+# store, variable store, checkpoint/driver and incremental checkpoints with
+# real kills at random moments, each put in one category; the last line is
+# a JSON summary.
 # make chaos CHAOS_SEEDS=1000 is the long campaign.
 CHAOS_SEEDS ?= 60
 CHAOS_FIRST_SEED ?= 1
