@@ -3,12 +3,13 @@
 #   make demo-heat  the 3D heat-equation demo (checkpoints, respawn from spares; HEAT_MODE=shrink)
 #   make test   set up, build, run every test (unit, MPI with real kills, sanitizers)
 #   make bench  set up, build, run every benchmark at its default size (JSON lines)
+#   make chaos  set up, build, run the chaos campaign (CHAOS_SEEDS scenarios from CHAOS_FIRST_SEED)
 PRESET ?= release
 BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3"
 DEMO_ARGS ?=
 
-.PHONY: setup build demo demo-heat demo-heal test test-release test-asan test-asan-all bench clean
+.PHONY: setup build demo demo-heat demo-heal test test-release test-asan test-asan-all bench chaos clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -77,6 +78,16 @@ bench: build
 	done
 	@$(BUILD)/bench/incremental_bench $(INCREMENTAL_ARGS)
 	@$(BUILD)/bench/trap_bench $(TRAP_ARGS)
+
+# The chaos campaign (docs/RELIABILITY.md): CHAOS_SEEDS seeded scenarios of
+# store, variable store, checkpoint/driver and incremental checkpoints with
+# real kills at random moments, each put in one category; the last line is
+# a JSON summary.
+# make chaos CHAOS_SEEDS=1000 is the long campaign.
+CHAOS_SEEDS ?= 60
+CHAOS_FIRST_SEED ?= 1
+chaos: build
+	@scripts/chaos --seeds $(CHAOS_SEEDS) --first-seed $(CHAOS_FIRST_SEED) --build $(BUILD)
 
 clean:
 	rm -rf build

@@ -1,0 +1,844 @@
+// chaos_scenario: runs one chaos scenario (scenario.hpp) under mpirun with
+// ULFM and writes each process's verdict to $CHAOS_RESULT_DIR/<pid>.json for
+// scripts/chaos, which combines them.
+//
+//   chaos_scenario --seed S [--family store|varstore|checkpoint|incremental] [--plan]
+//
+// --plan prints the scenario as one JSON line without starting MPI (the
+// driver learns from it how many processes to start).
+//
+// Every byte the store families keep is a function of (block id, version),
+// every checkpointed value a function of (item, iteration): each process
+// checks everything it loads or restores. Data may only be lost when the
+// scenario kills `replicas` or more processes at once right after a submit;
+// the lost blocks are then computed here from the victims and the layout
+// (`Placement` with the store's configuration) and must be exactly the ones
+// `DataLost` names.
+
+#include <fcntl.h>
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mix.hpp"
+#include "mpi_kill.hpp"
+#include "reprise/memory_sink.hpp"
+#include "reprise/reprise.hpp"
+#include "scenario.hpp"
+
+namespace reprise::chaos {
+
+namespace {
+
+/// How a scenario ended on one process (scripts/chaos adds hang and crash).
+enum class Verdict { ok, data_lost_reported, wrong_loss_report, wrong_data, silent_loss, unexpected_error };
+
+const char* verdict_name(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::ok: return "ok";
+    case Verdict::data_lost_reported: return "data_lost_reported";
+    case Verdict::wrong_loss_report: return "wrong_loss_report";
+    case Verdict::wrong_data: return "wrong_data";
+    case Verdict::silent_loss: return "silent_loss";
+    case Verdict::unexpected_error: return "unexpected_error";
+  }
+  return "?";
+}
+
+/// A check that failed: ends the scenario on this process.
+struct Finding {
+  Verdict verdict;
+  std::string reason;
+};
+
+std::string json_string(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+/// Where this process's verdict goes ($CHAOS_RESULT_DIR/<pid>.json; empty: nowhere).
+std::string record_path() {
+  const char* dir = std::getenv("CHAOS_RESULT_DIR");
+  if (dir == nullptr || *dir == '\0') return {};
+  return std::string(dir) + "/" + std::to_string(getpid()) + ".json";
+}
+
+/// What the crash handler writes, made before any crash (a handler may not allocate).
+std::array<char, 4096> g_crash_path{};
+std::atomic<int> g_crash_rank{-1};
+
+/// A process that dies of a signal not sent on purpose (abort, a bad access)
+/// says so in its verdict file, then dies of the signal as it would have.
+void on_crash(int signal) {
+  const int fd = ::open(g_crash_path.data(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    char text[160];
+    int length = 0;
+    const auto put = [&](const char* part) {
+      while (*part != '\0' && length < static_cast<int>(sizeof(text)) - 1) text[length++] = *part++;
+    };
+    const auto put_number = [&](int value) {
+      char digits[12];
+      int n = 0;
+      unsigned magnitude = value < 0 ? 0U - static_cast<unsigned>(value) : static_cast<unsigned>(value);
+      do {
+        digits[n++] = static_cast<char>('0' + magnitude % 10);
+        magnitude /= 10;
+      } while (magnitude > 0);
+      if (value < 0) put("-");
+      while (n > 0 && length < static_cast<int>(sizeof(text)) - 1) text[length++] = digits[--n];
+    };
+    put("{\"rank\":");
+    put_number(g_crash_rank.load());
+    put(",\"verdict\":\"crash\",\"reason\":\"died of signal ");
+    put_number(signal);
+    put("\"}\n");
+    (void)!::write(fd, text, static_cast<std::size_t>(length));
+    ::close(fd);
+  }
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+/// Installs `on_crash` before anything else handles signals (the write trap
+/// of protected memory passes on the faults that are not its own).
+void catch_crashes() {
+  const auto path = record_path();
+  if (path.empty() || path.size() >= g_crash_path.size()) return;
+  std::copy(path.begin(), path.end(), g_crash_path.begin());
+  for (int signal : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(signal, on_crash);
+}
+
+/// Writes this process's verdict for scripts/chaos (atomically: temporary file, then rename).
+void write_record(int me, bool replacement, Verdict verdict, const std::string& reason) {
+  const std::string path = record_path();
+  if (path.empty()) return;
+  {
+    std::ofstream out(path + ".tmp");
+    out << "{\"rank\":" << me << ",\"replacement\":" << (replacement ? "true" : "false")
+        << ",\"verdict\":" << json_string(verdict_name(verdict)) << ",\"reason\":" << json_string(reason) << "}\n";
+  }
+  std::rename((path + ".tmp").c_str(), path.c_str());
+}
+
+// ---------------------------------------------------------------- the data
+
+/// Word `word` of block `id` at `version`.
+std::uint64_t data_word(std::uint64_t id, std::uint64_t version, std::uint64_t word) {
+  return detail::mix64(detail::mix64(id * 0x100000001b3ULL + version) + word);
+}
+
+/// The bytes of block `id` at `version`.
+void fill(std::span<std::byte> out, std::uint64_t id, std::uint64_t version) {
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    out[k] = static_cast<std::byte>(data_word(id, version, k / 8) >> (8 * (k % 8)));
+  }
+}
+
+bool matches(std::span<const std::byte> bytes, std::uint64_t id, std::uint64_t version) {
+  std::vector<std::byte> expected(bytes.size());
+  fill(expected, id, version);
+  return std::equal(bytes.begin(), bytes.end(), expected.begin());
+}
+
+/// Size of variable block `id` at `version`: 0 one time in eight.
+std::size_t variable_size(std::uint64_t id, std::uint64_t version, std::size_t largest) {
+  const std::uint64_t h = detail::mix64(id ^ (version << 40U) ^ 0x5bd1e995ULL);
+  return h % 8 == 0 ? 0 : static_cast<std::size_t>((h >> 3U) % (largest + 1));
+}
+
+std::set<std::uint64_t> ids_of(const std::vector<BlockRange>& ranges) {
+  std::set<std::uint64_t> ids;
+  for (const auto& range : ranges) {
+    for (auto id = range.begin.value; id < range.end.value; ++id) ids.insert(id);
+  }
+  return ids;
+}
+
+/// "[a, b) [c, d)" for a set of ids.
+std::string ranges_text(const std::set<std::uint64_t>& ids) {
+  if (ids.empty()) return "nothing";
+  std::ostringstream out;
+  auto it = ids.begin();
+  while (it != ids.end()) {
+    const std::uint64_t begin = *it;
+    std::uint64_t end = begin + 1;
+    while (++it != ids.end() && *it == end) ++end;
+    out << (begin == *ids.begin() ? "" : " ") << BlockRange{BlockId{begin}, BlockId{end}};
+  }
+  return out.str();
+}
+
+/// For each id of `placement`, whether every copy sat on a process in `dead`.
+std::vector<bool> lost_in(const Placement& placement, const std::vector<OriginalRank>& slot_owner,
+                          const std::vector<int>& dead) {
+  std::vector<bool> lost(placement.config().blocks, false);
+  const auto is_dead = [&](int slot) {
+    const int owner = slot_owner[static_cast<std::size_t>(slot)].value();
+    return std::find(dead.begin(), dead.end(), owner) != dead.end();
+  };
+  for (const auto& piece : placement.pieces({BlockId{0}, BlockId{placement.config().blocks}})) {
+    if (!std::all_of(piece.holders.begin(), piece.holders.end(), is_dead)) continue;
+    for (auto id = piece.range.begin.value; id < piece.range.end.value; ++id) lost[id] = true;
+  }
+  return lost;
+}
+
+/// The layout a store of `blocks` blocks builds on `slot_owner` (all on one node).
+Placement layout(const Scenario& s, std::uint64_t blocks, std::size_t slots, std::uint64_t permuted,
+                 std::uint64_t seed) {
+  return Placement({.blocks = blocks,
+                    .slots = static_cast<int>(slots),
+                    .replicas = s.replicas,
+                    .blocks_per_permuted_range = permuted,
+                    .seed = seed,
+                    .node_of_slot = std::vector<int>(slots, 0)});
+}
+
+/// This process's share of `blocks` ids.
+BlockRange share(const Comm& comm, std::uint64_t blocks) {
+  const auto p = static_cast<std::uint64_t>(comm.size());
+  const auto r = static_cast<std::uint64_t>(comm.rank().value());
+  return {BlockId{r * blocks / p}, BlockId{(r + 1) * blocks / p}};
+}
+
+/// What a load of every block gave.
+struct Loaded {
+  std::optional<std::set<std::uint64_t>> lost;  ///< named by DataLost, if raised
+  std::set<std::uint64_t> wrong;                ///< blocks with wrong bytes, or neither read nor reported lost
+};
+
+/// The store under test: `Store` or `VariableStore`, with the data of the scenario.
+class Subject {
+ public:
+  virtual ~Subject() = default;
+  virtual void submit(Comm& comm, std::uint64_t version) = 0;
+  virtual Loaded load_all(std::uint64_t version) = 0;
+  virtual void heal() = 0;
+  /// Whether `heal()`'s `DataLost` names block ids (VariableStore names offsets).
+  [[nodiscard]] virtual bool heal_names_blocks() const = 0;
+  /// The blocks of `version` that have no copy once `dead` died, the store
+  /// having been submitted by `slot_owner` in that order.
+  [[nodiscard]] virtual std::set<std::uint64_t> lost_if(const std::vector<int>& dead,
+                                                        const std::vector<OriginalRank>& slot_owner,
+                                                        std::uint64_t version) const = 0;
+};
+
+class FixedSubject final : public Subject {
+ public:
+  FixedSubject(Comm& comm, const Scenario& s)
+      : _s(s),
+        _store(comm, {.replicas = s.replicas,
+                      .block_bytes = s.block_bytes,
+                      .bytes_per_permuted_range = s.permuted_blocks * s.block_bytes,
+                      .seed = s.seed}) {}
+
+  void submit(Comm& comm, std::uint64_t version) override {
+    const auto mine = share(comm, _s.blocks);
+    std::vector<std::byte> data(mine.size() * _s.block_bytes);
+    for (auto id = mine.begin.value; id < mine.end.value; ++id) {
+      fill(std::span(data).subspan((id - mine.begin.value) * _s.block_bytes, _s.block_bytes), id, version);
+    }
+    _store.submit(mine, data);
+  }
+
+  Loaded load_all(std::uint64_t version) override {
+    Loaded loaded;
+    std::vector<std::byte> buffer(_s.blocks * _s.block_bytes);
+    const BlockRange all{BlockId{0}, BlockId{_s.blocks}};
+    try {
+      _store.load({&all, 1}, buffer);
+    } catch (const DataLost& error) {
+      loaded.lost = ids_of(error.lost());
+    }
+    for (std::uint64_t id = 0; id < _s.blocks; ++id) {
+      if (loaded.lost && loaded.lost->contains(id)) continue;
+      if (!matches(std::span(buffer).subspan(id * _s.block_bytes, _s.block_bytes), id, version)) loaded.wrong.insert(id);
+    }
+    return loaded;
+  }
+
+  void heal() override { _store.heal(); }
+  [[nodiscard]] bool heal_names_blocks() const override { return true; }
+
+  [[nodiscard]] std::set<std::uint64_t> lost_if(const std::vector<int>& dead, const std::vector<OriginalRank>& slot_owner,
+                                                std::uint64_t /*version*/) const override {
+    const auto lost = lost_in(layout(_s, _s.blocks, slot_owner.size(), _s.permuted_blocks, _s.seed), slot_owner, dead);
+    std::set<std::uint64_t> ids;
+    for (std::uint64_t id = 0; id < lost.size(); ++id) {
+      if (lost[id]) ids.insert(id);
+    }
+    return ids;
+  }
+
+ private:
+  const Scenario& _s;
+  Store _store;
+};
+
+class VariableSubject final : public Subject {
+ public:
+  VariableSubject(Comm& comm, const Scenario& s)
+      : _s(s),
+        _store(comm, {.replicas = s.replicas, .bytes_per_permuted_range = s.permuted_blocks, .seed = s.seed}) {}
+
+  void submit(Comm& comm, std::uint64_t version) override {
+    const auto mine = share(comm, _s.blocks);
+    std::vector<std::size_t> sizes;
+    std::vector<std::byte> data;
+    for (auto id = mine.begin.value; id < mine.end.value; ++id) {
+      sizes.push_back(variable_size(id, version, _s.block_bytes));
+      data.resize(data.size() + sizes.back());
+      fill(std::span(data).last(sizes.back()), id, version);
+    }
+    _store.submit(mine, sizes, data);
+  }
+
+  Loaded load_all(std::uint64_t version) override {
+    Loaded loaded;
+    std::set<std::uint64_t> read;
+    const BlockRange all{BlockId{0}, BlockId{_s.blocks}};
+    try {
+      _store.load({&all, 1}, [&](BlockId id, std::span<const std::byte> bytes) {
+        const bool twice = !read.insert(id.value).second;
+        if (twice || bytes.size() != variable_size(id.value, version, _s.block_bytes) ||
+            !matches(bytes, id.value, version)) {
+          loaded.wrong.insert(id.value);
+        }
+      });
+    } catch (const DataLost& error) {
+      loaded.lost = ids_of(error.lost());
+    }
+    for (std::uint64_t id = 0; id < _s.blocks; ++id) {
+      const bool reported = loaded.lost && loaded.lost->contains(id);
+      if (read.contains(id) == reported) loaded.wrong.insert(id);  // read and reported lost, or neither
+    }
+    return loaded;
+  }
+
+  void heal() override { _store.heal(); }
+  [[nodiscard]] bool heal_names_blocks() const override { return false; }
+
+  /// A block needs its end offset, the one before it (its start) and its bytes.
+  [[nodiscard]] std::set<std::uint64_t> lost_if(const std::vector<int>& dead, const std::vector<OriginalRank>& slot_owner,
+                                                std::uint64_t version) const override {
+    const auto end_lost = lost_in(layout(_s, _s.blocks, slot_owner.size(), 0, 0), slot_owner, dead);
+    std::vector<std::uint64_t> ends;
+    std::uint64_t total = 0;
+    for (std::uint64_t id = 0; id < _s.blocks; ++id) ends.push_back(total += variable_size(id, version, _s.block_bytes));
+    std::vector<bool> byte_lost;
+    if (total > 0) byte_lost = lost_in(layout(_s, total, slot_owner.size(), _s.permuted_blocks, _s.seed), slot_owner, dead);
+    std::set<std::uint64_t> ids;
+    for (std::uint64_t id = 0; id < _s.blocks; ++id) {
+      const std::uint64_t begin = id == 0 ? 0 : ends[id - 1];
+      bool lost = end_lost[id] || (id > 0 && end_lost[id - 1]);
+      for (auto b = begin; b < ends[id] && !lost; ++b) lost = byte_lost[b];
+      if (lost) ids.insert(id);
+    }
+    return ids;
+  }
+
+ private:
+  const Scenario& _s;
+  VariableStore _store;
+};
+
+/// Protected memory, freed after whatever watches it.
+struct ProtectedBytes {
+  explicit ProtectedBytes(std::size_t size) : bytes(size), data(static_cast<std::byte*>(protected_alloc(size))) {}
+  ~ProtectedBytes() { protected_free(data); }
+  ProtectedBytes(const ProtectedBytes&) = delete;
+  ProtectedBytes& operator=(const ProtectedBytes&) = delete;
+  std::size_t bytes;
+  std::byte* data;
+};
+
+/// The incremental family through the same rounds: a "submit" writes some
+/// pages and checkpoints them (MemorySink, published by `wait()`), "heal"
+/// restores, a "load" compares every page. A block is a page of this process.
+class IncrementalSubject final : public Subject {
+ public:
+  IncrementalSubject(Comm& comm, const Scenario& s)
+      : _s(s),
+        _me(static_cast<std::uint64_t>(comm.original_rank().value())),
+        _memory(s.blocks * page_size()),
+        _checkpoint(std::make_unique<MemorySink>(comm, s.replicas),
+                    IncrementalConfig{std::array{CommitMode::kSync, CommitMode::kAsyncAddress,
+                                                 CommitMode::kAsyncAdaptive}[static_cast<std::size_t>(s.commit_mode)],
+                                      static_cast<std::size_t>(s.cow_pages) * page_size()}) {
+    _checkpoint.protect({_memory.data, _memory.bytes});
+  }
+
+  void submit(Comm& /*comm*/, std::uint64_t version) override {
+    for (std::uint64_t page = 0; page < _s.blocks; ++page) {
+      if (last_write(page, version) == version) fill(this->page(page), id(page), version);
+    }
+    const auto started = _checkpoint.checkpoint();
+    (void)_checkpoint.wait();
+    _published[version] = started;  // a round done again after a failure takes a new number
+  }
+
+  Loaded load_all(std::uint64_t version) override {
+    const auto known = _published.find(version);
+    if (known != _published.end() && _checkpoint.version() != known->second) {
+      throw Finding{Verdict::wrong_data, "the checkpoint is at version " + std::to_string(_checkpoint.version()) +
+                                             ", but version " + std::to_string(known->second) +
+                                             " was the last one published"};
+    }
+    Loaded loaded;
+    for (std::uint64_t page = 0; page < _s.blocks; ++page) {
+      if (!matches(this->page(page), id(page), last_write(page, version))) loaded.wrong.insert(page);
+    }
+    return loaded;
+  }
+
+  void heal() override { _checkpoint.restore(); }
+  [[nodiscard]] bool heal_names_blocks() const override { return true; }
+  [[nodiscard]] std::set<std::uint64_t> lost_if(const std::vector<int>& /*dead*/,
+                                                const std::vector<OriginalRank>& /*slot_owner*/,
+                                                std::uint64_t /*version*/) const override {
+    return {};  // the scenarios of this family never kill enough to lose data
+  }
+
+ private:
+  /// The newest version up to `version` that wrote `page`: version 1 writes
+  /// every page, later ones about a third of them.
+  [[nodiscard]] std::uint64_t last_write(std::uint64_t page, std::uint64_t version) const {
+    for (auto v = version; v > 1; --v) {
+      if (detail::mix64(page * 0x9e3779b97f4a7c15ULL + v + _s.seed) % 3 == 0) return v;
+    }
+    return 1;
+  }
+  [[nodiscard]] std::uint64_t id(std::uint64_t page) const { return (_me << 32U) | page; }
+  [[nodiscard]] std::span<std::byte> page(std::uint64_t page) const {
+    return {_memory.data + page * page_size(), page_size()};
+  }
+
+  const Scenario& _s;
+  std::uint64_t _me;
+  ProtectedBytes _memory;
+  IncrementalCheckpoint _checkpoint;
+  std::map<std::uint64_t, std::uint64_t> _published;  // our version -> the checkpoint's number for it (not in replacements)
+};
+
+// ---------------------------------------------------------------- kills
+
+/// Arms this process's fault-point and MPI-call kills planned for `round`
+/// (once; a replacement is never a victim). With `recovery`, those meant for
+/// a recovery starting in or after `round` (the checkpoint family arms them
+/// with the others: they wait for calls only recoveries make).
+void arm_kills(const Scenario& s, int round, const Comm& comm, std::vector<bool>& armed, bool recovery = false) {
+  if (comm.is_replacement()) return;
+  for (std::size_t k = 0; k < s.kills.size(); ++k) {
+    const Kill& kill = s.kills[k];
+    const bool now = (kill.in_recovery && s.family != Family::checkpoint)
+                         ? recovery && kill.round <= round
+                         : !recovery && kill.round == round;
+    if (armed[k] || kill.victim != comm.original_rank().value() || !now) continue;
+    armed[k] = true;
+    if (kill.how == KillHow::fault_point) inject::arm(kill.point, comm.original_rank());
+    if (kill.how == KillHow::mpi_call) arm_mpi_kill(kill.kind, kill.nth, comm.original_rank());
+  }
+}
+
+/// Kills this process if a `between` kill is planned for it here.
+void kill_if_due(const Scenario& s, int round, Moment moment, const Comm& comm) {
+  if (comm.is_replacement()) return;
+  for (const Kill& kill : s.kills) {
+    if (kill.how == KillHow::between && kill.victim == comm.original_rank().value() && kill.round == round &&
+        (s.family == Family::checkpoint || kill.moment == moment)) {
+      inject::kill_self(comm.original_rank());
+    }
+  }
+}
+
+// ---------------------------------------------------------------- store families
+
+/// Where the run stands: rounds completed, and the version the store holds (0: none).
+struct Progress {
+  std::uint64_t round = 0;
+  std::uint64_t committed = 0;
+};
+
+/// After a recovery: every survivor's progress (a replacement takes theirs);
+/// survivors that disagree are a finding.
+Progress agree_on_progress(Comm& comm, Progress mine) {
+  const bool fresh = comm.is_replacement() && mine.round == 0 && mine.committed == 0;
+  std::uint64_t high[2] = {fresh ? 0 : mine.round, fresh ? 0 : mine.committed};
+  std::uint64_t low[2] = {fresh ? UINT64_MAX : mine.round, fresh ? UINT64_MAX : mine.committed};
+  comm.check(MPI_Allreduce(MPI_IN_PLACE, high, 2, MPI_UINT64_T, MPI_MAX, comm.raw()), "MPI_Allreduce");
+  comm.check(MPI_Allreduce(MPI_IN_PLACE, low, 2, MPI_UINT64_T, MPI_MIN, comm.raw()), "MPI_Allreduce");
+  if (high[0] != low[0] || high[1] != low[1]) {
+    throw Finding{Verdict::unexpected_error, "survivors disagree after a recovery: rounds done " +
+                                                 std::to_string(low[0]) + ".." + std::to_string(high[0]) +
+                                                 ", version held " + std::to_string(low[1]) + ".." +
+                                                 std::to_string(high[1])};
+  }
+  return {high[0], high[1]};
+}
+
+/// Judges a load of `version` (and the heal before it, if any) against the expected loss.
+void judge(const Loaded& loaded, const std::set<std::uint64_t>& expected, std::uint64_t version, const char* when,
+           const std::optional<std::set<std::uint64_t>>& heal_lost, bool heal_names_blocks) {
+  const std::string at = std::string(" (") + when + ", version " + std::to_string(version) + ")";
+  if (!loaded.wrong.empty()) {
+    throw Finding{Verdict::wrong_data, std::to_string(loaded.wrong.size()) + " blocks have wrong bytes or are missing: " +
+                                           ranges_text(loaded.wrong) + at};
+  }
+  if (!expected.empty() && !loaded.lost) {
+    throw Finding{Verdict::silent_loss, "load raised no DataLost though every copy of " + ranges_text(expected) +
+                                            " died" + at};
+  }
+  if (loaded.lost && *loaded.lost != expected) {
+    throw Finding{Verdict::wrong_loss_report,
+                  "load's DataLost named " + ranges_text(*loaded.lost) + ", expected " + ranges_text(expected) + at};
+  }
+  if (!expected.empty() && !heal_lost) {
+    throw Finding{Verdict::silent_loss, "heal() raised no DataLost though every copy of " + ranges_text(expected) +
+                                            " died" + at};
+  }
+  if (heal_lost && (expected.empty() || (heal_names_blocks && *heal_lost != expected))) {
+    throw Finding{Verdict::wrong_loss_report,
+                  "heal()'s DataLost named " + ranges_text(*heal_lost) + ", expected " + ranges_text(expected) + at};
+  }
+}
+
+/// The store families: `rounds` versions submitted and checked, recovering
+/// from every failure (shrink or respawn, then heal, then check again).
+Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
+  Progress progress;
+  std::vector<OriginalRank> submitted_by = comm.members();  // a replacement exists only after full respawns
+  bool recovering = comm.is_replacement();
+  bool joined = comm.is_replacement();  // a replacement is already inside the survivors' recovery
+  bool loss_reported = false;
+  std::vector<bool> armed(s.kills.size(), false);
+  std::string doing;  // the operation under way, for reports
+  for (;;) {
+    try {
+      if (recovering) {
+        doing = s.mode == Mode::shrink ? "shrink" : "respawn";
+        arm_kills(s, static_cast<int>(progress.round), comm, armed, true);
+        if (!joined) comm = s.mode == Mode::shrink ? comm.shrink() : comm.respawn();
+        joined = false;
+        progress = agree_on_progress(comm, progress);
+        const bool loss_struck = s.loss_round >= 0 && progress.committed == static_cast<std::uint64_t>(s.loss_round) + 1;
+        const auto expected = loss_struck ? subject.lost_if(s.loss_victims, submitted_by, progress.committed)
+                                          : std::set<std::uint64_t>{};
+        std::optional<std::set<std::uint64_t>> heal_lost;
+        doing = "heal() after a recovery";
+        try {
+          subject.heal();
+        } catch (const DataLost& error) {
+          heal_lost = ids_of(error.lost());
+        }
+        if (progress.committed == 0 && heal_lost) {
+          throw Finding{Verdict::wrong_loss_report, "heal() raised DataLost before anything was submitted"};
+        }
+        if (progress.committed > 0) {
+          doing = "load after a recovery";
+          judge(subject.load_all(progress.committed), expected, progress.committed, "after a recovery", heal_lost,
+                subject.heal_names_blocks());
+        }
+        recovering = false;
+        if (loss_struck) {
+          // Checked; the survivors may now be fewer than the replicas (lost or not), so stop here.
+          loss_reported = !expected.empty();
+          progress.round = static_cast<std::uint64_t>(s.rounds);
+        }
+      }
+      const auto round = static_cast<int>(progress.round);
+      if (round == s.rounds) {
+        doing = "the final agreement";
+        (void)comm.agree(true);
+        return loss_reported ? Verdict::data_lost_reported : Verdict::ok;
+      }
+      const std::uint64_t version = progress.round + 1;
+      arm_kills(s, round, comm, armed);
+      kill_if_due(s, round, Moment::before_submit, comm);
+      doing = "submit of version " + std::to_string(version);
+      subject.submit(comm, version);
+      progress.committed = version;
+      submitted_by = comm.members();
+      if (round == s.loss_round) {
+        const int me = comm.original_rank().value();
+        if (!comm.is_replacement() && std::find(s.loss_victims.begin(), s.loss_victims.end(), me) != s.loss_victims.end()) {
+          inject::kill_self(comm.original_rank());
+        }
+        comm.barrier();  // the survivors learn of the deaths here, before any load or heal
+      }
+      kill_if_due(s, round, Moment::after_submit, comm);
+      doing = "load after the submit of version " + std::to_string(version);
+      judge(subject.load_all(version), {}, version, "after its submit", std::nullopt, true);
+      kill_if_due(s, round, Moment::after_check, comm);
+      doing = "the agreement that ends a round";
+      (void)comm.agree(true);
+      ++progress.round;
+    } catch (const ProcessFailed&) {
+      comm.revoke();
+      recovering = true;
+    } catch (const Revoked&) {
+      comm.revoke();
+      recovering = true;
+    } catch (const DataLost& error) {
+      throw Finding{Verdict::wrong_loss_report, "in " + doing + ": DataLost where nothing can be lost: " + error.what()};
+    } catch (const Error& error) {
+      throw Finding{Verdict::unexpected_error, "in " + doing + ": " + error.what()};
+    }
+  }
+}
+
+// ---------------------------------------------------------------- checkpoint family
+
+/// One process's items and the iteration (and the iteration last checkpointed).
+struct Work {
+  std::vector<std::uint64_t> ids;
+  std::vector<std::uint64_t> values;
+  std::vector<std::uint64_t> iteration{0, UINT64_MAX};
+};
+
+std::uint64_t next_value(std::uint64_t value, std::uint64_t id, std::uint64_t sum) {
+  return detail::mix64(value ^ (id * 0x9e3779b97f4a7c15ULL) ^ sum);
+}
+
+/// Every item's value at every iteration of a failure-free run: [iteration][id].
+std::vector<std::vector<std::uint64_t>> trajectory(const Scenario& s) {
+  const auto items = static_cast<std::size_t>(s.processes * s.items);
+  std::vector<std::vector<std::uint64_t>> values(1);
+  for (std::size_t id = 0; id < items; ++id) values[0].push_back(detail::mix64(id + s.seed));
+  for (int iteration = 0; iteration < s.rounds; ++iteration) {
+    std::uint64_t sum = 0;
+    for (auto v : values.back()) sum += v;
+    std::vector<std::uint64_t> next;
+    for (std::size_t id = 0; id < items; ++id) next.push_back(next_value(values.back()[id], id, sum));
+    values.push_back(std::move(next));
+  }
+  return values;
+}
+
+/// Every value this process holds must be its item's value at its iteration.
+void check_state(const Work& work, const std::vector<std::vector<std::uint64_t>>& expected, const char* when) {
+  const auto at = work.iteration[0];
+  if (at >= expected.size() || work.iteration[1] != at || work.ids.size() != work.values.size()) {
+    throw Finding{Verdict::wrong_data, std::string("restored progress is inconsistent ") + when + ": iteration " +
+                                           std::to_string(at) + ", checkpointed at " +
+                                           std::to_string(work.iteration[1])};
+  }
+  for (std::size_t k = 0; k < work.ids.size(); ++k) {
+    if (work.ids[k] >= expected[at].size() || work.values[k] != expected[at][work.ids[k]]) {
+      throw Finding{Verdict::wrong_data, "item " + std::to_string(work.ids[k]) + " has a wrong value " + when +
+                                             " at iteration " + std::to_string(at)};
+    }
+  }
+}
+
+/// Every item must be somewhere, once, with its final value.
+void check_result(Comm& comm, const Work& work, const std::vector<std::vector<std::uint64_t>>& expected) {
+  const int count = static_cast<int>(work.ids.size());
+  std::vector<int> counts(static_cast<std::size_t>(comm.size()));
+  comm.check(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, comm.raw()), "MPI_Allgather");
+  std::vector<int> offsets(counts.size(), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+  const auto total = static_cast<std::size_t>(offsets.back() + counts.back());
+  std::vector<std::uint64_t> ids(total);
+  std::vector<std::uint64_t> values(total);
+  comm.check(MPI_Allgatherv(work.ids.data(), count, MPI_UINT64_T, ids.data(), counts.data(), offsets.data(),
+                            MPI_UINT64_T, comm.raw()),
+             "MPI_Allgatherv");
+  comm.check(MPI_Allgatherv(work.values.data(), count, MPI_UINT64_T, values.data(), counts.data(), offsets.data(),
+                            MPI_UINT64_T, comm.raw()),
+             "MPI_Allgatherv");
+  const auto& final_values = expected.back();
+  std::vector<int> seen(final_values.size(), 0);
+  for (std::size_t k = 0; k < total; ++k) {
+    if (ids[k] >= final_values.size() || values[k] != final_values[ids[k]] || seen[ids[k]]++ > 0) {
+      throw Finding{Verdict::wrong_data, "item " + std::to_string(ids[k]) + " is wrong or held twice at the end"};
+    }
+  }
+  const auto missing = static_cast<std::size_t>(std::count(seen.begin(), seen.end(), 0));
+  if (missing > 0) throw Finding{Verdict::wrong_data, std::to_string(missing) + " items are missing at the end"};
+}
+
+/// The checkpoint family: an integer iteration under `Driver` whose every
+/// value is known, checked after every recovery and at the end.
+Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
+  const auto expected = trajectory(s);
+  Work work;
+  const auto me = static_cast<std::uint64_t>(comm.original_rank().value());
+  for (std::uint64_t k = 0; k < static_cast<std::uint64_t>(s.items); ++k) {
+    work.ids.push_back(me * static_cast<std::uint64_t>(s.items) + k);
+    work.values.push_back(expected[0][work.ids.back()]);
+  }
+  Checkpoint checkpoint(comm, {.copies = s.replicas});
+  checkpoint.protect("ids", work.ids);
+  checkpoint.protect("values", work.values);
+  checkpoint.protect("iteration", work.iteration);
+  Driver driver(comm, checkpoint, {.mode = s.mode == Mode::shrink ? RecoveryMode::shrink : RecoveryMode::respawn});
+  driver.on_recovery([&](const Recovery& recovery) {
+    if (recovery.mode == RecoveryMode::shrink) {
+      // Departed process k's items go to the survivor at rank k mod size.
+      std::vector<OriginalRank> adopted;
+      for (std::size_t k = 0; k < recovery.lost.size(); ++k) {
+        if (static_cast<int>(k % static_cast<std::size_t>(comm.size())) == comm.rank().value()) {
+          adopted.push_back(recovery.lost[k]);
+        }
+      }
+      for (const auto& [owner, saved] : checkpoint.fetch(adopted)) {
+        const auto ids = saved.values<std::uint64_t>("ids");
+        const auto values = saved.values<std::uint64_t>("values");
+        if (saved.values<std::uint64_t>("iteration") != work.iteration) {
+          throw Finding{Verdict::wrong_data, "the state fetched from #" + std::to_string(owner.value()) +
+                                                 " is from another iteration"};
+        }
+        work.ids.insert(work.ids.end(), ids.begin(), ids.end());
+        work.values.insert(work.values.end(), values.begin(), values.end());
+      }
+    }
+    check_state(work, expected, "after a recovery");
+  });
+  std::vector<bool> armed(s.kills.size(), false);
+  const auto iterations = static_cast<std::uint64_t>(s.rounds);
+  const auto every = static_cast<std::uint64_t>(s.checkpoint_every);
+  driver.run([&] {
+    while (work.iteration[0] < iterations) {
+      const auto at = work.iteration[0];
+      if (at % every == 0 && work.iteration[1] != at) {
+        work.iteration[1] = at;
+        checkpoint.checkpoint();
+      }
+      arm_kills(s, static_cast<int>(at), comm, armed);
+      kill_if_due(s, static_cast<int>(at), Moment::before_submit, comm);
+      std::uint64_t local = 0;
+      for (auto v : work.values) local += v;
+      const auto sum = comm.allreduce(local, MPI_SUM);
+      for (std::size_t k = 0; k < work.values.size(); ++k) work.values[k] = next_value(work.values[k], work.ids[k], sum);
+      ++work.iteration[0];
+    }
+    check_result(comm, work, expected);  // inside the loop, so a failure here is recovered too
+  });
+  return Verdict::ok;
+}
+
+// ---------------------------------------------------------------- main
+
+struct Options {
+  std::uint64_t seed = 0;
+  std::optional<Family> family;
+  bool plan = false;
+};
+
+std::optional<Options> parse(int argc, char** argv) {
+  Options options;
+  bool have_seed = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--plan") {
+      options.plan = true;
+    } else if (arg == "--seed" && i + 1 < argc) {
+      char* end = nullptr;
+      options.seed = std::strtoull(argv[++i], &end, 10);
+      have_seed = *argv[i] != '\0' && *end == '\0';
+      if (!have_seed) return std::nullopt;
+    } else if (arg == "--family" && i + 1 < argc) {
+      options.family = parse_family(argv[++i]);
+      if (!options.family) return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!have_seed) return std::nullopt;
+  return options;
+}
+
+Verdict run(const Scenario& s, Comm& comm) {
+  switch (s.family) {
+    case Family::store: {
+      FixedSubject subject(comm, s);
+      return run_store_family(s, comm, subject);
+    }
+    case Family::varstore: {
+      VariableSubject subject(comm, s);
+      return run_store_family(s, comm, subject);
+    }
+    case Family::checkpoint: return run_checkpoint_family(s, comm);
+    case Family::incremental: {
+      IncrementalSubject subject(comm, s);
+      return run_store_family(s, comm, subject);
+    }
+  }
+  return Verdict::unexpected_error;
+}
+
+}  // namespace
+
+}  // namespace reprise::chaos
+
+int main(int argc, char** argv) {
+  using namespace reprise::chaos;
+  const auto options = parse(argc, argv);
+  if (!options) {
+    std::fprintf(stderr, "usage: chaos_scenario --seed S [--family store|varstore|checkpoint|incremental] [--plan]\n"
+                         "  S is a non-negative integer; the family is forced if given, otherwise drawn from S\n");
+    return 2;
+  }
+  const Scenario scenario = make_scenario(options->seed, options->family);
+  if (options->plan) {
+    std::printf("{\"seed\":%llu,\"processes\":%d,\"spares\":%d,\"scenario\":%s}\n",
+                static_cast<unsigned long long>(scenario.seed), scenario.processes, scenario.spares,
+                json_string(scenario.describe()).c_str());
+    return 0;
+  }
+  catch_crashes();
+  reprise::Environment environment(argc, argv);
+  int me = -1;
+  bool replacement = false;
+  Verdict verdict = Verdict::ok;
+  std::string reason;
+  try {
+    auto comm = reprise::Comm::world();
+    me = comm.original_rank().value();
+    g_crash_rank = me;
+    replacement = comm.is_replacement();
+    reprise::inject::record_outcome(reprise::inject::Outcome::running, comm.original_rank());
+    if (!replacement && me == 0) std::printf("chaos %s\n", scenario.describe().c_str());
+    verdict = run(scenario, comm);
+  } catch (const Finding& finding) {
+    verdict = finding.verdict;
+    reason = finding.reason;
+  } catch (const reprise::DataLost& error) {
+    verdict = Verdict::wrong_loss_report;
+    reason = std::string("DataLost where nothing can be lost: ") + error.what();
+  } catch (const std::exception& error) {
+    verdict = Verdict::unexpected_error;
+    reason = error.what();
+  }
+  write_record(me, replacement, verdict, reason);
+  const bool fine = verdict == Verdict::ok || verdict == Verdict::data_lost_reported;
+  reprise::inject::record_outcome(fine ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed,
+                                  reprise::OriginalRank{me}, std::string(verdict_name(verdict)) + ": " + reason);
+  environment.set_exit_status(fine ? 0 : 1);
+  return environment.exit_status();
+}

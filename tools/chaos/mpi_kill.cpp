@@ -1,0 +1,78 @@
+#include "mpi_kill.hpp"
+
+#include <mpi.h>
+// after mpi.h, which it needs
+#include <mpi-ext.h>
+
+#include <atomic>
+
+#include "reprise/inject.hpp"
+
+namespace reprise::chaos {
+
+namespace {
+
+constexpr int kNotArmed = -1;
+
+std::atomic<int> armed_kind{kNotArmed};
+std::atomic<int> calls_left{0};
+std::atomic<int> victim{0};
+
+/// Counts one call of `kind`; the armed one's last allowed call kills.
+void count(MpiKind kind) {
+  if (armed_kind.load(std::memory_order_relaxed) != static_cast<int>(kind)) return;
+  if (calls_left.fetch_sub(1) == 1) inject::kill_self(OriginalRank{victim.load()});
+}
+
+}  // namespace
+
+void arm_mpi_kill(MpiKind kind, int nth, OriginalRank me) {
+  victim = me.value();
+  calls_left = nth;
+  armed_kind = static_cast<int>(kind);
+}
+
+}  // namespace reprise::chaos
+
+using reprise::chaos::MpiKind;
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  reprise::chaos::count(MpiKind::isend);
+  return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
+  reprise::chaos::count(MpiKind::issend);
+  return PMPI_Issend(buf, count, type, dest, tag, comm, request);
+}
+
+int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  reprise::chaos::count(MpiKind::mrecv);
+  return PMPI_Mrecv(buf, count, type, message, status);
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  reprise::chaos::count(MpiKind::allgather);
+  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  reprise::chaos::count(MpiKind::bcast);
+  return PMPI_Bcast(buffer, count, type, root, comm);
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  reprise::chaos::count(MpiKind::allreduce);
+  return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+}
+
+int MPIX_Comm_agree(MPI_Comm comm, int* flag) {
+  reprise::chaos::count(MpiKind::agree);
+  return PMPIX_Comm_agree(comm, flag);
+}
+
+int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm* newcomm) {
+  reprise::chaos::count(MpiKind::shrink);
+  return PMPIX_Comm_shrink(comm, newcomm);
+}

@@ -1,0 +1,237 @@
+#include "scenario.hpp"
+
+#include <algorithm>
+#include <array>
+#include <sstream>
+
+#include "mix.hpp"
+
+namespace reprise::chaos {
+
+namespace {
+
+/// The seed's pseudorandom sequence.
+class Draw {
+ public:
+  explicit Draw(std::uint64_t seed) : _state(detail::mix64(seed)) {}
+  /// Uniform in [low, high].
+  int between(int low, int high) {
+    return low + static_cast<int>(detail::splitmix64(_state) % static_cast<std::uint64_t>(high - low + 1));
+  }
+  /// True with probability percent / 100.
+  bool percent(int percent) { return between(0, 99) < percent; }
+  template <class T, std::size_t N>
+  T pick(const std::array<T, N>& choices) {
+    return choices[static_cast<std::size_t>(between(0, static_cast<int>(N) - 1))];
+  }
+  /// `count` distinct values from `pool`, which loses them.
+  std::vector<int> take(std::vector<int>& pool, int count) {
+    std::vector<int> taken;
+    for (int k = 0; k < count; ++k) {
+      const auto at = static_cast<std::size_t>(between(0, static_cast<int>(pool.size()) - 1));
+      taken.push_back(pool[at]);
+      pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+    return taken;
+  }
+
+ private:
+  std::uint64_t _state;
+};
+
+// Points any operation passes, and points only a recovery passes.
+constexpr std::array kExchangePoints{"comm.sparse_all_to_all", "comm.sparse_all_to_all.done"};
+constexpr std::array kMpiKinds{MpiKind::isend,  MpiKind::issend,    MpiKind::mrecv, MpiKind::allgather,
+                               MpiKind::bcast,  MpiKind::allreduce, MpiKind::agree};
+
+const char* family_name(Family family) {
+  switch (family) {
+    case Family::store: return "store";
+    case Family::varstore: return "varstore";
+    case Family::checkpoint: return "checkpoint";
+    case Family::incremental: return "incremental";
+  }
+  return "?";
+}
+
+const char* moment_name(Moment moment) {
+  switch (moment) {
+    case Moment::before_submit: return "before-submit";
+    case Moment::after_submit: return "after-submit";
+    case Moment::after_check: return "after-check";
+  }
+  return "?";
+}
+
+/// The fault points only a recovery passes, in this scenario's mode.
+std::vector<const char*> recovery_points(const Scenario& s) {
+  std::vector<const char*> points{"comm.shrink"};
+  if (s.mode == Mode::respawn) points.push_back("comm.respawn");
+  if (s.family == Family::checkpoint) points.push_back("checkpoint.restore");
+  return points;
+}
+
+/// Kills for `victims`, each in a random round. The first dies for sure
+/// (between operations) when others follow, so they may also die inside the
+/// recovery from it: at a fault point only recoveries pass, or in a shrink.
+void plan_kills(Scenario& s, Draw& draw, const std::vector<int>& victims, int last_round) {
+  for (std::size_t k = 0; k < victims.size(); ++k) {
+    Kill kill{.victim = victims[k], .round = draw.between(0, last_round)};
+    const bool in_recovery = k > 0 && draw.percent(40);
+    const int how = k == 0 && victims.size() > 1 ? 0 : draw.between(0, 2);
+    if (in_recovery) {
+      kill.round = s.kills[0].round;
+      const auto points = recovery_points(s);
+      const auto pick = static_cast<std::size_t>(draw.between(0, static_cast<int>(points.size())));
+      if (pick < points.size()) {
+        kill.how = KillHow::fault_point;
+        kill.point = points[pick];
+      } else if (s.family == Family::checkpoint) {
+        // Armed with the others, so only a call that no loop makes.
+        kill.how = KillHow::mpi_call;
+        kill.kind = MpiKind::shrink;
+        kill.nth = draw.between(1, 2);
+      } else {
+        // Armed when the recovery starts: its shrink, the spares' hand-over
+        // or the respawn, the agreement on progress, the heal or restore.
+        kill.how = KillHow::mpi_call;
+        kill.kind = draw.pick(std::array{MpiKind::shrink, MpiKind::allgather, MpiKind::bcast, MpiKind::agree,
+                                         MpiKind::allreduce, MpiKind::isend});
+        kill.nth = draw.between(1, 3);
+      }
+      kill.in_recovery = true;
+    } else if (how == 0) {
+      kill.how = KillHow::between;
+      kill.moment = draw.pick(std::array{Moment::before_submit, Moment::after_submit, Moment::after_check});
+    } else if (how == 1) {
+      kill.how = KillHow::fault_point;
+      kill.point = draw.pick(kExchangePoints);
+    } else {
+      kill.how = KillHow::mpi_call;
+      kill.kind = draw.pick(kMpiKinds);
+      kill.nth = draw.between(1, 12);
+    }
+    s.kills.push_back(kill);
+  }
+}
+
+}  // namespace
+
+const char* mpi_kind_name(MpiKind kind) {
+  switch (kind) {
+    case MpiKind::isend: return "MPI_Isend";
+    case MpiKind::issend: return "MPI_Issend";
+    case MpiKind::mrecv: return "MPI_Mrecv";
+    case MpiKind::allgather: return "MPI_Allgather";
+    case MpiKind::bcast: return "MPI_Bcast";
+    case MpiKind::allreduce: return "MPI_Allreduce";
+    case MpiKind::agree: return "MPIX_Comm_agree";
+    case MpiKind::shrink: return "MPIX_Comm_shrink";
+  }
+  return "?";
+}
+
+std::optional<Family> parse_family(std::string_view name) {
+  for (auto family : {Family::store, Family::varstore, Family::checkpoint, Family::incremental}) {
+    if (name == family_name(family)) return family;
+  }
+  return std::nullopt;
+}
+
+Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
+  Draw draw(seed);
+  Scenario s;
+  s.seed = seed;
+  s.family = draw.pick(std::array{Family::store, Family::varstore, Family::checkpoint, Family::incremental});
+  if (family) s.family = *family;
+  s.mode = draw.percent(50) ? Mode::respawn : Mode::shrink;
+  s.processes = draw.between(4, 8);
+  s.replicas = draw.between(2, 3);
+  if (s.mode == Mode::respawn && draw.percent(50)) s.spares = draw.between(1, 2);
+  // Fewer than `replicas` deaths in all can never lose data, and a shrunken
+  // job keeps at least `replicas` processes.
+  const int most_kills = std::min(s.replicas - 1, s.processes - s.replicas);
+  std::vector<int> pool;
+  for (int rank = 0; rank < s.processes; ++rank) pool.push_back(rank);
+  if (s.family == Family::checkpoint) {
+    s.rounds = draw.between(6, 16);
+    s.checkpoint_every = draw.between(2, 4);
+    s.items = draw.between(1, 64);
+    plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+    return s;
+  }
+  if (s.family == Family::incremental) {
+    // Version 1 is published before anything can die (restore needs one).
+    s.rounds = draw.between(2, 5);
+    s.blocks = static_cast<std::uint64_t>(draw.between(1, 32));
+    s.commit_mode = draw.between(0, 2);
+    s.cow_pages = draw.between(0, 4);
+    plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+    for (auto& kill : s.kills) kill.round = std::max(kill.round, 1);
+    return s;
+  }
+  s.rounds = draw.between(2, 4);
+  s.blocks = static_cast<std::uint64_t>(draw.between(s.processes, 48 * s.processes));
+  s.block_bytes = s.family == Family::store ? static_cast<std::size_t>(draw.pick(std::array{1, 8, 24, 64, 200}))
+                                            : static_cast<std::size_t>(draw.between(0, 300));
+  if (draw.percent(50)) s.permuted_blocks = static_cast<std::uint64_t>(draw.pick(std::array{1, 2, 4, 16}));
+  if (draw.percent(30)) {
+    // Data may be lost: replicas or more die at once right after a submit.
+    // Earlier rounds may lose fewer, killed between operations (they are
+    // healed before), and never the ones that die at the end.
+    s.loss_round = s.rounds - 1;
+    const int earlier = s.loss_round > 0 && s.processes > s.replicas + 1 ? draw.between(0, 1) : 0;
+    for (int victim : draw.take(pool, earlier)) {
+      s.kills.push_back({.victim = victim,
+                         .how = KillHow::between,
+                         .round = draw.between(0, s.loss_round - 1),
+                         .moment = draw.pick(std::array{Moment::before_submit, Moment::after_submit})});
+    }
+    const int survivors_needed = 1;
+    const int most = std::min(s.replicas + 2, s.processes - earlier - survivors_needed);
+    s.loss_victims = draw.take(pool, draw.between(s.replicas, std::max(s.replicas, most)));
+    std::sort(s.loss_victims.begin(), s.loss_victims.end());
+    return s;
+  }
+  plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+  return s;
+}
+
+std::string Scenario::describe() const {
+  std::ostringstream out;
+  out << "seed " << seed << ": " << family_name(family) << ", " << processes << " processes";
+  if (spares > 0) out << " + " << spares << " spares";
+  out << ", " << (mode == Mode::respawn ? "respawn" : "shrink") << ", " << replicas
+      << (family == Family::checkpoint ? " copies" : " replicas");
+  if (family == Family::checkpoint) {
+    out << ", " << rounds << " iterations, checkpoint every " << checkpoint_every << ", " << items
+        << " items per process";
+  } else if (family == Family::incremental) {
+    out << ", " << rounds << " versions of " << blocks << " pages, "
+        << std::array{"sync", "address order", "learned order"}[static_cast<std::size_t>(commit_mode)] << ", "
+        << cow_pages << " copy-on-write pages";
+  } else {
+    out << ", " << rounds << " versions of " << blocks << " blocks of "
+        << (family == Family::store ? "" : "0 to ") << block_bytes << " bytes";
+    if (permuted_blocks > 0) out << ", permutation ranges of " << permuted_blocks << " blocks";
+  }
+  out << "; kills:";
+  if (kills.empty() && loss_victims.empty()) out << " none";
+  for (const auto& kill : kills) {
+    out << " #" << kill.victim << (family == Family::checkpoint ? "@iteration " : "@round ") << kill.round << " "
+        << (kill.in_recovery ? "in a recovery, " : "");
+    switch (kill.how) {
+      case KillHow::between: out << (family == Family::checkpoint ? "between steps" : moment_name(kill.moment)); break;
+      case KillHow::fault_point: out << "in " << kill.point; break;
+      case KillHow::mpi_call: out << "at call " << kill.nth << " of " << mpi_kind_name(kill.kind); break;
+    }
+    out << ";";
+  }
+  if (!loss_victims.empty()) {
+    out << " at once after the submit of round " << loss_round << ":";
+    for (int victim : loss_victims) out << " #" << victim;
+  }
+  return out.str();
+}
+
+}  // namespace reprise::chaos

@@ -1,0 +1,81 @@
+#pragma once
+// A chaos scenario: everything one run does (family, sizes, recovery mode,
+// who dies, when and how), drawn from a seed alone, so every process of the
+// run (replacements included) derives the same scenario, and a seed replays
+// exactly.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace reprise::chaos {
+
+/// Which part of reprise a scenario exercises.
+enum class Family { store, varstore, checkpoint, incremental };
+
+/// How the survivors recover.
+enum class Mode { shrink, respawn };
+
+/// How a victim dies.
+enum class KillHow {
+  between,      ///< `inject::kill_self` between two operations
+  fault_point,  ///< at one of reprise's named fault points (`inject::arm`)
+  mpi_call,     ///< at the n-th MPI call of one kind (the PMPI interposition)
+};
+
+/// Where a `between` kill falls within a round of the store families.
+enum class Moment { before_submit, after_submit, after_check };
+
+/// The MPI calls the interposition counts.
+enum class MpiKind { isend, issend, mrecv, allgather, bcast, allreduce, agree, shrink };
+
+/// One planned death.
+struct Kill {
+  int victim = 0;            ///< original rank; each victim dies at most once, replacements never
+  KillHow how = KillHow::between;
+  int round = 0;             ///< round (store families) or iteration (checkpoint) where it fires or is armed
+  Moment moment = Moment::before_submit;  ///< for `between` kills in the store families
+  std::string point = {};    ///< for `fault_point`
+  MpiKind kind = MpiKind::isend;  ///< for `mpi_call`
+  int nth = 1;               ///< for `mpi_call`: dies at the nth call of `kind` after arming
+  bool in_recovery = false;  ///< armed when a recovery starts (store and incremental families)
+};
+
+/// A whole scenario.
+struct Scenario {
+  std::uint64_t seed = 0;
+  Family family = Family::store;
+  Mode mode = Mode::shrink;
+  int processes = 4;       ///< workers (original ranks 0 .. processes-1)
+  int spares = 0;          ///< extra processes started as spares (REPRISE_SPARES), respawn only
+  int replicas = 2;        ///< store replicas, or checkpoint copies
+  int rounds = 2;          ///< store, incremental: versions; checkpoint: iterations
+  std::uint64_t blocks = 0;            ///< store families: number of blocks; incremental: pages per process
+  std::size_t block_bytes = 0;         ///< store: bytes per block; varstore: the largest block
+  std::uint64_t permuted_blocks = 0;   ///< store families: blocks per permutation range (0: none)
+  int checkpoint_every = 2;            ///< checkpoint: iterations between checkpoints
+  int items = 0;                       ///< checkpoint: items per process
+  int commit_mode = 0;                 ///< incremental: 0 sync, 1 address order, 2 learned order
+  int cow_pages = 0;                   ///< incremental: pages of the copy-on-write buffer
+  std::vector<Kill> kills;             ///< at most replicas - 1 of them, at any moment
+  int loss_round = -1;                 ///< store families: round after whose submit `loss_victims` die at once
+  std::vector<int> loss_victims;       ///< replicas or more, so data may be lost
+
+  /// The scenario in one line, for reports.
+  [[nodiscard]] std::string describe() const;
+};
+
+/// The scenario of `seed`; `family` forces the family (the rest still
+/// follows from the seed).
+[[nodiscard]] Scenario make_scenario(std::uint64_t seed, std::optional<Family> family);
+
+/// "store", "varstore", "checkpoint" or "incremental"; nothing for anything else.
+[[nodiscard]] std::optional<Family> parse_family(std::string_view name);
+
+/// The name of `kind` as the interposed MPI function is called.
+[[nodiscard]] const char* mpi_kind_name(MpiKind kind);
+
+}  // namespace reprise::chaos
