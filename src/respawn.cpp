@@ -171,7 +171,7 @@ Comm Comm::respawn() {
                                                        !healed.missing().empty()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
     bool enough = false;
-    auto taken = take_from_pool(_epoch + 1, healed._failures, _replacement, enough);
+    auto taken = take_from_pool(_epoch + 1, healed._failures, healed._members, _replacement, enough);
     if (enough && taken) return std::move(*taken);
   }
   for (;;) {

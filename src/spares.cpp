@@ -108,7 +108,7 @@ void release_spares() noexcept {
 // are enough of them for all), and build the new communicator ordered by
 // original rank. A failure during the round makes everybody run it again.
 std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
-                                         bool replacement, bool& enough) {
+                                         const std::vector<OriginalRank>& alive, bool replacement, bool& enough) {
   detail::SparePool& sp = *detail::spare_pool();
   for (;;) {
     MPI_Comm shrunk = MPI_COMM_NULL;
@@ -119,15 +119,19 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
     MPI_Comm_size(shrunk, &size);
     std::vector<int> originals(static_cast<std::size_t>(size), -1);
     bool ok = MPI_Allgather(&sp.my_original, 1, MPI_INT, originals.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
-    // The lowest active process tells the epoch and every failure so far.
+    if (sp.my_original >= 0) inject::fault_point("comm.take_from_pool", OriginalRank{sp.my_original});
+    // The lowest active process tells the epoch, every failure so far, and
+    // who was alive then: one of those missing now failed since.
     std::vector<int> header;
     int root = 0;
     while (root < size && originals[static_cast<std::size_t>(root)] < 0) ++root;
     int rank = 0;
     MPI_Comm_rank(shrunk, &rank);
     if (rank == root) {
-      header = {static_cast<int>(epoch >> 32U), static_cast<int>(epoch & 0xffffffffU)};
+      header = {static_cast<int>(epoch >> 32U), static_cast<int>(epoch & 0xffffffffU),
+                static_cast<int>(failures.size())};
       for (auto f : failures) header.push_back(f.value());
+      for (auto a : alive) header.push_back(a.value());
     }
     int length = static_cast<int>(header.size());
     ok = ok && root < size && MPI_Bcast(&length, 1, MPI_INT, root, shrunk) == MPI_SUCCESS;
@@ -171,7 +175,12 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
       parts.original_size = sp.original_size;
       parts.epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
                     static_cast<std::uint32_t>(header.at(1));
-      for (std::size_t i = 2; i < header.size(); ++i) parts.failures.emplace_back(header[i]);
+      const auto known = static_cast<std::size_t>(header.at(2));
+      for (std::size_t i = 3; i < 3 + known; ++i) parts.failures.emplace_back(header[i]);
+      for (std::size_t i = 3 + known; i < header.size(); ++i) {
+        if (std::find(missing.begin(), missing.end(), header[i]) != missing.end()) parts.failures.emplace_back(header[i]);
+      }
+      std::sort(parts.failures.begin(), parts.failures.end());
       parts.members = detail::all_ranks(sp.original_size);
       parts.replacement = taken || replacement;
       return Comm(std::move(parts));
@@ -221,7 +230,7 @@ Comm Comm::serve_as_spare() {
     if (revoked) {
       // A respawn() woke the pool: take part, and return if taken.
       bool enough = false;
-      auto taken = take_from_pool(0, {}, true, enough);
+      auto taken = take_from_pool(0, {}, {}, true, enough);
       if (taken) return std::move(*taken);
       continue;
     }

@@ -179,6 +179,7 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
 }
 
 void Store::commit(StagedSubmit&& staged) {
+  _awaiting_copies = false;
   _chunks = std::move(staged.chunks);
   _extra.clear();
   _lost.clear();
@@ -188,6 +189,7 @@ void Store::commit(StagedSubmit&& staged) {
 }
 
 void Store::clear() noexcept {
+  _awaiting_copies = false;
   _chunks.clear();
   _extra.clear();
   _lost.clear();
@@ -423,8 +425,10 @@ void Store::share_layout() {
 
 void Store::heal() {
   // A process whose store has no layout yet is new to it: a replacement (or
-  // a spare taken as one). It owns the slots of the process it replaces.
-  const bool newcomer = !_placement;
+  // a spare taken as one). It owns the slots of the process it replaces, and
+  // stays new until it holds their copies, even if a failure interrupts this
+  // heal after it learned the layout.
+  _awaiting_copies = _awaiting_copies || !_placement;
   share_layout();
   if (!_placement) return;
   // Copies on processes that failed since the baseline are gone for good;
@@ -437,7 +441,7 @@ void Store::heal() {
   detail::normalize(_lost);
   // A newcomer fetches the surviving copies of its slots.
   std::vector<BlockRange> wanted;
-  if (newcomer) {
+  if (_awaiting_copies) {
     _chunks.clear();
     for (int slot = 0; slot < _placement->config().slots; ++slot) {
       if (_slot_owner[static_cast<std::size_t>(slot)] != _comm.original_rank()) continue;
@@ -449,6 +453,7 @@ void Store::heal() {
     }
   }
   fetch_copies(wanted);
+  _awaiting_copies = false;
   // Replacements hold their slots' copies again, the dead that were not
   // replaced are no members: from now on only later failures count.
   _baseline_failures = _comm.failures();

@@ -216,7 +216,7 @@ class Comm {
   static Comm join_as_replacement(MPI_Comm parent);
   static Comm serve_as_spare();
   static std::optional<Comm> take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
-                                            bool replacement, bool& enough);
+                                            const std::vector<OriginalRank>& alive, bool replacement, bool& enough);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool no_failure_until(double deadline);
   bool settle(bool ok);

@@ -148,6 +148,7 @@ class Store {
   std::vector<BlockRange> _lost;                   // pieces with no copy left, sorted
   std::map<std::uint64_t, Chunk> _chunks;         // copies held here, by first id
   std::map<std::uint64_t, ExtraCopies> _extra;    // holders added by heal(), by first id of the piece
+  bool _awaiting_copies = false;                   // new to the store, its slots' copies not fetched yet
 };
 
 }  // namespace reprise

@@ -6,6 +6,8 @@
 
 #include "failure_helpers.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/inject.hpp"
+#include "reprise/store.hpp"
 
 using namespace reprise;
 using reprise::test::expect_working;
@@ -79,4 +81,31 @@ TEST(Spares, UnusedSparesLeaveAfterAShrink) {
   comm = comm.shrink();
   expect_working(comm);
   EXPECT_EQ(comm.size(), 3);
+}
+
+TEST(Spares, AProcessLostDuringTheHandOverCountsAsFailed) {
+  auto comm = Comm::world();
+  ASSERT_EQ(comm.original_size(), 4);
+  // r = 3 on 4 processes: #0 and #2 never hold every copy of a block together.
+  constexpr std::size_t kBlockBytes = 16;
+  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  auto byte_of = [](std::uint64_t id, std::size_t b) { return static_cast<std::byte>((id * 31 + b) & 0xffU); };
+  if (comm.epoch() == 0) {
+    const auto first = static_cast<std::uint64_t>(comm.rank().value()) * 100;
+    std::vector<std::byte> mine(100 * kBlockBytes);
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = byte_of(first + i / kBlockBytes, i % kBlockBytes);
+    store.submit({BlockId{first}, BlockId{first + 100}}, mine);
+    // #0 dies while the spares are being handed #2's place: the round runs
+    // again and both spares are taken.
+    inject::arm("comm.take_from_pool", OriginalRank{0});
+    kill_and_detect(comm, {OriginalRank{2}});
+    comm = comm.respawn();
+  }
+  EXPECT_EQ(comm.failures(), (std::vector<OriginalRank>{OriginalRank{0}, OriginalRank{2}}));
+  store.heal();
+  std::vector<std::byte> all(400 * kBlockBytes);
+  store.load(std::vector<BlockRange>{{BlockId{0}, BlockId{400}}}, all);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < all.size(); ++i) wrong += all[i] != byte_of(i / kBlockBytes, i % kBlockBytes) ? 1 : 0;
+  EXPECT_EQ(wrong, 0U);
 }
