@@ -3,6 +3,12 @@
 // Each case runs alone in its own job (see CASES in CMakeLists.txt).
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "failure_helpers.hpp"
 #include "reprise/comm.hpp"
@@ -177,4 +183,121 @@ TEST(Failures, SendsToAProcessThatDiesDoNotAbortAReplacement) {
     EXPECT_EQ(received.size(), static_cast<std::size_t>(comm.size()));
   }
   expect_working(comm);
+}
+
+namespace {
+
+/// One exchange in which original rank `from` sends 256 MiB to `to` and
+/// every other pair 64 bytes; `pid_of` names processes for a test's own
+/// threads to kill.
+class OneBigMessage {
+ public:
+  static constexpr std::size_t kBytes = 256U << 20U;
+
+  OneBigMessage(Comm& comm, OriginalRank from, OriginalRank to)
+      : _comm(comm),
+        _pids(comm.allgather(static_cast<long>(getpid()))),
+        _big(comm.original_rank() == from || comm.original_rank() == to ? kBytes : 0,
+            comm.original_rank() == from ? std::byte{0xAB} : std::byte{0}),
+        _landing(static_cast<std::size_t>(comm.size()), std::vector<std::byte>(64)) {
+    for (int r = 0; r < comm.size(); ++r) {
+      const bool large = comm.original_rank() == from && comm.original_rank(Rank{r}) == to;
+      _outgoing.push_back({Rank{r}, {large ? std::span<const std::byte>(_big) : std::span<const std::byte>(_small)}});
+    }
+  }
+
+  /// Waits until the byte in the middle of the landing has arrived.
+  void wait_for_half() {
+    const std::atomic_ref<std::byte> halfway(_big[kBytes / 2]);
+    while (halfway.load() == std::byte{0}) std::this_thread::yield();
+  }
+
+  [[nodiscard]] pid_t pid_of(OriginalRank rank) const {
+    return static_cast<pid_t>(_pids[static_cast<std::size_t>(rank.value())]);
+  }
+
+  void exchange() {
+    _comm.sparse_all_to_all(_outgoing, [this](Rank source, std::size_t bytes) -> std::vector<std::span<std::byte>> {
+      if (bytes == kBytes) return {_big};
+      return {_landing[static_cast<std::size_t>(source.value())]};
+    });
+  }
+
+ private:
+  Comm& _comm;
+  std::vector<long> _pids;
+  std::vector<std::byte> _big;
+  const std::vector<std::byte> _small = std::vector<std::byte>(64, std::byte{1});
+  std::vector<std::vector<std::byte>> _landing;
+  std::vector<GatherMessage> _outgoing;
+};
+
+}  // namespace
+
+TEST(Failures, SendsInFlightWhenAnExchangeFailsDoNotAbortLater) {
+  // Over TCP (see ENV in CMakeLists.txt). Original rank 0 sends 256 MiB to
+  // rank 1. Halfway through, rank 1 kills rank 2 and stops itself (SIGSTOP):
+  // the rest of rank 0's fragments wait in its TCP queue. Rank 0 sees rank
+  // 2's failure, gives up its sends and waits in the exchange's agreement;
+  // then it kills rank 1. The connection resets, the queued fragments fail
+  // and the send ends in error, which aborts a process that had freed it.
+  auto comm = Comm::world();
+  const OriginalRank sender{0};
+  const OriginalRank stopped{1};
+  const OriginalRank victim{2};
+  const OriginalRank me = comm.original_rank();
+  OneBigMessage message(comm, sender, stopped);
+  std::thread helper;
+  if (me == stopped) {
+    helper = std::thread([&] {
+      message.wait_for_half();
+      kill(message.pid_of(victim), SIGKILL);
+      inject::hang(stopped);
+    });
+  } else if (me == sender) {
+    helper = std::thread([&] {
+      while (kill(message.pid_of(victim), 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      kill(message.pid_of(stopped), SIGKILL);
+    });
+  } else if (me == victim) {
+    // It never joins the exchange, so nobody can finish before it dies.
+    inject::record_outcome(inject::Outcome::killed, victim);
+    for (;;) pause();
+  }
+  expect_failure_reported(comm, {stopped, victim}, [&] { message.exchange(); });
+  if (helper.joinable()) helper.join();
+  // The exchange's agreement could not end before the stopped process died.
+  auto healed = comm.shrink();
+  expect_shrunk_without(comm, healed, {stopped, victim});
+  exchange_and_check(healed);
+}
+
+TEST(Failures, AReceiveInFlightWhenItsSenderDiesDoesNotCrashTheRecovery) {
+  // Over TCP (see ENV in CMakeLists.txt). Original rank 2 sends 256 MiB to
+  // rank 0; halfway through, rank 0 kills it. Rank 0's receive and the
+  // revoke that follows must end in a reported failure and a working
+  // shrunk communicator, not a crash.
+  auto comm = Comm::world();
+  const OriginalRank receiver{0};
+  const OriginalRank victim{2};
+  const OriginalRank me = comm.original_rank();
+  OneBigMessage message(comm, victim, receiver);
+  std::thread killer;
+  if (me == receiver) {
+    killer = std::thread([&] {
+      message.wait_for_half();
+      kill(message.pid_of(victim), SIGKILL);
+    });
+  } else if (me == victim) {
+    // Should the transfer end before rank 0 kills it, it stops once its
+    // sends are done, so the exchange still cannot finish without it.
+    inject::record_outcome(inject::Outcome::killed, victim);
+    inject::arm("comm.sparse_all_to_all.done", victim, inject::Action::hang);
+  }
+  expect_failure_reported(comm, {victim}, [&] { message.exchange(); });
+  if (killer.joinable()) killer.join();
+  auto healed = comm.shrink();
+  expect_shrunk_without(comm, healed, {victim});
+  exchange_and_check(healed);
 }
