@@ -148,6 +148,27 @@ TEST(Failures, RespawnTwice) {
   EXPECT_EQ(comm.is_replacement(), comm.original_rank() == first || comm.original_rank() == second);
 }
 
+TEST(Failures, AReplacementThatDiesDoesNotTakeTheOtherReplacementsWithIt) {
+  // #1 and #2 die together, so one MPI_Comm_spawn starts both replacements:
+  // one job of the runtime. When #1's replacement dies, #2's must live on.
+  // Open MPI kills the rest of a spawned job when one of its processes dies,
+  // unless the job is recoverable (the launcher's state_base_recoverable).
+  auto comm = Comm::world();
+  const OriginalRank first{1};
+  const OriginalRank second{2};
+  if (comm.failures().empty()) {
+    kill_and_detect(comm, {first, second});
+    comm = comm.respawn();
+  }
+  if (comm.failures().size() == 2) {
+    expect_full_size(comm, {first, second});
+    kill_and_detect(comm, {first});  // #1's replacement
+    comm = comm.respawn();
+  }
+  expect_full_size(comm, {first, second});
+  EXPECT_EQ(comm.failures(), (std::vector<OriginalRank>{first, first, second}));
+}
+
 TEST(Failures, KillDuringRespawn) {
   auto comm = Comm::world();
   const OriginalRank first{1};

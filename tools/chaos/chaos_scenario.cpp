@@ -447,18 +447,28 @@ class IncrementalSubject final : public Subject {
 
 // ---------------------------------------------------------------- kills
 
+/// Which process of its original rank this one is: 0 for the one the job
+/// started with, 1 for its first replacement, and so on (a process never
+/// sees its own failure, so the count is fixed for its life).
+int generation(const Comm& comm) {
+  return static_cast<int>(std::count(comm.failures().begin(), comm.failures().end(), comm.original_rank()));
+}
+
 /// Arms this process's fault-point and MPI-call kills planned for `round`
-/// (once; a replacement is never a victim). With `recovery`, those meant for
-/// a recovery starting in or after `round` (the checkpoint family arms them
-/// with the others: they wait for calls only recoveries make).
+/// (once). With `recovery`, those meant for a recovery starting in or after
+/// `round` (the checkpoint family arms them with the others: they wait for
+/// calls only recoveries make), and a replacement's kills meant for the
+/// recovery that spawned it.
 void arm_kills(const Scenario& s, int round, const Comm& comm, std::vector<bool>& armed, bool recovery = false) {
-  if (comm.is_replacement()) return;
   for (std::size_t k = 0; k < s.kills.size(); ++k) {
     const Kill& kill = s.kills[k];
-    const bool now = (kill.in_recovery && s.family != Family::checkpoint)
-                         ? recovery && kill.round <= round
-                         : !recovery && kill.round == round;
-    if (armed[k] || kill.victim != comm.original_rank().value() || !now) continue;
+    bool now = !recovery && kill.round == round;
+    if (kill.in_recovery && kill.generation > 0) {
+      now = recovery;
+    } else if (kill.in_recovery && s.family != Family::checkpoint) {
+      now = recovery && kill.round <= round;
+    }
+    if (armed[k] || kill.victim != comm.original_rank().value() || kill.generation != generation(comm) || !now) continue;
     armed[k] = true;
     if (kill.how == KillHow::fault_point) inject::arm(kill.point, comm.original_rank());
     if (kill.how == KillHow::mpi_call) arm_mpi_kill(kill.kind, kill.nth, comm.original_rank());
@@ -467,9 +477,9 @@ void arm_kills(const Scenario& s, int round, const Comm& comm, std::vector<bool>
 
 /// Kills this process if a `between` kill is planned for it here.
 void kill_if_due(const Scenario& s, int round, Moment moment, const Comm& comm) {
-  if (comm.is_replacement()) return;
   for (const Kill& kill : s.kills) {
-    if (kill.how == KillHow::between && kill.victim == comm.original_rank().value() && kill.round == round &&
+    if (kill.how == KillHow::between && kill.victim == comm.original_rank().value() &&
+        kill.generation == generation(comm) && kill.round == round &&
         (s.family == Family::checkpoint || kill.moment == moment)) {
       inject::kill_self(comm.original_rank());
     }
@@ -585,7 +595,8 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
       submitted_by = comm.members();
       if (round == s.loss_round) {
         const int me = comm.original_rank().value();
-        if (!comm.is_replacement() && std::find(s.loss_victims.begin(), s.loss_victims.end(), me) != s.loss_victims.end()) {
+        if (std::find(s.loss_victims.begin(), s.loss_victims.end(), me) != s.loss_victims.end() &&
+            s.loss_generation(me) == generation(comm)) {
           inject::kill_self(comm.original_rank());
         }
         comm.barrier();  // the survivors learn of the deaths here, before any load or heal
@@ -692,6 +703,8 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
     work.ids.push_back(me * static_cast<std::uint64_t>(s.items) + k);
     work.values.push_back(expected[0][work.ids.back()]);
   }
+  std::vector<bool> armed(s.kills.size(), false);
+  if (comm.is_replacement()) arm_kills(s, 0, comm, armed, true);
   Checkpoint checkpoint(comm, {.copies = s.replicas});
   checkpoint.protect("ids", work.ids);
   checkpoint.protect("values", work.values);
@@ -719,7 +732,6 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
     }
     check_state(work, expected, "after a recovery");
   });
-  std::vector<bool> armed(s.kills.size(), false);
   const auto iterations = static_cast<std::uint64_t>(s.rounds);
   const auto every = static_cast<std::uint64_t>(s.checkpoint_every);
   driver.run([&] {

@@ -71,6 +71,22 @@ std::vector<const char*> recovery_points(const Scenario& s) {
   return points;
 }
 
+/// A kill outside recoveries: between operations (`how` 0), at an exchange's
+/// fault point (1) or at the n-th call of an MPI function (2).
+void draw_ordinary_kill(Kill& kill, Draw& draw, int how) {
+  if (how == 0) {
+    kill.how = KillHow::between;
+    kill.moment = draw.pick(std::array{Moment::before_submit, Moment::after_submit, Moment::after_check});
+  } else if (how == 1) {
+    kill.how = KillHow::fault_point;
+    kill.point = draw.pick(kExchangePoints);
+  } else {
+    kill.how = KillHow::mpi_call;
+    kill.kind = draw.pick(kMpiKinds);
+    kill.nth = draw.between(1, 12);
+  }
+}
+
 /// Kills for `victims`, each in a random round. The first dies for sure
 /// (between operations) when others follow, so they may also die inside the
 /// recovery from it: at a fault point only recoveries pass, or in a shrink.
@@ -100,22 +116,50 @@ void plan_kills(Scenario& s, Draw& draw, const std::vector<int>& victims, int la
         kill.nth = draw.between(1, 3);
       }
       kill.in_recovery = true;
-    } else if (how == 0) {
-      kill.how = KillHow::between;
-      kill.moment = draw.pick(std::array{Moment::before_submit, Moment::after_submit, Moment::after_check});
-    } else if (how == 1) {
-      kill.how = KillHow::fault_point;
-      kill.point = draw.pick(kExchangePoints);
     } else {
-      kill.how = KillHow::mpi_call;
-      kill.kind = draw.pick(kMpiKinds);
-      kill.nth = draw.between(1, 12);
+      draw_ordinary_kill(kill, draw, how);
     }
     s.kills.push_back(kill);
   }
 }
 
+/// In respawn mode, half the time the replacement of one victim dies too:
+/// inside the recovery that spawned it (in its heal or restore, before it
+/// holds anything), or later in the run like any victim. Its slot died
+/// already, so no more than r - 1 slots are ever dead at once, and nothing
+/// may be lost. Drawn after everything else, so the rest of a seed's
+/// scenario is what that seed drew before replacements could die.
+void plan_replacement_kill(Scenario& s, Draw& draw, int last_round) {
+  if (s.mode != Mode::respawn || s.kills.empty() || !draw.percent(50)) return;
+  const Kill first = s.kills[static_cast<std::size_t>(draw.between(0, static_cast<int>(s.kills.size()) - 1))];
+  Kill kill{.victim = first.victim, .generation = 1, .round = draw.between(first.round, last_round)};
+  const int how = draw.between(0, 4);
+  if (how <= 1) {
+    kill.in_recovery = true;
+    kill.round = first.round;
+    if (how == 0) {
+      std::vector<const char*> points(kExchangePoints.begin(), kExchangePoints.end());
+      if (s.family == Family::checkpoint) points.push_back("checkpoint.restore");
+      kill.how = KillHow::fault_point;
+      kill.point = points[static_cast<std::size_t>(draw.between(0, static_cast<int>(points.size()) - 1))];
+    } else {
+      kill.how = KillHow::mpi_call;
+      kill.kind = draw.pick(std::array{MpiKind::allgather, MpiKind::bcast, MpiKind::agree, MpiKind::allreduce,
+                                       MpiKind::isend, MpiKind::mrecv});
+      kill.nth = draw.between(1, 3);
+    }
+  } else {
+    draw_ordinary_kill(kill, draw, how - 2);
+  }
+  s.kills.push_back(kill);
+}
+
 }  // namespace
+
+int Scenario::loss_generation(int victim) const {
+  if (mode != Mode::respawn) return 0;
+  return static_cast<int>(std::count_if(kills.begin(), kills.end(), [&](const Kill& kill) { return kill.victim == victim; }));
+}
 
 const char* mpi_kind_name(MpiKind kind) {
   switch (kind) {
@@ -158,6 +202,7 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
     s.checkpoint_every = draw.between(2, 4);
     s.items = draw.between(1, 64);
     plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+    plan_replacement_kill(s, draw, s.rounds - 1);
     return s;
   }
   if (s.family == Family::incremental) {
@@ -168,6 +213,7 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
     s.cow_pages = draw.between(0, 4);
     plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
     for (auto& kill : s.kills) kill.round = std::max(kill.round, 1);
+    plan_replacement_kill(s, draw, s.rounds - 1);
     return s;
   }
   s.rounds = draw.between(2, 4);
@@ -190,10 +236,14 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
     const int survivors_needed = 1;
     const int most = std::min(s.replicas + 2, s.processes - earlier - survivors_needed);
     s.loss_victims = draw.take(pool, draw.between(s.replicas, std::max(s.replicas, most)));
+    // In respawn mode the earlier victim's replacement may die in the batch
+    // too; one process still survives.
+    if (s.mode == Mode::respawn && !s.kills.empty() && draw.percent(50)) s.loss_victims.push_back(s.kills[0].victim);
     std::sort(s.loss_victims.begin(), s.loss_victims.end());
     return s;
   }
   plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+  plan_replacement_kill(s, draw, s.rounds - 1);
   return s;
 }
 
@@ -218,8 +268,9 @@ std::string Scenario::describe() const {
   out << "; kills:";
   if (kills.empty() && loss_victims.empty()) out << " none";
   for (const auto& kill : kills) {
-    out << " #" << kill.victim << (family == Family::checkpoint ? "@iteration " : "@round ") << kill.round << " "
-        << (kill.in_recovery ? "in a recovery, " : "");
+    out << " #" << kill.victim << (kill.generation > 0 ? "'s replacement" : "")
+        << (family == Family::checkpoint ? "@iteration " : "@round ") << kill.round << " "
+        << (kill.in_recovery ? (kill.generation > 0 ? "in the recovery that spawned it, " : "in a recovery, ") : "");
     switch (kill.how) {
       case KillHow::between: out << (family == Family::checkpoint ? "between steps" : moment_name(kill.moment)); break;
       case KillHow::fault_point: out << "in " << kill.point; break;
@@ -229,7 +280,7 @@ std::string Scenario::describe() const {
   }
   if (!loss_victims.empty()) {
     out << " at once after the submit of round " << loss_round << ":";
-    for (int victim : loss_victims) out << " #" << victim;
+    for (int victim : loss_victims) out << " #" << victim << (loss_generation(victim) > 0 ? "'s replacement" : "");
   }
   return out.str();
 }

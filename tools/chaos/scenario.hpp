@@ -34,14 +34,16 @@ enum class MpiKind { isend, issend, mrecv, allgather, bcast, allreduce, agree, s
 
 /// One planned death.
 struct Kill {
-  int victim = 0;            ///< original rank; each victim dies at most once, replacements never
+  int victim = 0;            ///< original rank of the process that dies
+  int generation = 0;        ///< 0: the process the job started with; 1: its first replacement (respawn only)
   KillHow how = KillHow::between;
   int round = 0;             ///< round (store families) or iteration (checkpoint) where it fires or is armed
   Moment moment = Moment::before_submit;  ///< for `between` kills in the store families
   std::string point = {};    ///< for `fault_point`
   MpiKind kind = MpiKind::isend;  ///< for `mpi_call`
   int nth = 1;               ///< for `mpi_call`: dies at the nth call of `kind` after arming
-  bool in_recovery = false;  ///< armed when a recovery starts (store and incremental families)
+  bool in_recovery = false;  ///< armed when a recovery starts (store and incremental families); for a
+                             ///< replacement, when it joins the recovery that spawned it (every family)
 };
 
 /// A whole scenario.
@@ -60,9 +62,13 @@ struct Scenario {
   int items = 0;                       ///< checkpoint: items per process
   int commit_mode = 0;                 ///< incremental: 0 sync, 1 address order, 2 learned order
   int cow_pages = 0;                   ///< incremental: pages of the copy-on-write buffer
-  std::vector<Kill> kills;             ///< at most replicas - 1 of them, at any moment
+  std::vector<Kill> kills;             ///< at most replicas - 1 original ranks, plus replacements of them
   int loss_round = -1;                 ///< store families: round after whose submit `loss_victims` die at once
   std::vector<int> loss_victims;       ///< replicas or more, so data may be lost
+
+  /// Which process of original rank `victim` a loss batch kills: in respawn
+  /// mode, the replacement of a process killed earlier.
+  [[nodiscard]] int loss_generation(int victim) const;
 
   /// The scenario in one line, for reports.
   [[nodiscard]] std::string describe() const;
