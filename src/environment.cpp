@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <csignal>
 #include <chrono>
@@ -134,7 +135,49 @@ Environment::Environment(int& argc, char**& argv) {
 
 namespace detail {
 
+namespace {
+
+/// The status a crash inside `MPI_Finalize` ends the process with.
+volatile std::sig_atomic_t finalize_exit_status = 0;
+
+/// Open MPI 5.0.11 can crash inside `MPI_Finalize` once a replacement has
+/// died (it then disconnects from every process of the communicators that
+/// span several jobs, the dead included, and faults in its TCP transport).
+/// The program has finished by then: one line, and its own exit status.
+void on_crash_in_finalize(int /*signal*/) {
+  static const char kMessage[] =
+      "reprise: Open MPI crashed inside MPI_Finalize after process failures (a known Open MPI 5.0 "
+      "problem, see docs/ARCHITECTURE.md); the program had finished, exiting with its own status\n";
+  (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  ::_exit(finalize_exit_status);
+}
+
+/// Catches the crashes of `MPI_Finalize` while it lives, and restores the
+/// handlers it found afterwards.
+class FinalizeCrashGuard {
+ public:
+  explicit FinalizeCrashGuard(int exit_status) {
+    finalize_exit_status = exit_status;
+    struct sigaction action {};
+    action.sa_handler = on_crash_in_finalize;
+    sigemptyset(&action.sa_mask);
+    for (std::size_t k = 0; k < kSignals.size(); ++k) sigaction(kSignals[k], &action, &_before[k]);
+  }
+  ~FinalizeCrashGuard() {
+    for (std::size_t k = 0; k < kSignals.size(); ++k) sigaction(kSignals[k], &_before[k], nullptr);
+  }
+  FinalizeCrashGuard(const FinalizeCrashGuard&) = delete;
+  FinalizeCrashGuard& operator=(const FinalizeCrashGuard&) = delete;
+
+ private:
+  static constexpr std::array<int, 2> kSignals{SIGSEGV, SIGBUS};
+  std::array<struct sigaction, 2> _before{};
+};
+
+}  // namespace
+
 void finalize_mpi(int exit_status) {
+  const FinalizeCrashGuard guard(exit_status);
   std::chrono::seconds timeout(5);
   try {
     timeout = finalize_timeout();
