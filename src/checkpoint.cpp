@@ -302,7 +302,14 @@ void Checkpoint::restore() {
       messages.push_back({*needy, {_held.at(owner)}});
     }
   }
-  if (!lost.empty()) throw_lost(lost, "restore", _version);
+  if (!lost.empty()) {
+    // Every process found the same states lost. Raising at once would
+    // revoke the communicator under processes still inside the collectives
+    // above, and they would report a failure instead of the loss: the
+    // agreement lets every process get there first.
+    (void)_comm.agree(false);
+    throw_lost(lost, "restore", _version);
+  }
   _comm.sparse_all_to_all(messages, [&](Rank, std::size_t bytes) {
     auto& copy = _held[_comm.original_rank()];
     copy.resize(bytes);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "reprise/driver.hpp"
 #include "reprise/heartbeat.hpp"
 #include "reprise/inject.hpp"
+#include "reprise/placement.hpp"
 
 using namespace reprise;
 
@@ -249,6 +251,57 @@ TEST(Driver, AnErrorOnOneProcessEndsTheRunOnEveryProcess) {
                  "reprise::Driver: another process ended with an error (it says which); every process stops");
   }
   EXPECT_TRUE(driver.recoveries().empty());
+}
+
+// Original rank 1 and the other holder of its state die together right
+// after the checkpoint of iteration 3: every process's run() raises DataLost
+// naming exactly rank 1's state (and the other victim's, if lost too), not
+// only the fastest processes while the others see a revoke.
+void a_lost_state_is_data_lost_everywhere(RecoveryMode mode) {
+  DrivenRun run(mode);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  // One node: slot s is rank s.
+  const Placement placement({.blocks = static_cast<std::uint64_t>(processes),
+                             .slots = processes,
+                             .replicas = 2,
+                             .node_of_slot = std::vector<int>(static_cast<std::size_t>(processes), 0)});
+  const auto holders = placement.holders(BlockId{1});
+  const std::vector<OriginalRank> victims{OriginalRank{holders[0]}, OriginalRank{holders[1]}};
+  std::vector<BlockRange> expected;
+  for (std::uint64_t slot = 0; slot < static_cast<std::uint64_t>(processes); ++slot) {
+    const auto held_by = placement.holders(BlockId{slot});
+    const auto dead = [&](int holder) {
+      return std::find(victims.begin(), victims.end(), OriginalRank{holder}) != victims.end();
+    };
+    if (std::all_of(held_by.begin(), held_by.end(), dead)) expected.push_back({BlockId{slot}, BlockId{slot + 1}});
+  }
+  try {
+    driver.run([&] {
+      while (work.iteration[0] < kIterations) {
+        if (work.iteration[0] == kCheckpointEvery && work.iteration[1] != kCheckpointEvery) {
+          work.iteration[1] = kCheckpointEvery;
+          checkpoint.checkpoint();
+          comm.barrier();  // everyone holds the checkpoint; then both victims die
+          if (std::find(victims.begin(), victims.end(), comm.original_rank()) != victims.end()) {
+            inject::kill_self(comm.original_rank());
+          }
+        }
+        (void)comm.allreduce(std::uint64_t{1}, MPI_SUM);
+        ++work.iteration[0];
+      }
+    });
+    ADD_FAILURE() << "run() returned";
+  } catch (const DataLost& error) {
+    EXPECT_EQ(error.lost(), expected) << error.what();
+  }
+}
+
+TEST(Driver, ALostStateIsDataLostOnEveryProcessAfterARespawn) {
+  a_lost_state_is_data_lost_everywhere(RecoveryMode::respawn);
+}
+
+TEST(Driver, ALostStateIsDataLostOnEveryProcessAfterAShrink) {
+  a_lost_state_is_data_lost_everywhere(RecoveryMode::shrink);
 }
 
 TEST(Driver, NothingFromAnOlderEpochIsMatchedAfterARecovery) {

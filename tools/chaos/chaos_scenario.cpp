@@ -693,8 +693,66 @@ void check_result(Comm& comm, const Work& work, const std::vector<std::vector<st
   if (missing > 0) throw Finding{Verdict::wrong_data, std::to_string(missing) + " items are missing at the end"};
 }
 
+/// The original ranks whose checkpointed state has no copy left once the
+/// loss batch died: the slots of the checkpoint it followed are the
+/// processes alive then (all on one node, so in rank order), each state on
+/// its slot and `copies - 1` buddies.
+std::set<std::uint64_t> checkpoint_loss(const Scenario& s) {
+  std::vector<OriginalRank> owners;
+  for (int rank = 0; rank < s.processes; ++rank) {
+    const bool gone = s.mode == Mode::shrink && std::any_of(s.kills.begin(), s.kills.end(),
+                                                            [&](const Kill& kill) { return kill.victim == rank; });
+    if (!gone) owners.emplace_back(rank);
+  }
+  const auto lost = lost_in(layout(s, owners.size(), owners.size(), 0, 0), owners, s.loss_victims);
+  std::set<std::uint64_t> ranks;
+  for (std::size_t slot = 0; slot < owners.size(); ++slot) {
+    if (lost[slot]) ranks.insert(static_cast<std::uint64_t>(owners[slot].value()));
+  }
+  return ranks;
+}
+
+/// The checkpoint family's loss batch: once every process has the
+/// checkpoint, the victims die together.
+void kill_loss_victims(const Scenario& s, Comm& comm) {
+  comm.barrier();
+  const int me = comm.original_rank().value();
+  if (std::find(s.loss_victims.begin(), s.loss_victims.end(), me) != s.loss_victims.end() &&
+      s.loss_generation(me) == generation(comm)) {
+    inject::kill_self(comm.original_rank());
+  }
+}
+
+/// The loop of the checkpoint family under `driver`, checked at the end.
+void run_checkpoint_loop(const Scenario& s, Comm& comm, Checkpoint& checkpoint, Driver& driver, Work& work,
+                         const std::vector<std::vector<std::uint64_t>>& expected, std::vector<bool>& armed) {
+  const auto iterations = static_cast<std::uint64_t>(s.rounds);
+  const auto every = static_cast<std::uint64_t>(s.checkpoint_every);
+  driver.run([&] {
+    while (work.iteration[0] < iterations) {
+      const auto at = work.iteration[0];
+      if (at % every == 0 && work.iteration[1] != at) {
+        work.iteration[1] = at;
+        checkpoint.checkpoint();
+      }
+      if (static_cast<int>(at) == s.loss_round) kill_loss_victims(s, comm);
+      arm_kills(s, static_cast<int>(at), comm, armed);
+      kill_if_due(s, static_cast<int>(at), Moment::before_submit, comm);
+      std::uint64_t local = 0;
+      for (auto v : work.values) local += v;
+      const auto sum = comm.allreduce(local, MPI_SUM);
+      for (std::size_t k = 0; k < work.values.size(); ++k) work.values[k] = next_value(work.values[k], work.ids[k], sum);
+      ++work.iteration[0];
+    }
+    check_result(comm, work, expected);  // inside the loop, so a failure here is recovered too
+  });
+}
+
 /// The checkpoint family: an integer iteration under `Driver` whose every
-/// value is known, checked after every recovery and at the end.
+/// value is known, checked after every recovery and at the end. After a
+/// loss batch, `DataLost` must name exactly the ranks whose state lost
+/// every copy, on every process.
+
 Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   const auto expected = trajectory(s);
   Work work;
@@ -732,27 +790,24 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
     }
     check_state(work, expected, "after a recovery");
   });
-  const auto iterations = static_cast<std::uint64_t>(s.rounds);
-  const auto every = static_cast<std::uint64_t>(s.checkpoint_every);
-  driver.run([&] {
-    while (work.iteration[0] < iterations) {
-      const auto at = work.iteration[0];
-      if (at % every == 0 && work.iteration[1] != at) {
-        work.iteration[1] = at;
-        checkpoint.checkpoint();
-      }
-      arm_kills(s, static_cast<int>(at), comm, armed);
-      kill_if_due(s, static_cast<int>(at), Moment::before_submit, comm);
-      std::uint64_t local = 0;
-      for (auto v : work.values) local += v;
-      const auto sum = comm.allreduce(local, MPI_SUM);
-      for (std::size_t k = 0; k < work.values.size(); ++k) work.values[k] = next_value(work.values[k], work.ids[k], sum);
-      ++work.iteration[0];
+  const auto expected_loss = s.loss_round >= 0 ? checkpoint_loss(s) : std::set<std::uint64_t>{};
+  try {
+    run_checkpoint_loop(s, comm, checkpoint, driver, work, expected, armed);
+  } catch (const DataLost& error) {
+    const auto named = ids_of(error.lost());
+    if (named != expected_loss) {
+      throw Finding{Verdict::wrong_loss_report, "Driver::run's DataLost named the states of " + ranges_text(named) +
+                                                    ", expected " + ranges_text(expected_loss) + ": " + error.what()};
     }
-    check_result(comm, work, expected);  // inside the loop, so a failure here is recovered too
-  });
+    return Verdict::data_lost_reported;
+  }
+  if (!expected_loss.empty()) {
+    throw Finding{Verdict::silent_loss, "Driver::run raised no DataLost though every copy of the states of " +
+                                            ranges_text(expected_loss) + " died"};
+  }
   return Verdict::ok;
 }
+
 
 // ---------------------------------------------------------------- main
 

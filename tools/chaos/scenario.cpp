@@ -154,6 +154,30 @@ void plan_replacement_kill(Scenario& s, Draw& draw, int last_round) {
   s.kills.push_back(kill);
 }
 
+/// In 30% of the checkpoint scenarios, `copies` or more processes die at
+/// once right after a checkpoint, so a process's state may be lost with all
+/// its copies; the scenario then keeps at most one earlier kill, between
+/// steps, instead of its others. A shrunken job keeps `copies` processes for
+/// its next checkpoint; after a respawn one survivor is enough.
+void plan_checkpoint_loss(Scenario& s, Draw& draw) {
+  if (!draw.percent(30)) return;
+  const int checkpoints = (s.rounds - 1) / s.checkpoint_every;  // at every, 2 every, ... below rounds
+  const int earlier = draw.between(0, 1);
+  const int alive = s.processes - (s.mode == Mode::shrink ? earlier : 0);
+  const int most = s.mode == Mode::shrink ? alive - s.replicas : std::min(s.replicas + 2, alive - 1 - earlier);
+  if (checkpoints < 1 || most < s.replicas) return;
+  s.loss_round = s.checkpoint_every * draw.between(1, checkpoints);
+  s.kills.clear();
+  std::vector<int> pool;
+  for (int rank = 0; rank < s.processes; ++rank) pool.push_back(rank);
+  for (int victim : draw.take(pool, earlier)) {
+    s.kills.push_back({.victim = victim, .how = KillHow::between, .round = draw.between(0, s.loss_round - 1)});
+  }
+  s.loss_victims = draw.take(pool, draw.between(s.replicas, most));
+  if (s.mode == Mode::respawn && earlier > 0 && draw.percent(50)) s.loss_victims.push_back(s.kills[0].victim);
+  std::sort(s.loss_victims.begin(), s.loss_victims.end());
+}
+
 }  // namespace
 
 int Scenario::loss_generation(int victim) const {
@@ -203,6 +227,7 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
     s.items = draw.between(1, 64);
     plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
     plan_replacement_kill(s, draw, s.rounds - 1);
+    plan_checkpoint_loss(s, draw);
     return s;
   }
   if (s.family == Family::incremental) {
@@ -279,7 +304,8 @@ std::string Scenario::describe() const {
     out << ";";
   }
   if (!loss_victims.empty()) {
-    out << " at once after the submit of round " << loss_round << ":";
+    out << (family == Family::checkpoint ? " at once after the checkpoint of iteration " : " at once after the submit of round ")
+        << loss_round << ":";
     for (int victim : loss_victims) out << " #" << victim << (loss_generation(victim) > 0 ? "'s replacement" : "");
   }
   return out.str();

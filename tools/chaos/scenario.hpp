@@ -63,7 +63,7 @@ struct Scenario {
   int commit_mode = 0;                 ///< incremental: 0 sync, 1 address order, 2 learned order
   int cow_pages = 0;                   ///< incremental: pages of the copy-on-write buffer
   std::vector<Kill> kills;             ///< at most replicas - 1 original ranks, plus replacements of them
-  int loss_round = -1;                 ///< store families: round after whose submit `loss_victims` die at once
+  int loss_round = -1;                 ///< round after whose submit (checkpoint: iteration after whose checkpoint) `loss_victims` die at once
   std::vector<int> loss_victims;       ///< replicas or more, so data may be lost
 
   /// Which process of original rank `victim` a loss batch kills: in respawn
