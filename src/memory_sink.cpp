@@ -202,6 +202,10 @@ void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::s
     if (source[static_cast<std::size_t>(m)] < 0) lost.push_back(origin);
   }
   if (!lost.empty()) {
+    // Every process found the same images lost; the agreement lets all get
+    // here before any raises (a caller revoking on the error would otherwise
+    // fail the ones still inside the allgather with a revoke).
+    (void)_comm.agree(false);
     std::vector<BlockRange> ranges;
     for (const int origin : lost) ranges.push_back({BlockId{static_cast<std::uint64_t>(origin)}, BlockId{static_cast<std::uint64_t>(origin) + 1}});
     throw DataLost("reprise::MemorySink::restore: the checkpoint of original rank(s) " + list(lost) +
