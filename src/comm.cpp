@@ -108,11 +108,16 @@ std::vector<OriginalRank> all_ranks(int original_size) {
 }
 
 int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal) {
+  internal = MPI_COMM_NULL;
   int rc = MPI_Comm_dup(comm, &application);
-  if (rc != MPI_SUCCESS) return rc;
+  if (rc != MPI_SUCCESS) {
+    application = MPI_COMM_NULL;  // what a failed call leaves there is no communicator to free
+    return rc;
+  }
   MPI_Comm_set_errhandler(application, MPI_ERRORS_RETURN);
   rc = MPI_Comm_dup(comm, &internal);
   if (rc != MPI_SUCCESS) {
+    internal = MPI_COMM_NULL;
     MPI_Comm_free(&application);
     return rc;
   }

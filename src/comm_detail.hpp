@@ -30,7 +30,9 @@ namespace reprise::detail {
 std::vector<OriginalRank> all_ranks(int original_size);
 
 /// Duplicates `comm` into a communicator for the application and a private
-/// one for reprise, all of them returning errors instead of aborting.
+/// one for reprise, all of them returning errors instead of aborting. On
+/// failure both are MPI_COMM_NULL (a failed duplicate leaves no handle that
+/// may be freed).
 int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal);
 
 }  // namespace reprise::detail

@@ -145,7 +145,10 @@ bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, M
     if (me.value() < 0) me = assignment.missing.at(static_cast<std::size_t>(merged_rank - first_new));
   }
   MPI_Comm ordered = MPI_COMM_NULL;
-  ok = ok && MPI_Comm_split(merged, 0, me.value(), &ordered) == MPI_SUCCESS;
+  if (ok && MPI_Comm_split(merged, 0, me.value(), &ordered) != MPI_SUCCESS) {
+    ok = false;
+    ordered = MPI_COMM_NULL;  // a failed split can leave a released handle, fatal to free
+  }
   ok = ok && make_pair(ordered, application, internal) == MPI_SUCCESS;
   if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
   const int rc = ulfm::agree_on_step(merged, ok);

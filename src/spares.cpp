@@ -154,7 +154,12 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
     }
     MPI_Comm ordered = MPI_COMM_NULL;
     const int color = enough && new_original >= 0 ? 0 : MPI_UNDEFINED;
-    ok = ok && MPI_Comm_split(shrunk, color, new_original, &ordered) == MPI_SUCCESS;
+    if (ok && MPI_Comm_split(shrunk, color, new_original, &ordered) != MPI_SUCCESS) {
+      // A split that failed (a process died during it) can leave a handle
+      // Open MPI already released: freeing it is fatal (MPI_ERR_COMM).
+      ok = false;
+      ordered = MPI_COMM_NULL;
+    }
     Parts parts;
     if (ordered != MPI_COMM_NULL) {
       ok = ok && detail::make_pair(ordered, parts.comm, parts.internal) == MPI_SUCCESS;
