@@ -197,6 +197,7 @@ Comm Comm::respawn() {
     std::vector<int> spawn_errors(static_cast<std::size_t>(count), MPI_SUCCESS);
     const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, MPI_INFO_NULL, 0,
                                         healed._comm, &inter, spawn_errors.data());
+    if (spawn_rc != MPI_SUCCESS) inter = MPI_COMM_NULL;  // like a failed split: nothing there to use or free
     if (inter != MPI_COMM_NULL) MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
     bool spawned = spawn_rc == MPI_SUCCESS &&
                    std::all_of(spawn_errors.begin(), spawn_errors.end(), [](int e) { return e == MPI_SUCCESS; });
