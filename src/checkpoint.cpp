@@ -202,11 +202,9 @@ std::uint64_t Checkpoint::checkpoint() {
 
 // The lowest rank with a committed version tells the others (replacements
 // have none) the version and who held what.
-void Checkpoint::share_layout() {
+bool Checkpoint::share_layout() {
   const int root = _comm.allreduce(_version > 0 ? _comm.rank().value() : INT_MAX, MPI_MIN);
-  if (root == INT_MAX) {
-    throw UsageError(std::string(kWhere) + "::restore: there is no checkpoint to restore; call checkpoint() first");
-  }
+  if (root == INT_MAX) return false;
   std::vector<std::uint64_t> layout;
   if (_comm.rank().value() == root) {
     layout = {_version, _slot_owner.size()};
@@ -227,6 +225,7 @@ void Checkpoint::share_layout() {
   _node_of_slot.clear();
   for (std::size_t s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[2 + s]));
   for (std::size_t s = 0; s < slots; ++s) _node_of_slot.push_back(static_cast<int>(layout[2 + slots + s]));
+  return true;
 }
 
 std::vector<int> Checkpoint::who_holds_copies() {
@@ -283,8 +282,20 @@ namespace {
 
 void Checkpoint::restore() {
   inject::fault_point("checkpoint.restore", _comm.original_rank());
-  share_layout();
-  const auto holds_of = who_holds_copies();
+  bool shared = false;
+  std::vector<int> holds_of;
+  // A failure can complete these collectives on some processes and fail
+  // them on others; what follows agrees, so their outcome must be the same
+  // everywhere first.
+  _comm.run_uniformly(
+      [&] {
+        shared = share_layout();
+        if (shared) holds_of = who_holds_copies();
+      },
+      std::string(kWhere) + "::restore: sharing the layout of the last checkpoint");
+  if (!shared) {
+    throw UsageError(std::string(kWhere) + "::restore: there is no checkpoint to restore; call checkpoint() first");
+  }
   const auto holders = live_holders(holds_of);
   // Every saved state must still have a live copy: the members' to restore
   // them, the departed ones' to fetch them.
@@ -334,7 +345,10 @@ void Checkpoint::restore() {
 }
 
 std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) {
-  const auto holders = live_holders(who_holds_copies());
+  std::vector<int> holds_of;
+  _comm.run_uniformly([&] { holds_of = who_holds_copies(); },
+                      std::string(kWhere) + "::fetch: finding who holds copies");
+  const auto holders = live_holders(holds_of);
   std::string problem;
   std::vector<OriginalRank> lost;
   std::map<int, std::vector<std::uint64_t>> requests;  // by holder rank

@@ -308,6 +308,12 @@ bool Comm::settle(bool ok) {
   return all_ok;
 }
 
+void Comm::raise_failed_step(std::string_view what) {
+  throw Revoked(std::string(what) + ": a process failed during this step on some process; the communicator is "
+                                    "revoked. Recover with shrink() or respawn()",
+                detail::ulfm::revoked_error_class());
+}
+
 void Comm::revoke() {
   // Revoking twice is harmless; errors here mean the communicator is gone
   // already, which is what we want.

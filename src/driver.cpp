@@ -23,16 +23,24 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
 void Driver::restore_state(bool joined_now, double started, int attempts) {
   _checkpoint.restore();
   Recovery recovery{.mode = _config.mode, .lost = {}, .epoch = _comm.epoch(), .seconds = 0, .attempts = attempts};
+  std::vector<int> joined_of;
+  // The restore ended alike everywhere; so must these collectives, or a
+  // process that saw a failure in them recovers while the others wait in
+  // the agreement of the next checkpoint.
+  _comm.run_uniformly(
+      [&] {
+        // Replacements say so; everybody learns whom they replace.
+        if (_config.mode == RecoveryMode::respawn) joined_of = _comm.allgather(joined_now ? 1 : 0);
+        recovery.seconds = _comm.allreduce(MPI_Wtime() - started, MPI_MAX);
+      },
+      "reprise::Driver: learning who was replaced");
   if (_config.mode == RecoveryMode::shrink) {
     recovery.lost = _checkpoint.departed();
   } else {
-    // Replacements say so; everybody learns whom they replace.
-    const std::vector<int> joined_of = _comm.allgather(joined_now ? 1 : 0);
     for (int r = 0; r < _comm.size(); ++r) {
       if (joined_of[static_cast<std::size_t>(r)] != 0) recovery.lost.push_back(_comm.original_rank(Rank{r}));
     }
   }
-  recovery.seconds = _comm.allreduce(MPI_Wtime() - started, MPI_MAX);
   if (_on_recovery) _on_recovery(recovery);
   if (_config.mode == RecoveryMode::shrink) _checkpoint.checkpoint();
   _recoveries.push_back(std::move(recovery));

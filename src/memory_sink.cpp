@@ -167,13 +167,22 @@ void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::s
   }
   const int size = _comm.size();
   const int count = static_cast<int>(mine.size());
-  const std::vector<int> counts = _comm.allgather(count);
+  std::vector<int> counts;
   std::vector<int> displacements(static_cast<std::size_t>(size), 0);
-  for (std::size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(displacements.back() + counts.back()));
-  _comm.check(MPI_Allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displacements.data(),
-                             MPI_UINT64_T, _comm.raw()),
-              "MPI_Allgatherv");
+  std::vector<std::uint64_t> all;
+  // A failure can complete these collectives on some processes and fail
+  // them on others; the exchange after them agrees, so their outcome must be
+  // the same everywhere first.
+  _comm.run_uniformly(
+      [&] {
+        counts = _comm.allgather(count);
+        for (std::size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
+        all.assign(static_cast<std::size_t>(displacements.back() + counts.back()), 0);
+        _comm.check(MPI_Allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displacements.data(),
+                                   MPI_UINT64_T, _comm.raw()),
+                    "MPI_Allgatherv");
+      },
+      "reprise::MemorySink::restore: finding who holds which checkpoint image");
   std::uint64_t version = 0;
   for (std::size_t i = 1; i < all.size(); i += 2) version = std::max(version, all[i]);
   if (version == 0) {

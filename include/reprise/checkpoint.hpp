@@ -152,7 +152,7 @@ class Checkpoint {
   void serialize(std::vector<std::byte>& out) const;
   [[nodiscard]] std::vector<std::byte> take_spare(OriginalRank owner);
   void apply(std::span<const std::byte> state);
-  void share_layout();
+  [[nodiscard]] bool share_layout();
   [[nodiscard]] std::vector<int> who_holds_copies();
   [[nodiscard]] std::vector<std::optional<Rank>> live_holders(const std::vector<int>& holds_of) const;
 

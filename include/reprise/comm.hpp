@@ -13,6 +13,7 @@
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "reprise/error.hpp"
@@ -170,6 +171,17 @@ class Comm {
     return settle(ok);
   }
 
+  /// Runs `step` like `attempt()`, but raises instead of returning false:
+  /// `Revoked` (naming `what`) on every member if the step failed on any.
+  /// Use it for collectives that a failure can leave complete on some
+  /// members and failed on others, before anything that agrees (an
+  /// agreement waits for the members that left early, which are already
+  /// recovering, and hangs).
+  template <class Step>
+  void run_uniformly(Step&& step, std::string_view what) {
+    if (!attempt(std::forward<Step>(step))) raise_failed_step(what);
+  }
+
   /// Makes every pending and future operation on this communicator fail with
   /// `Revoked` on every member, so that all of them start recovery. Local.
   void revoke();
@@ -220,6 +232,7 @@ class Comm {
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool no_failure_until(double deadline);
   bool settle(bool ok);
+  [[noreturn]] void raise_failed_step(std::string_view what);
   void release() noexcept;
 
   MPI_Comm _comm = MPI_COMM_NULL;      // the application's communicator
