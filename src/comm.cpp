@@ -8,6 +8,8 @@
 #include <thread>
 #include <utility>
 
+#include <xxhash.h>
+
 #include "comm_detail.hpp"
 #include "spares.hpp"
 #include "reprise/inject.hpp"
@@ -233,14 +235,20 @@ void Comm::barrier() { check(MPI_Barrier(_comm), "MPI_Barrier"); }
 
 const std::vector<int>& Comm::node_of_each_member() {
   if (!_node_of_member.empty()) return _node_of_member;
-  MPI_Comm node = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(_comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  // Processes on one node report the same processor name (its host name).
+  // An allgather of the names' hashes creates no communicator: Open MPI 5
+  // crashes (ompi_comm_revoke_local) when a failure notice reaches a
+  // communicator that MPI_Comm_split_type is still building.
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  check(MPI_Get_processor_name(name, &length), "MPI_Get_processor_name");
+  const std::vector<std::uint64_t> host = allgather(XXH3_64bits(name, static_cast<std::size_t>(length)));
   // A node is named by the lowest rank on it.
-  int key = rank().value();
-  const int rc = MPI_Allreduce(MPI_IN_PLACE, &key, 1, MPI_INT, MPI_MIN, node);
-  MPI_Comm_free(&node);
-  check(rc, "MPI_Allreduce");
-  _node_of_member = allgather(key);
+  std::vector<int> node(host.size());
+  for (std::size_t r = 0; r < host.size(); ++r) {
+    node[r] = static_cast<int>(std::find(host.begin(), host.end(), host[r]) - host.begin());
+  }
+  _node_of_member = std::move(node);
   return _node_of_member;
 }
 

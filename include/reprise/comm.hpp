@@ -107,9 +107,10 @@ class Comm {
   [[nodiscard]] bool is_replacement() const noexcept { return _replacement; }
   /// Collective the first time it is called on a communicator (every member
   /// must call it then), local afterwards: for every member, by current
-  /// rank, a key naming its node (the lowest rank sharing memory with it).
-  /// Asking MPI once per communicator instead of once per operation keeps
-  /// `MPI_Comm_split_type` out of the moments a failure can strike.
+  /// rank, a key naming its node (the lowest rank on the same host, by
+  /// `MPI_Get_processor_name`). One allgather per communicator, and no
+  /// communicator created: a failure during `MPI_Comm_split_type` crashes
+  /// Open MPI 5.
   [[nodiscard]] const std::vector<int>& node_of_each_member();
   /// The underlying communicator, for the application's own MPI calls. Its
   /// error handler returns errors: pass their codes to `check()`.
