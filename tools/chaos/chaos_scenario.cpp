@@ -537,6 +537,13 @@ void judge(const Loaded& loaded, const std::set<std::uint64_t>& expected, std::u
   }
 }
 
+/// Names the operation under way in this process's outcome file, so that a
+/// hang says where each process was stuck.
+void now_doing(std::string& doing, std::string what, const Comm& comm) {
+  doing = std::move(what);
+  inject::record_outcome(inject::Outcome::running, comm.original_rank(), "in " + doing);
+}
+
 /// The store families: `rounds` versions submitted and checked, recovering
 /// from every failure (shrink or respawn, then heal, then check again).
 Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
@@ -550,7 +557,7 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
   for (;;) {
     try {
       if (recovering) {
-        doing = s.mode == Mode::shrink ? "shrink" : "respawn";
+        now_doing(doing, s.mode == Mode::shrink ? "shrink" : "respawn", comm);
         arm_kills(s, static_cast<int>(progress.round), comm, armed, true);
         if (!joined) comm = s.mode == Mode::shrink ? comm.shrink() : comm.respawn();
         joined = false;
@@ -559,7 +566,7 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
         const auto expected = loss_struck ? subject.lost_if(s.loss_victims, submitted_by, progress.committed)
                                           : std::set<std::uint64_t>{};
         std::optional<std::set<std::uint64_t>> heal_lost;
-        doing = "heal() after a recovery";
+        now_doing(doing, "heal() after a recovery", comm);
         try {
           subject.heal();
         } catch (const DataLost& error) {
@@ -569,7 +576,7 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
           throw Finding{Verdict::wrong_loss_report, "heal() raised DataLost before anything was submitted"};
         }
         if (progress.committed > 0) {
-          doing = "load after a recovery";
+          now_doing(doing, "load after a recovery", comm);
           judge(subject.load_all(progress.committed), expected, progress.committed, "after a recovery", heal_lost,
                 subject.heal_names_blocks());
         }
@@ -582,14 +589,14 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
       }
       const auto round = static_cast<int>(progress.round);
       if (round == s.rounds) {
-        doing = "the final agreement";
+        now_doing(doing, "the final agreement", comm);
         (void)comm.agree(true);
         return loss_reported ? Verdict::data_lost_reported : Verdict::ok;
       }
       const std::uint64_t version = progress.round + 1;
       arm_kills(s, round, comm, armed);
       kill_if_due(s, round, Moment::before_submit, comm);
-      doing = "submit of version " + std::to_string(version);
+      now_doing(doing, "submit of version " + std::to_string(version), comm);
       subject.submit(comm, version);
       progress.committed = version;
       submitted_by = comm.members();
@@ -602,10 +609,10 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
         comm.barrier();  // the survivors learn of the deaths here, before any load or heal
       }
       kill_if_due(s, round, Moment::after_submit, comm);
-      doing = "load after the submit of version " + std::to_string(version);
+      now_doing(doing, "load after the submit of version " + std::to_string(version), comm);
       judge(subject.load_all(version), {}, version, "after its submit", std::nullopt, true);
       kill_if_due(s, round, Moment::after_check, comm);
-      doing = "the agreement that ends a round";
+      now_doing(doing, "the agreement that ends a round", comm);
       (void)comm.agree(true);
       ++progress.round;
     } catch (const ProcessFailed&) {
