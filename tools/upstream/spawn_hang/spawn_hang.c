@@ -18,8 +18,9 @@ int main(int argc, char** argv) {
   if (parent != MPI_COMM_NULL) { /* a replacement */
     MPI_Comm merged = MPI_COMM_NULL;
     MPI_Intercomm_merge(parent, 1, &merged);
-    MPI_Barrier(merged);
-    kill(getpid(), SIGKILL); /* done: rank 0 ends the job */
+    MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+    MPI_Barrier(merged);     /* may fail: another replacement may be gone already */
+    kill(getpid(), SIGKILL); /* done; rank 0 ends the job */
   }
   int rank = 0;
   int size = 0;
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   MPI_Comm merged = MPI_COMM_NULL;
   MPI_Comm_spawn(argv[0], MPI_ARGV_NULL, size - 1, MPI_INFO_NULL, 0, alone, &inter, MPI_ERRCODES_IGNORE);
   MPI_Intercomm_merge(inter, 0, &merged);
+  MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
   printf("spawned %d replacements in %.2f s\n", size - 1, MPI_Wtime() - started);
   fflush(stdout);
   MPI_Barrier(merged);
