@@ -147,7 +147,13 @@ std::uint64_t Checkpoint::checkpoint() {
   std::uint64_t fingerprint = detail::mix64(_version + 1);
   for (const auto& item : _items) fingerprint = detail::mix64(fingerprint ^ std::hash<std::string>{}(item.name));
   std::uint64_t both[2] = {fingerprint, ~fingerprint};
-  _comm.join(both, "Checkpoint::checkpoint()", _config.join_timeout_seconds);
+  // A failure may let only some processes through these collectives: they
+  // wait in the agreement that closes the exchange of copies.
+  std::vector<int> node_of_member;
+  _comm.run_before(Comm::FirstAgreement::exchange, [&] {
+    _comm.join(both, "Checkpoint::checkpoint()", _config.join_timeout_seconds);
+    node_of_member = _comm.node_of_each_member();
+  });
   if (both[0] != ~both[1]) {
     throw UsageError(std::string(kWhere) +
                      "::checkpoint: the processes registered different names or are at different versions; register "
@@ -161,7 +167,7 @@ std::uint64_t Checkpoint::checkpoint() {
   }
 
   // Slots grouped by node; slot s's state lives on slot s and its buddies.
-  auto [slot_process, node_of_slot] = detail::slot_order(_comm.node_of_each_member());
+  auto [slot_process, node_of_slot] = detail::slot_order(node_of_member);
   std::vector<OriginalRank> slot_owner;
   int my_slot = 0;
   for (std::size_t s = 0; s < slot_process.size(); ++s) {

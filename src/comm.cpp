@@ -322,6 +322,13 @@ void Comm::raise_failed_step(std::string_view what) {
                 detail::ulfm::revoked_error_class());
 }
 
+void Comm::meet_failed(FirstAgreement first) {
+  revoke();
+  // The outcome is a failure everywhere; only taking part matters here.
+  bool flag = false;
+  (void)detail::ulfm::agree(first == FirstAgreement::agree ? _comm : _internal, flag);
+}
+
 void Comm::revoke() {
   // Revoking twice is harmless; errors here mean the communicator is gone
   // already, which is what we want.

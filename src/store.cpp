@@ -89,12 +89,18 @@ void Store::join(const std::string& problem, const char* operation) {
 void Store::submit(BlockRange mine, std::span<const std::byte> data) { commit(stage_submit(mine, data)); }
 
 Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::byte> data) {
-  join({}, "submit");
   // Everyone learns everyone's range, so that all judge the input alike.
+  // A failure may let only some processes through these collectives: they
+  // wait in the agreement on the input below.
   const Submission local{mine.begin.value, mine.end.value,
                          (mine.begin <= mine.end && data.size() == mine.size() * _config.block_bytes) ? 1U : 0U};
   std::vector<Submission> all(static_cast<std::size_t>(_comm.size()));
-  _comm.check(MPI_Allgather(&local, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");
+  std::vector<int> node_of_member;
+  _comm.run_before(Comm::FirstAgreement::agree, [&] {
+    join({}, "submit");
+    _comm.check(MPI_Allgather(&local, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");
+    node_of_member = _comm.node_of_each_member();
+  });
   std::string problem;
   std::vector<int> order;
   for (int r = 0; r < _comm.size(); ++r) {
@@ -125,13 +131,12 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
     next = s.end;
   }
   if (problem.empty() && next == 0) problem = "no process submitted any block";
-  if (!problem.empty()) throw UsageError("reprise::Store::submit: " + problem);  // everyone saw the same input
 
   // Slots go to processes grouped by node, so that the copies of a block
   // land on different nodes where there are enough of them.
-  auto slots = detail::slot_order(_comm.node_of_each_member());
+  auto slots = detail::slot_order(node_of_member);
   const auto& slot_process = slots.process;
-  const Placement placement(placement_config(next, std::move(slots.node)));
+  std::optional<Placement> placement;
   // Every process knows every range, so both ends know which pieces travel
   // where: senders send straight from `data`, receivers straight into the
   // copies they will keep, allocated before anything moves.
@@ -141,27 +146,32 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
   std::vector<std::vector<std::span<std::byte>>> landing(static_cast<std::size_t>(_comm.size()));
   std::size_t needed = 0;
   try {
-    for (int r : order) {
-      const auto& s = all[static_cast<std::size_t>(r)];
-      for (const auto& piece : placement.pieces({BlockId{s.begin}, BlockId{s.end}})) {
-        if (std::find(piece.holders.begin(), piece.holders.end(), static_cast<int>(my_slot)) == piece.holders.end()) {
-          continue;
+    if (problem.empty()) {
+      placement.emplace(placement_config(next, std::move(slots.node)));
+      for (int r : order) {
+        const auto& s = all[static_cast<std::size_t>(r)];
+        for (const auto& piece : placement->pieces({BlockId{s.begin}, BlockId{s.end}})) {
+          if (std::find(piece.holders.begin(), piece.holders.end(), static_cast<int>(my_slot)) == piece.holders.end()) {
+            continue;
+          }
+          needed += piece.range.size() * _config.block_bytes;
+          auto& chunk = chunks[piece.range.begin.value];
+          chunk.range = piece.range;
+          chunk.bytes.resize(piece.range.size() * _config.block_bytes);
+          landing[static_cast<std::size_t>(r)].emplace_back(chunk.bytes);
         }
-        needed += piece.range.size() * _config.block_bytes;
-        auto& chunk = chunks[piece.range.begin.value];
-        chunk.range = piece.range;
-        chunk.bytes.resize(piece.range.size() * _config.block_bytes);
-        landing[static_cast<std::size_t>(r)].emplace_back(chunk.bytes);
       }
     }
   } catch (const std::bad_alloc&) {
     problem = "process " + std::to_string(_comm.original_rank().value()) + " cannot allocate the " +
               std::to_string(needed) + "+ bytes of copies it must keep; use more processes or fewer replicas";
   }
+  // Every process that got here judged the same input alike; processes whose
+  // collectives above failed wait in this agreement too.
   agree_on_input(problem, "submit");
   std::vector<GatherMessage> messages;
   if (mine.size() > 0) {
-    for (const auto& piece : placement.pieces(mine)) {
+    for (const auto& piece : placement->pieces(mine)) {
       const auto offset = (piece.range.begin.value - mine.begin.value) * _config.block_bytes;
       const std::span<const std::byte> bytes = data.subspan(offset, piece.range.size() * _config.block_bytes);
       for (int slot : piece.holders) {
@@ -173,7 +183,7 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
     }
   }
   _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t) { return landing[static_cast<std::size_t>(source.value())]; });
-  StagedSubmit staged{placement, std::move(chunks), {}};
+  StagedSubmit staged{std::move(*placement), std::move(chunks), {}};
   for (int process : slot_process) staged.slot_owner.push_back(_comm.original_rank(Rank{process}));
   return staged;
 }
@@ -304,7 +314,9 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
     problem = "the destination has " + std::to_string(into.size()) + " bytes, but the " + std::to_string(total) +
               " requested blocks need " + std::to_string(total * _config.block_bytes);
   }
-  join(problem, "load");
+  // A failure may let only some processes through the entry: they wait in
+  // the agreement that closes the first exchange.
+  _comm.run_before(Comm::FirstAgreement::exchange, [&] { join(problem, "load"); });
 
   // Which holder sends which piece, and where its bytes go.
   struct Destination {
@@ -371,29 +383,34 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
 void Store::share_layout() {
   // The lowest rank with a layout sends it: the maximum of size - rank.
   std::uint64_t highest = _placement ? static_cast<std::uint64_t>(_comm.size() - _comm.rank().value()) : 0;
-  _comm.join(std::span(&highest, 1), "Store::heal()", _config.join_timeout_seconds);
-  if (highest == 0) return;  // nothing submitted yet: nothing to share
-  const int root = _comm.size() - static_cast<int>(highest);
   std::vector<std::uint64_t> layout;
-  if (_comm.rank().value() == root) {
-    const auto& placement = _placement->config();
-    layout = {placement.blocks,     static_cast<std::uint64_t>(placement.slots),
-              static_cast<std::uint64_t>(_config.replicas), _config.block_bytes,
-              _config.bytes_per_permuted_range, _config.seed,
-              _baseline_failures.size(), _lost.size()};
-    for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
-    for (int node : placement.node_of_slot) layout.push_back(static_cast<std::uint64_t>(node));
-    for (auto failed : _baseline_failures) layout.push_back(static_cast<std::uint64_t>(failed.value()));
-    for (const auto& range : _lost) layout.insert(layout.end(), {range.begin.value, range.end.value});
-    for (const auto& [first, extra] : _extra) {
-      layout.insert(layout.end(), {extra.range.begin.value, extra.range.end.value, extra.holders.size()});
-      for (auto holder : extra.holders) layout.push_back(static_cast<std::uint64_t>(holder.value()));
+  // A failure may let only some processes through these collectives: they
+  // wait in the agreement on the configuration below.
+  _comm.run_before(Comm::FirstAgreement::agree, [&] {
+    _comm.join(std::span(&highest, 1), "Store::heal()", _config.join_timeout_seconds);
+    if (highest == 0) return;
+    const int root = _comm.size() - static_cast<int>(highest);
+    if (_comm.rank().value() == root) {
+      const auto& placement = _placement->config();
+      layout = {placement.blocks,     static_cast<std::uint64_t>(placement.slots),
+                static_cast<std::uint64_t>(_config.replicas), _config.block_bytes,
+                _config.bytes_per_permuted_range, _config.seed,
+                _baseline_failures.size(), _lost.size()};
+      for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
+      for (int node : placement.node_of_slot) layout.push_back(static_cast<std::uint64_t>(node));
+      for (auto failed : _baseline_failures) layout.push_back(static_cast<std::uint64_t>(failed.value()));
+      for (const auto& range : _lost) layout.insert(layout.end(), {range.begin.value, range.end.value});
+      for (const auto& [first, extra] : _extra) {
+        layout.insert(layout.end(), {extra.range.begin.value, extra.range.end.value, extra.holders.size()});
+        for (auto holder : extra.holders) layout.push_back(static_cast<std::uint64_t>(holder.value()));
+      }
     }
-  }
-  auto length = static_cast<unsigned long>(layout.size());
-  _comm.check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, root, _comm.raw()), "MPI_Bcast");
-  layout.resize(length);
-  _comm.check(MPI_Bcast(layout.data(), static_cast<int>(length), MPI_UINT64_T, root, _comm.raw()), "MPI_Bcast");
+    auto length = static_cast<unsigned long>(layout.size());
+    _comm.check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, root, _comm.raw()), "MPI_Bcast");
+    layout.resize(length);
+    _comm.check(MPI_Bcast(layout.data(), static_cast<int>(length), MPI_UINT64_T, root, _comm.raw()), "MPI_Bcast");
+  });
+  if (highest == 0) return;  // nothing submitted yet: nothing to share
   std::string problem;
   if (layout[2] != static_cast<std::uint64_t>(_config.replicas) || layout[3] != _config.block_bytes ||
       layout[4] != _config.bytes_per_permuted_range || layout[5] != _config.seed) {

@@ -40,11 +40,15 @@ void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, 
   const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
   const bool ok = mine.begin <= mine.end && sizes.size() == mine.size() && total == data.size();
   // Every process's byte offset follows from all blocks before its own.
+  // A failure may let only some processes through these collectives: they
+  // wait in the agreement on the input of the first store's submit.
   std::uint64_t nothing = 0;
-  _comm.join(std::span(&nothing, 1), "VariableStore::submit()", _join_timeout_seconds);
   const Extent local{mine.begin.value, ok ? mine.size() : 0, ok ? total : 0, ok ? 1U : 0U};
   std::vector<Extent> all(static_cast<std::size_t>(_comm.size()));
-  _comm.check(MPI_Allgather(&local, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");
+  _comm.run_before(Comm::FirstAgreement::agree, [&] {
+    _comm.join(std::span(&nothing, 1), "VariableStore::submit()", _join_timeout_seconds);
+    _comm.check(MPI_Allgather(&local, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");
+  });
   for (int r = 0; r < _comm.size(); ++r) {
     if (all[static_cast<std::size_t>(r)].input_ok == 0) {
       throw UsageError("reprise::VariableStore::submit: process " +

@@ -183,6 +183,34 @@ class Comm {
     if (!attempt(std::forward<Step>(step))) raise_failed_step(what);
   }
 
+  /// The agreement that ends the first phase of an operation, for `run_before()`.
+  enum class FirstAgreement {
+    agree,     ///< a call of `agree()` on this communicator
+    exchange,  ///< the agreement that closes `sparse_all_to_all()`
+  };
+
+  /// Runs `step`, the plain collectives that open an operation (its entry,
+  /// an allgather of inputs), up to the operation's first agreement `first`.
+  /// A failure can complete such a collective on some members and fail it on
+  /// others, and those that completed it go on and wait in `first`, which no
+  /// revoke releases. So if `step` fails here, this process revokes, takes
+  /// part in `first` (with a failure, so it fails everywhere) and only then
+  /// raises the step's error. Free when nothing fails, unlike
+  /// `run_uniformly()`. Between `step` and `first`, the operation must not
+  /// raise anything on only some members.
+  template <class Step>
+  void run_before(FirstAgreement first, Step&& step) {
+    try {
+      step();
+    } catch (const ProcessFailed&) {
+      meet_failed(first);
+      throw;
+    } catch (const Revoked&) {
+      meet_failed(first);
+      throw;
+    }
+  }
+
   /// Makes every pending and future operation on this communicator fail with
   /// `Revoked` on every member, so that all of them start recovery. Local.
   void revoke();
@@ -234,6 +262,7 @@ class Comm {
   bool no_failure_until(double deadline);
   bool settle(bool ok);
   [[noreturn]] void raise_failed_step(std::string_view what);
+  void meet_failed(FirstAgreement first);
   void release() noexcept;
 
   MPI_Comm _comm = MPI_COMM_NULL;      // the application's communicator

@@ -8,18 +8,13 @@
 
 #include <gtest/gtest.h>
 #include <mpi.h>
-// after mpi.h, which it needs
-#include <mpi-ext.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <thread>
 
 #include "failure_helpers.hpp"
 #include "mix.hpp"
+#include "partial_failure.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
 #include "reprise/incremental.hpp"
@@ -84,44 +79,16 @@ struct Process {
   IncrementalCheckpoint checkpoint;
 };
 
-/// What the next `MPI_Allgatherv` does on this process after it completed.
-/// `unarmed`: forwards only; `go_on`: waits for the others, then returns.
-enum class AfterAllgatherv { unarmed, go_on, die, report_failure };
-
-std::atomic<AfterAllgatherv> after_allgatherv{AfterAllgatherv::unarmed};
-/// Holds the processes until every one of them completed the allgatherv.
-MPI_Comm hold_comm = MPI_COMM_NULL;
-OriginalRank hold_me{0};
+/// The next `MPI_Allgatherv` reprise calls, when a test arms it.
+reprise::test::PartialFailure allgatherv_failure;
 
 }  // namespace
 
-/// The allgatherv reprise calls, for one test: when armed, every process
-/// completes it, then one dies and one reports that failure as its result,
-/// as ULFM reports a peer's death to some processes of a collective that
-/// others completed.
+/// The allgatherv reprise calls: when armed, a failure only some see.
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                    const int displs[], MPI_Datatype recvtype, MPI_Comm comm) {
   const int rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
-  const AfterAllgatherv after = after_allgatherv.exchange(AfterAllgatherv::unarmed);
-  if (after == AfterAllgatherv::unarmed) return rc;
-  PMPI_Barrier(hold_comm);
-  if (after == AfterAllgatherv::die) inject::kill_self(hold_me);
-  if (after == AfterAllgatherv::report_failure) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    for (;;) {
-      MPI_Group failed = MPI_GROUP_NULL;
-      int count = 0;
-      MPIX_Comm_get_failed(comm, &failed);
-      MPI_Group_size(failed, &count);
-      if (failed != MPI_GROUP_EMPTY) MPI_Group_free(&failed);
-      if (count > 0 || std::chrono::steady_clock::now() > deadline) break;
-      int flag = 0;  // progresses MPI, which learns of failures as it does
-      PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return MPIX_ERR_PROC_FAILED;
-  }
-  return rc;
+  return allgatherv_failure.finish(rc, comm);
 }
 
 TEST(IncrementalMemory, ReplacementsGetTheirMemoryBackBitwise) {
@@ -184,11 +151,7 @@ TEST(IncrementalMemory, AFailureOnlySomeSeeWhileImagesAreLocatedFailsTheRestoreE
     (void)s.checkpoint.checkpoint();
     (void)s.checkpoint.wait();
     s.write_version(2);
-    MPI_Comm_dup(MPI_COMM_WORLD, &hold_comm);
-    hold_me = s.comm.original_rank();
-    after_allgatherv = hold_me == victim    ? AfterAllgatherv::die
-                       : hold_me == unlucky ? AfterAllgatherv::report_failure
-                                            : AfterAllgatherv::go_on;
+    allgatherv_failure.arm(s.comm, victim, unlucky);
     // Processes 0 and 2 find who holds which image; process 1 learns of the
     // death there. If it went on to recover alone, the others would wait
     // forever in the agreement that ends the exchange of images.

@@ -1,6 +1,8 @@
 // The replicated block store under real failures: survivors load the blocks
 // of killed processes and check every byte; losing every copy of a range
-// raises DataLost naming it; bad input is refused on every process.
+// raises DataLost naming it; a failure that only some processes see as an
+// operation begins fails it on all of them alike; bad input is refused on
+// every process.
 
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 
 #include "failure_helpers.hpp"
 #include "layout_helpers.hpp"
+#include "partial_failure.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
@@ -21,6 +24,11 @@ using reprise::test::expect_failure_reported;
 using reprise::test::kill_and_detect;
 
 namespace {
+
+/// The next `MPI_Iallreduce` (how an operation begins) and `MPI_Allgather`
+/// (how a submit learns every range) reprise calls, when a test arms them.
+reprise::test::PartialFailure iallreduce_failure;
+reprise::test::PartialFailure allgather_failure;
 
 constexpr std::uint64_t kBlocksPerProcess = 1000;
 constexpr std::size_t kBlockBytes = 64;
@@ -116,6 +124,22 @@ void survive(const std::vector<OriginalRank>& victims, int replicas) {
 }
 
 }  // namespace
+
+/// The non-blocking reduction that begins an operation: when armed, it
+/// completes at once everywhere, then a failure only some see.
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+  if (!iallreduce_failure.armed()) return PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request);
+  *request = MPI_REQUEST_NULL;
+  return iallreduce_failure.finish(PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm), comm);
+}
+
+/// The allgather of a submit's ranges: when armed, a failure only some see.
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  const int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  return allgather_failure.finish(rc, comm);
+}
 
 TEST(Store, SubmitAndLoadWithoutFailures) {
   auto comm = Comm::world();
@@ -249,6 +273,35 @@ TEST(Store, KillDuringSecondSubmitKeepsTheFirstVersion) {
   std::vector<std::byte> loaded(theirs.size() * kBlockBytes);
   store.load(std::vector<BlockRange>{theirs}, loaded);
   EXPECT_EQ(wrong_bytes(theirs, loaded, 3), 0U);
+}
+
+TEST(Store, AFailureOnlySomeSeeAsALoadBeginsFailsTheLoadEverywhere) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  submit_own_blocks(store, comm);
+  const OriginalRank victim{3};
+  const OriginalRank unlucky{1};
+  iallreduce_failure.arm(comm, victim, unlucky);
+  // Processes 0 and 2 go on into the load's first exchange; process 1
+  // learns of the death as the load begins. If it went on to recover alone,
+  // the others would wait forever in the agreement that ends the exchange.
+  expect_failure_reported(comm, {victim}, [&] { (void)load_share_and_check(store, comm, {OriginalRank{0}}); });
+  comm = comm.shrink();
+  (void)load_share_and_check(store, comm, {victim, OriginalRank{0}});
+}
+
+TEST(Store, AFailureOnlySomeSeeAsASubmitBeginsKeepsTheVersionBefore) {
+  auto comm = Comm::world();
+  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  submit_own_blocks(store, comm, 1);
+  const OriginalRank victim{3};
+  const OriginalRank unlucky{1};
+  allgather_failure.arm(comm, victim, unlucky);
+  // Processes 0 and 2 learn every range and go on to agree on the input;
+  // process 1 learns of the death in the allgather of the ranges.
+  expect_failure_reported(comm, {victim}, [&] { submit_own_blocks(store, comm, 2); });
+  comm = comm.shrink();
+  (void)load_share_and_check(store, comm, {victim, OriginalRank{0}}, 1);
 }
 
 TEST(Store, ReplacementGetsItsDataAndTheCopiesBack) {
