@@ -86,8 +86,7 @@ int main(int argc, char** argv) {
       try {
         comm.barrier();
         comm.barrier();
-      } catch (const reprise::ProcessFailed&) {
-      } catch (const reprise::Revoked&) {
+      } catch (const reprise::CommFailure&) {
       }
       comm.revoke();
       comm = comm.shrink();

@@ -307,9 +307,7 @@ bool Comm::settle(bool ok) {
   try {
     if (!ok) revoke();
     all_ok = agree(ok);
-  } catch (const ProcessFailed&) {
-    all_ok = false;
-  } catch (const Revoked&) {
+  } catch (const CommFailure&) {
     all_ok = false;
   }
   if (!all_ok) revoke();

@@ -92,9 +92,7 @@ void Driver::run(const std::function<void()>& loop) {
         recovering = false;
       }
       loop();
-    } catch (const ProcessFailed&) {
-      ok = false;
-    } catch (const Revoked&) {
+    } catch (const CommFailure&) {
       ok = false;
     } catch (...) {
       ok = false;

@@ -232,8 +232,7 @@ Comm Comm::respawn() {
           return Comm(std::move(parts));
         }
       }
-    } catch (const ProcessFailed&) {
-    } catch (const Revoked&) {
+    } catch (const CommFailure&) {
     }
     // Someone failed during this attempt: the survivors agree on that above,
     // so all of them drop the replacements and start over.

@@ -164,9 +164,7 @@ class Comm {
     bool ok = true;
     try {
       step();
-    } catch (const ProcessFailed&) {
-      ok = false;
-    } catch (const Revoked&) {
+    } catch (const CommFailure&) {
       ok = false;
     }
     return settle(ok);
@@ -202,10 +200,7 @@ class Comm {
   void run_before(FirstAgreement first, Step&& step) {
     try {
       step();
-    } catch (const ProcessFailed&) {
-      meet_failed(first);
-      throw;
-    } catch (const Revoked&) {
+    } catch (const CommFailure&) {
       meet_failed(first);
       throw;
     }

@@ -28,12 +28,20 @@ class Error : public std::runtime_error {
   int _mpi_error_class;
 };
 
+/// The communicator cannot go on as it is: a member died (`ProcessFailed`)
+/// or another member revoked it (`Revoked`). Catch this to handle both: the
+/// survivors revoke, then shrink or respawn.
+class CommFailure : public Error {
+ public:
+  using Error::Error;
+};
+
 /// One or more processes of the communicator died. The survivors should
 /// revoke, then shrink or respawn.
-class ProcessFailed : public Error {
+class ProcessFailed : public CommFailure {
  public:
   ProcessFailed(const std::string& what, int mpi_error_class, std::vector<OriginalRank> failed)
-      : Error(what, mpi_error_class), _failed(std::move(failed)) {}
+      : CommFailure(what, mpi_error_class), _failed(std::move(failed)) {}
 
   /// The original ranks known to have failed when the error was raised
   /// (may be empty when MPI could not tell yet).
@@ -45,9 +53,9 @@ class ProcessFailed : public Error {
 
 /// Another process revoked the communicator, usually because it saw a
 /// failure. Recover the same way as for `ProcessFailed`.
-class Revoked : public Error {
+class Revoked : public CommFailure {
  public:
-  using Error::Error;
+  using CommFailure::CommFailure;
 };
 
 /// Every copy of some requested blocks is gone: too many of their holders

@@ -615,10 +615,7 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
       now_doing(doing, "the agreement that ends a round", comm);
       (void)comm.agree(true);
       ++progress.round;
-    } catch (const ProcessFailed&) {
-      comm.revoke();
-      recovering = true;
-    } catch (const Revoked&) {
+    } catch (const CommFailure&) {
       comm.revoke();
       recovering = true;
     } catch (const DataLost& error) {
@@ -735,8 +732,7 @@ void kill_loss_victims(const Scenario& s, Comm& comm) {
   }
   try {
     comm.barrier();
-  } catch (const ProcessFailed&) {
-  } catch (const Revoked&) {
+  } catch (const CommFailure&) {
   }
   inject::kill_self(comm.original_rank());
 }
