@@ -103,6 +103,13 @@ bool Comm::fault_tolerant() { return detail::ulfm::enabled(); }
 
 namespace detail {
 
+std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
+  return {text, static_cast<std::size_t>(length)};
+}
+
 std::vector<OriginalRank> all_ranks(int original_size) {
   std::vector<OriginalRank> ranks;
   for (int r = 0; r < original_size; ++r) ranks.emplace_back(r);
@@ -152,11 +159,7 @@ Comm Comm::world() {
   }
   const int rc = detail::make_pair(base, parts.comm, parts.internal);
   if (rc != MPI_SUCCESS) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    MPI_Error_string(rc, text, &length);
-    throw MpiError("reprise::Comm::world: MPI_Comm_dup failed: " + std::string(text, static_cast<std::size_t>(length)),
-                   rc);
+    throw MpiError("reprise::Comm::world: MPI_Comm_dup failed: " + detail::mpi_error_text(rc), rc);
   }
   parts.members = detail::all_ranks(parts.original_size);
   return Comm(std::move(parts));
@@ -223,10 +226,7 @@ void Comm::raise(int mpi_result, std::string_view what) {
                                       "recover with shrink() or respawn()",
                   error_class);
   }
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(mpi_result, text, &length);
-  throw MpiError(std::string(what) + ": " + std::string(text, static_cast<std::size_t>(length)) + " (MPI error code " +
+  throw MpiError(std::string(what) + ": " + detail::mpi_error_text(mpi_result) + " (MPI error code " +
                      std::to_string(mpi_result) + ", class " + std::to_string(error_class) + ")",
                  error_class);
 }
@@ -344,10 +344,7 @@ std::vector<OriginalRank> Comm::get_failed() {
   MPI_Group failed_group = MPI_GROUP_NULL;
   const int rc = detail::ulfm::get_failed(_comm, failed_group);
   if (rc != MPI_SUCCESS) {
-    char text[MPI_MAX_ERROR_STRING];
-    int length = 0;
-    MPI_Error_string(rc, text, &length);
-    throw MpiError("get_failed: " + std::string(text, static_cast<std::size_t>(length)), rc);
+    throw MpiError("get_failed: " + detail::mpi_error_text(rc), rc);
   }
   MPI_Group comm_group = MPI_GROUP_NULL;
   MPI_Comm_group(_comm, &comm_group);

@@ -4,6 +4,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "reprise/comm.hpp"
@@ -25,6 +26,9 @@ struct Comm::Parts {
 }  // namespace reprise
 
 namespace reprise::detail {
+
+/// MPI's text for the return code `rc` (MPI_Error_string).
+std::string mpi_error_text(int rc);
 
 /// Original ranks 0..original_size-1: the members of a full-size communicator.
 std::vector<OriginalRank> all_ranks(int original_size);
