@@ -67,6 +67,10 @@ class Comm {
   /// (`mpirun --with-ft ulfm`); otherwise a process failure ends the job.
   [[nodiscard]] static bool fault_tolerant();
 
+  /// The MPI error class of a process failure (`MPIX_ERR_PROC_FAILED`, or
+  /// `MPI_ERR_OTHER` without ULFM), for a `ProcessFailed` raised above `Comm`.
+  [[nodiscard]] static int process_failed_error_class() noexcept;
+
   Comm(Comm&& other) noexcept;
   Comm& operator=(Comm&& other) noexcept;
   Comm(const Comm&) = delete;

@@ -107,4 +107,15 @@ class Placement {
 /// off them and the small nodes hold more. Returns the process at each slot.
 [[nodiscard]] std::vector<int> node_major_order(const std::vector<int>& node_of_process);
 
+/// The slots of a layout in node-major order (`node_major_order`): the
+/// process at each slot, and the node of each slot, ready for
+/// `PlacementConfig::node_of_slot`.
+struct SlotOrder {
+  std::vector<int> process;
+  std::vector<int> node;
+};
+
+/// `node_major_order` of `node_of_process`, with the node of each slot.
+[[nodiscard]] SlotOrder slot_order(const std::vector<int>& node_of_process);
+
 }  // namespace reprise

@@ -6,7 +6,6 @@
 #include <optional>
 
 #include "mix.hpp"
-#include "nodes.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
@@ -167,7 +166,7 @@ std::uint64_t Checkpoint::checkpoint() {
   }
 
   // Slots grouped by node; slot s's state lives on slot s and its buddies.
-  auto [slot_process, node_of_slot] = detail::slot_order(node_of_member);
+  auto [slot_process, node_of_slot] = slot_order(node_of_member);
   std::vector<OriginalRank> slot_owner;
   int my_slot = 0;
   for (std::size_t s = 0; s < slot_process.size(); ++s) {

@@ -101,6 +101,8 @@ void Comm::release() noexcept {
 
 bool Comm::fault_tolerant() { return detail::ulfm::enabled(); }
 
+int Comm::process_failed_error_class() noexcept { return detail::ulfm::process_failed_error_class(); }
+
 namespace detail {
 
 std::string mpi_error_text(int rc) {

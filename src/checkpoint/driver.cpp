@@ -6,7 +6,6 @@
 #include <string>
 
 #include "reprise/error.hpp"
-#include "ulfm.hpp"
 
 namespace reprise {
 
@@ -112,7 +111,7 @@ void Driver::run(const std::function<void()>& loop) {
       if (static_cast<int>(_recoveries.size()) >= _config.max_recoveries) {
         throw ProcessFailed("reprise::Driver: giving up after " + std::to_string(_config.max_recoveries) +
                                 " recoveries (DriverConfig::max_recoveries)",
-                            detail::ulfm::process_failed_error_class(), _comm.failed());
+                            Comm::process_failed_error_class(), _comm.failed());
       }
       joined_now = false;
       started = MPI_Wtime();

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "reprise/error.hpp"
-#include "nodes.hpp"
 #include "ranges.hpp"
 
 namespace reprise {
@@ -134,7 +133,7 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
 
   // Slots go to processes grouped by node, so that the copies of a block
   // land on different nodes where there are enough of them.
-  auto slots = detail::slot_order(node_of_member);
+  auto slots = slot_order(node_of_member);
   const auto& slot_process = slots.process;
   std::optional<Placement> placement;
   // Every process knows every range, so both ends know which pieces travel

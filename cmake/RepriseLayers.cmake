@@ -1,0 +1,58 @@
+# The layer rule, enforced by the build: a layer of src/ may use the layers
+# below it and nothing else. Each layer is an object library that sees only
+#   - its own folder (its internal headers),
+#   - src/base (header-only helpers every layer may use),
+#   - the public headers of its own layer and of the layers below: each layer
+#     gets a folder of links to its headers (build/<preset>/layers/<layer>/reprise/),
+#     and only those folders are on its include path, never include/ itself.
+# So a source of `store` that includes "reprise/checkpoint.hpp" or comm's
+# "ulfm.hpp" does not compile. The library users link (reprise) is made from
+# the layers' object files and sees every public header.
+
+# reprise_add_layer(<name> [BELOW <layer>] HEADERS <public headers...> SOURCES <files...>)
+# Object library reprise_<name> from src/<name>/<files>, owning the public
+# headers include/reprise/<headers> (or, for generated ones, the same path
+# under the build tree). With BELOW, it uses <layer> and what that uses.
+function(reprise_add_layer name)
+  cmake_parse_arguments(ARG "" "BELOW" "HEADERS;SOURCES" ${ARGN})
+  set(view ${PROJECT_BINARY_DIR}/layers/${name})
+  file(REMOVE_RECURSE ${view})
+  file(MAKE_DIRECTORY ${view}/reprise)
+  foreach(header IN LISTS ARG_HEADERS)
+    set(source ${PROJECT_SOURCE_DIR}/include/reprise/${header})
+    if(NOT EXISTS ${source})
+      set(source ${PROJECT_BINARY_DIR}/include/reprise/${header})
+    endif()
+    if(NOT EXISTS ${source})
+      message(FATAL_ERROR "reprise: layer ${name} lists the header ${header}, which is not in include/reprise/")
+    endif()
+    file(CREATE_LINK ${source} ${view}/reprise/${header} SYMBOLIC)
+  endforeach()
+  set_property(GLOBAL APPEND PROPERTY REPRISE_LAYER_HEADERS ${ARG_HEADERS})
+
+  list(TRANSFORM ARG_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/${name}/)
+  add_library(reprise_${name} OBJECT ${ARG_SOURCES})
+  target_include_directories(reprise_${name} PUBLIC ${view} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/${name})
+  if(ARG_BELOW)
+    target_link_libraries(reprise_${name} PUBLIC reprise_${ARG_BELOW})
+  else()
+    target_link_libraries(reprise_${name} PUBLIC reprise_base MPI::MPI_CXX Threads::Threads)
+  endif()
+  target_link_libraries(reprise_${name} PRIVATE reprise_xxhash)
+  target_compile_features(reprise_${name} PUBLIC cxx_std_20)
+  set_target_properties(reprise_${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  reprise_set_warnings(reprise_${name})
+endfunction()
+
+# reprise_check_layer_headers(): every public header belongs to one layer
+# (the umbrella header reprise.hpp sits above them all).
+function(reprise_check_layer_headers)
+  get_property(owned GLOBAL PROPERTY REPRISE_LAYER_HEADERS)
+  file(GLOB headers RELATIVE ${PROJECT_SOURCE_DIR}/include/reprise ${PROJECT_SOURCE_DIR}/include/reprise/*)
+  foreach(header IN LISTS headers)
+    if(NOT header STREQUAL "reprise.hpp" AND NOT header IN_LIST owned)
+      message(FATAL_ERROR "reprise: include/reprise/${header} belongs to no layer: add it to the HEADERS of "
+                          "its layer in src/CMakeLists.txt")
+    endif()
+  endforeach()
+endfunction()
