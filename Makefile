@@ -19,7 +19,7 @@ build: setup
 	@cmake --build --preset $(PRESET)
 
 demo: build
-	@scripts/mpirun-checked -n 8 --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)
+	@scripts/reprise-run -n 8 --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)
 
 # The 3D heat equation under the checkpoint/recovery driver; bitwise check.
 # 8 workers plus HEAT_SPARES spare processes that respawn() takes instead of
@@ -27,12 +27,12 @@ demo: build
 HEAT_MODE ?= respawn
 HEAT_SPARES ?= 2
 demo-heat: build
-	@REPRISE_SPARES=$(HEAT_SPARES) scripts/mpirun-checked -n $$((8 + $(HEAT_SPARES))) --timeout 120 -- \
+	@REPRISE_SPARES=$(HEAT_SPARES) scripts/reprise-run -n $$((8 + $(HEAT_SPARES))) --timeout 120 -- \
 	  $(BUILD)/examples/heat3d_demo --mode $(HEAT_MODE) $(DEMO_ARGS)
 
 # The foundation demo: a long sum that heals its communicator.
 demo-heal: build
-	@scripts/mpirun-checked -n 8 --timeout 120 -- $(BUILD)/examples/heal_demo $(DEMO_ARGS)
+	@scripts/reprise-run -n 8 --timeout 120 -- $(BUILD)/examples/heal_demo $(DEMO_ARGS)
 
 test: test-release test-asan
 
@@ -72,9 +72,9 @@ CHECKPOINT_RANKS ?= 2 4 8
 INCREMENTAL_ARGS ?=
 TRAP_ARGS ?=
 bench: build
-	@scripts/mpirun-checked -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
+	@scripts/reprise-run -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
 	@for n in $(CHECKPOINT_RANKS); do \
-	  scripts/mpirun-checked -n $$n --quiet --timeout 600 -- $(BUILD)/bench/checkpoint_bench $(CHECKPOINT_ARGS) || exit 1; \
+	  scripts/reprise-run -n $$n --quiet --timeout 600 -- $(BUILD)/bench/checkpoint_bench $(CHECKPOINT_ARGS) || exit 1; \
 	done
 	@$(BUILD)/bench/incremental_bench $(INCREMENTAL_ARGS)
 	@$(BUILD)/bench/trap_bench $(TRAP_ARGS)

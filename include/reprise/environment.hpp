@@ -30,6 +30,11 @@ inline constexpr int kUncaughtExceptionStatus = 70;
 /// a signal as survivable and may return 0. When the build has ULFM but the
 /// job was started without it, process 0 warns once on stderr that a failure
 /// will end the job.
+///
+/// For the launcher (`reprise-run`, which judges a job by what each process
+/// records, see `inject::record_outcome`) it records the process as running,
+/// and on destruction as passed, or as failed when `set_exit_status` was given
+/// a non-zero status, unless the program recorded an outcome of its own.
 class Environment {
  public:
   Environment(int& argc, char**& argv);

@@ -3,7 +3,7 @@
 /// Fault injection for tests, demos and benchmarks: real failures (SIGKILL),
 /// processes that stop responding, and schedules saying which original rank
 /// fails at which step. Also records each process's outcome for the test
-/// launcher (`scripts/mpirun-checked`), which trusts those records, not
+/// launcher (`scripts/reprise-run`), which trusts those records, not
 /// `mpirun`'s exit code.
 
 #include <cstdint>
@@ -29,6 +29,11 @@ enum class Outcome {
 /// Records this process's outcome in `$REPRISE_OUTCOME_DIR` (does nothing when
 /// unset). Async-signal-safe apart from formatting `reason`.
 void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason = {});
+
+/// The outcome this process recorded last (none before the first record, or
+/// when `$REPRISE_OUTCOME_DIR` is unset). `Environment` uses it so that a
+/// program that records nothing itself is judged by how it ends.
+[[nodiscard]] std::optional<Outcome> recorded_outcome() noexcept;
 
 /// Kills the calling process for real with SIGKILL, after recording it.
 [[noreturn]] void kill_self(OriginalRank me);

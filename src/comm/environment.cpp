@@ -89,6 +89,11 @@ std::string describe_current_exception() {
   std::_Exit(kUncaughtExceptionStatus);
 }
 
+/// The rank a process names itself by in its outcome records: its rank in
+/// the job's first communicator, -1 in a spawned replacement (its original
+/// rank is known only once it has joined).
+OriginalRank launcher_rank() noexcept { return OriginalRank{identity.spawned ? -1 : identity.world_rank}; }
+
 /// Rank 0 says once that process failures will end this job: the build has
 /// ULFM but the job was started without it (`mpirun --with-ft ulfm`).
 void warn_if_not_fault_tolerant() {
@@ -131,6 +136,7 @@ Environment::Environment(int& argc, char**& argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &identity.world_rank);
   std::set_terminate(end_on_uncaught_exception);
   if (_owns) warn_if_not_fault_tolerant();
+  if (!inject::recorded_outcome()) inject::record_outcome(inject::Outcome::running, launcher_rank());
 }
 
 namespace detail {
@@ -214,6 +220,15 @@ void finalize_mpi(int exit_status) {
 }  // namespace detail
 
 Environment::~Environment() {
+  // A process that recorded nothing of its own ends as its exit status says.
+  if (inject::recorded_outcome() == inject::Outcome::running) {
+    if (_exit_status == 0) {
+      inject::record_outcome(inject::Outcome::passed, launcher_rank());
+    } else {
+      inject::record_outcome(inject::Outcome::failed, launcher_rank(),
+                             "exit status " + std::to_string(_exit_status) + " (Environment::set_exit_status)");
+    }
+  }
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!_owns || finalized != 0) return;

@@ -61,11 +61,15 @@ std::atomic<bool> anything_armed{false};
   kill_self(me);
 }
 
+/// The last outcome recorded, as an `Outcome` value; -1 before the first.
+std::atomic<int> last_outcome{-1};
+
 }  // namespace
 
 void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason) {
   const char* dir = std::getenv("REPRISE_OUTCOME_DIR");
   if (dir == nullptr || *dir == '\0') return;
+  last_outcome.store(static_cast<int>(outcome));
   std::string line = outcome_name(outcome);
   line += ' ';
   line += std::to_string(me.value());
@@ -81,6 +85,12 @@ void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason) {
   const ssize_t written = ::write(fd, line.data(), line.size());
   ::close(fd);
   if (written == static_cast<ssize_t>(line.size())) ::rename(temp_path.c_str(), final_path.c_str());
+}
+
+std::optional<Outcome> recorded_outcome() noexcept {
+  const int outcome = last_outcome.load();
+  if (outcome < 0) return std::nullopt;
+  return static_cast<Outcome>(outcome);
 }
 
 void kill_self(OriginalRank me) {

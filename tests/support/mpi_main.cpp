@@ -1,5 +1,5 @@
 // GoogleTest main for MPI tests. Every process records its outcome for
-// scripts/mpirun-checked; the first failed assertion records "failed" and
+// scripts/reprise-run; the first failed assertion records "failed" and
 // ends the whole job at once, so that no other process waits forever.
 
 #include <gtest/gtest.h>
