@@ -127,11 +127,10 @@ void jacobi(const Box& box, const std::vector<double>& old, std::vector<double>&
 }
 
 /// One process's part of the grid: its box and values (interior only, what
-/// the checkpoint keeps), the iteration, and the last checkpointed one.
+/// the checkpoint keeps).
 struct Part {
   std::vector<std::int64_t> box{0, 0, 0, 0, 0, 0};
   std::vector<double> values;
-  std::vector<std::uint64_t> iteration{0, UINT64_MAX};
 
   [[nodiscard]] Box as_box() const { return {{box[0], box[1], box[2]}, {box[3], box[4], box[5]}}; }
   void set_box(const Box& b) { box = {b.lo[0], b.lo[1], b.lo[2], b.hi[0], b.hi[1], b.hi[2]}; }
@@ -320,8 +319,7 @@ int main(int argc, char** argv) {
   reprise::Checkpoint checkpoint(comm, {.copies = std::min(options.copies, comm.size())});
   checkpoint.protect("box", part.box);
   checkpoint.protect("values", part.values);
-  checkpoint.protect("iteration", part.iteration);
-  reprise::Driver driver(comm, checkpoint, {.mode = options.mode});
+  reprise::Driver driver(comm, checkpoint, {.mode = options.mode, .cadence = {.every_steps = options.checkpoint_every}});
   driver.on_recovery([&](const reprise::Recovery& recovery) {
     if (recovery.mode != reprise::RecoveryMode::shrink) return;
     std::vector<reprise::OriginalRank> mine;
@@ -349,36 +347,29 @@ int main(int argc, char** argv) {
                 schedule.to_string().empty() ? "none" : schedule.to_string().c_str());
     std::fflush(stdout);
   }
-  double checkpoint_seconds = 0;
-  int checkpoints = 0;
   const auto start = std::chrono::steady_clock::now();
+  std::vector<double> halo;  // the box with a one-point halo, zero outside the grid
+  std::vector<double> next;
+  std::vector<std::int64_t> halo_box;
   try {
-  driver.run([&] {
-    const Decomposition grid(comm.size(), options.n);
-    const Box box = part.as_box();
-    std::vector<double> halo(static_cast<std::size_t>((box.extent(0) + 2) * (box.extent(1) + 2) * (box.extent(2) + 2)));
-    std::vector<double> next(halo.size());
-    while (part.iteration[0] < options.iterations) {
-      if (part.iteration[0] % options.checkpoint_every == 0 && part.iteration[1] != part.iteration[0]) {
-        part.iteration[1] = part.iteration[0];
-        const auto t = std::chrono::steady_clock::now();
-        checkpoint.checkpoint();
-        checkpoint_seconds += demo::seconds_since(t);
-        ++checkpoints;
-      }
-      schedule.apply(me, part.iteration[0], comm.is_replacement());
-      fill_halo(comm, grid, part, halo);
-      jacobi(box, halo, next);
+    driver.run(options.iterations, [&](std::uint64_t iteration) {
+      schedule.apply(me, iteration, comm.is_replacement());
+      const Box box = part.as_box();
       const std::int64_t ex = box.extent(0) + 2;
       const std::int64_t ey = box.extent(1) + 2;
+      if (halo_box != part.box) {  // a new box after a shrink: a new halo
+        halo.assign(static_cast<std::size_t>(ex * ey * (box.extent(2) + 2)), 0.0);
+        next.assign(halo.size(), 0.0);
+        halo_box = part.box;
+      }
+      fill_halo(comm, Decomposition(comm.size(), options.n), part, halo);
+      jacobi(box, halo, next);
       for (auto z = box.lo[2]; z < box.hi[2]; ++z)
         for (auto y = box.lo[1]; y < box.hi[1]; ++y)
           for (auto x = box.lo[0]; x < box.hi[0]; ++x)
             part.values[box.index(x, y, z)] =
                 next[static_cast<std::size_t>(((z - box.lo[2] + 1) * ey + (y - box.lo[1] + 1)) * ex + (x - box.lo[0] + 1))];
-      ++part.iteration[0];
-    }
-  });
+    });
   } catch (const reprise::DataLost& error) {
     if (comm.rank().value() == 0) {
       std::fprintf(stderr, "heat3d_demo: %s\n  (with %d copies, a process and its %d buddies failing between two "
@@ -393,7 +384,8 @@ int main(int argc, char** argv) {
   const bool same = reference.size() == part.values.size() &&
                     std::memcmp(reference.data(), part.values.data(), reference.size() * sizeof(double)) == 0;
   const int wrong = comm.allreduce(same ? 0 : 1, MPI_SUM);
-  const double mean_checkpoint_ms = 1e3 * comm.allreduce(checkpoint_seconds, MPI_MAX) / std::max(1, checkpoints);
+  const auto checkpoints = driver.checkpoint_stats();
+  const double mean_checkpoint_ms = 1e3 * comm.allreduce(checkpoints.seconds, MPI_MAX) / std::max(1, checkpoints.count);
   // A replacement only knows the recoveries since it joined: the lowest
   // rank that saw them all reports.
   const auto seen = static_cast<int>(driver.recoveries().size());
@@ -408,7 +400,8 @@ int main(int argc, char** argv) {
                   1e3 * recovery.seconds, recovery.attempts > 1 ? " (recovery retried)" : "");
     }
     std::printf("  %d checkpoints of %.2f MiB per process, %.2f ms each on average (slowest process)\n",
-                checkpoints, static_cast<double>(part.values.size() * sizeof(double)) / (1 << 20), mean_checkpoint_ms);
+                checkpoints.count, static_cast<double>(part.values.size() * sizeof(double)) / (1 << 20),
+                mean_checkpoint_ms);
     std::printf("  final grid vs. a failure-free serial run: %s (%d of %d processes differ)\n",
                 wrong == 0 ? "BITWISE IDENTICAL" : "DIFFERENT", wrong, comm.size());
     std::printf("  %d of %d processes finished %llu iterations in %.2f s\n", comm.size(), original_size,

@@ -97,6 +97,14 @@ class Checkpoint {
         sizeof(T));
   }
 
+  /// Registers one trivially copyable value (a counter, a struct of
+  /// scalars, a `std::array`): restored in place.
+  template <class T>
+    requires std::is_trivially_copyable_v<T>
+  void protect(std::string name, T& value) {
+    protect(std::move(name), std::as_writable_bytes(std::span(&value, 1)));
+  }
+
   /// Registers any object through a serializer pair.
   void protect(std::string name, Save save, Load load) { protect(std::move(name), std::move(save), std::move(load), 1); }
 

@@ -33,10 +33,29 @@ struct Recovery {
   int attempts = 1;                ///< more than 1 if processes failed during the recovery
 };
 
+/// How often `Driver::run(steps, step)` checkpoints: set exactly one.
+/// Intervals in seconds become a number of steps, from the slowest process's
+/// measured time per step (and checkpoint cost), so every process decides
+/// alike without a collective per step.
+struct Cadence {
+  std::uint64_t every_steps = 0;  ///< before every n-th step
+  double every_seconds = 0;       ///< about every this many seconds of steps
+  /// Young/Daly's optimal interval (`young_daly_interval`) for this mean
+  /// time between failures and the measured checkpoint cost.
+  double mtbf_seconds = 0;
+};
+
 /// How the driver behaves.
 struct DriverConfig {
   RecoveryMode mode = RecoveryMode::respawn;
   int max_recoveries = 64;  ///< give up (rethrow) after this many recoveries
+  Cadence cadence = {};     ///< for `Driver::run(steps, step)`
+};
+
+/// The checkpoints `Driver::run(steps, step)` took on this process.
+struct CheckpointStats {
+  int count = 0;
+  double seconds = 0;  ///< their total time on this process
 };
 
 /// Runs a restartable main loop. The loop must take its progress from the
@@ -51,7 +70,12 @@ class Driver {
   /// checkpoint.
   using OnRecovery = std::function<void(const Recovery&)>;
 
+  /// Registers the driver's own progress (the step counter of
+  /// `run(steps, step)`) with `checkpoint`: construct it before the first
+  /// checkpoint, on every process. `UsageError` for a negative setting.
   Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config = {});
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
 
   /// Sets the callback run after each recovery.
   void on_recovery(OnRecovery callback) { _on_recovery = std::move(callback); }
@@ -73,12 +97,28 @@ class Driver {
   /// after `max_recoveries`.
   void run(const std::function<void()>& loop);
 
+  /// Runs `step(s)` for every step s from the current one up to `steps` - 1,
+  /// checkpointing before a step as `DriverConfig::cadence` says, and
+  /// recovers like `run(loop)`: after a failure every process resumes at the
+  /// step of the last checkpoint. The driver owns the step counter (it is
+  /// part of the checkpoint). `UsageError` unless exactly one cadence is set.
+  void run(std::uint64_t steps, const std::function<void(std::uint64_t step)>& step);
+
+  /// The step `run(steps, step)` is at (restored with the checkpoint).
+  [[nodiscard]] std::uint64_t step() const noexcept { return _progress.step; }
+
+  /// The checkpoints `run(steps, step)` took here, recoveries' not counted.
+  [[nodiscard]] const CheckpointStats& checkpoint_stats() const noexcept { return _stats; }
+
   /// Every recovery so far, oldest first (a replacement only knows those
   /// since it joined).
   [[nodiscard]] const std::vector<Recovery>& recoveries() const noexcept { return _recoveries; }
 
  private:
   void restore_state(bool joined_now, double started, int attempts);
+  void plan_from_here();
+  [[nodiscard]] double interval_seconds(double checkpoint_seconds) const;
+  void checkpoint_and_plan();
   void stop_if_any_erred(const std::exception_ptr& error);
 
   Comm& _comm;
@@ -87,6 +127,19 @@ class Driver {
   OnRecovery _on_recovery;
   Heartbeat* _heartbeat = nullptr;
   std::vector<Recovery> _recoveries;
+  // run(steps, step): the step counter and the slowest process's cost of
+  // the checkpoint before (both checkpointed), the step before which the
+  // next checkpoint comes, and the measurement that plans it.
+  struct Progress {
+    std::uint64_t step = 0;
+    double checkpoint_seconds = 0;
+  };
+  Progress _progress;
+  std::uint64_t _next_checkpoint = 0;
+  std::uint64_t _probe_step = 0;  // time-based cadence: measure the step time here first
+  std::uint64_t _measured_from = 0;
+  double _measuring_since = 0;
+  CheckpointStats _stats;
 };
 
 }  // namespace reprise

@@ -2,6 +2,9 @@
 
 #include <mpi.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <exception>
 #include <string>
 
@@ -15,6 +18,93 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
     throw UsageError("reprise::Driver: max_recoveries is " + std::to_string(_config.max_recoveries) +
                      "; use 0 or more");
   }
+  const Cadence& cadence = _config.cadence;
+  if (cadence.every_seconds < 0 || cadence.mtbf_seconds < 0) {
+    throw UsageError("reprise::Driver: DriverConfig::cadence has a negative interval; use a positive one");
+  }
+  _checkpoint.protect("reprise::Driver progress", _progress);
+}
+
+namespace {
+
+/// Plans never reach further than this many steps (a step that takes no
+/// measurable time would otherwise plan no checkpoint at all).
+constexpr double kMostStepsPlanned = 1e12;
+
+/// How many steps of `step_seconds` fill `seconds`: at least 1.
+std::uint64_t steps_in(double seconds, double step_seconds) {
+  const double steps = step_seconds > 0 ? std::round(seconds / step_seconds) : kMostStepsPlanned;
+  return static_cast<std::uint64_t>(std::clamp(steps, 1.0, kMostStepsPlanned));
+}
+
+}  // namespace
+
+// Where run(steps, step) stands on entering the loop (at the start, or after
+// a recovery): the checkpoint just taken or restored is at this step, on
+// every process alike, so all plan the next one alike.
+void Driver::plan_from_here() {
+  _measured_from = _progress.step;
+  _measuring_since = MPI_Wtime();
+  if (_config.cadence.every_steps > 0) {
+    _next_checkpoint = _progress.step + _config.cadence.every_steps;
+    _probe_step = UINT64_MAX;
+  } else {
+    // The time per step is not known here (a replacement knows nothing):
+    // measure one step first.
+    _next_checkpoint = UINT64_MAX;
+    _probe_step = _progress.step + 1;
+  }
+}
+
+// The interval a time-based cadence asks for, in seconds.
+double Driver::interval_seconds(double checkpoint_seconds) const {
+  if (_config.cadence.every_seconds > 0) return _config.cadence.every_seconds;
+  return young_daly_interval(_config.cadence.mtbf_seconds, checkpoint_seconds);
+}
+
+void Driver::checkpoint_and_plan() {
+  const double before = MPI_Wtime();
+  _checkpoint.checkpoint();
+  const double cost = MPI_Wtime() - before;
+  ++_stats.count;
+  _stats.seconds += cost;
+  if (_config.cadence.every_steps > 0) {
+    _next_checkpoint = _progress.step + _config.cadence.every_steps;
+    return;
+  }
+  const auto steps = static_cast<double>(_progress.step - _measured_from);
+  const double step_seconds = _comm.allreduce((before - _measuring_since) / steps, MPI_MAX);
+  _progress.checkpoint_seconds = _comm.allreduce(cost, MPI_MAX);
+  _next_checkpoint = _progress.step + steps_in(interval_seconds(_progress.checkpoint_seconds), step_seconds);
+  _measured_from = _progress.step;
+  _measuring_since = MPI_Wtime();
+}
+
+void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t step)>& step) {
+  const Cadence& cadence = _config.cadence;
+  const int set = (cadence.every_steps > 0 ? 1 : 0) + (cadence.every_seconds > 0 ? 1 : 0) +
+                  (cadence.mtbf_seconds > 0 ? 1 : 0);
+  if (set != 1) {
+    throw UsageError("reprise::Driver::run(steps, step): set exactly one of DriverConfig::cadence's every_steps, "
+                     "every_seconds and mtbf_seconds (" + std::to_string(set) + " set)");
+  }
+  run([&] {
+    plan_from_here();
+    while (_progress.step < steps) {
+      if (_progress.step == _probe_step) {
+        // One step measured since the checkpoint; Young/Daly takes the cost
+        // of the checkpoint before (saved with it), or a step's time before
+        // any was measured.
+        const double step_seconds = _comm.allreduce(MPI_Wtime() - _measuring_since, MPI_MAX);
+        const double cost = _progress.checkpoint_seconds > 0 ? _progress.checkpoint_seconds : step_seconds;
+        _next_checkpoint = _progress.step - 1 + steps_in(interval_seconds(cost), step_seconds);
+        _probe_step = UINT64_MAX;
+      }
+      if (_progress.step >= _next_checkpoint) checkpoint_and_plan();
+      step(_progress.step);
+      ++_progress.step;
+    }
+  });
 }
 
 // Restores everyone's state, learns who was lost, and (after a shrink) lets
