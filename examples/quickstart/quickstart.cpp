@@ -9,16 +9,14 @@ int main(int argc, char** argv) {
   const auto faults = reprise::inject::Schedule::from_env();
   faults.validate(comm.original_size());  // a fault for a rank the job lacks is an error
   long total = 0;
-  for (int step = 0; step < 100;) {
-    faults.apply(comm.original_rank(), static_cast<unsigned>(step), comm.is_replacement());
-    long sum = 0;
-    if (comm.attempt([&] { sum = comm.allreduce(1L, MPI_SUM); })) {
-      total += sum;  // every survivor commits the same steps
-      ++step;
-    } else {
-      comm = comm.shrink();  // or comm.respawn() to get back to full size
-    }
-  }
+  reprise::Checkpoint checkpoint(comm);  // in memory: each process's state on itself and a buddy
+  checkpoint.protect("total", total);
+  // On a failure the survivors shrink (or respawn: RecoveryMode::respawn) and roll back.
+  reprise::Driver driver(comm, checkpoint, {.mode = reprise::RecoveryMode::shrink, .cadence = {.every_steps = 10}});
+  driver.run(100, [&](std::uint64_t step) {
+    faults.apply(comm.original_rank(), step, comm.is_replacement());
+    total += comm.allreduce(1L, MPI_SUM);
+  });
   if (comm.rank() == reprise::Rank{0}) {
     std::printf("%d of %d processes finished; total %ld\n", comm.size(), comm.original_size(), total);
   }
