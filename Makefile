@@ -1,13 +1,15 @@
 # reprise: the two commands of the README, and a few more.
-#   make demo   set up, build, run the k-means demo (8 processes, 2 killed for real)
+#   make demo   set up, build, run the k-means demo (DEMO_RANKS=8 processes, 2 killed for real)
 #   make demo-heat  the 3D heat-equation demo (checkpoints, respawn from spares; HEAT_MODE=shrink)
 #   make test   set up, build, run every test (unit, MPI with real kills, sanitizers)
 #   make bench  set up, build, run every benchmark at its default size (JSON lines)
 #   make chaos  set up, build, run the chaos campaign (CHAOS_SEEDS scenarios from CHAOS_FIRST_SEED)
 PRESET ?= release
 BUILD  := build/$(PRESET)
-# Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3"
+# Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3",
+# and its number of processes, e.g. make demo DEMO_RANKS=16 DEMO_ARGS="--kills 4"
 DEMO_ARGS ?=
+DEMO_RANKS ?= 8
 
 .PHONY: setup build demo demo-heat demo-heal test test-release test-asan test-asan-all bench chaos clean
 
@@ -19,7 +21,7 @@ build: setup
 	@cmake --build --preset $(PRESET)
 
 demo: build
-	@scripts/reprise-run -n 8 --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)
+	@scripts/reprise-run -n $(DEMO_RANKS) --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)
 
 # The 3D heat equation under the checkpoint/recovery driver; bitwise check.
 # 8 workers plus HEAT_SPARES spare processes that respawn() takes instead of

@@ -143,15 +143,9 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  // Who owns which points now: the same table on every process. A process
-  // that dies takes adopted points with it too, so recovery hands out every
-  // range the dead owned, not only their original ones.
-  struct Ownership {
-    reprise::BlockRange range;
-    reprise::OriginalRank owner;
-  };
-  std::vector<Ownership> owners;
-  for (auto member : comm.members()) owners.push_back({range_of(member), member});
+  // Who computes on which points: the same table on every process. A process
+  // that dies takes adopted points with it too; its successors split them all.
+  reprise::Ownership owners(comm, range_of);
 
   auto centers = initial_centers(options);
   const auto start = std::chrono::steady_clock::now();
@@ -169,58 +163,46 @@ int main(int argc, char** argv) {
       ++iteration;
       continue;
     }
-    // Heal, then take over the dead processes' points, split evenly.
-    const auto heal_start = std::chrono::steady_clock::now();
+    // Shrink, bring every point back to `replicas` copies (so that the next
+    // failure finds them again), then take over the dead processes' points.
+    const auto shrink_start = std::chrono::steady_clock::now();
     const std::vector<reprise::OriginalRank> before = comm.members();
     comm = comm.shrink();
-    const double heal_ms = 1e3 * demo::seconds_since(heal_start);
-    std::vector<reprise::OriginalRank> lost;
+    const double shrink_ms = 1e3 * demo::seconds_since(shrink_start);
+    std::string lost;
     for (auto rank : before) {
-      if (!comm.rank_of(rank)) lost.push_back(rank);
+      if (!comm.rank_of(rank)) lost += (lost.empty() ? "#" : ", #") + std::to_string(rank.value());
     }
-    std::vector<reprise::BlockRange> orphaned;
-    std::erase_if(owners, [&](const Ownership& entry) {
-      if (comm.rank_of(entry.owner)) return false;
-      orphaned.push_back(entry.range);
-      return true;
-    });
-    std::vector<reprise::BlockRange> share;
+    const auto heal_start = std::chrono::steady_clock::now();
+    const auto share = owners.adopt_departed(comm);
     std::uint64_t blocks = 0;
-    std::uint64_t orphaned_blocks = 0;
-    const auto n = static_cast<std::uint64_t>(comm.size());
-    for (const auto& range : orphaned) {
-      orphaned_blocks += range.size();
-      for (std::uint64_t i = 0; i < n; ++i) {
-        const reprise::BlockRange piece{reprise::BlockId{range.begin.value + range.size() * i / n},
-                                        reprise::BlockId{range.begin.value + range.size() * (i + 1) / n}};
-        if (piece.size() == 0) continue;
-        const auto owner = comm.original_rank(reprise::Rank{static_cast<int>(i)});
-        owners.push_back({piece, owner});
-        if (owner == me) {
-          share.push_back(piece);
-          blocks += piece.size();
-        }
-      }
-    }
-    const auto reload_start = std::chrono::steady_clock::now();
+    for (const auto& range : share) blocks += range.size();
     const auto old_size = points.size();
     points.resize(old_size + blocks * options.dims);
     try {
+      store.heal();
       store.load(share, std::as_writable_bytes(std::span(points).subspan(old_size)));
     } catch (const reprise::DataLost& error) {
-      // More holders died than there are copies: say so and stop.
-      std::fprintf(stderr, "kmeans_demo: %s\n  (with %d copies, %d failures among the holders of a point lose it)\n",
-                   error.what(), options.replicas, options.replicas);
+      // Every copy of some points died before a heal could copy them again.
+      if (comm.rank().value() == 0) {
+        std::string points_lost;
+        for (const auto& range : error.lost()) {
+          points_lost += (points_lost.empty() ? "[" : ", [") + std::to_string(range.begin.value) + ", " +
+                         std::to_string(range.end.value) + ")";
+        }
+        std::fprintf(stderr, "kmeans_demo: iteration %llu: lost %s, and with them every copy of points %s: %d "
+                             "holders of a point failed faster than the store could copy it again\n",
+                     static_cast<unsigned long long>(iteration), lost.c_str(), points_lost.c_str(), options.replicas);
+      }
       return demo::finish(environment, me, false, error.what(), 3);
     }
-    const double reload_ms = 1e3 * comm.allreduce(demo::seconds_since(reload_start), MPI_MAX);
+    const double heal_ms = 1e3 * comm.allreduce(demo::seconds_since(heal_start), MPI_MAX);
+    const auto reloaded = comm.allreduce(blocks, MPI_SUM);
     if (comm.rank().value() == 0) {
-      std::string names;
-      for (auto rank : lost) names += (names.empty() ? "#" : ", #") + std::to_string(rank.value());
-      const double mib = static_cast<double>(orphaned_blocks * point_bytes) / (1 << 20);
-      std::printf("  iteration %3llu: lost %s; healed in %.1f ms; %d survivors reloaded its %.2f MiB of points "
-                  "from the store in %.1f ms and redo the iteration\n",
-                  static_cast<unsigned long long>(iteration), names.c_str(), heal_ms, comm.size(), mib, reload_ms);
+      const double mib = static_cast<double>(reloaded * point_bytes) / (1 << 20);
+      std::printf("  iteration %3llu: lost %s; shrank in %.1f ms; %d survivors re-replicated the store and "
+                  "reloaded its %.2f MiB of points in %.1f ms and redo the iteration\n",
+                  static_cast<unsigned long long>(iteration), lost.c_str(), shrink_ms, comm.size(), mib, heal_ms);
       std::fflush(stdout);
     }
   }
