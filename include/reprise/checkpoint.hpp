@@ -37,7 +37,7 @@ struct CheckpointConfig {
 class SavedState {
  public:
   SavedState() = default;
-  /// Parses a saved state; `UsageError` if it is malformed.
+  /// Parses a saved state; `CorruptData` if it is malformed.
   explicit SavedState(std::vector<std::byte> bytes);
   /// The bytes saved under `name`; `UsageError` if there is no such piece.
   [[nodiscard]] std::span<const std::byte> bytes(std::string_view name) const;
@@ -125,8 +125,9 @@ class Checkpoint {
   /// so that the next failure is survivable too. After `comm = comm.shrink()`
   /// the survivors roll back and keep the lost processes' copies: `fetch`
   /// what you need of them, redistribute, then call `checkpoint()`.
-  /// `DataLost` on every process, naming the lost original ranks as block
-  /// ranges, if a process and all its buddies failed. `UsageError` if there
+  /// `DataLost` on every process, naming the lost original ranks (as
+  /// `lost_processes()`, and as one-block ranges), if a process and all its
+  /// buddies failed. `UsageError` if there
   /// is no checkpoint, or if a process's state does not fit its
   /// registrations (that process's state is left untouched, and the
   /// committed checkpoint is kept for another try).

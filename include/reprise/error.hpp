@@ -58,18 +58,48 @@ class Revoked : public CommFailure {
   using CommFailure::CommFailure;
 };
 
-/// Every copy of some requested blocks is gone: too many of their holders
-/// failed. Never silent: the exception names the lost ranges.
+/// Every copy of some data is gone: too many of its holders failed. Never
+/// silent: the exception names the lost block ranges and, for per-process
+/// state (checkpoints), the processes whose state is lost.
 class DataLost : public Error {
  public:
-  DataLost(const std::string& what, std::vector<BlockRange> lost)
-      : Error(what, MPI_ERR_OTHER), _lost(std::move(lost)) {}
+  DataLost(const std::string& what, std::vector<BlockRange> lost, std::vector<OriginalRank> lost_processes = {})
+      : Error(what, MPI_ERR_OTHER), _lost(std::move(lost)), _lost_processes(std::move(lost_processes)) {}
 
-  /// The requested block ranges of which no copy survives, sorted.
+  /// The requested block ranges of which no copy survives, sorted (for a
+  /// checkpoint: the block of each lost process, its original rank as id).
   [[nodiscard]] const std::vector<BlockRange>& lost() const noexcept { return _lost; }
+
+  /// The original ranks whose saved state is lost (checkpoints and memory
+  /// sinks; empty for the stores, whose blocks belong to nobody).
+  [[nodiscard]] const std::vector<OriginalRank>& lost_processes() const noexcept { return _lost_processes; }
 
  private:
   std::vector<BlockRange> _lost;
+  std::vector<OriginalRank> _lost_processes;
+};
+
+/// The operating system refused what reprise needed: creating, writing,
+/// syncing or renaming a file or directory, taking a lock, mapping memory.
+/// The message names the operation, the path and the reason; what was saved
+/// before is intact.
+class IoError : public Error {
+ public:
+  IoError(const std::string& what, int system_error) : Error(what, MPI_ERR_IO), _system_error(system_error) {}
+
+  /// The `errno` value behind the failure (0 if the system gave none).
+  [[nodiscard]] int system_error() const noexcept { return _system_error; }
+
+ private:
+  int _system_error;
+};
+
+/// Saved data that cannot be read back: a checkpoint file or state that is
+/// damaged (its checksum differs), truncated, or in a format this version of
+/// reprise does not read. The message names it; nothing was changed.
+class CorruptData : public Error {
+ public:
+  explicit CorruptData(const std::string& what) : Error(what, MPI_ERR_OTHER) {}
 };
 
 /// The caller passed something wrong (a rank out of range, a bad size...).

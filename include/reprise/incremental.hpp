@@ -107,9 +107,10 @@ class IncrementalCheckpoint {
   /// Loads the newest complete version into the registered regions (after
   /// waiting for a running commit). A `DirectorySink` whose newest versions
   /// are damaged restores the newest one it can, and says what it skipped
-  /// (in the result and on stderr). `UsageError` naming what is wrong if
-  /// there is none or it does not match the regions; memory is then
-  /// unchanged. Collective when the sink is.
+  /// (in the result and on stderr). Memory is unchanged when it raises:
+  /// `UsageError` if there is no version or it does not match the regions,
+  /// `CorruptData` naming the files if every version is damaged, `IoError` if
+  /// the system refuses a file operation. Collective when the sink is.
   IncrementalRestore restore();
 
   /// The newest version started (0: none).

@@ -24,7 +24,9 @@ struct IncrementalLayout {
 /// (pages it does not hold are zero), every later version holds the pages
 /// written since the one before. `begin`, `put` and `end` run on the commit
 /// thread, in that order, one version at a time; they must not write to
-/// protected memory. Errors are raised as `UsageError`.
+/// protected memory. Errors are raised as `UsageError` (a wrong call),
+/// `IoError` (the system refused a file operation: a full disk) or
+/// `CorruptData` (a version that cannot be read back).
 class IncrementalSink {
  public:
   virtual ~IncrementalSink() = default;
@@ -51,7 +53,8 @@ class IncrementalSink {
   /// after checking everything it needs, so that a refusal changes nothing
   /// (a sink may fall back to an older version when newer ones are damaged;
   /// `restore_notes` then says so). `newest()` is then the version restored.
-  /// `UsageError` if there is nothing to restore or it does not fit `layout`.
+  /// `UsageError` if there is nothing to restore or it does not fit `layout`;
+  /// `CorruptData` if what there is cannot be read back.
   virtual void restore(const IncrementalLayout& layout, std::span<const std::span<std::byte>> regions) = 0;
 
   /// What the last `restore` left out and why, so that a fallback to an
@@ -77,8 +80,8 @@ class DirectorySink : public IncrementalSink {
   /// once a new version makes more than `keep_versions` files, the oldest
   /// are merged into one full version (written and renamed before any old
   /// file is removed), leaving it and the newest `keep_versions / 2`; 0
-  /// keeps every version. `UsageError` if the directory cannot be used or
-  /// another process holds it.
+  /// keeps every version. `IoError` if the directory or its lock file cannot
+  /// be created, `UsageError` if another process holds it.
   explicit DirectorySink(std::string directory, std::size_t keep_versions = 0);
   ~DirectorySink() override;
   DirectorySink(const DirectorySink&) = delete;

@@ -19,7 +19,7 @@ namespace reprise {
 
 /// Allocates `bytes` (rounded up to whole pages) of zeroed, page-aligned
 /// memory, ready to be protected. Release it with `protected_free`.
-/// `UsageError` if `bytes` is 0 or the memory cannot be mapped.
+/// `UsageError` if `bytes` is 0, `IoError` if the memory cannot be mapped.
 [[nodiscard]] void* protected_alloc(std::size_t bytes);
 
 /// Releases memory from `protected_alloc` (unregistering it first if it is

@@ -19,7 +19,7 @@ constexpr const char* kWhere = "reprise::Checkpoint";
 
 std::uint64_t get_u64(std::span<const std::byte> in, std::size_t& at) {
   std::uint64_t value = 0;
-  if (at + sizeof value > in.size()) throw UsageError(std::string(kWhere) + ": a saved state is truncated");
+  if (at + sizeof value > in.size()) throw CorruptData(std::string(kWhere) + ": a saved state is truncated");
   std::memcpy(&value, in.data() + at, sizeof value);
   at += sizeof value;
   return value;
@@ -34,7 +34,7 @@ SavedState::SavedState(std::vector<std::byte> bytes) : _bytes(std::move(bytes)) 
   for (std::uint64_t i = 0; i < count; ++i) {
     const auto name_hash = get_u64(all, at);
     const auto length = get_u64(all, at);
-    if (at + length > all.size()) throw UsageError(std::string(kWhere) + ": a saved state is truncated");
+    if (at + length > all.size()) throw CorruptData(std::string(kWhere) + ": a saved state is truncated");
     _pieces[static_cast<std::size_t>(name_hash)] = all.subspan(at, length);
     at += length;
   }
@@ -123,7 +123,7 @@ void Checkpoint::apply(std::span<const std::byte> state) {
                        "' was not registered at this place when the checkpoint was taken; register the same names in "
                        "the same order");
     }
-    if (at + length > state.size()) throw UsageError(std::string(kWhere) + ": a saved state is truncated");
+    if (at + length > state.size()) throw CorruptData(std::string(kWhere) + ": a saved state is truncated");
     if (item.fixed_bytes != 0 && length != item.fixed_bytes) {
       throw UsageError(std::string(kWhere) + "::restore: buffer '" + item.name + "' is " +
                        std::to_string(item.fixed_bytes) + " bytes but its checkpoint holds " + std::to_string(length) +
@@ -280,7 +280,7 @@ namespace {
   }
   throw DataLost(std::string(kWhere) + "::" + operation + ": the state of original rank(s) " + names +
                      " is lost: the process and all its buddies failed since version " + std::to_string(version),
-                 lost);
+                 lost, owners);
 }
 
 }  // namespace

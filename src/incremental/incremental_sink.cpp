@@ -8,6 +8,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -264,10 +265,13 @@ class FileWriter {
     _path = std::move(path);
     _temporary = _path + ".tmp";
     _fd = ::open(_temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (_fd < 0) throw UsageError(std::string(kWhat) + ": cannot write " + _temporary + ": " + std::strerror(errno));
+    if (_fd < 0) {
+      throw IoError(std::string(kWhat) + ": cannot write " + _temporary + ": " + std::strerror(errno), errno);
+    }
     (void)XXH3_64bits_reset(_state.get());
     _pages = 0;
     _ok = true;
+    _error = 0;
     _buffer.clear();
     detail::append_header(_buffer, kMagic, version, page_bytes, region_bytes);
     detail::append_word(_buffer, full ? kFull : kIncremental);
@@ -288,14 +292,18 @@ class FileWriter {
     detail::append_word(_buffer, XXH3_64bits_digest(_state.get()));
     detail::append_word(_buffer, kMagic);
     flush(false);
-    const bool written = _ok && ::fsync(_fd) == 0;
+    int error = _ok ? 0 : _error;
+    if (error == 0 && ::fsync(_fd) != 0) error = errno;
     ::close(_fd);
     _fd = -1;
-    const bool renamed = written && std::rename(_temporary.c_str(), _path.c_str()) == 0;
-    if (!renamed || !sync_directory(std::filesystem::path(_path).parent_path().string())) {
+    if (error == 0 && std::rename(_temporary.c_str(), _path.c_str()) != 0) error = errno;
+    const bool renamed = error == 0;
+    if (renamed && !sync_directory(std::filesystem::path(_path).parent_path().string())) error = errno != 0 ? errno : EIO;
+    if (error != 0) {
       ::unlink((renamed ? _path : _temporary).c_str());
-      throw UsageError(std::string(kWhat) + ": writing " + _path +
-                       " failed (disk full?); the versions before it are intact");
+      throw IoError(std::string(kWhat) + ": writing " + _path + " failed (" + std::strerror(error) +
+                        "); the versions before it are intact",
+                    error);
     }
   }
 
@@ -309,6 +317,7 @@ class FileWriter {
       const ssize_t n = ::write(_fd, p, left);
       if (n <= 0) {
         _ok = false;
+        _error = n < 0 ? errno : ENOSPC;  // a write of nothing: the device is full
         break;
       }
       p += n;
@@ -331,6 +340,7 @@ class FileWriter {
   int _fd = -1;
   std::uint64_t _pages = 0;
   bool _ok = true;
+  int _error = 0;  // errno of the failed write, when !_ok
 };
 
 /// The files of one chain, from its full version `base` on, each checked.
@@ -382,7 +392,7 @@ void DirectorySink::Impl::lock() {
   const std::string path = directory + "/" + std::string(kLockName);
   lock_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (lock_fd < 0) {
-    throw UsageError(std::string(kWhat) + ": cannot create the lock file " + path + ": " + std::strerror(errno));
+    throw IoError(std::string(kWhat) + ": cannot create the lock file " + path + ": " + std::strerror(errno), errno);
   }
   if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
     char holder[32] = {};
@@ -473,8 +483,9 @@ DirectorySink::DirectorySink(std::string directory, std::size_t keep_versions) :
   std::error_code error;
   std::filesystem::create_directories(d.directory, error);
   if (error || !std::filesystem::is_directory(d.directory)) {
-    throw UsageError(std::string(kWhat) + ": cannot use directory '" + d.directory + "'" +
-                     (error ? ": " + error.message() : std::string()));
+    throw IoError(std::string(kWhat) + ": cannot use directory '" + d.directory + "'" +
+                      (error ? ": " + error.message() : std::string(": not a directory")),
+                  error ? error.value() : ENOTDIR);
   }
   d.lock();
 }
@@ -567,8 +578,8 @@ void DirectorySink::restore(const IncrementalLayout& layout, std::span<const std
       }
       why += "; there is no full version (v<N>.full.reprise-inc) to start from";
     }
-    throw UsageError(std::string(kWhat) + "::restore: nothing restorable in " + d.where() + why +
-                     ". Memory is unchanged.");
+    throw CorruptData(std::string(kWhat) + "::restore: nothing restorable in " + d.where() + why +
+                      ". Memory is unchanged.");
   }
   for (const auto region : regions) std::memset(region.data(), 0, region.size());
   for (const auto& file : best.files) {

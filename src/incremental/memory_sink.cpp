@@ -216,10 +216,14 @@ void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::s
     // fail the ones still inside the allgather with a revoke).
     (void)_comm.agree(false);
     std::vector<BlockRange> ranges;
-    for (const int origin : lost) ranges.push_back({BlockId{static_cast<std::uint64_t>(origin)}, BlockId{static_cast<std::uint64_t>(origin) + 1}});
+    std::vector<OriginalRank> processes;
+    for (const int origin : lost) {
+      ranges.push_back({BlockId{static_cast<std::uint64_t>(origin)}, BlockId{static_cast<std::uint64_t>(origin) + 1}});
+      processes.emplace_back(origin);
+    }
     throw DataLost("reprise::MemorySink::restore: the checkpoint of original rank(s) " + list(lost) +
                        " is lost: the process and every process mirroring it failed",
-                   std::move(ranges));
+                   std::move(ranges), std::move(processes));
   }
   _page_bytes = layout.page_bytes;
   auto& images = _in_flight;

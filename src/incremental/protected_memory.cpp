@@ -385,7 +385,9 @@ void* protected_alloc(std::size_t bytes) {
   const std::size_t length = round_up(bytes);
   void* memory = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) {
-    throw UsageError("reprise::protected_alloc: cannot map " + std::to_string(length) + " bytes");
+    const int error = errno;
+    throw IoError("reprise::protected_alloc: cannot map " + std::to_string(length) + " bytes: " + std::strerror(error),
+                  error);
   }
   const std::lock_guard lock(g_mutex);
   g_allocations[reinterpret_cast<std::uintptr_t>(memory)] = length;

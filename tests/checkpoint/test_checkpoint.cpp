@@ -163,6 +163,7 @@ TEST(Checkpoint, LosingAProcessAndItsBuddyRaisesDataLost) {
     const std::vector<BlockRange> expected{{BlockId{1}, BlockId{2}}, {BlockId{3}, BlockId{4}}};
     EXPECT_EQ(error.lost(), expected) << error.what();
     EXPECT_NE(std::string(error.what()).find("1, 3"), std::string::npos) << error.what();
+    EXPECT_EQ(error.lost_processes(), victims) << error.what();
   }
 }
 

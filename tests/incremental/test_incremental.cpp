@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -233,7 +234,7 @@ TEST(IncrementalCheckpoint, CorruptOrMismatchedFilesAreRefusedBeforeAnythingChan
     try {
       (void)damaged.restore();
       FAIL() << "a corrupt file was accepted";
-    } catch (const UsageError& error) {
+    } catch (const CorruptData& error) {
       EXPECT_NE(std::string(error.what()).find(path.string() + " is corrupt"), std::string::npos) << error.what();
     }
     EXPECT_EQ(memory.data[0], std::byte{0x11}) << "nothing was written";
@@ -241,7 +242,7 @@ TEST(IncrementalCheckpoint, CorruptOrMismatchedFilesAreRefusedBeforeAnythingChan
   std::filesystem::remove(path);
   IncrementalCheckpoint missing(dir.path.string());
   EXPECT_EQ(missing.version(), 0U) << "no chain without its full version";
-  EXPECT_THROW((void)missing.restore(), UsageError);
+  EXPECT_THROW((void)missing.restore(), CorruptData) << "files, but not the full version they build on";
 }
 
 /// The bytes of a file.
@@ -290,7 +291,7 @@ void expect_refused(SmallChain& chain, IncrementalCheckpoint& checkpoint, const 
   try {
     (void)checkpoint.restore();
     ADD_FAILURE() << trial << ": a damaged version was restored";
-  } catch (const UsageError& error) {
+  } catch (const CorruptData& error) {
     const std::string what = error.what();
     const bool says_what = what.find("is corrupt") != std::string::npos ||
                            what.find("is truncated") != std::string::npos ||
@@ -331,7 +332,7 @@ TEST(IncrementalCheckpoint, AFileOfAnOlderFormatIsRefusedSayingSo) {
   try {
     (void)checkpoint.restore();
     FAIL() << "a file of format 2 was read";
-  } catch (const UsageError& error) {
+  } catch (const CorruptData& error) {
     EXPECT_NE(std::string(error.what()).find(path.string() + " is in format 2 of an older reprise"), std::string::npos)
         << error.what();
   }
@@ -595,8 +596,46 @@ TEST(IncrementalCheckpoint, AKillDuringAMergeLeavesARestorableChain) {
   EXPECT_EQ(std::memcmp(memory.data, expected.data(), memory.bytes), 0);
 }
 
+// A full disk, made by a file size limit: writing version 2 fails with an
+// IoError naming the reason (EFBIG), the half-written file is gone, and
+// version 1 is still restored exactly.
+TEST(IncrementalCheckpoint, AFullDiskIsAnIoErrorAndKeepsTheVersionsBefore) {
+  TempDir dir;
+  Memory memory(8);
+  std::memset(memory.data, 0x5a, memory.bytes);
+  const std::vector<std::byte> first(memory.data, memory.data + memory.bytes);
+  {
+    IncrementalCheckpoint checkpoint(dir.path.string(), config_of(CommitMode::kSync));
+    checkpoint.protect(memory.span());
+    (void)checkpoint.checkpoint();
+    std::memset(memory.data, 0x6b, memory.bytes);  // every page changes: version 2 is as big as version 1
+    const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit before{};
+    ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &before), 0);
+    rlimit small = before;
+    small.rlim_cur = 2 * page_size();
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+    try {
+      (void)checkpoint.checkpoint();
+      ADD_FAILURE() << "a version larger than the space left was written";
+    } catch (const IoError& error) {
+      EXPECT_EQ(error.system_error(), EFBIG) << error.what();
+      EXPECT_NE(std::string(error.what()).find("the versions before it are intact"), std::string::npos)
+          << error.what();
+    }
+    ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
+    std::signal(SIGXFSZ, previous_handler);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "v2.reprise-inc.tmp"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "v2.reprise-inc"));
+  IncrementalCheckpoint restarted(dir.path.string());
+  restarted.protect(memory.span());
+  EXPECT_EQ(restarted.restore().version, 1U);
+  EXPECT_EQ(std::memcmp(memory.data, first.data(), memory.bytes), 0);
+}
+
 TEST(IncrementalCheckpoint, BadInputIsRefused) {
-  EXPECT_THROW(IncrementalCheckpoint("/proc/version/cannot-be-a-directory"), UsageError);
+  EXPECT_THROW(IncrementalCheckpoint("/proc/version/cannot-be-a-directory"), IoError);
   TempDir dir;
   IncrementalCheckpoint checkpoint(dir.path.string());
   EXPECT_THROW((void)checkpoint.restore(), UsageError) << "nothing to restore";

@@ -184,6 +184,7 @@ TEST(IncrementalMemory, LosingAProcessAndItsMirrorRaisesDataLost) {
     s.comm.revoke();
     const std::vector<BlockRange> expected{{BlockId{1}, BlockId{2}}};
     EXPECT_EQ(error.lost(), expected) << error.what();
+    EXPECT_EQ(error.lost_processes(), std::vector<OriginalRank>{OriginalRank{1}}) << error.what();
     EXPECT_NE(std::string(error.what()).find("original rank(s) 1 "), std::string::npos) << error.what();
   }
 }
