@@ -58,7 +58,7 @@ test-asan-all: setup
 	@ASAN_OPTIONS=detect_leaks=0 PMIX_MCA_gds=hash ctest --test-dir build/asan --output-on-failure -E AboveIntMaxBytes
 
 # Each benchmark prints one JSON object per measurement. store_bench runs on
-# BENCH_RANKS processes with BENCH_ARGS (--replicas --block-bytes --perm-bytes
+# BENCH_RANKS processes with BENCH_ARGS (--copies --block-bytes --perm-bytes
 # --mib-per-rank --repeats --disk-dir); checkpoint_bench runs on each of
 # CHECKPOINT_RANKS (weak scaling) with CHECKPOINT_ARGS (--mib-per-rank
 # --copies --repeats --no-kill) and kills one process for real per run.

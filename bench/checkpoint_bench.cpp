@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   reprise::Environment environment(argc, argv);
   auto comm = reprise::Comm::world();
   const auto me = comm.original_rank();
-  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
+  reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, me);
   try {
     const Options options = parse(argc, argv);
     const std::size_t bytes = options.mib_per_rank << 20U;
@@ -112,10 +112,10 @@ int main(int argc, char** argv) {
     }
   } catch (const reprise::Error& error) {
     if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
-    reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
+    reprise::inject::record_outcome(reprise::inject::Outcome::kFailed, me, error.what());
     environment.set_exit_status(1);
     return 1;
   }
-  reprise::inject::record_outcome(reprise::inject::Outcome::passed, me);
+  reprise::inject::record_outcome(reprise::inject::Outcome::kPassed, me);
   return 0;
 }

@@ -8,7 +8,7 @@
 // the memcpy in turn, so all share the machine's noise alike. One JSON object
 // per line.
 //
-//   store_bench [--replicas R] [--block-bytes B] [--perm-bytes P[,P...]]
+//   store_bench [--copies R] [--block-bytes B] [--perm-bytes P[,P...]]
 //               [--mib-per-rank M] [--repeats N] [--disk-dir DIR]
 
 #include <fcntl.h>
@@ -33,7 +33,7 @@ namespace {
 using namespace bench;
 
 struct Options {
-  int replicas = 2;
+  int copies = 2;
   std::size_t block_bytes = 64;
   std::vector<std::size_t> perm_bytes{0, std::size_t{4} << 20U};
   std::size_t mib_per_rank = 16;
@@ -46,8 +46,8 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const std::string value = argv[i + 1];
-    if (flag == "--replicas") {
-      options.replicas = std::stoi(value);
+    if (flag == "--copies") {
+      options.copies = std::stoi(value);
     } else if (flag == "--block-bytes") {
       options.block_bytes = std::stoul(value);
     } else if (flag == "--perm-bytes") {
@@ -104,7 +104,7 @@ void print(const char* op, const reprise::Comm& comm, const Options& options, st
       "{\"bench\":\"store\",\"op\":\"%s\",\"ranks\":%d,\"r\":%d,\"bytes_per_rank\":%zu,\"block_bytes\":%zu,"
       "\"perm_range_bytes\":%zu,\"bytes_received_per_rank\":%zu,\"repeats\":%d,\"median_s\":%.6f,"
       "\"memcpy_s\":%.6f,\"ratio\":%.2f}\n",
-      op, comm.size(), options.replicas, options.mib_per_rank << 20U, options.block_bytes, perm_bytes, bytes_received,
+      op, comm.size(), options.copies, options.mib_per_rank << 20U, options.block_bytes, perm_bytes, bytes_received,
       options.repeats, median_s, memcpy_s, median_s / memcpy_s);
   std::fflush(stdout);
 }
@@ -119,7 +119,7 @@ void run(reprise::Comm& comm, const Options& options) {
   std::vector<std::unique_ptr<reprise::Store>> stores;
   for (std::size_t perm : options.perm_bytes) {
     stores.push_back(std::make_unique<reprise::Store>(
-        comm, reprise::StoreConfig{.replicas = options.replicas,
+        comm, reprise::StoreConfig{.copies = options.copies,
                                    .block_bytes = options.block_bytes,
                                    .bytes_per_permuted_range = perm,
                                    .seed = 1}));
@@ -144,7 +144,7 @@ void run(reprise::Comm& comm, const Options& options) {
     print(op, comm, options, 0, time_disk_read(comm, options.repeats, bytes, options.disk_dir), memcpy_s, bytes);
   };
 
-  measure("submit", static_cast<std::size_t>(options.replicas) * bytes_per_rank,
+  measure("submit", static_cast<std::size_t>(options.copies) * bytes_per_rank,
           [&](reprise::Store& store) { store.submit(mine, data); });
 
   // Load 1%: the blocks of the first ceil(p/100) processes, cut evenly.
@@ -169,16 +169,16 @@ void run(reprise::Comm& comm, const Options& options) {
 int main(int argc, char** argv) {
   reprise::Environment environment(argc, argv);
   auto comm = reprise::Comm::world();
-  reprise::inject::record_outcome(reprise::inject::Outcome::running, comm.original_rank());
+  reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, comm.original_rank());
   try {
     const Options options = parse(argc, argv);
     run(comm, options);
   } catch (const reprise::Error& error) {
     if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
-    reprise::inject::record_outcome(reprise::inject::Outcome::failed, comm.original_rank(), error.what());
+    reprise::inject::record_outcome(reprise::inject::Outcome::kFailed, comm.original_rank(), error.what());
     environment.set_exit_status(1);
     return 1;
   }
-  reprise::inject::record_outcome(reprise::inject::Outcome::passed, comm.original_rank());
+  reprise::inject::record_outcome(reprise::inject::Outcome::kPassed, comm.original_rank());
   return 0;
 }

@@ -149,7 +149,7 @@ template <class Options, class Parse, class Steps>
 std::optional<Start<Options>> start(reprise::Comm& comm, reprise::Environment& environment, int argc, char** argv,
                                     Parse parse, Steps steps_of) {
   const auto me = comm.original_rank();
-  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
+  reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, me);
   try {
     Start<Options> begun{parse(argc, argv), {}};
     if (comm.is_replacement()) return begun;
@@ -159,7 +159,7 @@ std::optional<Start<Options>> start(reprise::Comm& comm, reprise::Environment& e
     return begun;
   } catch (const reprise::UsageError& error) {
     if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
-    reprise::inject::record_outcome(reprise::inject::Outcome::failed, me, error.what());
+    reprise::inject::record_outcome(reprise::inject::Outcome::kFailed, me, error.what());
     environment.set_exit_status(2);
     return std::nullopt;
   }
@@ -173,7 +173,7 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
 /// the environment also uses if finalisation has to be abandoned.
 inline int finish(reprise::Environment& environment, reprise::OriginalRank me, bool correct, const char* why_not,
                   int failure_status = 1) {
-  reprise::inject::record_outcome(correct ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed, me,
+  reprise::inject::record_outcome(correct ? reprise::inject::Outcome::kPassed : reprise::inject::Outcome::kFailed, me,
                                   correct ? "" : why_not);
   environment.set_exit_status(correct ? 0 : failure_status);
   return environment.exit_status();

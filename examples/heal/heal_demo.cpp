@@ -125,6 +125,6 @@ int main(int argc, char** argv) {
                 recoveries, elapsed);
     std::fflush(stdout);
   }
-  comm.check(MPI_Bcast(&correct, 1, MPI_INT, 0, comm.raw()), "MPI_Bcast");
+  comm.bcast(correct, reprise::Rank{0});
   return demo::finish(environment, me, correct != 0, "wrong result");
 }

@@ -38,15 +38,15 @@ struct Options {
   std::uint64_t checkpoint_every = 10;
   int kills = 2;
   int copies = 3;
-  reprise::RecoveryMode mode = reprise::RecoveryMode::respawn;
+  reprise::RecoveryMode mode = reprise::RecoveryMode::kRespawn;
   std::uint64_t seed = std::random_device{}();
 };
 
 Options parse(int argc, char** argv) {
   Options options;
   demo::Flag mode{"--mode", "how to recover: respawn or shrink", "respawn", [&](const std::string& value) {
-                    if (value == "respawn") options.mode = reprise::RecoveryMode::respawn;
-                    else if (value == "shrink") options.mode = reprise::RecoveryMode::shrink;
+                    if (value == "respawn") options.mode = reprise::RecoveryMode::kRespawn;
+                    else if (value == "shrink") options.mode = reprise::RecoveryMode::kShrink;
                     else throw reprise::UsageError("--mode " + value + " is neither respawn nor shrink");
                   }};
   demo::parse_demo_flags(
@@ -321,7 +321,7 @@ int main(int argc, char** argv) {
   checkpoint.protect("values", part.values);
   reprise::Driver driver(comm, checkpoint, {.mode = options.mode, .cadence = {.every_steps = options.checkpoint_every}});
   driver.on_recovery([&](const reprise::Recovery& recovery) {
-    if (recovery.mode != reprise::RecoveryMode::shrink) return;
+    if (recovery.mode != reprise::RecoveryMode::kShrink) return;
     std::vector<reprise::OriginalRank> mine;
     for (std::size_t k = 0; k < recovery.lost.size(); ++k) {
       if (static_cast<int>(k) % comm.size() == comm.rank().value()) mine.push_back(recovery.lost[k]);
@@ -343,7 +343,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(options.n), comm.size(), grid.dims[0], grid.dims[1], grid.dims[2],
                 static_cast<unsigned long long>(options.iterations),
                 static_cast<unsigned long long>(options.checkpoint_every),
-                options.mode == reprise::RecoveryMode::respawn ? "respawn" : "shrink",
+                options.mode == reprise::RecoveryMode::kRespawn ? "respawn" : "shrink",
                 schedule.to_string().empty() ? "none" : schedule.to_string().c_str());
     std::fflush(stdout);
   }
@@ -396,7 +396,7 @@ int main(int argc, char** argv) {
       std::string names;
       for (auto rank : recovery.lost) names += (names.empty() ? "#" : ", #") + std::to_string(rank.value());
       std::printf("  lost %s; %s and restore took %.1f ms%s\n", names.c_str(),
-                  recovery.mode == reprise::RecoveryMode::respawn ? "respawn" : "shrink",
+                  recovery.mode == reprise::RecoveryMode::kRespawn ? "respawn" : "shrink",
                   1e3 * recovery.seconds, recovery.attempts > 1 ? " (recovery retried)" : "");
     }
     std::printf("  %d checkpoints of %.2f MiB per process, %.2f ms each on average (slowest process)\n",

@@ -7,7 +7,7 @@
 // the centers must agree.
 //
 //   kmeans_demo [--points-per-process N] [--dims D] [--clusters K]
-//               [--iterations I] [--kills F] [--replicas R] [--seed S]
+//               [--iterations I] [--kills F] [--copies R] [--seed S]
 //
 // REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule.
 
@@ -32,7 +32,7 @@ struct Options {
   std::size_t clusters = 10;
   std::uint64_t iterations = 60;
   int kills = 2;
-  int replicas = 3;
+  int copies = 3;
   std::uint64_t seed = std::random_device{}();
 };
 
@@ -48,7 +48,7 @@ Options parse(int argc, char** argv) {
        demo::number_flag("--dims", "dimensions of a point", options.dims),
        demo::number_flag("--clusters", "clusters", options.clusters),
        demo::number_flag("--iterations", "iterations", options.iterations),
-       demo::number_flag("--replicas", "copies of every point in the store", options.replicas)});
+       demo::number_flag("--copies", "copies of every point in the store", options.copies)});
   return options;
 }
 
@@ -125,19 +125,19 @@ int main(int argc, char** argv) {
     return reprise::BlockRange{reprise::BlockId{first}, reprise::BlockId{first + options.points_per_process}};
   };
 
-  // My points, kept in the store with `replicas` copies.
+  // My points, kept in the store with `copies` copies.
   std::vector<double> points(options.points_per_process * options.dims);
   for (std::uint64_t i = 0; i < options.points_per_process; ++i) {
     make_point(range_of(me).begin.value + i, options, &points[i * options.dims]);
   }
-  reprise::Store store(comm, {.replicas = options.replicas, .block_bytes = point_bytes});
+  reprise::Store store(comm, {.copies = options.copies, .block_bytes = point_bytes});
   store.submit(range_of(me), std::as_bytes(std::span(points)));
 
   if (comm.rank().value() == 0) {
     std::printf("reprise k-means: %d processes, %llu points in %zu dimensions, %zu clusters, %llu iterations, "
                 "%d copies of every point in the store\n",
                 comm.size(), static_cast<unsigned long long>(store.blocks()), options.dims, options.clusters,
-                static_cast<unsigned long long>(options.iterations), options.replicas);
+                static_cast<unsigned long long>(options.iterations), options.copies);
     std::printf("  fault plan (original rank@iteration, seed %llu): %s\n",
                 static_cast<unsigned long long>(options.seed), schedule.to_string().c_str());
     std::fflush(stdout);
@@ -152,18 +152,13 @@ int main(int argc, char** argv) {
   std::uint64_t iteration = 0;
   while (iteration < options.iterations) {
     schedule.apply(me, iteration, comm.is_replacement());
-    const auto partial = partial_sums(points, centers, options);
-    std::vector<double> sums(partial.size());
-    if (comm.attempt([&] {
-          comm.check(MPI_Allreduce(partial.data(), sums.data(), static_cast<int>(sums.size()), MPI_DOUBLE, MPI_SUM,
-                                   comm.raw()),
-                     "MPI_Allreduce");
-        })) {
+    auto sums = partial_sums(points, centers, options);
+    if (comm.attempt([&] { comm.allreduce(std::span(sums), MPI_SUM); })) {
       update_centers(sums, centers, options);
       ++iteration;
       continue;
     }
-    // Shrink, bring every point back to `replicas` copies (so that the next
+    // Shrink, bring every point back to `copies` copies (so that the next
     // failure finds them again), then take over the dead processes' points.
     const auto shrink_start = std::chrono::steady_clock::now();
     const std::vector<reprise::OriginalRank> before = comm.members();
@@ -192,7 +187,7 @@ int main(int argc, char** argv) {
         }
         std::fprintf(stderr, "kmeans_demo: iteration %llu: lost %s, and with them every copy of points %s: %d "
                              "holders of a point failed faster than the store could copy it again\n",
-                     static_cast<unsigned long long>(iteration), lost.c_str(), points_lost.c_str(), options.replicas);
+                     static_cast<unsigned long long>(iteration), lost.c_str(), points_lost.c_str(), options.copies);
       }
       return demo::finish(environment, me, false, error.what(), 3);
     }
@@ -224,6 +219,6 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(options.iterations), elapsed);
     std::fflush(stdout);
   }
-  comm.check(MPI_Bcast(&correct, 1, MPI_INT, 0, comm.raw()), "MPI_Bcast");
+  comm.bcast(correct, reprise::Rank{0});
   return demo::finish(environment, me, correct != 0, "centers differ from the failure-free run");
 }

@@ -11,8 +11,8 @@ int main(int argc, char** argv) {
   long total = 0;
   reprise::Checkpoint checkpoint(comm);  // in memory: each process's state on itself and a buddy
   checkpoint.protect("total", total);
-  // On a failure the survivors shrink (or respawn: RecoveryMode::respawn) and roll back.
-  reprise::Driver driver(comm, checkpoint, {.mode = reprise::RecoveryMode::shrink, .cadence = {.every_steps = 10}});
+  // On a failure the survivors shrink (or respawn: RecoveryMode::kRespawn) and roll back.
+  reprise::Driver driver(comm, checkpoint, {.mode = reprise::RecoveryMode::kShrink, .cadence = {.every_steps = 10}});
   driver.run(100, [&](std::uint64_t step) {
     faults.apply(comm.original_rank(), step, comm.is_replacement());
     total += comm.allreduce(1L, MPI_SUM);

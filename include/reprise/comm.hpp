@@ -48,6 +48,8 @@ namespace detail {
 /// The MPI datatype of an arithmetic C++ type.
 template <class T>
 MPI_Datatype mpi_datatype();
+/// `count` as the int MPI takes; `UsageError` beyond `INT_MAX`.
+int mpi_count(std::size_t count);
 }  // namespace detail
 
 /// A communicator that knows who its members were at the start of the job,
@@ -133,13 +135,56 @@ class Comm {
     check(MPI_Allreduce(&value, &result, 1, detail::mpi_datatype<T>(), op, _comm), "MPI_Allreduce");
     return result;
   }
-  /// Every member's `value`, indexed by current rank.
+  /// Element-wise reduction of arithmetic values over all members, in place.
   template <class T>
-  [[nodiscard]] std::vector<T> allgather(T value) {
+  void allreduce(std::span<T> values, MPI_Op op) {
+    check(MPI_Allreduce(MPI_IN_PLACE, values.data(), detail::mpi_count(values.size()), detail::mpi_datatype<T>(), op,
+                        _comm),
+          "MPI_Allreduce");
+  }
+  /// Every member's `value` (any trivially copyable type), indexed by
+  /// current rank.
+  template <class T>
+  [[nodiscard]] std::vector<T> allgather(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>, "reprise: allgather needs a trivially copyable type");
     std::vector<T> all(static_cast<std::size_t>(size()));
-    check(MPI_Allgather(&value, 1, detail::mpi_datatype<T>(), all.data(), 1, detail::mpi_datatype<T>(), _comm),
-          "MPI_Allgather");
+    check(MPI_Allgather(&value, sizeof(T), MPI_BYTE, all.data(), sizeof(T), MPI_BYTE, _comm), "MPI_Allgather");
     return all;
+  }
+  /// Every member's `values` (any number, possibly none), indexed by
+  /// current rank.
+  template <class T>
+  [[nodiscard]] std::vector<std::vector<T>> allgatherv(std::span<const T> values) {
+    static_assert(std::is_trivially_copyable_v<T>, "reprise: allgatherv needs a trivially copyable type");
+    const auto bytes = allgather(detail::mpi_count(values.size() * sizeof(T)));
+    std::vector<int> displacements(bytes.size(), 0);
+    for (std::size_t r = 1; r < bytes.size(); ++r) displacements[r] = displacements[r - 1] + bytes[r - 1];
+    std::vector<T> all((static_cast<std::size_t>(displacements.back()) + static_cast<std::size_t>(bytes.back())) / sizeof(T));
+    check(MPI_Allgatherv(values.data(), bytes[static_cast<std::size_t>(_rank.value())], MPI_BYTE, all.data(),
+                         bytes.data(), displacements.data(), MPI_BYTE, _comm),
+          "MPI_Allgatherv");
+    std::vector<std::vector<T>> by_rank(bytes.size());
+    for (std::size_t r = 0; r < bytes.size(); ++r) {
+      const auto first = all.begin() + displacements[r] / static_cast<int>(sizeof(T));
+      by_rank[r].assign(first, first + bytes[r] / static_cast<int>(sizeof(T)));
+    }
+    return by_rank;
+  }
+  /// `root`'s `values` (trivially copyable, any number) on every member.
+  template <class T>
+  void bcast(std::vector<T>& values, Rank root) {
+    static_assert(std::is_trivially_copyable_v<T>, "reprise: bcast needs a trivially copyable type");
+    auto length = static_cast<std::uint64_t>(values.size());
+    check(MPI_Bcast(&length, 1, MPI_UINT64_T, root.value(), _comm), "MPI_Bcast");
+    values.resize(static_cast<std::size_t>(length));
+    check(MPI_Bcast(values.data(), detail::mpi_count(values.size() * sizeof(T)), MPI_BYTE, root.value(), _comm),
+          "MPI_Bcast");
+  }
+  /// `root`'s `value` (trivially copyable) on every member.
+  template <class T>
+  void bcast(T& value, Rank root) {
+    static_assert(std::is_trivially_copyable_v<T>, "reprise: bcast needs a trivially copyable type");
+    check(MPI_Bcast(&value, sizeof(T), MPI_BYTE, root.value(), _comm), "MPI_Bcast");
   }
 
   /// Collective entry into `operation` (a name for messages, e.g.
@@ -158,6 +203,13 @@ class Comm {
   /// A process whose step failed must `revoke()` before it calls this, or
   /// members still waiting inside the step's collectives never get here.
   [[nodiscard]] bool agree(bool flag);
+
+  /// Ends a step on every member alike: `ok` says whether it worked here.
+  /// Revokes first if not (waking members still inside the step), agrees,
+  /// and returns whether it worked everywhere; if not, the communicator is
+  /// revoked on every member, ready for `shrink()` or `respawn()`. For a step
+  /// whose exceptions the caller handles itself; `attempt()` wraps it.
+  [[nodiscard]] bool settle(bool ok);
 
   /// Runs `step` (which communicates on this communicator) on every member
   /// and returns, on all of them alike, whether it succeeded everywhere. If a
@@ -187,8 +239,8 @@ class Comm {
 
   /// The agreement that ends the first phase of an operation, for `run_before()`.
   enum class FirstAgreement {
-    agree,     ///< a call of `agree()` on this communicator
-    exchange,  ///< the agreement that closes `sparse_all_to_all()`
+    kAgree,     ///< a call of `agree()` on this communicator
+    kExchange,  ///< the agreement that closes `sparse_all_to_all()`
   };
 
   /// Runs `step`, the plain collectives that open an operation (its entry,
@@ -259,7 +311,6 @@ class Comm {
                                             const std::vector<OriginalRank>& alive, bool replacement, bool& enough);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool no_failure_until(double deadline);
-  bool settle(bool ok);
   [[noreturn]] void raise_failed_step(std::string_view what);
   void meet_failed(FirstAgreement first);
   void release() noexcept;

@@ -12,18 +12,18 @@
 
 namespace reprise::data_loss {
 
-/// Probability that some block lost all `replicas` copies after `failures`
+/// Probability that some block lost all `copies` copies after `failures`
 /// of `processes` failed, for the store's layout (copies of a block on r
 /// slots floor(p/r) apart). Requires r to divide p: the slots then form p/r
 /// disjoint groups, and this is the ReStore paper's inclusion-exclusion sum
 /// over groups that died entirely, evaluated by counting the failure sets that
 /// spare every group (positive terms only, no cancellation), for up to 4096
 /// processes. `UsageError` on arguments out of range.
-[[nodiscard]] double probability(int processes, int replicas, int failures);
+[[nodiscard]] double probability(int processes, int copies, int failures);
 
 /// Expected number of random failures until the first irrecoverable loss
 /// (same assumptions as `probability`).
-[[nodiscard]] double expected_failures_until_loss(int processes, int replicas);
+[[nodiscard]] double expected_failures_until_loss(int processes, int copies);
 
 /// Outcome of `simulate`.
 struct Simulation {

@@ -20,13 +20,13 @@ namespace reprise {
 
 /// How the driver recovers from a failure.
 enum class RecoveryMode {
-  respawn,  ///< replacements take the failed original ranks (substituting recovery)
-  shrink,   ///< the survivors go on with fewer processes (shrinking recovery)
+  kRespawn,  ///< replacements take the failed original ranks (substituting recovery)
+  kShrink,   ///< the survivors go on with fewer processes (shrinking recovery)
 };
 
 /// What one recovery did, as every process saw it.
 struct Recovery {
-  RecoveryMode mode = RecoveryMode::respawn;
+  RecoveryMode mode = RecoveryMode::kRespawn;
   std::vector<OriginalRank> lost;  ///< original ranks lost (replaced, with respawn)
   std::uint64_t epoch = 0;         ///< the communicator's epoch afterwards
   double seconds = 0;              ///< from catching the failure to the state restored
@@ -47,7 +47,7 @@ struct Cadence {
 
 /// How the driver behaves.
 struct DriverConfig {
-  RecoveryMode mode = RecoveryMode::respawn;
+  RecoveryMode mode = RecoveryMode::kRespawn;
   int max_recoveries = 64;  ///< give up (rethrow) after this many recoveries
   Cadence cadence = {};     ///< for `Driver::run(steps, step)`
 };

@@ -18,12 +18,12 @@ namespace reprise::inject {
 
 /// What a process reports about itself to the launcher.
 enum class Outcome {
-  running,    ///< started, not finished yet
-  passed,     ///< finished and every check held
-  failed,     ///< a check failed; the launcher stops the job
-  killed,     ///< about to be killed on purpose
-  hung,       ///< about to stop responding on purpose
-  abandoned,  ///< a replacement whose recovery failed; it exits, another is spawned
+  kRunning,    ///< started, not finished yet
+  kPassed,     ///< finished and every check held
+  kFailed,     ///< a check failed; the launcher stops the job
+  kKilled,     ///< about to be killed on purpose
+  kHung,       ///< about to stop responding on purpose
+  kAbandoned,  ///< a replacement whose recovery failed; it exits, another is spawned
 };
 
 /// Records this process's outcome in `$REPRISE_OUTCOME_DIR` (does nothing when
@@ -43,13 +43,13 @@ void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason = 
 [[noreturn]] void hang(OriginalRank me);
 
 /// What an injected fault does.
-enum class Action { kill, hang };
+enum class Action { kKill, kHang };
 
 /// One planned fault: `rank` fails when it reaches `step`.
 struct Fault {
   OriginalRank rank;
   std::uint64_t step = 0;
-  Action action = Action::kill;
+  Action action = Action::kKill;
 
   friend bool operator==(const Fault&, const Fault&) = default;
 };
@@ -107,7 +107,7 @@ class Schedule {
 /// Arms a named fault point inside reprise (see `fault_point`): the
 /// `pass`-th time (counting from 1) process `victim` passes `point`, `action`
 /// happens to it.
-void arm(std::string_view point, OriginalRank victim, Action action = Action::kill, unsigned pass = 1);
+void arm(std::string_view point, OriginalRank victim, Action action = Action::kKill, unsigned pass = 1);
 
 /// Disarms every armed fault point.
 void disarm_all();

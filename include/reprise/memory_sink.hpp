@@ -3,8 +3,9 @@
 /// `MemorySink`: incremental checkpoints kept in the memory of other
 /// processes, so that they survive the loss of a process with no disk at
 /// all. Each process's memory is mirrored, as of its last published version,
-/// by the next `copies - 1` processes of the communicator, and by a local
-/// copy on the process itself; a version travels as the pages it changed,
+/// by `copies - 1` buddies (chosen as a `Checkpoint`'s are: the store's
+/// placement, on other nodes where there are any), and by a local copy on
+/// the process itself; a version travels as the pages it changed,
 /// and every copy applies them.
 
 #include <cstddef>
@@ -63,7 +64,17 @@ class MemorySink : public IncrementalSink {
     std::vector<std::size_t> region_bytes;
     std::vector<std::byte> bytes;  // the regions back to back
   };
-  [[nodiscard]] std::vector<Rank> buddies() const;
+  /// Where every process's image comes from in a restore, the same everywhere.
+  struct RestorePlan {
+    std::uint64_t version = 0;              ///< the newest published version
+    std::vector<int> source;                ///< by rank: the rank that sends it its image
+    std::vector<std::uint64_t> holds_mine;  ///< by rank: 1 if it holds this process's image
+  };
+  [[nodiscard]] std::vector<Rank> buddies();
+  [[nodiscard]] RestorePlan locate_images();
+  [[nodiscard]] std::vector<IncomingMessage> send_images(const RestorePlan& plan, std::size_t page_bytes);
+  void apply_image(const RestorePlan& plan, const std::vector<IncomingMessage>& received,
+                   const IncrementalLayout& layout, std::span<const std::span<std::byte>> regions);
   void reseed(std::span<const std::span<std::byte>> regions, const std::vector<std::uint64_t>& held);
   void absorb(const std::vector<IncomingMessage>& received);
 

@@ -45,7 +45,7 @@ class FeistelPermutation {
 struct PlacementConfig {
   std::uint64_t blocks = 0;                     ///< total number of blocks (ids 0 .. blocks-1)
   int slots = 0;                                ///< processes at submit time (p)
-  int replicas = 1;                             ///< copies of every block (r), 1 <= r <= p
+  int copies = 1;                               ///< copies of every block (r), 1 <= r <= p
   std::uint64_t blocks_per_permuted_range = 0;  ///< 0: no permutation
   std::uint64_t seed = 0;                       ///< seed of the permutation
   /// Node of each slot (any key per node), or empty if unknown. With at least

@@ -2,7 +2,7 @@
 /// \file
 /// `Store`: a replicated in-memory block store (after ReStore, Hübner et al.).
 /// Processes submit fixed-size blocks with global ids; every block is kept on
-/// `replicas` processes; after failures, any process loads any id ranges
+/// `copies` processes; after failures, any process loads any id ranges
 /// from surviving copies, so survivors can take over lost processes' data.
 
 #include <cstddef>
@@ -20,7 +20,7 @@ namespace reprise {
 
 /// How a store keeps its blocks.
 struct StoreConfig {
-  int replicas = 2;                          ///< copies of every block, 1 <= replicas <= processes
+  int copies = 2;                            ///< copies of every block, 1 <= copies <= processes
   std::size_t block_bytes = 0;               ///< size of every block, > 0
   std::size_t bytes_per_permuted_range = 0;  ///< 0: no permutation; else a multiple of block_bytes
   std::uint64_t seed = 0;                    ///< seed of the permutation
@@ -31,9 +31,9 @@ struct StoreConfig {
 
 /// A replicated block store on a communicator. Every member calls `submit`,
 /// `load` and `heal` together. The copies of a block go to processes on
-/// different nodes whenever there are at least `replicas` nodes.
+/// different nodes whenever there are at least `copies` nodes.
 ///
-/// Memory: each process keeps about replicas * (all blocks) / processes
+/// Memory: each process keeps about copies * (all blocks) / processes
 /// blocks; during `submit` it also holds, briefly, the bytes it sends (its
 /// blocks, once per copy) and receives, and during `load` nothing beyond the
 /// caller's buffer. A request that cannot be allocated raises `UsageError`
@@ -44,7 +44,7 @@ struct StoreConfig {
 /// failed since the submit are never used.
 class Store {
  public:
-  /// `UsageError` if `config` cannot work on `comm` (no block size, replicas
+  /// `UsageError` if `config` cannot work on `comm` (no block size, copies
   /// out of range, a permutation range that is not a whole number of blocks).
   Store(Comm& comm, StoreConfig config);
 
@@ -65,7 +65,7 @@ class Store {
   void load(std::span<const BlockRange> wanted, std::span<std::byte> into);
 
   /// Collective, after a recovery (`comm.shrink()` or `comm.respawn()`):
-  /// brings every block back to `replicas` live copies (or to every process,
+  /// brings every block back to `copies` live copies (or to every process,
   /// if fewer remain), moving only what was lost. Replacements learn the
   /// store's layout from a survivor and fetch the copies the process they
   /// replace held, and can then `load` what it had submitted; blocks still
@@ -109,6 +109,21 @@ class Store {
   /// changing nothing in the store (the exchange's closing agreement decides
   /// alike everywhere whether all copies arrived).
   [[nodiscard]] StagedSubmit stage_submit(BlockRange mine, std::span<const std::byte> data);
+  /// The copies a submit brings to this process: the layout, the chunks it
+  /// keeps, and where each source rank's pieces land in them.
+  struct IncomingCopies {
+    std::optional<Placement> placement;
+    std::map<std::uint64_t, Chunk> chunks;
+    std::vector<std::vector<std::span<std::byte>>> landing;
+  };
+  /// Submit's allocate phase: the layout and this process's copies; the
+  /// problem to report if they cannot be allocated, else empty.
+  [[nodiscard]] std::string allocate_copies(IncomingCopies& copies, PlacementConfig layout,
+                                            const std::vector<BlockRange>& submitted, const std::vector<int>& order,
+                                            int my_slot) const;
+  /// Submit's exchange phase: `mine` from `data` to every holder's copies.
+  void send_submitted(const Placement& placement, BlockRange mine, std::span<const std::byte> data,
+                      const std::vector<int>& slot_process, const IncomingCopies& copies);
   /// Local: makes a staged submit the store's content.
   void commit(StagedSubmit&& staged);
   /// Local: forgets everything, as before the first submit.

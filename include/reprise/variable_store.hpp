@@ -20,7 +20,7 @@ namespace reprise {
 
 /// How a variable-size store keeps its blocks.
 struct VariableStoreConfig {
-  int replicas = 2;                          ///< copies of every block
+  int copies = 2;                            ///< copies of every block
   std::size_t bytes_per_permuted_range = 0;  ///< 0: no permutation of the bytes
   std::uint64_t seed = 0;                    ///< seed of the permutation
   /// How long `submit`, `load` and `heal` wait for every process to call

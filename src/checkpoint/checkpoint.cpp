@@ -9,7 +9,7 @@
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
-#include "version_format.hpp"
+#include "words.hpp"
 
 namespace reprise {
 
@@ -17,27 +17,19 @@ namespace {
 
 constexpr const char* kWhere = "reprise::Checkpoint";
 
-std::uint64_t get_u64(std::span<const std::byte> in, std::size_t& at) {
-  std::uint64_t value = 0;
-  if (at + sizeof value > in.size()) throw CorruptData(std::string(kWhere) + ": a saved state is truncated");
-  std::memcpy(&value, in.data() + at, sizeof value);
-  at += sizeof value;
-  return value;
-}
+[[noreturn]] void truncated() { throw CorruptData(std::string(kWhere) + ": a saved state is truncated"); }
 
 }  // namespace
 
 SavedState::SavedState(std::vector<std::byte> bytes) : _bytes(std::move(bytes)) {
-  std::size_t at = 0;
-  const std::span<const std::byte> all(_bytes);
-  const auto count = get_u64(all, at);
-  for (std::uint64_t i = 0; i < count; ++i) {
-    const auto name_hash = get_u64(all, at);
-    const auto length = get_u64(all, at);
-    if (at + length > all.size()) throw CorruptData(std::string(kWhere) + ": a saved state is truncated");
-    _pieces[static_cast<std::size_t>(name_hash)] = all.subspan(at, length);
-    at += length;
+  detail::WordReader in(_bytes);
+  const auto count = in.word();
+  for (std::uint64_t i = 0; in.ok() && i < count; ++i) {
+    const auto name_hash = in.word();
+    const auto piece = in.bytes(in.word());
+    _pieces[static_cast<std::size_t>(name_hash)] = piece;
   }
+  if (!in.ok()) truncated();
 }
 
 std::span<const std::byte> SavedState::bytes(std::string_view name) const {
@@ -107,8 +99,9 @@ std::vector<std::byte> Checkpoint::take_spare(OriginalRank owner) {
 
 void Checkpoint::apply(std::span<const std::byte> state) {
   // Check everything before changing anything.
-  std::size_t at = 0;
-  const auto count = get_u64(state, at);
+  detail::WordReader in(state);
+  const auto count = in.word();
+  if (!in.ok()) truncated();
   if (count != _items.size()) {
     throw UsageError(std::string(kWhere) + "::restore: the checkpoint holds " + std::to_string(count) +
                      " pieces of state but " + std::to_string(_items.size()) +
@@ -116,14 +109,15 @@ void Checkpoint::apply(std::span<const std::byte> state) {
   }
   std::vector<std::span<const std::byte>> parts;
   for (const auto& item : _items) {
-    const auto name_hash = get_u64(state, at);
-    const auto length = get_u64(state, at);
+    const auto name_hash = in.word();
+    const auto piece = in.bytes(in.word());
+    if (!in.ok()) truncated();
+    const auto length = piece.size();
     if (name_hash != std::hash<std::string>{}(item.name)) {
       throw UsageError(std::string(kWhere) + "::restore: '" + item.name +
                        "' was not registered at this place when the checkpoint was taken; register the same names in "
                        "the same order");
     }
-    if (at + length > state.size()) throw CorruptData(std::string(kWhere) + ": a saved state is truncated");
     if (item.fixed_bytes != 0 && length != item.fixed_bytes) {
       throw UsageError(std::string(kWhere) + "::restore: buffer '" + item.name + "' is " +
                        std::to_string(item.fixed_bytes) + " bytes but its checkpoint holds " + std::to_string(length) +
@@ -133,8 +127,7 @@ void Checkpoint::apply(std::span<const std::byte> state) {
       throw UsageError(std::string(kWhere) + "::restore: '" + item.name + "' holds " + std::to_string(length) +
                        " bytes, not a whole number of its " + std::to_string(item.unit) + "-byte values");
     }
-    parts.push_back(state.subspan(at, length));
-    at += length;
+    parts.push_back(piece);
   }
   for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(parts[i]);
 }
@@ -149,7 +142,7 @@ std::uint64_t Checkpoint::checkpoint() {
   // A failure may let only some processes through these collectives: they
   // wait in the agreement that closes the exchange of copies.
   std::vector<int> node_of_member;
-  _comm.run_before(Comm::FirstAgreement::exchange, [&] {
+  _comm.run_before(Comm::FirstAgreement::kExchange, [&] {
     _comm.join(both, "Checkpoint::checkpoint()", _config.join_timeout_seconds);
     node_of_member = _comm.node_of_each_member();
   });
@@ -175,7 +168,7 @@ std::uint64_t Checkpoint::checkpoint() {
   }
   const Placement placement({.blocks = static_cast<std::uint64_t>(p),
                              .slots = p,
-                             .replicas = _config.copies,
+                             .copies = _config.copies,
                              .node_of_slot = node_of_slot});
 
   auto state = take_spare(_comm.original_rank());
@@ -216,10 +209,7 @@ bool Checkpoint::share_layout() {
     for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
     for (int node : _node_of_slot) layout.push_back(static_cast<std::uint64_t>(node));
   }
-  auto length = static_cast<unsigned long>(layout.size());
-  _comm.check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, root, _comm.raw()), "MPI_Bcast");
-  layout.resize(length);
-  _comm.check(MPI_Bcast(layout.data(), static_cast<int>(length), MPI_UINT64_T, root, _comm.raw()), "MPI_Bcast");
+  _comm.bcast(layout, Rank{root});
   if (_version != layout[0]) {  // a replacement, or a process that missed the last commit
     _held.clear();
     _holds_copies = false;
@@ -244,7 +234,7 @@ std::vector<std::optional<Rank>> Checkpoint::live_holders(const std::vector<int>
   const auto p = static_cast<int>(_slot_owner.size());
   const Placement placement({.blocks = static_cast<std::uint64_t>(p),
                              .slots = p,
-                             .replicas = std::min(_config.copies, p),
+                             .copies = std::min(_config.copies, p),
                              .node_of_slot = _node_of_slot});
   std::vector<std::optional<Rank>> result(_slot_owner.size());
   for (int slot = 0; slot < p; ++slot) {

@@ -119,11 +119,11 @@ void Driver::restore_state(bool joined_now, double started, int attempts) {
   _comm.run_uniformly(
       [&] {
         // Replacements say so; everybody learns whom they replace.
-        if (_config.mode == RecoveryMode::respawn) joined_of = _comm.allgather(joined_now ? 1 : 0);
+        if (_config.mode == RecoveryMode::kRespawn) joined_of = _comm.allgather(joined_now ? 1 : 0);
         recovery.seconds = _comm.allreduce(MPI_Wtime() - started, MPI_MAX);
       },
       "reprise::Driver: learning who was replaced");
-  if (_config.mode == RecoveryMode::shrink) {
+  if (_config.mode == RecoveryMode::kShrink) {
     recovery.lost = _checkpoint.departed();
   } else {
     for (int r = 0; r < _comm.size(); ++r) {
@@ -131,7 +131,7 @@ void Driver::restore_state(bool joined_now, double started, int attempts) {
     }
   }
   if (_on_recovery) _on_recovery(recovery);
-  if (_config.mode == RecoveryMode::shrink) _checkpoint.checkpoint();
+  if (_config.mode == RecoveryMode::kShrink) _checkpoint.checkpoint();
   _recoveries.push_back(std::move(recovery));
 }
 
@@ -172,7 +172,7 @@ void Driver::run(const std::function<void()>& loop) {
     std::exception_ptr error;  // not a process failure: every process stops
     try {
       if (heal_comm) {
-        _comm = _config.mode == RecoveryMode::respawn ? _comm.respawn() : _comm.shrink();
+        _comm = _config.mode == RecoveryMode::kRespawn ? _comm.respawn() : _comm.shrink();
         if (_heartbeat != nullptr) _heartbeat->restart();
         heal_comm = false;
       }
@@ -187,16 +187,8 @@ void Driver::run(const std::function<void()>& loop) {
       ok = false;
       error = std::current_exception();
     }
-    if (!ok) _comm.revoke();
-    bool all_ok = false;
-    try {
-      all_ok = _comm.agree(ok);
-    } catch (const ProcessFailed&) {
-      all_ok = false;
-    }
-    if (all_ok) return;
+    if (_comm.settle(ok)) return;
     stop_if_any_erred(error);
-    _comm.revoke();
     if (!recovering) {
       if (static_cast<int>(_recoveries.size()) >= _config.max_recoveries) {
         throw ProcessFailed("reprise::Driver: giving up after " + std::to_string(_config.max_recoveries) +

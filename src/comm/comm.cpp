@@ -1,6 +1,7 @@
 #include "reprise/comm.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <numeric>
 #include <sstream>
@@ -104,6 +105,14 @@ bool Comm::fault_tolerant() { return detail::ulfm::enabled(); }
 int Comm::process_failed_error_class() noexcept { return detail::ulfm::process_failed_error_class(); }
 
 namespace detail {
+
+int mpi_count(std::size_t count) {
+  if (count > static_cast<std::size_t>(INT_MAX)) {
+    throw UsageError("reprise::Comm: " + std::to_string(count) +
+                     " items in one collective call are more than MPI can count (INT_MAX); pass them in parts");
+  }
+  return static_cast<int>(count);
+}
 
 std::string mpi_error_text(int rc) {
   char text[MPI_MAX_ERROR_STRING];
@@ -326,7 +335,7 @@ void Comm::meet_failed(FirstAgreement first) {
   revoke();
   // The outcome is a failure everywhere; only taking part matters here.
   bool flag = false;
-  (void)detail::ulfm::agree(first == FirstAgreement::agree ? _comm : _internal, flag);
+  (void)detail::ulfm::agree(first == FirstAgreement::kAgree ? _comm : _internal, flag);
 }
 
 void Comm::revoke() {

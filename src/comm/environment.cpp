@@ -85,7 +85,7 @@ std::string describe_current_exception() {
   std::fflush(stdout);
   std::fprintf(stderr, "%s\n", line.c_str());
   std::fflush(stderr);
-  inject::record_outcome(inject::Outcome::failed, OriginalRank{identity.world_rank}, line);
+  inject::record_outcome(inject::Outcome::kFailed, OriginalRank{identity.world_rank}, line);
   std::_Exit(kUncaughtExceptionStatus);
 }
 
@@ -136,7 +136,7 @@ Environment::Environment(int& argc, char**& argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &identity.world_rank);
   std::set_terminate(end_on_uncaught_exception);
   if (_owns) warn_if_not_fault_tolerant();
-  if (!inject::recorded_outcome()) inject::record_outcome(inject::Outcome::running, launcher_rank());
+  if (!inject::recorded_outcome()) inject::record_outcome(inject::Outcome::kRunning, launcher_rank());
 }
 
 namespace detail {
@@ -221,11 +221,11 @@ void finalize_mpi(int exit_status) {
 
 Environment::~Environment() {
   // A process that recorded nothing of its own ends as its exit status says.
-  if (inject::recorded_outcome() == inject::Outcome::running) {
+  if (inject::recorded_outcome() == inject::Outcome::kRunning) {
     if (_exit_status == 0) {
-      inject::record_outcome(inject::Outcome::passed, launcher_rank());
+      inject::record_outcome(inject::Outcome::kPassed, launcher_rank());
     } else {
-      inject::record_outcome(inject::Outcome::failed, launcher_rank(),
+      inject::record_outcome(inject::Outcome::kFailed, launcher_rank(),
                              "exit status " + std::to_string(_exit_status) + " (Environment::set_exit_status)");
     }
   }

@@ -22,12 +22,12 @@ namespace {
 
 const char* outcome_name(Outcome outcome) {
   switch (outcome) {
-    case Outcome::running: return "running";
-    case Outcome::passed: return "passed";
-    case Outcome::failed: return "failed";
-    case Outcome::killed: return "killed";
-    case Outcome::hung: return "hung";
-    case Outcome::abandoned: return "abandoned";
+    case Outcome::kRunning: return "running";
+    case Outcome::kPassed: return "passed";
+    case Outcome::kFailed: return "failed";
+    case Outcome::kKilled: return "killed";
+    case Outcome::kHung: return "hung";
+    case Outcome::kAbandoned: return "abandoned";
   }
   return "failed";
 }
@@ -57,7 +57,7 @@ std::vector<ArmedPoint> armed_points;
 std::atomic<bool> anything_armed{false};
 
 [[noreturn]] void carry_out(Action action, OriginalRank me) {
-  if (action == Action::hang) hang(me);
+  if (action == Action::kHang) hang(me);
   kill_self(me);
 }
 
@@ -94,7 +94,7 @@ std::optional<Outcome> recorded_outcome() noexcept {
 }
 
 void kill_self(OriginalRank me) {
-  record_outcome(Outcome::killed, me);
+  record_outcome(Outcome::kKilled, me);
   std::fflush(stdout);
   std::fflush(stderr);
   ::kill(::getpid(), SIGKILL);
@@ -102,7 +102,7 @@ void kill_self(OriginalRank me) {
 }
 
 void hang(OriginalRank me) {
-  record_outcome(Outcome::hung, me);
+  record_outcome(Outcome::kHung, me);
   std::fflush(stdout);
   std::fflush(stderr);
   // Every thread stops, as on a frozen node; only SIGKILL (or SIGCONT) ends it.
@@ -152,7 +152,7 @@ Schedule Schedule::parse(std::string_view text, std::string source) {
     std::string_view place = entry;
     if (const auto colon = entry.find(':'); colon != std::string_view::npos) {
       const auto action = entry.substr(colon + 1);
-      if (action == "hang") fault.action = Action::hang;
+      if (action == "hang") fault.action = Action::kHang;
       else if (action != "kill") throw fail(entry, "the action \"" + std::string(action) + "\" is neither kill nor hang");
       place = entry.substr(0, colon);
     }
@@ -197,7 +197,7 @@ Schedule Schedule::random(std::uint64_t seed, int ranks, std::uint64_t steps, do
   for (int rank = 0; rank < ranks; ++rank) {
     std::uint64_t state = seed ^ (0x5bd1e995ULL * static_cast<std::uint64_t>(rank + 1));
     if (uniform_unit(state) < expected_fraction) {
-      faults.push_back(Fault{OriginalRank{rank}, 1 + uniform_below(state, steps - 1), Action::kill});
+      faults.push_back(Fault{OriginalRank{rank}, 1 + uniform_below(state, steps - 1), Action::kKill});
     }
   }
   return Schedule(std::move(faults));
@@ -222,7 +222,7 @@ Schedule Schedule::random_exact(std::uint64_t seed, int ranks, std::uint64_t ste
     do {
       step = 1 + uniform_below(state, steps - 1);
     } while (!used_steps.insert(step).second);
-    faults.push_back(Fault{OriginalRank{candidates[static_cast<std::size_t>(i)]}, step, Action::kill});
+    faults.push_back(Fault{OriginalRank{candidates[static_cast<std::size_t>(i)]}, step, Action::kKill});
   }
   return Schedule(std::move(faults));
 }
@@ -244,7 +244,7 @@ std::string Schedule::to_string() const {
   for (std::size_t i = 0; i < _faults.size(); ++i) {
     if (i > 0) out << ',';
     out << _faults[i].rank.value() << '@' << _faults[i].step;
-    if (_faults[i].action == Action::hang) out << ":hang";
+    if (_faults[i].action == Action::kHang) out << ":hang";
   }
   return out.str();
 }

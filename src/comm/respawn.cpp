@@ -105,7 +105,7 @@ void tell_spawned(MPI_Comm inter, int word) {
   std::fprintf(stderr,
                "reprise: replacement process %d gives up (%s); the survivors will spawn another one\n",
                static_cast<int>(::getpid()), why);
-  inject::record_outcome(inject::Outcome::abandoned, OriginalRank{-1}, why);
+  inject::record_outcome(inject::Outcome::kAbandoned, OriginalRank{-1}, why);
   std::fflush(stderr);
   // Finalize, not exit or SIGKILL: Open MPI 5.0 tears down other processes
   // when a spawned process dies (upstream issue #13325).
@@ -160,6 +160,57 @@ bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, M
 }
 }  // namespace detail
 
+namespace {
+
+/// Spawns `count` replacements of `command` from `healed` and agrees that
+/// all of them started; `inter` is then the intercommunicator to them (null
+/// if the spawn gave none). `MpiError` if the spawn itself is impossible
+/// (no process failed: trying again would not help); `CommFailure` if a
+/// member failed meanwhile.
+void spawn_replacements(Comm& healed, const Command& command, std::vector<char*>& argv, int count, MPI_Comm& inter) {
+  std::vector<int> spawn_errors(static_cast<std::size_t>(count), MPI_SUCCESS);
+  const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, MPI_INFO_NULL, 0, healed.raw(),
+                                      &inter, spawn_errors.data());
+  if (spawn_rc != MPI_SUCCESS) inter = MPI_COMM_NULL;  // like a failed split: nothing there to use or free
+  if (inter != MPI_COMM_NULL) MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+  bool all_spawned = spawn_rc == MPI_SUCCESS &&
+                     std::all_of(spawn_errors.begin(), spawn_errors.end(), [](int e) { return e == MPI_SUCCESS; });
+  healed.check(detail::ulfm::agree_on_step(healed.raw(), all_spawned), "respawn: agreement after MPI_Comm_spawn");
+  if (!all_spawned) {
+    if (inter != MPI_COMM_NULL) detail::ulfm::revoke(inter);
+    throw MpiError("respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" +
+                       command.executable +
+                       "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots)",
+                   MPI_ERR_SPAWN);
+  }
+}
+
+/// Lets the replacements behind `inter` go on and merges them with
+/// `healed`, once every process agreed the merge worked: the merged
+/// communicator, or null if it did not. Frees `inter`.
+MPI_Comm merge_replacements(Comm& healed, MPI_Comm& inter) {
+  if (healed.rank().value() == 0) tell_spawned(inter, kJoinGo);
+  MPI_Comm merged = MPI_COMM_NULL;
+  bool merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS;
+  healed.check(detail::ulfm::agree_on_step(inter, merged_ok), "respawn: agreement after MPI_Intercomm_merge");
+  MPI_Comm_free(&inter);
+  return merged_ok ? merged : MPI_COMM_NULL;
+}
+
+/// After a failed attempt: the replacements behind `inter` (if any) are told
+/// to leave, and the intercommunicator is dropped.
+void abandon_replacements(const Comm& healed, MPI_Comm& inter) {
+  if (inter == MPI_COMM_NULL) return;
+  if (healed.rank().value() == 0) tell_spawned(inter, kJoinAbandon);
+  detail::ulfm::revoke(inter);
+  MPI_Comm_free(&inter);
+}
+
+}  // namespace
+
+// A respawn in its phases: shrink to the survivors, take spares if there
+// are enough, else (until it works) agree that all are alive, spawn, merge,
+// and give the replacements their original ranks.
 Comm Comm::respawn() {
   if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("respawn");
   const Command command = current_command();
@@ -183,8 +234,6 @@ Comm Comm::respawn() {
       healed._epoch = assignment.epoch;
       return healed;
     }
-    const int count = static_cast<int>(assignment.missing.size());
-
     // MPI_Comm_spawn in Open MPI 5.0 hangs if a member of the communicator is
     // dead, so first agree that all are alive; a failure found here sends
     // everyone back to shrinking.
@@ -194,31 +243,10 @@ Comm Comm::respawn() {
       continue;
     }
     MPI_Comm inter = MPI_COMM_NULL;
-    std::vector<int> spawn_errors(static_cast<std::size_t>(count), MPI_SUCCESS);
-    const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, MPI_INFO_NULL, 0,
-                                        healed._comm, &inter, spawn_errors.data());
-    if (spawn_rc != MPI_SUCCESS) inter = MPI_COMM_NULL;  // like a failed split: nothing there to use or free
-    if (inter != MPI_COMM_NULL) MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
-    bool spawned = spawn_rc == MPI_SUCCESS &&
-                   std::all_of(spawn_errors.begin(), spawn_errors.end(), [](int e) { return e == MPI_SUCCESS; });
     try {
-      bool all_spawned = spawned;
-      healed.check(detail::ulfm::agree_on_step(healed._comm, all_spawned), "respawn: agreement after MPI_Comm_spawn");
-      if (!all_spawned) {
-        // No process failed (the agreement would have said so): the spawn
-        // itself is impossible, and trying again would not help.
-        if (inter != MPI_COMM_NULL) detail::ulfm::revoke(inter);
-        throw MpiError("respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" +
-                           command.executable +
-                           "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots)",
-                       MPI_ERR_SPAWN);
-      }
-      if (healed.rank().value() == 0) tell_spawned(inter, kJoinGo);
-      MPI_Comm merged = MPI_COMM_NULL;
-      bool merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS;
-      healed.check(detail::ulfm::agree_on_step(inter, merged_ok), "respawn: agreement after MPI_Intercomm_merge");
-      MPI_Comm_free(&inter);
-      if (merged_ok) {
+      spawn_replacements(healed, command, argv, static_cast<int>(assignment.missing.size()), inter);
+      MPI_Comm merged = merge_replacements(healed, inter);
+      if (merged != MPI_COMM_NULL) {
         OriginalRank me = healed.original_rank();
         Parts parts;
         const bool done = detail::finish_respawn(merged, assignment, me, parts.comm, parts.internal);
@@ -236,11 +264,7 @@ Comm Comm::respawn() {
     }
     // Someone failed during this attempt: the survivors agree on that above,
     // so all of them drop the replacements and start over.
-    if (inter != MPI_COMM_NULL) {
-      if (healed.rank().value() == 0) tell_spawned(inter, kJoinAbandon);
-      detail::ulfm::revoke(inter);
-      MPI_Comm_free(&inter);
-    }
+    abandon_replacements(healed, inter);
     healed.revoke();
     healed = healed.shrink();
   }

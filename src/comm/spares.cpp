@@ -44,7 +44,7 @@ int configured_spares() {
 
 /// A spare that is not needed leaves: it records a pass and finalises.
 [[noreturn]] void leave_as_spare(const char* why) {
-  inject::record_outcome(inject::Outcome::passed, OriginalRank{-1}, why);
+  inject::record_outcome(inject::Outcome::kPassed, OriginalRank{-1}, why);
   detail::finalize_mpi(0);
   std::_Exit(0);
 }

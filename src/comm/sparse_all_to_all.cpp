@@ -144,6 +144,210 @@ std::size_t total_size(const std::vector<std::span<std::byte>>& pieces) {
   return total;
 }
 
+/// One process's side of one round of the exchange, in its phases: `post`
+/// the sends (and copy what a process sends itself), `receive_all` until
+/// NBX shows that nothing is left in flight to this process, and after an
+/// error `let_go_sends` and `wait_for_barrier`. The first MPI error stops
+/// every phase; the caller raises it after the closing agreement.
+class Exchange {
+ public:
+  Exchange(MPI_Comm comm, Rank me, const ScatterTarget& target, int parity)
+      : _comm(comm), _me(me), _target(target), _tag(kExchangeTagBase + parity), _split_tag(kSplitTagBase + parity) {}
+
+  void post(std::span<const GatherMessage> outgoing) {
+    _headers.reserve(outgoing.size());
+    for (const auto& message : outgoing) {
+      if (message.destination == _me) {
+        copy_to_self(message);
+      } else if (!post_message(message)) {
+        return;
+      }
+    }
+  }
+
+  void receive_all() {
+    bool barrier_started = false;
+    while (!failed()) {
+      if (receive_whole() || receive_split()) continue;
+      int done = 0;
+      if (!barrier_started) {
+        if (!ok(MPI_Testall(static_cast<int>(_sends.size()), _sends.data(), &done, MPI_STATUSES_IGNORE),
+                "MPI_Testall")) {
+          return;
+        }
+        if (done != 0) {
+          if (!ok(MPI_Ibarrier(_comm, &_barrier), "MPI_Ibarrier")) return;
+          barrier_started = true;
+        }
+      } else {
+        if (!ok(MPI_Test(&_barrier, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier)")) return;
+        if (done != 0) return;
+      }
+    }
+  }
+
+  // Lets go of our sends without freeing them: one that ends in error after
+  // it was freed aborts the process ("Send error after request freed", in
+  // ob1's send_request_pml_complete), and after a failure that is how sends
+  // to the dead or on the revoked communicator end. The payload stays the
+  // caller's to keep until recovery.
+  void let_go_sends() {
+    for (auto& request : _sends) {
+      if (request != MPI_REQUEST_NULL) detail::let_go(std::exchange(request, MPI_REQUEST_NULL));
+    }
+  }
+
+  // The barrier request cannot be freed (erroneous for a collective); on the
+  // revoked communicator it completes, with an error.
+  void wait_for_barrier() {
+    if (_barrier != MPI_REQUEST_NULL) MPI_Wait(&_barrier, MPI_STATUS_IGNORE);
+  }
+
+  [[nodiscard]] bool failed() const noexcept { return _error != MPI_SUCCESS; }
+  [[nodiscard]] int error() const noexcept { return _error; }
+  [[nodiscard]] const char* failed_call() const noexcept { return _failed_call; }
+  [[nodiscard]] const std::string& target_problem() const noexcept { return _target_problem; }
+
+ private:
+  // Records the first error; true if `rc` is a success.
+  bool ok(int rc, const char* call) {
+    if (rc != MPI_SUCCESS && _error == MPI_SUCCESS) {
+      _error = rc;
+      _failed_call = call;
+    }
+    return rc == MPI_SUCCESS;
+  }
+
+  // True if the target gave room for exactly `bytes`; remembers the first mismatch.
+  bool fits(const std::vector<std::span<std::byte>>& pieces, std::size_t bytes) {
+    if (total_size(pieces) == bytes) return true;
+    if (_target_problem.empty()) {
+      _target_problem = "the receive target gave " + std::to_string(total_size(pieces)) + " bytes of room for a " +
+                        std::to_string(bytes) + "-byte message";
+    }
+    return false;
+  }
+
+  void copy_to_self(const GatherMessage& message) {
+    std::size_t bytes = 0;
+    for (const auto& piece : message.pieces) bytes += piece.size();
+    const auto pieces = _target(_me, bytes);
+    if (fits(pieces, bytes)) copy_pieces(message.pieces, pieces);
+  }
+
+  bool post_send(const void* base, int count, MPI_Datatype type, Rank to, int tag) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (!ok(MPI_Issend(base, count, type, to.value(), tag, _comm, &request), "MPI_Issend")) return false;
+    _sends.push_back(request);
+    return true;
+  }
+
+  // One message, whole or split (a header, then a message per piece).
+  bool post_message(const GatherMessage& message) {
+    std::size_t bytes = 0;
+    std::size_t nonempty = 0;
+    for (const auto& piece : message.pieces) {
+      bytes += piece.size();
+      nonempty += piece.empty() ? 0 : 1;
+    }
+    if (nonempty < 2 || bytes < kSplitBytes) {
+      _send_views.push_back(std::make_unique<MemoryView>(message.pieces));
+      const MemoryView& view = *_send_views.back();
+      return post_send(view.base(), view.count(), view.type(), message.destination, _tag);
+    }
+    _headers.push_back({bytes, nonempty});
+    if (!post_send(&_headers.back(), static_cast<int>(sizeof(SplitHeader)), MPI_BYTE, message.destination,
+                   _split_tag)) {
+      return false;
+    }
+    for (const auto& piece : message.pieces) {
+      if (piece.empty()) continue;
+      _send_views.push_back(std::make_unique<MemoryView>(std::vector<std::span<const std::byte>>{piece}));
+      const MemoryView& view = *_send_views.back();
+      if (!post_send(view.base(), view.count(), view.type(), message.destination, _split_tag)) return false;
+    }
+    return true;
+  }
+
+  // Takes one whole message if one has arrived; true if it did (or failed).
+  bool receive_whole() {
+    int arrived = 0;
+    MPI_Message handle = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    if (!ok(MPI_Improbe(MPI_ANY_SOURCE, _tag, _comm, &arrived, &handle, &status), "MPI_Improbe")) return true;
+    if (arrived == 0) return false;
+    MPI_Count count = 0;
+    MPI_Get_elements_x(&status, MPI_BYTE, &count);
+    const auto bytes = static_cast<std::size_t>(count);
+    auto pieces = _target(Rank{status.MPI_SOURCE}, bytes);
+    std::vector<std::byte> scratch;
+    if (!fits(pieces, bytes)) {
+      // Take the message anyway so the exchange completes; report later.
+      scratch.resize(bytes);
+      pieces = {scratch};
+    }
+    const MemoryView view(pieces);
+    (void)ok(MPI_Mrecv(view.base(), view.count(), view.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    return true;
+  }
+
+  // Takes one part of a split message (its header, or a piece) if one has
+  // arrived; true if it did (or failed).
+  bool receive_split() {
+    int arrived = 0;
+    MPI_Message handle = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    if (!ok(MPI_Improbe(MPI_ANY_SOURCE, _split_tag, _comm, &arrived, &handle, &status), "MPI_Improbe")) return true;
+    if (arrived == 0) return false;
+    auto& split = _splits[status.MPI_SOURCE];
+    if (split.pieces_left == 0) {  // a header
+      SplitHeader header;
+      if (!ok(MPI_Mrecv(&header, static_cast<int>(sizeof header), MPI_BYTE, &handle, MPI_STATUS_IGNORE),
+              "MPI_Mrecv")) {
+        return true;
+      }
+      const auto bytes = static_cast<std::size_t>(header.bytes);
+      split.landing = _target(Rank{status.MPI_SOURCE}, bytes);
+      if (!fits(split.landing, bytes)) {
+        split.scratch.assign(bytes, std::byte{0});
+        split.landing = {split.scratch};
+      }
+      split.offset = 0;
+      split.pieces_left = header.pieces;
+      return true;
+    }
+    MPI_Count count = 0;
+    MPI_Get_elements_x(&status, MPI_BYTE, &count);
+    const auto bytes = static_cast<std::size_t>(count);
+    auto pieces = slice(split.landing, split.offset, bytes);
+    std::vector<std::byte> scratch;
+    if (pieces.empty() && bytes > 0) {  // more than the header announced
+      if (_target_problem.empty()) _target_problem = "a split message carried more bytes than its header announced";
+      scratch.resize(bytes);
+      pieces = {scratch};
+    }
+    const MemoryView view(pieces);
+    if (!ok(MPI_Mrecv(view.base(), view.count(), view.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) return true;
+    split.offset += bytes;
+    if (--split.pieces_left == 0) split = SplitReceive{};
+    return true;
+  }
+
+  MPI_Comm _comm;
+  Rank _me;
+  const ScatterTarget& _target;
+  int _tag;
+  int _split_tag;
+  std::vector<MPI_Request> _sends;
+  std::vector<std::unique_ptr<MemoryView>> _send_views;  // alive until the sends complete
+  std::vector<SplitHeader> _headers;                       // likewise; reserved, never reallocated
+  std::map<int, SplitReceive> _splits;                     // by source
+  MPI_Request _barrier = MPI_REQUEST_NULL;
+  std::string _target_problem;
+  int _error = MPI_SUCCESS;
+  const char* _failed_call = "";
+};
+
 }  // namespace
 
 void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const ScatterTarget& target) {
@@ -153,168 +357,21 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
                        " is out of range; the communicator has " + std::to_string(size()) + " processes");
     }
   }
-  const int parity = static_cast<int>(_exchange_round++ & 1U);
-  const int tag = kExchangeTagBase + parity;
-  const int split_tag = kSplitTagBase + parity;
-  std::vector<MPI_Request> sends;
-  std::vector<std::unique_ptr<MemoryView>> send_views;  // alive until the sends complete
-  std::vector<SplitHeader> headers;                       // likewise; never reallocated
-  headers.reserve(outgoing.size());
-  std::map<int, SplitReceive> splits;                     // by source
-  std::string target_problem;
-  // True if `target` gave room for exactly `bytes`; remembers the first mismatch.
-  auto fits = [&](const std::vector<std::span<std::byte>>& pieces, std::size_t bytes) {
-    if (total_size(pieces) == bytes) return true;
-    if (target_problem.empty()) {
-      target_problem = "the receive target gave " + std::to_string(total_size(pieces)) + " bytes of room for a " +
-                       std::to_string(bytes) + "-byte message";
-    }
-    return false;
-  };
-  int error = MPI_SUCCESS;
-  const char* failed_call = "";
-  auto ok = [&](int rc, const char* call) {
-    if (rc != MPI_SUCCESS && error == MPI_SUCCESS) {
-      error = rc;
-      failed_call = call;
-    }
-    return rc == MPI_SUCCESS;
-  };
-
-  for (const auto& message : outgoing) {
-    if (message.destination == _rank) {
-      std::size_t bytes = 0;
-      for (const auto& piece : message.pieces) bytes += piece.size();
-      const auto pieces = target(_rank, bytes);
-      if (fits(pieces, bytes)) copy_pieces(message.pieces, pieces);
-      continue;
-    }
-    auto post = [&](const void* base, int count, MPI_Datatype type, int message_tag) {
-      MPI_Request request = MPI_REQUEST_NULL;
-      if (!ok(MPI_Issend(base, count, type, message.destination.value(), message_tag, _internal, &request),
-              "MPI_Issend")) {
-        return false;
-      }
-      sends.push_back(request);
-      return true;
-    };
-    std::size_t bytes = 0;
-    std::size_t nonempty = 0;
-    for (const auto& piece : message.pieces) {
-      bytes += piece.size();
-      nonempty += piece.empty() ? 0 : 1;
-    }
-    if (nonempty < 2 || bytes < kSplitBytes) {
-      send_views.push_back(std::make_unique<MemoryView>(message.pieces));
-      const MemoryView& view = *send_views.back();
-      if (!post(view.base(), view.count(), view.type(), tag)) break;
-      continue;
-    }
-    headers.push_back({bytes, nonempty});
-    if (!post(&headers.back(), static_cast<int>(sizeof(SplitHeader)), MPI_BYTE, split_tag)) break;
-    for (const auto& piece : message.pieces) {
-      if (piece.empty()) continue;
-      send_views.push_back(std::make_unique<MemoryView>(std::vector<std::span<const std::byte>>{piece}));
-      const MemoryView& view = *send_views.back();
-      if (!post(view.base(), view.count(), view.type(), split_tag)) break;
-    }
-    if (error != MPI_SUCCESS) break;
-  }
+  Exchange exchange(_internal, _rank, target, static_cast<int>(_exchange_round++ & 1U));
+  exchange.post(outgoing);
   inject::fault_point("comm.sparse_all_to_all", original_rank());
-
-  MPI_Request barrier = MPI_REQUEST_NULL;
-  bool barrier_started = false;
-  while (error == MPI_SUCCESS) {
-    int arrived = 0;
-    MPI_Message handle = MPI_MESSAGE_NULL;
-    MPI_Status status;
-    if (!ok(MPI_Improbe(MPI_ANY_SOURCE, tag, _internal, &arrived, &handle, &status), "MPI_Improbe")) break;
-    if (arrived != 0) {
-      MPI_Count count = 0;
-      MPI_Get_elements_x(&status, MPI_BYTE, &count);
-      const auto bytes = static_cast<std::size_t>(count);
-      auto pieces = target(Rank{status.MPI_SOURCE}, bytes);
-      std::vector<std::byte> scratch;
-      if (!fits(pieces, bytes)) {
-        // Take the message anyway so the exchange completes; report later.
-        scratch.resize(bytes);
-        pieces = {scratch};
-      }
-      const MemoryView view(pieces);
-      if (!ok(MPI_Mrecv(view.base(), view.count(), view.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) break;
-      continue;
-    }
-    if (!ok(MPI_Improbe(MPI_ANY_SOURCE, split_tag, _internal, &arrived, &handle, &status), "MPI_Improbe")) break;
-    if (arrived != 0) {
-      auto& split = splits[status.MPI_SOURCE];
-      if (split.pieces_left == 0) {  // a header
-        SplitHeader header;
-        if (!ok(MPI_Mrecv(&header, static_cast<int>(sizeof header), MPI_BYTE, &handle, MPI_STATUS_IGNORE),
-                "MPI_Mrecv")) {
-          break;
-        }
-        const auto bytes = static_cast<std::size_t>(header.bytes);
-        split.landing = target(Rank{status.MPI_SOURCE}, bytes);
-        if (!fits(split.landing, bytes)) {
-          split.scratch.assign(bytes, std::byte{0});
-          split.landing = {split.scratch};
-        }
-        split.offset = 0;
-        split.pieces_left = header.pieces;
-        continue;
-      }
-      MPI_Count count = 0;
-      MPI_Get_elements_x(&status, MPI_BYTE, &count);
-      const auto bytes = static_cast<std::size_t>(count);
-      auto pieces = slice(split.landing, split.offset, bytes);
-      std::vector<std::byte> scratch;
-      if (pieces.empty() && bytes > 0) {  // more than the header announced
-        if (target_problem.empty()) target_problem = "a split message carried more bytes than its header announced";
-        scratch.resize(bytes);
-        pieces = {scratch};
-      }
-      const MemoryView view(pieces);
-      if (!ok(MPI_Mrecv(view.base(), view.count(), view.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) break;
-      split.offset += bytes;
-      if (--split.pieces_left == 0) split = SplitReceive{};
-      continue;
-    }
-    int done = 0;
-    if (!barrier_started) {
-      if (!ok(MPI_Testall(static_cast<int>(sends.size()), sends.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall")) {
-        break;
-      }
-      if (done != 0) {
-        if (!ok(MPI_Ibarrier(_internal, &barrier), "MPI_Ibarrier")) break;
-        barrier_started = true;
-      }
-    } else {
-      if (!ok(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), "MPI_Test(barrier)")) break;
-      if (done != 0) break;
-    }
-  }
-
-  if (error != MPI_SUCCESS) {
-    // Let go of our sends without freeing them: one that ends in error after
-    // it was freed aborts the process ("Send error after request freed", in
-    // ob1's send_request_pml_complete), and after a failure that is how
-    // sends to the dead or on the revoked communicator end. The payload stays
-    // the caller's to keep until recovery.
-    for (auto& request : sends) {
-      if (request != MPI_REQUEST_NULL) detail::let_go(std::exchange(request, MPI_REQUEST_NULL));
-    }
-    // Make every other member leave its loop too. The barrier request cannot
-    // be freed (erroneous for a collective); on the revoked communicator it
-    // completes, with an error.
-    revoke();
-    if (barrier != MPI_REQUEST_NULL) MPI_Wait(&barrier, MPI_STATUS_IGNORE);
+  if (!exchange.failed()) exchange.receive_all();
+  if (exchange.failed()) {
+    exchange.let_go_sends();
+    revoke();  // every other member leaves its loop too
+    exchange.wait_for_barrier();
   }
   // Only an agreement makes the outcome the same everywhere: a member whose
   // barrier completed just before a failure would otherwise return normally.
   inject::fault_point("comm.sparse_all_to_all.done", original_rank());
-  bool all_ok = error == MPI_SUCCESS;
+  bool all_ok = !exchange.failed();
   const int agree_rc = detail::ulfm::agree(_internal, all_ok);
-  if (error != MPI_SUCCESS) raise(error, std::string("sparse_all_to_all: ") + failed_call);
+  if (exchange.failed()) raise(exchange.error(), std::string("sparse_all_to_all: ") + exchange.failed_call());
   if (agree_rc != MPI_SUCCESS) {
     revoke();
     raise(agree_rc, "sparse_all_to_all: agreement");
@@ -324,7 +381,7 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
                   "recover with shrink() or respawn()",
                   detail::ulfm::revoked_error_class());
   }
-  if (!target_problem.empty()) throw UsageError("sparse_all_to_all: " + target_problem);
+  if (!exchange.target_problem().empty()) throw UsageError("sparse_all_to_all: " + exchange.target_problem());
 }
 
 std::vector<IncomingMessage> Comm::sparse_all_to_all(std::span<const OutgoingMessage> outgoing) {

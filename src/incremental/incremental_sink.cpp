@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "reprise/error.hpp"
-#include "version_format.hpp"
+#include "words.hpp"
 
 static_assert(XXH_VERSION_NUMBER >= 800, "reprise needs xxHash 0.8 or newer, whose XXH3 output is stable");
 
@@ -180,9 +180,7 @@ class VersionFile {
   [[noreturn]] void damaged(const std::string& what) const { throw DamagedFile(_path + " " + what); }
 
   [[nodiscard]] std::uint64_t word_at(std::size_t at) const {
-    std::uint64_t value = 0;
-    std::memcpy(&value, _mapping.data() + at, 8);
-    return value;
+    return detail::word_at({_mapping.data(), _mapping.size()}, at);
   }
   [[nodiscard]] std::size_t record(std::uint64_t i) const { return _first_page + i * (16 + _page_bytes); }
 
@@ -201,21 +199,15 @@ class VersionFile {
     }
     // The checksum holds: what follows can fail only for a file written
     // by something else than a DirectorySink.
-    std::size_t at = 8;
-    auto next = [&] {
-      if (at + 8 > body - 8) damaged("is malformed: its header runs past its end");
-      const auto value = word_at(at);
-      at += 8;
-      return value;
-    };
-    const auto stored_version = next();
-    _page_bytes = next();
-    const auto regions = next();
-    if (regions > body / 8) damaged("is malformed: it claims " + std::to_string(regions) + " regions");
-    for (std::uint64_t r = 0; r < regions; ++r) _region_bytes.push_back(next());
-    const auto kind = next();
-    _chain = next();
-    _first_page = at;
+    detail::WordReader in({_mapping.data(), body - 8});  // the header, up to the page count
+    const auto header = detail::read_header(in);
+    const auto kind = in.word();
+    _chain = in.word();
+    if (!in.ok()) damaged("is malformed: its header runs past its end");
+    const auto stored_version = header.version;
+    _page_bytes = header.page_bytes;
+    _region_bytes = header.region_bytes;
+    _first_page = in.at();
     _pages = word_at(body - 8);
     if (stored_version != version || kind != (full ? kFull : kIncremental)) {
       damaged("is not " + std::string(full ? "the full" : "the incremental") + " version " + std::to_string(version) +
@@ -228,7 +220,7 @@ class VersionFile {
     }
     for (std::uint64_t i = 0; i < _pages; ++i) {
       const auto r = region_of(i);
-      if (r >= regions || page_of(i) >= _region_bytes[r] / _page_bytes) damaged("names a page outside its regions");
+      if (r >= _region_bytes.size() || page_of(i) >= _region_bytes[r] / _page_bytes) damaged("names a page outside its regions");
     }
   }
 

@@ -6,7 +6,8 @@
 #include <string>
 
 #include "reprise/error.hpp"
-#include "version_format.hpp"
+#include "reprise/placement.hpp"
+#include "words.hpp"
 
 namespace reprise {
 
@@ -17,41 +18,6 @@ namespace {
 // page, and for kImage the regions' bytes back to back.
 constexpr std::uint64_t kPages = 0x5345474150535052ULL;  // "RPSPAGES"
 constexpr std::uint64_t kImage = 0x4547414d49535052ULL;  // "RPSIMAGE"
-
-/// Reads a message's words one after another.
-struct Reader {
-  std::span<const std::byte> bytes;
-  std::size_t at = 0;
-  bool ok = true;
-  std::uint64_t word() {
-    std::uint64_t value = 0;
-    if (at + 8 > bytes.size()) {
-      ok = false;
-      return 0;
-    }
-    std::memcpy(&value, bytes.data() + at, 8);
-    at += 8;
-    return value;
-  }
-};
-
-/// The header of a message.
-struct Header {
-  std::uint64_t kind = 0;
-  std::uint64_t version = 0;
-  std::uint64_t page_bytes = 0;
-  std::vector<std::size_t> region_bytes;
-};
-
-Header read_header(Reader& in) {
-  Header header;
-  header.kind = in.word();
-  header.version = in.word();
-  header.page_bytes = in.word();
-  const auto regions = in.word();
-  for (std::uint64_t r = 0; in.ok && r < regions; ++r) header.region_bytes.push_back(in.word());
-  return header;
-}
 
 std::string list(const std::vector<int>& ranks) {
   std::string text;
@@ -68,10 +34,22 @@ MemorySink::MemorySink(Comm& comm, int copies) : _comm(comm), _copies(copies) {
   }
 }
 
-std::vector<Rank> MemorySink::buddies() const {
-  std::vector<Rank> result;
+// The same buddies as a Checkpoint's: the store's layout of one block per
+// process over the slots in node-major order, so mirrors sit on other nodes
+// wherever there are enough of them.
+std::vector<Rank> MemorySink::buddies() {
+  const auto slots = slot_order(_comm.node_of_each_member());
   const int size = _comm.size();
-  for (int k = 1; k < std::min(_copies, size); ++k) result.push_back(Rank{(_comm.rank().value() + k) % size});
+  const Placement placement({.blocks = static_cast<std::uint64_t>(size),
+                             .slots = size,
+                             .copies = std::min(_copies, size),
+                             .node_of_slot = slots.node});
+  const auto mine = static_cast<std::uint64_t>(
+      std::find(slots.process.begin(), slots.process.end(), _comm.rank().value()) - slots.process.begin());
+  std::vector<Rank> result;
+  for (const int slot : placement.holders(BlockId{mine})) {
+    if (static_cast<std::uint64_t>(slot) != mine) result.push_back(Rank{slots.process[static_cast<std::size_t>(slot)]});
+  }
   return result;
 }
 
@@ -95,14 +73,15 @@ namespace {
 /// no longer usable).
 bool apply(std::span<const std::byte> message, std::uint64_t& version, std::vector<std::size_t>& region_bytes,
            std::vector<std::byte>& bytes) {
-  Reader in{message};
-  const Header header = read_header(in);
-  if (!in.ok) return false;
+  detail::WordReader in(message);
+  const auto header = detail::read_header(in);
+  if (!in.ok()) return false;
   const std::size_t total = std::accumulate(header.region_bytes.begin(), header.region_bytes.end(), std::size_t{0});
-  if (header.kind == kImage) {
-    if (message.size() - in.at != total) return false;
+  if (header.tag == kImage) {
+    if (in.remaining() != total) return false;
     region_bytes = header.region_bytes;
-    bytes.assign(message.begin() + static_cast<std::ptrdiff_t>(in.at), message.end());
+    const auto image = in.bytes(total);
+    bytes.assign(image.begin(), image.end());
     version = header.version;
     return true;
   }
@@ -114,15 +93,14 @@ bool apply(std::span<const std::byte> message, std::uint64_t& version, std::vect
   }
   std::vector<std::size_t> offset(header.region_bytes.size(), 0);
   for (std::size_t r = 1; r < offset.size(); ++r) offset[r] = offset[r - 1] + header.region_bytes[r - 1];
-  while (in.at < message.size()) {
+  while (in.remaining() > 0) {
     const auto region = in.word();
     const auto page = in.word();
-    if (!in.ok || region >= offset.size() || (page + 1) * header.page_bytes > header.region_bytes[region] ||
-        in.at + header.page_bytes > message.size()) {
+    const auto content = in.bytes(header.page_bytes);
+    if (!in.ok() || region >= offset.size() || (page + 1) * header.page_bytes > header.region_bytes[region]) {
       return false;
     }
-    std::memcpy(bytes.data() + offset[region] + page * header.page_bytes, message.data() + in.at, header.page_bytes);
-    in.at += header.page_bytes;
+    std::memcpy(bytes.data() + offset[region] + page * header.page_bytes, content.data(), content.size());
   }
   version = header.version;
   return true;
@@ -133,8 +111,8 @@ bool apply(std::span<const std::byte> message, std::uint64_t& version, std::vect
 void MemorySink::publish() {
   if (!_pending) return;
   _pending = false;  // published now, or never (the buffer stays: MPI may read it until the recovery)
-  Reader staged_reader{_staged};
-  const std::uint64_t version = read_header(staged_reader).version;
+  detail::WordReader staged(_staged);
+  const std::uint64_t version = detail::read_header(staged).version;
   std::vector<OutgoingMessage> outgoing;
   for (const Rank buddy : buddies()) outgoing.push_back({buddy, _staged});
   const auto received = _comm.sparse_all_to_all(outgoing);
@@ -156,8 +134,21 @@ void MemorySink::absorb(const std::vector<IncomingMessage>& received) {
   }
 }
 
+// A restore in its phases: locate every process's image (and raise if one
+// is lost), send the images to the processes that lack theirs, apply this
+// process's after checking it fits everywhere, then give mirrors again.
 void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::span<std::byte>> regions) {
-  // Who holds which mirror: (original rank, version) pairs of every process.
+  const auto plan = locate_images();
+  const auto received = send_images(plan, layout.page_bytes);
+  apply_image(plan, received, layout, regions);
+  reseed(regions, plan.holds_mine);
+}
+
+// Every process gathers who holds which image, then computes the same plan:
+// each process's image comes from its own copy, else from the lowest live
+// rank mirroring it. `DataLost` on every process for images with no copy.
+MemorySink::RestorePlan MemorySink::locate_images() {
+  // (original rank, version) pairs of the images this process holds.
   std::vector<std::uint64_t> mine;
   for (const auto& [origin, mirror] : _mirrors) {
     if (_comm.rank_of(OriginalRank{origin})) {
@@ -165,50 +156,37 @@ void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::s
       mine.push_back(mirror.version);
     }
   }
-  const int size = _comm.size();
-  const int count = static_cast<int>(mine.size());
-  std::vector<int> counts;
-  std::vector<int> displacements(static_cast<std::size_t>(size), 0);
-  std::vector<std::uint64_t> all;
+  std::vector<std::vector<std::uint64_t>> held;  // per rank: the pairs it holds
   // A failure can complete these collectives on some processes and fail
   // them on others; the exchange after them agrees, so their outcome must be
   // the same everywhere first.
-  _comm.run_uniformly(
-      [&] {
-        counts = _comm.allgather(count);
-        for (std::size_t r = 1; r < counts.size(); ++r) displacements[r] = displacements[r - 1] + counts[r - 1];
-        all.assign(static_cast<std::size_t>(displacements.back() + counts.back()), 0);
-        _comm.check(MPI_Allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), displacements.data(),
-                                   MPI_UINT64_T, _comm.raw()),
-                    "MPI_Allgatherv");
-      },
-      "reprise::MemorySink::restore: finding who holds which checkpoint image");
-  std::uint64_t version = 0;
-  for (std::size_t i = 1; i < all.size(); i += 2) version = std::max(version, all[i]);
-  if (version == 0) {
+  _comm.run_uniformly([&] { held = _comm.allgatherv(std::span<const std::uint64_t>(mine)); },
+                      "reprise::MemorySink::restore: finding who holds which checkpoint image");
+  RestorePlan plan;
+  for (const auto& pairs : held) {
+    for (std::size_t i = 1; i < pairs.size(); i += 2) plan.version = std::max(plan.version, pairs[i]);
+  }
+  if (plan.version == 0) {
     throw UsageError("reprise::MemorySink::restore: no version was published; take a checkpoint first");
   }
   auto holds = [&](int rank, int origin) {
-    for (int i = displacements[static_cast<std::size_t>(rank)];
-         i < displacements[static_cast<std::size_t>(rank)] + counts[static_cast<std::size_t>(rank)]; i += 2) {
-      if (all[static_cast<std::size_t>(i)] == static_cast<std::uint64_t>(origin) &&
-          all[static_cast<std::size_t>(i) + 1] == version) {
-        return true;
-      }
+    const auto& pairs = held[static_cast<std::size_t>(rank)];
+    for (std::size_t i = 0; i + 1 < pairs.size(); i += 2) {
+      if (pairs[i] == static_cast<std::uint64_t>(origin) && pairs[i + 1] == plan.version) return true;
     }
     return false;
   };
-  // Every process computes the same plan: each process's image comes from
-  // its own copy, else from the lowest live rank mirroring it.
-  std::vector<int> source(static_cast<std::size_t>(size), -1);
+  const int size = _comm.size();
+  plan.source.assign(static_cast<std::size_t>(size), -1);
   std::vector<int> lost;
   for (int m = 0; m < size; ++m) {
     const int origin = _comm.original_rank(Rank{m}).value();
-    if (holds(m, origin)) source[static_cast<std::size_t>(m)] = m;
-    for (int r = 0; r < size && source[static_cast<std::size_t>(m)] < 0; ++r) {
-      if (holds(r, origin)) source[static_cast<std::size_t>(m)] = r;
+    auto& source = plan.source[static_cast<std::size_t>(m)];
+    if (holds(m, origin)) source = m;
+    for (int r = 0; r < size && source < 0; ++r) {
+      if (holds(r, origin)) source = r;
     }
-    if (source[static_cast<std::size_t>(m)] < 0) lost.push_back(origin);
+    if (source < 0) lost.push_back(origin);
   }
   if (!lost.empty()) {
     // Every process found the same images lost; the agreement lets all get
@@ -225,23 +203,38 @@ void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::s
                        " is lost: the process and every process mirroring it failed",
                    std::move(ranges), std::move(processes));
   }
-  _page_bytes = layout.page_bytes;
+  for (int r = 0; r < size; ++r) plan.holds_mine.push_back(holds(r, _comm.original_rank().value()) ? 1 : 0);
+  return plan;
+}
+
+// The images this process is the source of, to the processes that lack
+// theirs; the one it receives, if it lacks its own.
+std::vector<IncomingMessage> MemorySink::send_images(const RestorePlan& plan, std::size_t page_bytes) {
+  _page_bytes = page_bytes;
   auto& images = _in_flight;
   images.clear();
   std::vector<OutgoingMessage> outgoing;
   const int me = _comm.rank().value();
-  for (int m = 0; m < size; ++m) {
-    if (m == me || source[static_cast<std::size_t>(m)] != me) continue;
+  for (int m = 0; m < _comm.size(); ++m) {
+    if (m == me || plan.source[static_cast<std::size_t>(m)] != me) continue;
     const Mirror& mirror = _mirrors.at(_comm.original_rank(Rank{m}).value());
     auto& image = images.emplace_back();
-    detail::append_header(image, kImage, version, layout.page_bytes, mirror.region_bytes);
+    detail::append_header(image, kImage, plan.version, page_bytes, mirror.region_bytes);
     image.insert(image.end(), mirror.bytes.begin(), mirror.bytes.end());
     outgoing.push_back({Rank{m}, image});
   }
-  const auto received = _comm.sparse_all_to_all(outgoing);
+  return _comm.sparse_all_to_all(outgoing);
+}
+
+// Writes this process's image into `regions` once every process's image
+// fits its regions (nothing is written anywhere otherwise), and keeps only
+// the mirrors of this version.
+void MemorySink::apply_image(const RestorePlan& plan, const std::vector<IncomingMessage>& received,
+                             const IncrementalLayout& layout, std::span<const std::span<std::byte>> regions) {
+  const int me = _comm.rank().value();
   const int self = _comm.original_rank().value();
   Mirror restored;
-  if (source[static_cast<std::size_t>(me)] == me) {
+  if (plan.source[static_cast<std::size_t>(me)] == me) {
     restored = _mirrors.at(self);
   } else if (received.size() != 1 ||
              !apply(received.front().payload, restored.version, restored.region_bytes, restored.bytes)) {
@@ -261,13 +254,10 @@ void MemorySink::restore(const IncrementalLayout& layout, std::span<const std::s
     at += regions[r].size();
   }
   _mirrors[self] = std::move(restored);
-  _published = version;
+  _published = plan.version;
   std::erase_if(_mirrors, [&](const auto& entry) {
-    return entry.second.version != version || !_comm.rank_of(OriginalRank{entry.first});
+    return entry.second.version != plan.version || !_comm.rank_of(OriginalRank{entry.first});
   });
-  std::vector<std::uint64_t> held_by(static_cast<std::size_t>(size), 0);
-  for (int r = 0; r < size; ++r) held_by[static_cast<std::size_t>(r)] = holds(r, _comm.original_rank().value()) ? 1 : 0;
-  reseed(regions, held_by);
 }
 
 void MemorySink::reseed(std::span<const std::span<std::byte>> regions, const std::vector<std::uint64_t>& held) {

@@ -14,18 +14,18 @@ namespace {
 
 constexpr int kMaxProcesses = 4096;  // one evaluation costs O(p^2 / 2) multiply-adds
 
-void check(int processes, int replicas) {
+void check(int processes, int copies) {
   if (processes > kMaxProcesses) {
     throw UsageError("data_loss: the closed form handles up to " + std::to_string(kMaxProcesses) +
                      " processes; use data_loss::simulate for " + std::to_string(processes));
   }
-  if (processes < 1 || replicas < 1 || replicas > processes) {
-    throw UsageError("data_loss: need 1 <= replicas <= processes, got processes=" + std::to_string(processes) +
-                     ", replicas=" + std::to_string(replicas));
+  if (processes < 1 || copies < 1 || copies > processes) {
+    throw UsageError("data_loss: need 1 <= copies <= processes, got processes=" + std::to_string(processes) +
+                     ", copies=" + std::to_string(copies));
   }
-  if (processes % replicas != 0) {
-    throw UsageError("data_loss: the closed form needs replicas to divide processes (" + std::to_string(processes) +
-                     " % " + std::to_string(replicas) + " != 0); use data_loss::simulate for this layout");
+  if (processes % copies != 0) {
+    throw UsageError("data_loss: the closed form needs copies to divide processes (" + std::to_string(processes) +
+                     " % " + std::to_string(copies) + " != 0); use data_loss::simulate for this layout");
   }
 }
 
@@ -35,15 +35,15 @@ void check(int processes, int replicas) {
 // processes; the same quantity is counted here with positive terms only: the
 // failure sets of size f that leave a survivor in each of the p/r groups are
 // the coefficient of x^f in ((1+x)^r - x^r)^(p/r), divided by C(p, f).
-std::vector<long double> survival_by_failures(int processes, int replicas) {
-  std::vector<long double> group(static_cast<std::size_t>(replicas), 0);
+std::vector<long double> survival_by_failures(int processes, int copies) {
+  std::vector<long double> group(static_cast<std::size_t>(copies), 0);
   long double binomial = 1;  // C(r, k)
-  for (int k = 0; k < replicas; ++k) {
+  for (int k = 0; k < copies; ++k) {
     group[static_cast<std::size_t>(k)] = binomial;
-    binomial = binomial * (replicas - k) / (k + 1);
+    binomial = binomial * (copies - k) / (k + 1);
   }
   std::vector<long double> counts{1};
-  for (int g = 0; g < processes / replicas; ++g) {
+  for (int g = 0; g < processes / copies; ++g) {
     std::vector<long double> next(counts.size() + group.size() - 1, 0);
     for (std::size_t a = 0; a < counts.size(); ++a) {
       for (std::size_t b = 0; b < group.size(); ++b) next[a + b] += counts[a] * group[b];
@@ -61,21 +61,21 @@ std::vector<long double> survival_by_failures(int processes, int replicas) {
 
 }  // namespace
 
-double probability(int processes, int replicas, int failures) {
-  check(processes, replicas);
+double probability(int processes, int copies, int failures) {
+  check(processes, copies);
   if (failures < 0 || failures > processes) {
     throw UsageError("data_loss::probability: failures must be in [0, " + std::to_string(processes) + "], got " +
                      std::to_string(failures));
   }
-  const auto survival = survival_by_failures(processes, replicas);
+  const auto survival = survival_by_failures(processes, copies);
   return static_cast<double>(std::clamp(1 - survival[static_cast<std::size_t>(failures)], 0.0L, 1.0L));
 }
 
-double expected_failures_until_loss(int processes, int replicas) {
-  check(processes, replicas);
+double expected_failures_until_loss(int processes, int copies) {
+  check(processes, copies);
   // E[T] = sum over f >= 0 of P(T > f), and T > f means no loss after f failures.
   long double expected = 0;
-  for (const long double survival : survival_by_failures(processes, replicas)) expected += survival;
+  for (const long double survival : survival_by_failures(processes, copies)) expected += survival;
   return static_cast<double>(expected);
 }
 

@@ -77,11 +77,11 @@ PlacementConfig checked(const PlacementConfig& config) {
   const std::string where = "reprise::Placement: ";
   if (config.blocks == 0) throw UsageError(where + "no blocks; a store needs at least one block");
   if (config.slots < 1) throw UsageError(where + "needs at least one process, got " + std::to_string(config.slots));
-  if (config.replicas < 1) {
-    throw UsageError(where + "replication level " + std::to_string(config.replicas) + " is below 1");
+  if (config.copies < 1) {
+    throw UsageError(where + "replication level " + std::to_string(config.copies) + " is below 1");
   }
-  if (config.replicas > config.slots) {
-    throw UsageError(where + "replication level " + std::to_string(config.replicas) + " needs at least that many " +
+  if (config.copies > config.slots) {
+    throw UsageError(where + "replication level " + std::to_string(config.copies) + " needs at least that many " +
                      "processes, but there are " + std::to_string(config.slots) +
                      "; lower the replication level or run on more processes");
   }
@@ -98,15 +98,15 @@ PlacementConfig checked(const PlacementConfig& config) {
 // unused node.
 std::vector<std::vector<int>> holders_of_slabs(const PlacementConfig& config) {
   const int p = config.slots;
-  const int stride = p / config.replicas;
+  const int stride = p / config.copies;
   const auto& node = config.node_of_slot;
   const bool spread = !node.empty() && static_cast<int>(std::set<int>(node.begin(), node.end()).size()) >=
-                                           config.replicas;
+                                           config.copies;
   std::vector<std::vector<int>> holders(static_cast<std::size_t>(p));
   for (int slab = 0; slab < p; ++slab) {
     auto& slots = holders[static_cast<std::size_t>(slab)];
     std::set<int> used_nodes;
-    for (int k = 0; k < config.replicas; ++k) {
+    for (int k = 0; k < config.copies; ++k) {
       int slot = (slab + k * stride) % p;
       if (spread) {
         while (used_nodes.contains(node[static_cast<std::size_t>(slot)])) slot = (slot + 1) % p;

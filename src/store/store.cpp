@@ -40,8 +40,8 @@ std::string describe(const std::vector<BlockRange>& ranges) {
 
 StoreConfig checked(const Comm& comm, StoreConfig config) {
   if (config.block_bytes == 0) throw UsageError("reprise::Store: block_bytes is 0; give every block a size");
-  if (config.replicas < 1 || config.replicas > comm.size()) {
-    throw UsageError("reprise::Store: " + std::to_string(config.replicas) + " replicas need between 1 and " +
+  if (config.copies < 1 || config.copies > comm.size()) {
+    throw UsageError("reprise::Store: " + std::to_string(config.copies) + " copies need between 1 and " +
                      std::to_string(comm.size()) + " (the number of processes); lower the replication level or " +
                      "run on more processes");
   }
@@ -85,92 +85,129 @@ void Store::join(const std::string& problem, const char* operation) {
   }
 }
 
+namespace {
+
+/// What the allgathered submissions say: the first problem (empty if none),
+/// the processes with blocks in id order, and how many blocks there are.
+struct SubmitCheck {
+  std::string problem;
+  std::vector<int> order;
+  std::uint64_t blocks = 0;
+};
+
+/// The check phase of a submit, the same on every process: sizes, then ids
+/// covering 0 .. N-1 exactly once.
+SubmitCheck check_submissions(const std::vector<Submission>& all, const Comm& comm, std::size_t block_bytes) {
+  SubmitCheck check;
+  for (int r = 0; r < comm.size(); ++r) {
+    const auto& s = all[static_cast<std::size_t>(r)];
+    if (s.size_ok == 0 && check.problem.empty()) {
+      check.problem = "process " + std::to_string(comm.original_rank(Rank{r}).value()) + " submitted blocks [" +
+                      std::to_string(s.begin) + ", " + std::to_string(s.end) + ") with " +
+                      "a wrong number of bytes (it needs blocks * block_bytes = " +
+                      std::to_string((s.end >= s.begin ? s.end - s.begin : 0) * block_bytes) + ")";
+    }
+    if (s.end > s.begin) check.order.push_back(r);
+  }
+  std::sort(check.order.begin(), check.order.end(), [&](int a, int b) {
+    return all[static_cast<std::size_t>(a)].begin < all[static_cast<std::size_t>(b)].begin;
+  });
+  std::uint64_t next = 0;
+  for (int r : check.order) {
+    const auto& s = all[static_cast<std::size_t>(r)];
+    if (!check.problem.empty()) break;
+    if (s.begin < next) {
+      check.problem = "block ids [" + std::to_string(s.begin) + ", " + std::to_string(std::min(next, s.end)) +
+                      ") are submitted twice (again by process " +
+                      std::to_string(comm.original_rank(Rank{r}).value()) +
+                      "); every id must come from exactly one process";
+    } else if (s.begin > next) {
+      check.problem = "no process submitted block ids [" + std::to_string(next) + ", " + std::to_string(s.begin) +
+                      "); the ids must cover 0 .. N-1 without gaps";
+    }
+    next = s.end;
+  }
+  if (check.problem.empty() && next == 0) check.problem = "no process submitted any block";
+  check.blocks = next;
+  return check;
+}
+
+}  // namespace
+
 void Store::submit(BlockRange mine, std::span<const std::byte> data) { commit(stage_submit(mine, data)); }
 
+// A submit in its phases: every process learns every range and judges the
+// input alike (check), allocates the copies it will keep (allocate), agrees
+// on both, then each piece travels once, from `data` straight into its kept
+// copies (exchange). `commit` makes it the store's content.
 Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::byte> data) {
-  // Everyone learns everyone's range, so that all judge the input alike.
   // A failure may let only some processes through these collectives: they
   // wait in the agreement on the input below.
   const Submission local{mine.begin.value, mine.end.value,
                          (mine.begin <= mine.end && data.size() == mine.size() * _config.block_bytes) ? 1U : 0U};
-  std::vector<Submission> all(static_cast<std::size_t>(_comm.size()));
+  std::vector<Submission> all;
   std::vector<int> node_of_member;
-  _comm.run_before(Comm::FirstAgreement::agree, [&] {
+  _comm.run_before(Comm::FirstAgreement::kAgree, [&] {
     join({}, "submit");
-    _comm.check(MPI_Allgather(&local, 3, MPI_UINT64_T, all.data(), 3, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");
+    all = _comm.allgather(local);
     node_of_member = _comm.node_of_each_member();
   });
-  std::string problem;
-  std::vector<int> order;
-  for (int r = 0; r < _comm.size(); ++r) {
-    const auto& s = all[static_cast<std::size_t>(r)];
-    if (s.size_ok == 0 && problem.empty()) {
-      problem = "process " + std::to_string(_comm.original_rank(Rank{r}).value()) + " submitted blocks [" +
-                std::to_string(s.begin) + ", " + std::to_string(s.end) + ") with " +
-                "a wrong number of bytes (it needs blocks * block_bytes = " +
-                std::to_string((s.end >= s.begin ? s.end - s.begin : 0) * _config.block_bytes) + ")";
-    }
-    if (s.end > s.begin) order.push_back(r);
-  }
-  std::sort(order.begin(), order.end(), [&](int a, int b) {
-    return all[static_cast<std::size_t>(a)].begin < all[static_cast<std::size_t>(b)].begin;
-  });
-  std::uint64_t next = 0;
-  for (int r : order) {
-    const auto& s = all[static_cast<std::size_t>(r)];
-    if (!problem.empty()) break;
-    if (s.begin < next) {
-      problem = "block ids [" + std::to_string(s.begin) + ", " + std::to_string(std::min(next, s.end)) +
-                ") are submitted twice (again by process " + std::to_string(_comm.original_rank(Rank{r}).value()) +
-                "); every id must come from exactly one process";
-    } else if (s.begin > next) {
-      problem = "no process submitted block ids [" + std::to_string(next) + ", " + std::to_string(s.begin) +
-                "); the ids must cover 0 .. N-1 without gaps";
-    }
-    next = s.end;
-  }
-  if (problem.empty() && next == 0) problem = "no process submitted any block";
+  auto check = check_submissions(all, _comm, _config.block_bytes);
 
   // Slots go to processes grouped by node, so that the copies of a block
   // land on different nodes where there are enough of them.
   auto slots = slot_order(node_of_member);
-  const auto& slot_process = slots.process;
-  std::optional<Placement> placement;
-  // Every process knows every range, so both ends know which pieces travel
-  // where: senders send straight from `data`, receivers straight into the
-  // copies they will keep, allocated before anything moves.
-  const auto my_slot = static_cast<std::size_t>(
-      std::find(slot_process.begin(), slot_process.end(), _comm.rank().value()) - slot_process.begin());
-  std::map<std::uint64_t, Chunk> chunks;
-  std::vector<std::vector<std::span<std::byte>>> landing(static_cast<std::size_t>(_comm.size()));
-  std::size_t needed = 0;
-  try {
-    if (problem.empty()) {
-      placement.emplace(placement_config(next, std::move(slots.node)));
-      for (int r : order) {
-        const auto& s = all[static_cast<std::size_t>(r)];
-        for (const auto& piece : placement->pieces({BlockId{s.begin}, BlockId{s.end}})) {
-          if (std::find(piece.holders.begin(), piece.holders.end(), static_cast<int>(my_slot)) == piece.holders.end()) {
-            continue;
-          }
-          needed += piece.range.size() * _config.block_bytes;
-          auto& chunk = chunks[piece.range.begin.value];
-          chunk.range = piece.range;
-          chunk.bytes.resize(piece.range.size() * _config.block_bytes);
-          landing[static_cast<std::size_t>(r)].emplace_back(chunk.bytes);
-        }
-      }
-    }
-  } catch (const std::bad_alloc&) {
-    problem = "process " + std::to_string(_comm.original_rank().value()) + " cannot allocate the " +
-              std::to_string(needed) + "+ bytes of copies it must keep; use more processes or fewer replicas";
+  IncomingCopies copies;
+  if (check.problem.empty()) {
+    std::vector<BlockRange> submitted;
+    for (const auto& s : all) submitted.push_back({BlockId{s.begin}, BlockId{s.end}});
+    const auto my_slot = static_cast<int>(std::find(slots.process.begin(), slots.process.end(), _comm.rank().value()) -
+                                          slots.process.begin());
+    check.problem = allocate_copies(copies, placement_config(check.blocks, slots.node), submitted, check.order, my_slot);
   }
   // Every process that got here judged the same input alike; processes whose
   // collectives above failed wait in this agreement too.
-  agree_on_input(problem, "submit");
+  agree_on_input(check.problem, "submit");
+  send_submitted(*copies.placement, mine, data, slots.process, copies);
+  StagedSubmit staged{std::move(*copies.placement), std::move(copies.chunks), {}};
+  for (int process : slots.process) staged.slot_owner.push_back(_comm.original_rank(Rank{process}));
+  return staged;
+}
+
+// Every process knows every range, so both ends know which pieces travel
+// where: receivers allocate the copies they will keep before anything moves
+// and receive straight into them. A failed allocation is the problem said.
+std::string Store::allocate_copies(IncomingCopies& copies, PlacementConfig layout,
+                                   const std::vector<BlockRange>& submitted, const std::vector<int>& order,
+                                   int my_slot) const {
+  copies.landing.assign(submitted.size(), {});
+  std::size_t needed = 0;
+  try {
+    copies.placement.emplace(std::move(layout));
+    for (int r : order) {
+      for (const auto& piece : copies.placement->pieces(submitted[static_cast<std::size_t>(r)])) {
+        if (std::find(piece.holders.begin(), piece.holders.end(), my_slot) == piece.holders.end()) continue;
+        needed += piece.range.size() * _config.block_bytes;
+        auto& chunk = copies.chunks[piece.range.begin.value];
+        chunk.range = piece.range;
+        chunk.bytes.resize(piece.range.size() * _config.block_bytes);
+        copies.landing[static_cast<std::size_t>(r)].emplace_back(chunk.bytes);
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return "process " + std::to_string(_comm.original_rank().value()) + " cannot allocate the " +
+           std::to_string(needed) + "+ bytes of copies it must keep; use more processes or fewer copies";
+  }
+  return {};
+}
+
+// Each piece of `mine` goes from `data` to every slot holding it, in one
+// gather/scatter exchange that lands it in the copies its holders allocated.
+void Store::send_submitted(const Placement& placement, BlockRange mine, std::span<const std::byte> data,
+                           const std::vector<int>& slot_process, const IncomingCopies& copies) {
   std::vector<GatherMessage> messages;
   if (mine.size() > 0) {
-    for (const auto& piece : placement->pieces(mine)) {
+    for (const auto& piece : placement.pieces(mine)) {
       const auto offset = (piece.range.begin.value - mine.begin.value) * _config.block_bytes;
       const std::span<const std::byte> bytes = data.subspan(offset, piece.range.size() * _config.block_bytes);
       for (int slot : piece.holders) {
@@ -181,10 +218,8 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
       }
     }
   }
-  _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t) { return landing[static_cast<std::size_t>(source.value())]; });
-  StagedSubmit staged{std::move(*placement), std::move(chunks), {}};
-  for (int process : slot_process) staged.slot_owner.push_back(_comm.original_rank(Rank{process}));
-  return staged;
+  _comm.sparse_all_to_all(messages,
+                          [&](Rank source, std::size_t) { return copies.landing[static_cast<std::size_t>(source.value())]; });
 }
 
 void Store::commit(StagedSubmit&& staged) {
@@ -211,7 +246,7 @@ PlacementConfig Store::placement_config(std::uint64_t blocks, std::vector<int> n
   const auto slots = static_cast<int>(node_of_slot.size());
   return {.blocks = blocks,
           .slots = slots,
-          .replicas = _config.replicas,
+          .copies = _config.copies,
           .blocks_per_permuted_range = _config.bytes_per_permuted_range / _config.block_bytes,
           .seed = _config.seed,
           .node_of_slot = std::move(node_of_slot)};
@@ -315,7 +350,7 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
   }
   // A failure may let only some processes through the entry: they wait in
   // the agreement that closes the first exchange.
-  _comm.run_before(Comm::FirstAgreement::exchange, [&] { join(problem, "load"); });
+  _comm.run_before(Comm::FirstAgreement::kExchange, [&] { join(problem, "load"); });
 
   // Which holder sends which piece, and where its bytes go.
   struct Destination {
@@ -385,14 +420,14 @@ void Store::share_layout() {
   std::vector<std::uint64_t> layout;
   // A failure may let only some processes through these collectives: they
   // wait in the agreement on the configuration below.
-  _comm.run_before(Comm::FirstAgreement::agree, [&] {
+  _comm.run_before(Comm::FirstAgreement::kAgree, [&] {
     _comm.join(std::span(&highest, 1), "Store::heal()", _config.join_timeout_seconds);
     if (highest == 0) return;
     const int root = _comm.size() - static_cast<int>(highest);
     if (_comm.rank().value() == root) {
       const auto& placement = _placement->config();
       layout = {placement.blocks,     static_cast<std::uint64_t>(placement.slots),
-                static_cast<std::uint64_t>(_config.replicas), _config.block_bytes,
+                static_cast<std::uint64_t>(_config.copies), _config.block_bytes,
                 _config.bytes_per_permuted_range, _config.seed,
                 _baseline_failures.size(), _lost.size()};
       for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
@@ -404,14 +439,11 @@ void Store::share_layout() {
         for (auto holder : extra.holders) layout.push_back(static_cast<std::uint64_t>(holder.value()));
       }
     }
-    auto length = static_cast<unsigned long>(layout.size());
-    _comm.check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG, root, _comm.raw()), "MPI_Bcast");
-    layout.resize(length);
-    _comm.check(MPI_Bcast(layout.data(), static_cast<int>(length), MPI_UINT64_T, root, _comm.raw()), "MPI_Bcast");
+    _comm.bcast(layout, Rank{root});
   });
   if (highest == 0) return;  // nothing submitted yet: nothing to share
   std::string problem;
-  if (layout[2] != static_cast<std::uint64_t>(_config.replicas) || layout[3] != _config.block_bytes ||
+  if (layout[2] != static_cast<std::uint64_t>(_config.copies) || layout[3] != _config.block_bytes ||
       layout[4] != _config.bytes_per_permuted_range || layout[5] != _config.seed) {
     problem = "process " + std::to_string(_comm.original_rank().value()) +
               " built its Store with another configuration than the survivors; build it the same way everywhere";
@@ -484,7 +516,7 @@ void Store::heal() {
 
 void Store::rereplicate() {
   const int processes = _comm.size();
-  const int wanted_copies = std::min(_config.replicas, processes);
+  const int wanted_copies = std::min(_config.copies, processes);
   std::vector<BlockRange> mine;
   std::vector<ExtraCopies> additions;
   for (const auto& piece : _placement->pieces({BlockId{0}, BlockId{blocks()}})) {

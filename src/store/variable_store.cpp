@@ -27,10 +27,10 @@ struct Extent {
 VariableStore::VariableStore(Comm& comm, VariableStoreConfig config)
     : _join_timeout_seconds(config.join_timeout_seconds),
       _comm(comm),
-      _ends(comm, {.replicas = config.replicas,
+      _ends(comm, {.copies = config.copies,
                    .block_bytes = sizeof(std::uint64_t),
                    .join_timeout_seconds = config.join_timeout_seconds}),
-      _bytes(comm, {.replicas = config.replicas,
+      _bytes(comm, {.copies = config.copies,
                     .block_bytes = 1,
                     .bytes_per_permuted_range = config.bytes_per_permuted_range,
                     .seed = config.seed,
@@ -44,10 +44,10 @@ void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, 
   // wait in the agreement on the input of the first store's submit.
   std::uint64_t nothing = 0;
   const Extent local{mine.begin.value, ok ? mine.size() : 0, ok ? total : 0, ok ? 1U : 0U};
-  std::vector<Extent> all(static_cast<std::size_t>(_comm.size()));
-  _comm.run_before(Comm::FirstAgreement::agree, [&] {
+  std::vector<Extent> all;
+  _comm.run_before(Comm::FirstAgreement::kAgree, [&] {
     _comm.join(std::span(&nothing, 1), "VariableStore::submit()", _join_timeout_seconds);
-    _comm.check(MPI_Allgather(&local, 4, MPI_UINT64_T, all.data(), 4, MPI_UINT64_T, _comm.raw()), "MPI_Allgather");
+    all = _comm.allgather(local);
   });
   for (int r = 0; r < _comm.size(); ++r) {
     if (all[static_cast<std::size_t>(r)].input_ok == 0) {

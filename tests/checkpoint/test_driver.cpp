@@ -68,7 +68,7 @@ struct Work {
 /// (an original rank) when it reaches iteration `at[epoch]`. Checkpoints
 /// every few iterations, from iteration `first_checkpoint` on.
 void compute(Comm& comm, Checkpoint& checkpoint, Work& work, const std::map<std::uint64_t, OriginalRank>& kills,
-             const std::map<std::uint64_t, std::uint64_t>& at, inject::Action action = inject::Action::kill,
+             const std::map<std::uint64_t, std::uint64_t>& at, inject::Action action = inject::Action::kKill,
              std::uint64_t first_checkpoint = 0) {
   while (work.iteration[0] < kIterations) {
     if (work.iteration[0] % kCheckpointEvery == 0 && work.iteration[0] >= first_checkpoint &&
@@ -78,7 +78,7 @@ void compute(Comm& comm, Checkpoint& checkpoint, Work& work, const std::map<std:
     }
     const auto kill = kills.find(comm.epoch());
     if (kill != kills.end() && kill->second == comm.original_rank() && at.at(comm.epoch()) == work.iteration[0]) {
-      if (action == inject::Action::hang) inject::hang(comm.original_rank());
+      if (action == inject::Action::kHang) inject::hang(comm.original_rank());
       inject::kill_self(comm.original_rank());
     }
     std::uint64_t local = 0;
@@ -149,7 +149,7 @@ struct DrivenRun {
 }  // namespace
 
 TEST(Driver, RespawnFinishesWithTheFailureFreeResult) {
-  DrivenRun run(RecoveryMode::respawn);
+  DrivenRun run(RecoveryMode::kRespawn);
   auto& [comm, processes, work, checkpoint, driver] = run;
   run.go();
   EXPECT_EQ(comm.size(), processes);
@@ -163,7 +163,7 @@ TEST(Driver, RespawnFinishesWithTheFailureFreeResult) {
 }
 
 TEST(Driver, ShrinkRedistributesAndFinishesWithTheFailureFreeResult) {
-  DrivenRun run(RecoveryMode::shrink);
+  DrivenRun run(RecoveryMode::kShrink);
   auto& [comm, processes, work, checkpoint, driver] = run;
   driver.on_recovery([&](const Recovery& recovery) { adopt_departed(comm, checkpoint, work, recovery); });
   run.go();
@@ -183,12 +183,12 @@ void kill_during_recovery(RecoveryMode mode) {
   const OriginalRank second{2};
   if (!comm.is_replacement()) inject::arm("checkpoint.restore", second);  // not again in its replacement
   driver.on_recovery([&](const Recovery& recovery) {
-    if (mode == RecoveryMode::shrink) adopt_departed(comm, checkpoint, work, recovery);
+    if (mode == RecoveryMode::kShrink) adopt_departed(comm, checkpoint, work, recovery);
   });
   driver.run([&] { compute(comm, checkpoint, work, {{0, OriginalRank{1}}}, {{0, 4}}); });
   inject::disarm_all();
   EXPECT_EQ(wrong_items(comm, work, processes), 0U);
-  EXPECT_EQ(comm.size(), mode == RecoveryMode::shrink ? processes - 2 : processes);
+  EXPECT_EQ(comm.size(), mode == RecoveryMode::kShrink ? processes - 2 : processes);
   if (!comm.is_replacement()) {
     ASSERT_EQ(driver.recoveries().size(), 1U);
     EXPECT_GE(driver.recoveries()[0].attempts, 2) << "the recovery was interrupted and started again";
@@ -197,9 +197,9 @@ void kill_during_recovery(RecoveryMode mode) {
   }
 }
 
-TEST(Driver, AKillDuringARespawnRecoveryIsRecoveredToo) { kill_during_recovery(RecoveryMode::respawn); }
+TEST(Driver, AKillDuringARespawnRecoveryIsRecoveredToo) { kill_during_recovery(RecoveryMode::kRespawn); }
 
-TEST(Driver, AKillDuringAShrinkRecoveryIsRecoveredToo) { kill_during_recovery(RecoveryMode::shrink); }
+TEST(Driver, AKillDuringAShrinkRecoveryIsRecoveredToo) { kill_during_recovery(RecoveryMode::kShrink); }
 
 // Original rank 1 dies at iteration 1, before the application's first
 // checkpoint (at iteration 3): the driver's own first checkpoint, taken as
@@ -208,28 +208,28 @@ void kill_before_the_first_checkpoint(RecoveryMode mode) {
   DrivenRun run(mode);
   auto& [comm, processes, work, checkpoint, driver] = run;
   driver.on_recovery([&](const Recovery& recovery) {
-    if (mode == RecoveryMode::shrink) adopt_departed(comm, checkpoint, work, recovery);
+    if (mode == RecoveryMode::kShrink) adopt_departed(comm, checkpoint, work, recovery);
   });
   driver.run([&] {
-    compute(comm, checkpoint, work, {{0, OriginalRank{1}}}, {{0, 1}}, inject::Action::kill, kCheckpointEvery);
+    compute(comm, checkpoint, work, {{0, OriginalRank{1}}}, {{0, 1}}, inject::Action::kKill, kCheckpointEvery);
   });
   EXPECT_EQ(wrong_items(comm, work, processes), 0U);
-  EXPECT_EQ(comm.size(), mode == RecoveryMode::shrink ? processes - 1 : processes);
+  EXPECT_EQ(comm.size(), mode == RecoveryMode::kShrink ? processes - 1 : processes);
   if (!comm.is_replacement()) {
     ASSERT_EQ(driver.recoveries().size(), 1U);
     EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>{OriginalRank{1}});
   }
 }
 
-TEST(Driver, RespawnRecoversAKillBeforeTheFirstCheckpoint) { kill_before_the_first_checkpoint(RecoveryMode::respawn); }
+TEST(Driver, RespawnRecoversAKillBeforeTheFirstCheckpoint) { kill_before_the_first_checkpoint(RecoveryMode::kRespawn); }
 
-TEST(Driver, ShrinkRecoversAKillBeforeTheFirstCheckpoint) { kill_before_the_first_checkpoint(RecoveryMode::shrink); }
+TEST(Driver, ShrinkRecoversAKillBeforeTheFirstCheckpoint) { kill_before_the_first_checkpoint(RecoveryMode::kShrink); }
 
 // Original rank 2's loop raises an error of its own (not a process failure)
 // at iteration 2, while the others wait for it in a collective: no process is
 // left waiting; every process's run() raises, rank 2 its own error.
 TEST(Driver, AnErrorOnOneProcessEndsTheRunOnEveryProcess) {
-  DrivenRun run(RecoveryMode::respawn);
+  DrivenRun run(RecoveryMode::kRespawn);
   auto& [comm, processes, work, checkpoint, driver] = run;
   const OriginalRank thrower{2};
   try {
@@ -263,7 +263,7 @@ void a_lost_state_is_data_lost_everywhere(RecoveryMode mode) {
   // One node: slot s is rank s.
   const Placement placement({.blocks = static_cast<std::uint64_t>(processes),
                              .slots = processes,
-                             .replicas = 2,
+                             .copies = 2,
                              .node_of_slot = std::vector<int>(static_cast<std::size_t>(processes), 0)});
   const auto holders = placement.holders(BlockId{1});
   const std::vector<OriginalRank> victims{OriginalRank{holders[0]}, OriginalRank{holders[1]}};
@@ -297,11 +297,11 @@ void a_lost_state_is_data_lost_everywhere(RecoveryMode mode) {
 }
 
 TEST(Driver, ALostStateIsDataLostOnEveryProcessAfterARespawn) {
-  a_lost_state_is_data_lost_everywhere(RecoveryMode::respawn);
+  a_lost_state_is_data_lost_everywhere(RecoveryMode::kRespawn);
 }
 
 TEST(Driver, ALostStateIsDataLostOnEveryProcessAfterAShrink) {
-  a_lost_state_is_data_lost_everywhere(RecoveryMode::shrink);
+  a_lost_state_is_data_lost_everywhere(RecoveryMode::kShrink);
 }
 
 TEST(Driver, NothingFromAnOlderEpochIsMatchedAfterARecovery) {
@@ -330,7 +330,7 @@ TEST(Driver, NothingFromAnOlderEpochIsMatchedAfterARecovery) {
 }
 
 TEST(Heartbeat, AHungProcessIsKilledAndTheRunRecovers) {
-  DrivenRun run(RecoveryMode::shrink);
+  DrivenRun run(RecoveryMode::kShrink);
   auto& [comm, processes, work, checkpoint, driver] = run;
   Heartbeat heartbeat(comm, {.period_seconds = 0.05, .timeout_seconds = 1.0});
   driver.watch(heartbeat);
@@ -338,7 +338,7 @@ TEST(Heartbeat, AHungProcessIsKilledAndTheRunRecovers) {
   const OriginalRank watcher{1};  // the previous rank watches
   driver.on_recovery([&](const Recovery& recovery) { adopt_departed(comm, checkpoint, work, recovery); });
   const std::vector<OriginalRank> declared_before = heartbeat.declared_hung();
-  driver.run([&] { compute(comm, checkpoint, work, {{0, victim}}, {{0, 5}}, inject::Action::hang); });
+  driver.run([&] { compute(comm, checkpoint, work, {{0, victim}}, {{0, 5}}, inject::Action::kHang); });
   EXPECT_TRUE(declared_before.empty());
   EXPECT_EQ(comm.size(), processes - 1);
   EXPECT_EQ(wrong_items(comm, work, processes), 0U);

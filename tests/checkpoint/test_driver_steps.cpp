@@ -48,7 +48,7 @@ struct StepRun {
   Checkpoint checkpoint{comm};
   Driver driver;
 
-  explicit StepRun(Cadence cadence) : driver(comm, checkpoint, {.mode = RecoveryMode::respawn, .cadence = cadence}) {
+  explicit StepRun(Cadence cadence) : driver(comm, checkpoint, {.mode = RecoveryMode::kRespawn, .cadence = cadence}) {
     const auto first = static_cast<std::uint64_t>(comm.original_rank().value()) * kItemsPerProcess;
     for (std::uint64_t k = 0; k < kItemsPerProcess; ++k) values.push_back(detail::mix64(first + k));
     checkpoint.protect("values", values);

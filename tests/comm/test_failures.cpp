@@ -283,7 +283,7 @@ TEST(Failures, SendsInFlightWhenAnExchangeFailsDoNotAbortLater) {
     });
   } else if (me == victim) {
     // It never joins the exchange, so nobody can finish before it dies.
-    inject::record_outcome(inject::Outcome::killed, victim);
+    inject::record_outcome(inject::Outcome::kKilled, victim);
     for (;;) pause();
   }
   expect_failure_reported(comm, {stopped, victim}, [&] { message.exchange(); });
@@ -313,8 +313,8 @@ TEST(Failures, AReceiveInFlightWhenItsSenderDiesDoesNotCrashTheRecovery) {
   } else if (me == victim) {
     // Should the transfer end before rank 0 kills it, it stops once its
     // sends are done, so the exchange still cannot finish without it.
-    inject::record_outcome(inject::Outcome::killed, victim);
-    inject::arm("comm.sparse_all_to_all.done", victim, inject::Action::hang);
+    inject::record_outcome(inject::Outcome::kKilled, victim);
+    inject::arm("comm.sparse_all_to_all.done", victim, inject::Action::kHang);
   }
   expect_failure_reported(comm, {victim}, [&] { message.exchange(); });
   if (killer.joinable()) killer.join();

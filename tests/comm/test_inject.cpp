@@ -21,9 +21,9 @@ using namespace reprise::inject;
 TEST(Schedule, ParsesAndPrintsBack) {
   const auto schedule = Schedule::parse("5@20:hang,3@10,7@10:kill");
   ASSERT_EQ(schedule.faults().size(), 3U);
-  EXPECT_EQ(schedule.faults()[0], (Fault{OriginalRank{3}, 10, Action::kill}));
-  EXPECT_EQ(schedule.faults()[1], (Fault{OriginalRank{7}, 10, Action::kill}));
-  EXPECT_EQ(schedule.faults()[2], (Fault{OriginalRank{5}, 20, Action::hang}));
+  EXPECT_EQ(schedule.faults()[0], (Fault{OriginalRank{3}, 10, Action::kKill}));
+  EXPECT_EQ(schedule.faults()[1], (Fault{OriginalRank{7}, 10, Action::kKill}));
+  EXPECT_EQ(schedule.faults()[2], (Fault{OriginalRank{5}, 20, Action::kHang}));
   EXPECT_EQ(schedule.to_string(), "3@10,7@10,5@20:hang");
   EXPECT_EQ(Schedule::parse(schedule.to_string()).faults(), schedule.faults());
   EXPECT_TRUE(Schedule::parse("").faults().empty());
@@ -232,8 +232,8 @@ TEST(Inject, FaultPointFiresOnceForItsVictim) {
 
 TEST(Inject, RecordOutcomeWritesOneLine) {
   OutcomeDir outcomes;
-  record_outcome(Outcome::running, OriginalRank{9});
+  record_outcome(Outcome::kRunning, OriginalRank{9});
   EXPECT_EQ(read_outcome(outcomes.path), "running 9");
-  record_outcome(Outcome::failed, OriginalRank{9}, "bad\nthing");
+  record_outcome(Outcome::kFailed, OriginalRank{9}, "bad\nthing");
   EXPECT_EQ(read_outcome(outcomes.path), "failed 9 bad thing");
 }

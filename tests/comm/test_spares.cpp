@@ -88,7 +88,7 @@ TEST(Spares, AProcessLostDuringTheHandOverCountsAsFailed) {
   ASSERT_EQ(comm.original_size(), 4);
   // r = 3 on 4 processes: #0 and #2 never hold every copy of a block together.
   constexpr std::size_t kBlockBytes = 16;
-  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 3, .block_bytes = kBlockBytes});
   auto byte_of = [](std::uint64_t id, std::size_t b) { return static_cast<std::byte>((id * 31 + b) & 0xffU); };
   if (comm.epoch() == 0) {
     const auto first = static_cast<std::uint64_t>(comm.rank().value()) * 100;

@@ -93,9 +93,10 @@ int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
 
 TEST(IncrementalMemory, ReplacementsGetTheirMemoryBackBitwise) {
   Process s;
-  // Process 0 is mirrored by process 1: once 1 is replaced, the mirror of 0
-  // exists only because the restore gave one to the replacement.
-  const OriginalRank first{1};
+  // One node, two copies: process 0 is mirrored by process 2 (the buddy of
+  // slot s is slot s + 2). Once 2 is replaced, the mirror of 0 exists only
+  // because the restore gave one to the replacement.
+  const OriginalRank first{2};
   const OriginalRank second{0};
   if (s.comm.epoch() == 0) {
     s.write_version(1);
@@ -166,8 +167,9 @@ TEST(IncrementalMemory, AFailureOnlySomeSeeWhileImagesAreLocatedFailsTheRestoreE
 TEST(IncrementalMemory, LosingAProcessAndItsMirrorRaisesDataLost) {
   Process s;
   ASSERT_EQ(s.comm.size(), 4);
-  // Two copies: process r is mirrored by r + 1.
-  const std::vector<OriginalRank> victims{OriginalRank{1}, OriginalRank{2}};
+  // One node, two copies: process r is mirrored by r + 2 (mod 4), so 1 and 3
+  // hold each other's only copies.
+  const std::vector<OriginalRank> victims{OriginalRank{1}, OriginalRank{3}};
   if (s.comm.epoch() == 0) {
     s.write_version(1);
     (void)s.checkpoint.checkpoint();
@@ -182,10 +184,10 @@ TEST(IncrementalMemory, LosingAProcessAndItsMirrorRaisesDataLost) {
     // A caller that revokes on any error (as Driver::run does) must not
     // turn the loss into a revoke on processes still inside the restore.
     s.comm.revoke();
-    const std::vector<BlockRange> expected{{BlockId{1}, BlockId{2}}};
+    const std::vector<BlockRange> expected{{BlockId{1}, BlockId{2}}, {BlockId{3}, BlockId{4}}};
     EXPECT_EQ(error.lost(), expected) << error.what();
-    EXPECT_EQ(error.lost_processes(), std::vector<OriginalRank>{OriginalRank{1}}) << error.what();
-    EXPECT_NE(std::string(error.what()).find("original rank(s) 1 "), std::string::npos) << error.what();
+    EXPECT_EQ(error.lost_processes(), victims) << error.what();
+    EXPECT_NE(std::string(error.what()).find("original rank(s) 1, 3 "), std::string::npos) << error.what();
   }
 }
 

@@ -19,12 +19,12 @@ long double binomial(int n, int k) {
   return c;
 }
 
-double inclusion_exclusion(int processes, int replicas, int failures) {
-  const int groups = processes / replicas;
+double inclusion_exclusion(int processes, int copies, int failures) {
+  const int groups = processes / copies;
   long double sum = 0;
-  for (int j = 1; j <= groups && j * replicas <= failures; ++j) {
+  for (int j = 1; j <= groups && j * copies <= failures; ++j) {
     const long double term =
-        binomial(groups, j) * binomial(processes - j * replicas, failures - j * replicas) / binomial(processes, failures);
+        binomial(groups, j) * binomial(processes - j * copies, failures - j * copies) / binomial(processes, failures);
     sum += (j % 2 == 1) ? term : -term;
   }
   return static_cast<double>(sum);
@@ -34,12 +34,12 @@ double inclusion_exclusion(int processes, int replicas, int failures) {
 
 TEST(DataLoss, EqualsThePapersInclusionExclusionSum) {
   for (int processes : {4, 8, 12, 24, 48}) {
-    for (int replicas : {1, 2, 3, 4}) {
-      if (processes % replicas != 0) continue;
+    for (int copies : {1, 2, 3, 4}) {
+      if (processes % copies != 0) continue;
       for (int failures = 0; failures <= processes; ++failures) {
-        ASSERT_NEAR(data_loss::probability(processes, replicas, failures),
-                    inclusion_exclusion(processes, replicas, failures), 1e-9)
-            << "p=" << processes << " r=" << replicas << " f=" << failures;
+        ASSERT_NEAR(data_loss::probability(processes, copies, failures),
+                    inclusion_exclusion(processes, copies, failures), 1e-9)
+            << "p=" << processes << " r=" << copies << " f=" << failures;
       }
     }
   }
@@ -70,19 +70,19 @@ TEST(DataLoss, SimpleCases) {
 // The paper's Fig. 3b: formula and simulation against the real placement agree.
 TEST(DataLoss, FormulaMatchesSimulationOfTheRealPlacement) {
   constexpr int kProcesses = 48;
-  for (int replicas : {2, 3, 4}) {
+  for (int copies : {2, 3, 4}) {
     for (std::uint64_t per_range : {0ULL, 16ULL}) {
-      const Placement placement({.blocks = kProcesses * 256, .slots = kProcesses, .replicas = replicas,
+      const Placement placement({.blocks = kProcesses * 256, .slots = kProcesses, .copies = copies,
                                  .blocks_per_permuted_range = per_range, .seed = 5});
       const auto simulation = data_loss::simulate(placement, 20000, 77);
       double worst = 0;
       for (int f = 0; f <= kProcesses; ++f) {
         worst = std::max(worst, std::abs(simulation.loss_probability[static_cast<std::size_t>(f)] -
-                                         data_loss::probability(kProcesses, replicas, f)));
+                                         data_loss::probability(kProcesses, copies, f)));
       }
-      EXPECT_LT(worst, 0.015) << "r=" << replicas << " permuted ranges of " << per_range;
-      const double expected = data_loss::expected_failures_until_loss(kProcesses, replicas);
-      EXPECT_NEAR(simulation.mean_failures_until_loss, expected, 0.02 * expected) << "r=" << replicas;
+      EXPECT_LT(worst, 0.015) << "r=" << copies << " permuted ranges of " << per_range;
+      const double expected = data_loss::expected_failures_until_loss(kProcesses, copies);
+      EXPECT_NEAR(simulation.mean_failures_until_loss, expected, 0.02 * expected) << "r=" << copies;
     }
   }
 }
@@ -92,6 +92,6 @@ TEST(DataLoss, BadArgumentsAreRejected) {
   EXPECT_THROW((void)data_loss::probability(10, 0, 1), UsageError);
   EXPECT_THROW((void)data_loss::probability(10, 2, 11), UsageError);
   EXPECT_THROW((void)data_loss::probability(8192, 2, 1), UsageError) << "beyond the closed form's range";
-  const Placement placement({.blocks = 10, .slots = 4, .replicas = 2});
+  const Placement placement({.blocks = 10, .slots = 4, .copies = 2});
   EXPECT_THROW((void)data_loss::simulate(placement, 0, 1), UsageError);
 }

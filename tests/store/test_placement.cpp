@@ -56,17 +56,17 @@ std::vector<std::set<int>> holders_by_ranges(const Placement& placement) {
 
 TEST(Placement, EveryBlockHasRDistinctHoldersAndRangesAgree) {
   for (int slots : {1, 2, 5, 7, 8}) {
-    for (int replicas = 1; replicas <= std::min(slots, 4); ++replicas) {
+    for (int copies = 1; copies <= std::min(slots, 4); ++copies) {
       for (std::uint64_t per_range : {0ULL, 1ULL, 8ULL, 13ULL}) {
-        const Placement placement({.blocks = 997, .slots = slots, .replicas = replicas,
+        const Placement placement({.blocks = 997, .slots = slots, .copies = copies,
                                    .blocks_per_permuted_range = per_range, .seed = 9});
         const auto by_ranges = holders_by_ranges(placement);
         for (std::uint64_t id = 0; id < 997; ++id) {
           const auto holders = placement.holders(BlockId{id});
-          ASSERT_EQ(holders.size(), static_cast<std::size_t>(replicas));
+          ASSERT_EQ(holders.size(), static_cast<std::size_t>(copies));
           const std::set<int> distinct(holders.begin(), holders.end());
           ASSERT_EQ(distinct.size(), holders.size()) << "two copies on one slot";
-          ASSERT_EQ(distinct, by_ranges[id]) << "p=" << slots << " r=" << replicas << " id=" << id;
+          ASSERT_EQ(distinct, by_ranges[id]) << "p=" << slots << " r=" << copies << " id=" << id;
         }
       }
     }
@@ -76,7 +76,7 @@ TEST(Placement, EveryBlockHasRDistinctHoldersAndRangesAgree) {
 TEST(Placement, CopyKOfRangeIIsOnSlotIPlusKTimesPOverR) {
   constexpr int kSlots = 8;
   constexpr std::uint64_t kPerSlot = 100;
-  const Placement placement({.blocks = kSlots * kPerSlot, .slots = kSlots, .replicas = 3});
+  const Placement placement({.blocks = kSlots * kPerSlot, .slots = kSlots, .copies = 3});
   for (std::uint64_t id = 0; id < kSlots * kPerSlot; ++id) {
     const int range = static_cast<int>(id / kPerSlot);
     const auto holders = placement.holders(BlockId{id});
@@ -85,7 +85,7 @@ TEST(Placement, CopyKOfRangeIIsOnSlotIPlusKTimesPOverR) {
 }
 
 TEST(Placement, EachSlotHoldsItsShare) {
-  const Placement placement({.blocks = 100000, .slots = 6, .replicas = 2, .blocks_per_permuted_range = 64, .seed = 3});
+  const Placement placement({.blocks = 100000, .slots = 6, .copies = 2, .blocks_per_permuted_range = 64, .seed = 3});
   for (int slot = 0; slot < 6; ++slot) {
     std::uint64_t held = 0;
     for (const auto& range : placement.ranges_on(slot)) held += range.size();
@@ -95,7 +95,7 @@ TEST(Placement, EachSlotHoldsItsShare) {
 
 TEST(Placement, PiecesCoverTheRangeWithTheRightHolders) {
   for (std::uint64_t per_range : {0ULL, 7ULL}) {
-    const Placement placement({.blocks = 5000, .slots = 7, .replicas = 2, .blocks_per_permuted_range = per_range});
+    const Placement placement({.blocks = 5000, .slots = 7, .copies = 2, .blocks_per_permuted_range = per_range});
     const BlockRange asked{BlockId{123}, BlockId{4321}};
     const auto pieces = placement.pieces(asked);
     ASSERT_FALSE(pieces.empty());
@@ -117,7 +117,7 @@ TEST(Placement, PermutationSpreadsOneProcesssBlocksOverManyHolders) {
   constexpr std::uint64_t kPerSlot = 4096;
   auto first_holders_of_slot0_data = [&](std::uint64_t per_range) {
     const Placement placement(
-        {.blocks = kSlots * kPerSlot, .slots = kSlots, .replicas = 2, .blocks_per_permuted_range = per_range});
+        {.blocks = kSlots * kPerSlot, .slots = kSlots, .copies = 2, .blocks_per_permuted_range = per_range});
     std::set<int> holders;
     for (const auto& piece : placement.pieces({BlockId{0}, BlockId{kPerSlot}})) holders.insert(piece.holders[0]);
     return holders.size();
@@ -135,12 +135,12 @@ TEST(Placement, BadConfigurationsSayWhatToChange) {
     }
     return std::string("accepted");
   };
-  EXPECT_NE(message_of({.blocks = 0, .slots = 4, .replicas = 2}).find("no blocks"), std::string::npos);
-  EXPECT_NE(message_of({.blocks = 10, .slots = 0, .replicas = 1}).find("at least one process"), std::string::npos);
-  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .replicas = 0}).find("below 1"), std::string::npos);
-  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .replicas = 5}).find("lower the replication level"),
+  EXPECT_NE(message_of({.blocks = 0, .slots = 4, .copies = 2}).find("no blocks"), std::string::npos);
+  EXPECT_NE(message_of({.blocks = 10, .slots = 0, .copies = 1}).find("at least one process"), std::string::npos);
+  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .copies = 0}).find("below 1"), std::string::npos);
+  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .copies = 5}).find("lower the replication level"),
             std::string::npos);
-  const Placement placement({.blocks = 10, .slots = 4, .replicas = 2});
+  const Placement placement({.blocks = 10, .slots = 4, .copies = 2});
   EXPECT_THROW((void)placement.holders(BlockId{10}), UsageError);
   EXPECT_THROW((void)placement.ranges_on(4), UsageError);
   EXPECT_THROW((void)placement.pieces({BlockId{5}, BlockId{11}}), UsageError);
@@ -151,8 +151,8 @@ TEST(Placement, NodeMajorOrderPutsCopiesOnDifferentNodes) {
   // the worst case for a layout that ignores nodes.
   std::vector<int> node_of(16);
   for (int i = 0; i < 16; ++i) node_of[static_cast<std::size_t>(i)] = i % 4;
-  for (int replicas : {2, 3, 4}) {
-    const Placement placement({.blocks = 1600, .slots = 16, .replicas = replicas});
+  for (int copies : {2, 3, 4}) {
+    const Placement placement({.blocks = 1600, .slots = 16, .copies = copies});
     const auto order = node_major_order(node_of);
     int same_node_naive = 0;
     for (std::uint64_t id = 0; id < 1600; id += 7) {
@@ -162,11 +162,11 @@ TEST(Placement, NodeMajorOrderPutsCopiesOnDifferentNodes) {
         nodes.insert(node_of[static_cast<std::size_t>(order[static_cast<std::size_t>(slot)])]);
         naive_nodes.insert(node_of[static_cast<std::size_t>(slot)]);
       }
-      ASSERT_EQ(nodes.size(), static_cast<std::size_t>(replicas)) << "block " << id << ", r=" << replicas;
-      same_node_naive += naive_nodes.size() < static_cast<std::size_t>(replicas) ? 1 : 0;
+      ASSERT_EQ(nodes.size(), static_cast<std::size_t>(copies)) << "block " << id << ", r=" << copies;
+      same_node_naive += naive_nodes.size() < static_cast<std::size_t>(copies) ? 1 : 0;
     }
-    if (replicas != 3) {  // strides 8 and 4 are multiples of 4: naively, copies share nodes
-      EXPECT_GT(same_node_naive, 0) << "without the order some copies share a node (r=" << replicas << ")";
+    if (copies != 3) {  // strides 8 and 4 are multiples of 4: naively, copies share nodes
+      EXPECT_GT(same_node_naive, 0) << "without the order some copies share a node (r=" << copies << ")";
     }
   }
 }
@@ -179,11 +179,11 @@ TEST(Placement, UnequalNodesStillGetCopiesOnDistinctNodes) {
     std::vector<int> node_of_slot;  // already node-major, as the store builds it
     for (std::size_t node = 0; node < sizes.size(); ++node) node_of_slot.insert(node_of_slot.end(), sizes[node], static_cast<int>(node));
     const auto slots = static_cast<int>(node_of_slot.size());
-    for (int replicas = 1; replicas <= static_cast<int>(sizes.size()); ++replicas) {
+    for (int copies = 1; copies <= static_cast<int>(sizes.size()); ++copies) {
       for (std::uint64_t per_range : {0ULL, 5ULL}) {
-        const Placement placement({.blocks = 499, .slots = slots, .replicas = replicas,
+        const Placement placement({.blocks = 499, .slots = slots, .copies = copies,
                                    .blocks_per_permuted_range = per_range, .seed = 4, .node_of_slot = node_of_slot});
-        const Placement plain({.blocks = 499, .slots = slots, .replicas = replicas,
+        const Placement plain({.blocks = 499, .slots = slots, .copies = copies,
                                .blocks_per_permuted_range = per_range, .seed = 4});
         const auto by_ranges = holders_by_ranges(placement);
         int plain_shares_a_node = 0;
@@ -191,14 +191,14 @@ TEST(Placement, UnequalNodesStillGetCopiesOnDistinctNodes) {
           const auto holders = placement.holders(BlockId{id});
           std::set<int> nodes;
           for (int slot : holders) nodes.insert(node_of_slot[static_cast<std::size_t>(slot)]);
-          ASSERT_EQ(nodes.size(), static_cast<std::size_t>(replicas)) << "block " << id << " r=" << replicas;
+          ASSERT_EQ(nodes.size(), static_cast<std::size_t>(copies)) << "block " << id << " r=" << copies;
           ASSERT_EQ(std::set<int>(holders.begin(), holders.end()), by_ranges[id]);
           EXPECT_EQ(holders.front(), plain.holders(BlockId{id}).front()) << "copy 0 stays where it was";
           std::set<int> plain_nodes;
           for (int slot : plain.holders(BlockId{id})) plain_nodes.insert(node_of_slot[static_cast<std::size_t>(slot)]);
           plain_shares_a_node += plain_nodes.size() < nodes.size() ? 1 : 0;
         }
-        if (replicas == 2 && sizes.front() > slots / 2) {
+        if (copies == 2 && sizes.front() > slots / 2) {
           EXPECT_GT(plain_shares_a_node, 0) << "the case is one the stride alone gets wrong";
         }
       }
@@ -210,14 +210,14 @@ TEST(Placement, FewerNodesThanCopiesKeepsTheStrideLayout) {
   // Two nodes, three copies: distinct nodes are impossible, distinct
   // processes still hold.
   const std::vector<int> node_of_slot = {0, 0, 0, 1, 1, 1};
-  const Placement with_nodes({.blocks = 60, .slots = 6, .replicas = 3, .node_of_slot = node_of_slot});
-  const Placement plain({.blocks = 60, .slots = 6, .replicas = 3});
+  const Placement with_nodes({.blocks = 60, .slots = 6, .copies = 3, .node_of_slot = node_of_slot});
+  const Placement plain({.blocks = 60, .slots = 6, .copies = 3});
   for (std::uint64_t id = 0; id < 60; ++id) EXPECT_EQ(with_nodes.holders(BlockId{id}), plain.holders(BlockId{id}));
 }
 
 TEST(Placement, ANodeListOfTheWrongLengthIsRefused) {
   try {
-    const Placement placement({.blocks = 10, .slots = 4, .replicas = 2, .node_of_slot = {0, 1}});
+    const Placement placement({.blocks = 10, .slots = 4, .copies = 2, .node_of_slot = {0, 1}});
     FAIL() << "no error";
   } catch (const UsageError& e) {
     EXPECT_NE(std::string(e.what()).find("one node per slot"), std::string::npos) << e.what();

@@ -102,15 +102,15 @@ std::uint64_t load_share_and_check(Store& store, const Comm& comm, const std::ve
 
 /// Submits with and without permutation ranges, kills `victims`, shrinks,
 /// and has the survivors load the victims' blocks evenly from both stores.
-void survive(const std::vector<OriginalRank>& victims, int replicas) {
+void survive(const std::vector<OriginalRank>& victims, int copies) {
   auto comm = Comm::world();
-  Store plain(comm, {.replicas = replicas, .block_bytes = kBlockBytes});
-  Store permuted(comm, {.replicas = replicas, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
+  Store plain(comm, {.copies = copies, .block_bytes = kBlockBytes});
+  Store permuted(comm, {.copies = copies, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
                         .seed = 11});
   submit_own_blocks(plain, comm);
   submit_own_blocks(permuted, comm);
   EXPECT_EQ(plain.blocks(), kBlocksPerProcess * static_cast<std::uint64_t>(comm.size()));
-  EXPECT_EQ(plain.stored_bytes(), static_cast<std::size_t>(replicas) * kBlocksPerProcess * kBlockBytes)
+  EXPECT_EQ(plain.stored_bytes(), static_cast<std::size_t>(copies) * kBlocksPerProcess * kBlockBytes)
       << "r copies of one process's worth of blocks per process";
 
   kill_and_detect(comm, victims);
@@ -143,7 +143,7 @@ int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, voi
 
 TEST(Store, SubmitAndLoadWithoutFailures) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = std::min(2, comm.size()), .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = std::min(2, comm.size()), .block_bytes = kBlockBytes});
   submit_own_blocks(store, comm);
   // Everyone loads the next process's blocks, and a few of its own.
   const auto next = blocks_of(OriginalRank{(comm.rank().value() + 1) % comm.size()});
@@ -166,7 +166,7 @@ TEST(Store, AllHoldersKilledRaisesDataLost) {
   // r = 2: the blocks of slot s live on s and s + p/2; killing 0 and p/2
   // loses exactly the blocks of those two processes.
   const std::vector<OriginalRank> victims{OriginalRank{0}, OriginalRank{comm.size() / 2}};
-  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
   submit_own_blocks(store, comm);
   const auto total = store.blocks();
   kill_and_detect(comm, victims);
@@ -193,12 +193,12 @@ TEST(Store, AllHoldersKilledRaisesDataLost) {
 
 TEST(Store, BadInputIsRefusedEverywhere) {
   auto comm = Comm::world();
-  EXPECT_THROW(Store(comm, {.replicas = comm.size() + 1, .block_bytes = kBlockBytes}), UsageError);
-  EXPECT_THROW(Store(comm, {.replicas = 0, .block_bytes = kBlockBytes}), UsageError);
-  EXPECT_THROW(Store(comm, {.replicas = 1, .block_bytes = 0}), UsageError);
-  EXPECT_THROW(Store(comm, {.replicas = 1, .block_bytes = 64, .bytes_per_permuted_range = 100}), UsageError);
+  EXPECT_THROW(Store(comm, {.copies = comm.size() + 1, .block_bytes = kBlockBytes}), UsageError);
+  EXPECT_THROW(Store(comm, {.copies = 0, .block_bytes = kBlockBytes}), UsageError);
+  EXPECT_THROW(Store(comm, {.copies = 1, .block_bytes = 0}), UsageError);
+  EXPECT_THROW(Store(comm, {.copies = 1, .block_bytes = 64, .bytes_per_permuted_range = 100}), UsageError);
 
-  Store store(comm, {.replicas = std::min(2, comm.size()), .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = std::min(2, comm.size()), .block_bytes = kBlockBytes});
   auto expect_submit_refused = [&](BlockRange mine, std::vector<std::byte> data, const char* words) {
     try {
       store.submit(mine, data);
@@ -238,7 +238,7 @@ TEST(Store, BadInputIsRefusedEverywhere) {
 
 TEST(Store, KillDuringLoad) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 3, .block_bytes = kBlockBytes});
   submit_own_blocks(store, comm);
   const OriginalRank victim{2};
   inject::arm("comm.sparse_all_to_all", victim);  // dies inside the load's first exchange
@@ -252,7 +252,7 @@ TEST(Store, KillDuringLoad) {
 
 TEST(Store, KillDuringSecondSubmitKeepsTheFirstVersion) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 3, .block_bytes = kBlockBytes});
   submit_own_blocks(store, comm, 1);
   const OriginalRank victim{1};
   inject::arm("comm.sparse_all_to_all", victim);  // dies while version 2 is being sent
@@ -277,7 +277,7 @@ TEST(Store, KillDuringSecondSubmitKeepsTheFirstVersion) {
 
 TEST(Store, AFailureOnlySomeSeeAsALoadBeginsFailsTheLoadEverywhere) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 3, .block_bytes = kBlockBytes});
   submit_own_blocks(store, comm);
   const OriginalRank victim{3};
   const OriginalRank unlucky{1};
@@ -292,7 +292,7 @@ TEST(Store, AFailureOnlySomeSeeAsALoadBeginsFailsTheLoadEverywhere) {
 
 TEST(Store, AFailureOnlySomeSeeAsASubmitBeginsKeepsTheVersionBefore) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 3, .block_bytes = kBlockBytes});
   submit_own_blocks(store, comm, 1);
   const OriginalRank victim{3};
   const OriginalRank unlucky{1};
@@ -306,7 +306,7 @@ TEST(Store, AFailureOnlySomeSeeAsASubmitBeginsKeepsTheVersionBefore) {
 
 TEST(Store, ReplacementGetsItsDataAndTheCopiesBack) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
   // With r = 2 the copies of #1's slots are on #1 and #(1 + p/2).
   const OriginalRank first{1};
   const OriginalRank second{1 + comm.size() / 2};
@@ -336,8 +336,8 @@ TEST(Store, HealAfterShrinkSurvivesTheNextFailure) {
   auto comm = Comm::world();
   // With r = 2 the blocks of slot s live on s and s + p/2: losing #1 and
   // then #(1 + p/2) loses data unless heal() made new copies in between.
-  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
-  Store permuted(comm, {.replicas = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
+  Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
+  Store permuted(comm, {.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
                         .seed = 4});
   submit_own_blocks(store, comm);
   submit_own_blocks(permuted, comm);
@@ -372,7 +372,7 @@ std::vector<BlockRange> blocks_only_on(const StoreConfig& config, std::uint64_t 
                                        const std::vector<int>& dead) {
   const Placement placement({.blocks = blocks,
                              .slots = slots,
-                             .replicas = config.replicas,
+                             .copies = config.copies,
                              .blocks_per_permuted_range = config.bytes_per_permuted_range / config.block_bytes,
                              .seed = config.seed});
   std::vector<BlockRange> lost;
@@ -386,7 +386,7 @@ std::vector<BlockRange> blocks_only_on(const StoreConfig& config, std::uint64_t 
 
 TEST(Store, ASecondHealKeepsTheReplacementsCopies) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
   // #1 is replaced and healed; then #(1 + p/2), the other holder of #1's
   // slot, dies: only the replacement's copies are left of that slot.
   const OriginalRank first{1};
@@ -408,7 +408,7 @@ TEST(Store, ASecondHealKeepsTheReplacementsCopies) {
 
 TEST(Store, AReplacementThatFailsAgainHoldsNothing) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
   // #1 dies, its replacement is healed, then dies too: the second
   // replacement must not be taken for a holder of the first one's copies.
   const OriginalRank victim{1};
@@ -432,8 +432,8 @@ TEST(Store, AReplacementThatFailsAgainHoldsNothing) {
 TEST(Store, HealAfterARespawnNamesExactlyTheLostBlocksAndHealsTheRest) {
   auto comm = Comm::world();
   const int p = comm.size();
-  const StoreConfig plain{.replicas = 2, .block_bytes = kBlockBytes};
-  const StoreConfig permuted{.replicas = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
+  const StoreConfig plain{.copies = 2, .block_bytes = kBlockBytes};
+  const StoreConfig permuted{.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
                              .seed = 5};
   Store first_store(comm, plain);
   Store second_store(comm, permuted);
@@ -490,7 +490,7 @@ TEST(Store, HealAfterARespawnNamesExactlyTheLostBlocksAndHealsTheRest) {
 
 TEST(Store, LoadCalledByOnlySomeProcessesIsAnErrorNotAHang) {
   auto comm = Comm::world();
-  Store store(comm, {.replicas = 2, .block_bytes = kBlockBytes, .join_timeout_seconds = 0.5});
+  Store store(comm, {.copies = 2, .block_bytes = kBlockBytes, .join_timeout_seconds = 0.5});
   submit_own_blocks(store, comm);
   const bool skips = comm.rank().value() == comm.size() - 1;
   if (!skips) {
@@ -513,7 +513,7 @@ TEST(Store, AReplacementWhoseHealWasInterruptedFetchesItsCopiesNextTime) {
   auto comm = Comm::world();
   // r = 3 with copies floor(p/3) slots apart: #1 and #3 never hold every
   // copy of a block together.
-  Store store(comm, {.replicas = 3, .block_bytes = kBlockBytes});
+  Store store(comm, {.copies = 3, .block_bytes = kBlockBytes});
   const OriginalRank first{1};
   const OriginalRank second{3};
   if (comm.epoch() == 0) {

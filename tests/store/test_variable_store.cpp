@@ -59,7 +59,7 @@ std::vector<std::uint64_t> ids_of(const std::vector<BlockRange>& ranges) {
 
 TEST(VariableStore, BlocksOfAnySizeRoundTrip) {
   auto comm = Comm::world();
-  VariableStore store(comm, {.replicas = std::min(2, comm.size())});
+  VariableStore store(comm, {.copies = std::min(2, comm.size())});
   submit_own(store, comm);
   EXPECT_EQ(store.blocks(), kBlocksPerProcess * static_cast<std::uint64_t>(comm.size()));
   const auto next = blocks_of(OriginalRank{(comm.rank().value() + 1) % comm.size()});
@@ -74,7 +74,7 @@ TEST(VariableStore, SerializedStructures) {
     std::uint64_t id;
     std::string name;
   };
-  VariableStore store(comm, {.replicas = std::min(2, comm.size())});
+  VariableStore store(comm, {.copies = std::min(2, comm.size())});
   const auto mine = blocks_of(comm.original_rank());
   auto particle = [](std::uint64_t id) { return Particle{id * 3, std::string(id % 13, static_cast<char>('a' + id % 26))}; };
   store.submit(mine, [&](BlockId id, std::vector<std::byte>& out) {
@@ -100,7 +100,7 @@ TEST(VariableStore, SerializedStructures) {
 
 TEST(VariableStore, SurvivesAKillThenHealsForTheNext) {
   auto comm = Comm::world();
-  VariableStore store(comm, {.replicas = 2, .bytes_per_permuted_range = 256, .seed = 3});
+  VariableStore store(comm, {.copies = 2, .bytes_per_permuted_range = 256, .seed = 3});
   submit_own(store, comm);
   const OriginalRank first{1};
   const OriginalRank second{1 + comm.size() / 2};
@@ -123,7 +123,7 @@ TEST(VariableStore, SurvivesAKillThenHealsForTheNext) {
 
 TEST(VariableStore, LostBlocksAreNamedAndTheRestIsRead) {
   auto comm = Comm::world();
-  VariableStore store(comm, {.replicas = 2});
+  VariableStore store(comm, {.copies = 2});
   submit_own(store, comm);
   const auto total = store.blocks();
   kill_and_detect(comm, {OriginalRank{0}, OriginalRank{comm.size() / 2}});
@@ -148,7 +148,7 @@ TEST(VariableStore, LostBlocksAreNamedAndTheRestIsRead) {
 
 TEST(VariableStore, SizesThatDoNotMatchAreRefusedEverywhere) {
   auto comm = Comm::world();
-  VariableStore store(comm, {.replicas = 1});
+  VariableStore store(comm, {.copies = 1});
   const auto mine = blocks_of(comm.original_rank());
   std::vector<std::size_t> sizes(mine.size(), 4);
   std::vector<std::byte> data(sizes.size() * 4);
@@ -198,8 +198,8 @@ std::vector<BlockRange> blocks_lost_with(int slots, const std::vector<int>& dead
   std::vector<std::uint64_t> ends(blocks);
   std::uint64_t end = 0;
   for (std::uint64_t id = 0; id < blocks; ++id) ends[id] = end += size_in(id, version);
-  const Placement end_layout({.blocks = blocks, .slots = slots, .replicas = 2});
-  const Placement byte_layout({.blocks = end, .slots = slots, .replicas = 2});
+  const Placement end_layout({.blocks = blocks, .slots = slots, .copies = 2});
+  const Placement byte_layout({.blocks = end, .slots = slots, .copies = 2});
   std::vector<BlockRange> lost;
   for (std::uint64_t id = 0; id < blocks; ++id) {
     const std::uint64_t begin = id == 0 ? 0 : ends[id - 1];
@@ -214,11 +214,11 @@ std::vector<BlockRange> blocks_lost_with(int slots, const std::vector<int>& dead
 
 TEST(VariableStore, AKillInsideTheSecondHalfOfASubmitKeepsThePreviousVersion) {
   auto comm = Comm::world();
-  VariableStore store(comm, {.replicas = 2});
+  VariableStore store(comm, {.copies = 2});
   submit_version(store, comm, 1);
   const OriginalRank victim{1};
   // A submit moves the end offsets, then the bytes: die inside the second.
-  inject::arm("comm.sparse_all_to_all", victim, inject::Action::kill, 2);
+  inject::arm("comm.sparse_all_to_all", victim, inject::Action::kKill, 2);
   test::expect_failure_reported(comm, {victim}, [&] {
     comm.barrier();
     submit_version(store, comm, 2);
@@ -230,7 +230,7 @@ TEST(VariableStore, AKillInsideTheSecondHalfOfASubmitKeepsThePreviousVersion) {
 TEST(VariableStore, HealAfterARespawnNamesExactlyTheLostBlocks) {
   auto comm = Comm::world();
   const int p = comm.size();
-  VariableStore store(comm, {.replicas = 2});
+  VariableStore store(comm, {.copies = 2});
   const std::vector<OriginalRank> victims{OriginalRank{1}, OriginalRank{1 + p / 2}};
   if (comm.epoch() == 0) {
     submit_version(store, comm, 4);

@@ -32,7 +32,7 @@ class AbortOnFailure : public testing::EmptyTestEventListener {
                                std::to_string(result.line_number()) + ": " + result.summary();
     std::fprintf(stderr, "[process %d] FAILED %s\n", _me.value(), reason.c_str());
     std::fflush(stderr);
-    reprise::inject::record_outcome(reprise::inject::Outcome::failed, _me, reason);
+    reprise::inject::record_outcome(reprise::inject::Outcome::kFailed, _me, reason);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 
@@ -46,12 +46,12 @@ int main(int argc, char** argv) {
   reprise::Environment environment(argc, argv);
   testing::InitGoogleTest(&argc, argv);
   const reprise::OriginalRank me = launch_rank();
-  reprise::inject::record_outcome(reprise::inject::Outcome::running, me);
+  reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, me);
   auto& listeners = testing::UnitTest::GetInstance()->listeners();
   if (me.value() != 0) delete listeners.Release(listeners.default_result_printer());
   listeners.Append(new AbortOnFailure(me));
   const int result = RUN_ALL_TESTS();
-  reprise::inject::record_outcome(result == 0 ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed,
+  reprise::inject::record_outcome(result == 0 ? reprise::inject::Outcome::kPassed : reprise::inject::Outcome::kFailed,
                                   me, result == 0 ? "" : "RUN_ALL_TESTS returned non-zero");
   environment.set_exit_status(result);
   return result;

@@ -10,7 +10,7 @@
 // Every byte the store families keep is a function of (block id, version),
 // every checkpointed value a function of (item, iteration): each process
 // checks everything it loads or restores. Data may only be lost when the
-// scenario kills `replicas` or more processes at once right after a submit;
+// scenario kills `copies` or more processes at once right after a submit;
 // the lost blocks are then computed here from the victims and the layout
 // (`Placement` with the store's configuration) and must be exactly the ones
 // `DataLost` names.
@@ -45,16 +45,16 @@ namespace reprise::chaos {
 namespace {
 
 /// How a scenario ended on one process (scripts/chaos adds hang and crash).
-enum class Verdict { ok, data_lost_reported, wrong_loss_report, wrong_data, silent_loss, unexpected_error };
+enum class Verdict { kOk, kDataLostReported, kWrongLossReport, kWrongData, kSilentLoss, kUnexpectedError };
 
 const char* verdict_name(Verdict verdict) {
   switch (verdict) {
-    case Verdict::ok: return "ok";
-    case Verdict::data_lost_reported: return "data_lost_reported";
-    case Verdict::wrong_loss_report: return "wrong_loss_report";
-    case Verdict::wrong_data: return "wrong_data";
-    case Verdict::silent_loss: return "silent_loss";
-    case Verdict::unexpected_error: return "unexpected_error";
+    case Verdict::kOk: return "ok";
+    case Verdict::kDataLostReported: return "data_lost_reported";
+    case Verdict::kWrongLossReport: return "wrong_loss_report";
+    case Verdict::kWrongData: return "wrong_data";
+    case Verdict::kSilentLoss: return "silent_loss";
+    case Verdict::kUnexpectedError: return "unexpected_error";
   }
   return "?";
 }
@@ -213,7 +213,7 @@ Placement layout(const Scenario& s, std::uint64_t blocks, std::size_t slots, std
                  std::uint64_t seed) {
   return Placement({.blocks = blocks,
                     .slots = static_cast<int>(slots),
-                    .replicas = s.replicas,
+                    .copies = s.copies,
                     .blocks_per_permuted_range = permuted,
                     .seed = seed,
                     .node_of_slot = std::vector<int>(slots, 0)});
@@ -252,7 +252,7 @@ class FixedSubject final : public Subject {
  public:
   FixedSubject(Comm& comm, const Scenario& s)
       : _s(s),
-        _store(comm, {.replicas = s.replicas,
+        _store(comm, {.copies = s.copies,
                       .block_bytes = s.block_bytes,
                       .bytes_per_permuted_range = s.permuted_blocks * s.block_bytes,
                       .seed = s.seed}) {}
@@ -304,7 +304,7 @@ class VariableSubject final : public Subject {
  public:
   VariableSubject(Comm& comm, const Scenario& s)
       : _s(s),
-        _store(comm, {.replicas = s.replicas, .bytes_per_permuted_range = s.permuted_blocks, .seed = s.seed}) {}
+        _store(comm, {.copies = s.copies, .bytes_per_permuted_range = s.permuted_blocks, .seed = s.seed}) {}
 
   void submit(Comm& comm, std::uint64_t version) override {
     const auto mine = share(comm, _s.blocks);
@@ -386,7 +386,7 @@ class IncrementalSubject final : public Subject {
       : _s(s),
         _me(static_cast<std::uint64_t>(comm.original_rank().value())),
         _memory(s.blocks * page_size()),
-        _checkpoint(std::make_unique<MemorySink>(comm, s.replicas),
+        _checkpoint(std::make_unique<MemorySink>(comm, s.copies),
                     IncrementalConfig{std::array{CommitMode::kSync, CommitMode::kAsyncAddress,
                                                  CommitMode::kAsyncAdaptive}[static_cast<std::size_t>(s.commit_mode)],
                                       static_cast<std::size_t>(s.cow_pages) * page_size()}) {
@@ -405,7 +405,7 @@ class IncrementalSubject final : public Subject {
   Loaded load_all(std::uint64_t version) override {
     const auto known = _published.find(version);
     if (known != _published.end() && _checkpoint.version() != known->second) {
-      throw Finding{Verdict::wrong_data, "the checkpoint is at version " + std::to_string(_checkpoint.version()) +
+      throw Finding{Verdict::kWrongData, "the checkpoint is at version " + std::to_string(_checkpoint.version()) +
                                              ", but version " + std::to_string(known->second) +
                                              " was the last one published"};
     }
@@ -465,22 +465,22 @@ void arm_kills(const Scenario& s, int round, const Comm& comm, std::vector<bool>
     bool now = !recovery && kill.round == round;
     if (kill.in_recovery && kill.generation > 0) {
       now = recovery;
-    } else if (kill.in_recovery && s.family != Family::checkpoint) {
+    } else if (kill.in_recovery && s.family != Family::kCheckpoint) {
       now = recovery && kill.round <= round;
     }
     if (armed[k] || kill.victim != comm.original_rank().value() || kill.generation != generation(comm) || !now) continue;
     armed[k] = true;
-    if (kill.how == KillHow::fault_point) inject::arm(kill.point, comm.original_rank());
-    if (kill.how == KillHow::mpi_call) arm_mpi_kill(kill.kind, kill.nth, comm.original_rank());
+    if (kill.how == KillHow::kFaultPoint) inject::arm(kill.point, comm.original_rank());
+    if (kill.how == KillHow::kMpiCall) arm_mpi_kill(kill.kind, kill.nth, comm.original_rank());
   }
 }
 
 /// Kills this process if a `between` kill is planned for it here.
 void kill_if_due(const Scenario& s, int round, Moment moment, const Comm& comm) {
   for (const Kill& kill : s.kills) {
-    if (kill.how == KillHow::between && kill.victim == comm.original_rank().value() &&
+    if (kill.how == KillHow::kBetween && kill.victim == comm.original_rank().value() &&
         kill.generation == generation(comm) && kill.round == round &&
-        (s.family == Family::checkpoint || kill.moment == moment)) {
+        (s.family == Family::kCheckpoint || kill.moment == moment)) {
       inject::kill_self(comm.original_rank());
     }
   }
@@ -503,7 +503,7 @@ Progress agree_on_progress(Comm& comm, Progress mine) {
   comm.check(MPI_Allreduce(MPI_IN_PLACE, high, 2, MPI_UINT64_T, MPI_MAX, comm.raw()), "MPI_Allreduce");
   comm.check(MPI_Allreduce(MPI_IN_PLACE, low, 2, MPI_UINT64_T, MPI_MIN, comm.raw()), "MPI_Allreduce");
   if (high[0] != low[0] || high[1] != low[1]) {
-    throw Finding{Verdict::unexpected_error, "survivors disagree after a recovery: rounds done " +
+    throw Finding{Verdict::kUnexpectedError, "survivors disagree after a recovery: rounds done " +
                                                  std::to_string(low[0]) + ".." + std::to_string(high[0]) +
                                                  ", version held " + std::to_string(low[1]) + ".." +
                                                  std::to_string(high[1])};
@@ -516,23 +516,23 @@ void judge(const Loaded& loaded, const std::set<std::uint64_t>& expected, std::u
            const std::optional<std::set<std::uint64_t>>& heal_lost, bool heal_names_blocks) {
   const std::string at = std::string(" (") + when + ", version " + std::to_string(version) + ")";
   if (!loaded.wrong.empty()) {
-    throw Finding{Verdict::wrong_data, std::to_string(loaded.wrong.size()) + " blocks have wrong bytes or are missing: " +
+    throw Finding{Verdict::kWrongData, std::to_string(loaded.wrong.size()) + " blocks have wrong bytes or are missing: " +
                                            ranges_text(loaded.wrong) + at};
   }
   if (!expected.empty() && !loaded.lost) {
-    throw Finding{Verdict::silent_loss, "load raised no DataLost though every copy of " + ranges_text(expected) +
+    throw Finding{Verdict::kSilentLoss, "load raised no DataLost though every copy of " + ranges_text(expected) +
                                             " died" + at};
   }
   if (loaded.lost && *loaded.lost != expected) {
-    throw Finding{Verdict::wrong_loss_report,
+    throw Finding{Verdict::kWrongLossReport,
                   "load's DataLost named " + ranges_text(*loaded.lost) + ", expected " + ranges_text(expected) + at};
   }
   if (!expected.empty() && !heal_lost) {
-    throw Finding{Verdict::silent_loss, "heal() raised no DataLost though every copy of " + ranges_text(expected) +
+    throw Finding{Verdict::kSilentLoss, "heal() raised no DataLost though every copy of " + ranges_text(expected) +
                                             " died" + at};
   }
   if (heal_lost && (expected.empty() || (heal_names_blocks && *heal_lost != expected))) {
-    throw Finding{Verdict::wrong_loss_report,
+    throw Finding{Verdict::kWrongLossReport,
                   "heal()'s DataLost named " + ranges_text(*heal_lost) + ", expected " + ranges_text(expected) + at};
   }
 }
@@ -541,7 +541,7 @@ void judge(const Loaded& loaded, const std::set<std::uint64_t>& expected, std::u
 /// hang says where each process was stuck.
 void now_doing(std::string& doing, std::string what, const Comm& comm) {
   doing = std::move(what);
-  inject::record_outcome(inject::Outcome::running, comm.original_rank(), "in " + doing);
+  inject::record_outcome(inject::Outcome::kRunning, comm.original_rank(), "in " + doing);
 }
 
 /// The store families: `rounds` versions submitted and checked, recovering
@@ -557,9 +557,9 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
   for (;;) {
     try {
       if (recovering) {
-        now_doing(doing, s.mode == Mode::shrink ? "shrink" : "respawn", comm);
+        now_doing(doing, s.mode == Mode::kShrink ? "shrink" : "respawn", comm);
         arm_kills(s, static_cast<int>(progress.round), comm, armed, true);
-        if (!joined) comm = s.mode == Mode::shrink ? comm.shrink() : comm.respawn();
+        if (!joined) comm = s.mode == Mode::kShrink ? comm.shrink() : comm.respawn();
         joined = false;
         progress = agree_on_progress(comm, progress);
         const bool loss_struck = s.loss_round >= 0 && progress.committed == static_cast<std::uint64_t>(s.loss_round) + 1;
@@ -573,7 +573,7 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
           heal_lost = ids_of(error.lost());
         }
         if (progress.committed == 0 && heal_lost) {
-          throw Finding{Verdict::wrong_loss_report, "heal() raised DataLost before anything was submitted"};
+          throw Finding{Verdict::kWrongLossReport, "heal() raised DataLost before anything was submitted"};
         }
         if (progress.committed > 0) {
           now_doing(doing, "load after a recovery", comm);
@@ -582,7 +582,7 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
         }
         recovering = false;
         if (loss_struck) {
-          // Checked; the survivors may now be fewer than the replicas (lost or not), so stop here.
+          // Checked; the survivors may now be fewer than the copies (lost or not), so stop here.
           loss_reported = !expected.empty();
           progress.round = static_cast<std::uint64_t>(s.rounds);
         }
@@ -591,11 +591,11 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
       if (round == s.rounds) {
         now_doing(doing, "the final agreement", comm);
         (void)comm.agree(true);
-        return loss_reported ? Verdict::data_lost_reported : Verdict::ok;
+        return loss_reported ? Verdict::kDataLostReported : Verdict::kOk;
       }
       const std::uint64_t version = progress.round + 1;
       arm_kills(s, round, comm, armed);
-      kill_if_due(s, round, Moment::before_submit, comm);
+      kill_if_due(s, round, Moment::kBeforeSubmit, comm);
       now_doing(doing, "submit of version " + std::to_string(version), comm);
       subject.submit(comm, version);
       progress.committed = version;
@@ -608,10 +608,10 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
         }
         comm.barrier();  // the survivors learn of the deaths here, before any load or heal
       }
-      kill_if_due(s, round, Moment::after_submit, comm);
+      kill_if_due(s, round, Moment::kAfterSubmit, comm);
       now_doing(doing, "load after the submit of version " + std::to_string(version), comm);
       judge(subject.load_all(version), {}, version, "after its submit", std::nullopt, true);
-      kill_if_due(s, round, Moment::after_check, comm);
+      kill_if_due(s, round, Moment::kAfterCheck, comm);
       now_doing(doing, "the agreement that ends a round", comm);
       (void)comm.agree(true);
       ++progress.round;
@@ -619,9 +619,9 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
       comm.revoke();
       recovering = true;
     } catch (const DataLost& error) {
-      throw Finding{Verdict::wrong_loss_report, "in " + doing + ": DataLost where nothing can be lost: " + error.what()};
+      throw Finding{Verdict::kWrongLossReport, "in " + doing + ": DataLost where nothing can be lost: " + error.what()};
     } catch (const Error& error) {
-      throw Finding{Verdict::unexpected_error, "in " + doing + ": " + error.what()};
+      throw Finding{Verdict::kUnexpectedError, "in " + doing + ": " + error.what()};
     }
   }
 }
@@ -658,13 +658,13 @@ std::vector<std::vector<std::uint64_t>> trajectory(const Scenario& s) {
 void check_state(const Work& work, const std::vector<std::vector<std::uint64_t>>& expected, const char* when) {
   const auto at = work.iteration[0];
   if (at >= expected.size() || work.iteration[1] != at || work.ids.size() != work.values.size()) {
-    throw Finding{Verdict::wrong_data, std::string("restored progress is inconsistent ") + when + ": iteration " +
+    throw Finding{Verdict::kWrongData, std::string("restored progress is inconsistent ") + when + ": iteration " +
                                            std::to_string(at) + ", checkpointed at " +
                                            std::to_string(work.iteration[1])};
   }
   for (std::size_t k = 0; k < work.ids.size(); ++k) {
     if (work.ids[k] >= expected[at].size() || work.values[k] != expected[at][work.ids[k]]) {
-      throw Finding{Verdict::wrong_data, "item " + std::to_string(work.ids[k]) + " has a wrong value " + when +
+      throw Finding{Verdict::kWrongData, "item " + std::to_string(work.ids[k]) + " has a wrong value " + when +
                                              " at iteration " + std::to_string(at)};
     }
   }
@@ -690,11 +690,11 @@ void check_result(Comm& comm, const Work& work, const std::vector<std::vector<st
   std::vector<int> seen(final_values.size(), 0);
   for (std::size_t k = 0; k < total; ++k) {
     if (ids[k] >= final_values.size() || values[k] != final_values[ids[k]] || seen[ids[k]]++ > 0) {
-      throw Finding{Verdict::wrong_data, "item " + std::to_string(ids[k]) + " is wrong or held twice at the end"};
+      throw Finding{Verdict::kWrongData, "item " + std::to_string(ids[k]) + " is wrong or held twice at the end"};
     }
   }
   const auto missing = static_cast<std::size_t>(std::count(seen.begin(), seen.end(), 0));
-  if (missing > 0) throw Finding{Verdict::wrong_data, std::to_string(missing) + " items are missing at the end"};
+  if (missing > 0) throw Finding{Verdict::kWrongData, std::to_string(missing) + " items are missing at the end"};
 }
 
 /// The original ranks whose checkpointed state has no copy left once the
@@ -704,7 +704,7 @@ void check_result(Comm& comm, const Work& work, const std::vector<std::vector<st
 std::set<std::uint64_t> checkpoint_loss(const Scenario& s) {
   std::vector<OriginalRank> owners;
   for (int rank = 0; rank < s.processes; ++rank) {
-    const bool gone = s.mode == Mode::shrink && std::any_of(s.kills.begin(), s.kills.end(),
+    const bool gone = s.mode == Mode::kShrink && std::any_of(s.kills.begin(), s.kills.end(),
                                                             [&](const Kill& kill) { return kill.victim == rank; });
     if (!gone) owners.emplace_back(rank);
   }
@@ -751,7 +751,7 @@ void run_checkpoint_loop(const Scenario& s, Comm& comm, Checkpoint& checkpoint, 
       }
       if (static_cast<int>(at) == s.loss_round) kill_loss_victims(s, comm);
       arm_kills(s, static_cast<int>(at), comm, armed);
-      kill_if_due(s, static_cast<int>(at), Moment::before_submit, comm);
+      kill_if_due(s, static_cast<int>(at), Moment::kBeforeSubmit, comm);
       std::uint64_t local = 0;
       for (auto v : work.values) local += v;
       const auto sum = comm.allreduce(local, MPI_SUM);
@@ -777,13 +777,13 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   }
   std::vector<bool> armed(s.kills.size(), false);
   if (comm.is_replacement()) arm_kills(s, 0, comm, armed, true);
-  Checkpoint checkpoint(comm, {.copies = s.replicas});
+  Checkpoint checkpoint(comm, {.copies = s.copies});
   checkpoint.protect("ids", work.ids);
   checkpoint.protect("values", work.values);
   checkpoint.protect("iteration", work.iteration);
-  Driver driver(comm, checkpoint, {.mode = s.mode == Mode::shrink ? RecoveryMode::shrink : RecoveryMode::respawn});
+  Driver driver(comm, checkpoint, {.mode = s.mode == Mode::kShrink ? RecoveryMode::kShrink : RecoveryMode::kRespawn});
   driver.on_recovery([&](const Recovery& recovery) {
-    if (recovery.mode == RecoveryMode::shrink) {
+    if (recovery.mode == RecoveryMode::kShrink) {
       // Departed process k's items go to the survivor at rank k mod size.
       std::vector<OriginalRank> adopted;
       for (std::size_t k = 0; k < recovery.lost.size(); ++k) {
@@ -795,7 +795,7 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
         const auto ids = saved.values<std::uint64_t>("ids");
         const auto values = saved.values<std::uint64_t>("values");
         if (saved.values<std::uint64_t>("iteration") != work.iteration) {
-          throw Finding{Verdict::wrong_data, "the state fetched from #" + std::to_string(owner.value()) +
+          throw Finding{Verdict::kWrongData, "the state fetched from #" + std::to_string(owner.value()) +
                                                  " is from another iteration"};
         }
         work.ids.insert(work.ids.end(), ids.begin(), ids.end());
@@ -810,16 +810,16 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   } catch (const DataLost& error) {
     const auto named = ids_of(error.lost());
     if (named != expected_loss) {
-      throw Finding{Verdict::wrong_loss_report, "Driver::run's DataLost named the states of " + ranges_text(named) +
+      throw Finding{Verdict::kWrongLossReport, "Driver::run's DataLost named the states of " + ranges_text(named) +
                                                     ", expected " + ranges_text(expected_loss) + ": " + error.what()};
     }
-    return Verdict::data_lost_reported;
+    return Verdict::kDataLostReported;
   }
   if (!expected_loss.empty()) {
-    throw Finding{Verdict::silent_loss, "Driver::run raised no DataLost though every copy of the states of " +
+    throw Finding{Verdict::kSilentLoss, "Driver::run raised no DataLost though every copy of the states of " +
                                             ranges_text(expected_loss) + " died"};
   }
-  return Verdict::ok;
+  return Verdict::kOk;
 }
 
 
@@ -856,21 +856,21 @@ std::optional<Options> parse(int argc, char** argv) {
 
 Verdict run(const Scenario& s, Comm& comm) {
   switch (s.family) {
-    case Family::store: {
+    case Family::kStore: {
       FixedSubject subject(comm, s);
       return run_store_family(s, comm, subject);
     }
-    case Family::varstore: {
+    case Family::kVarstore: {
       VariableSubject subject(comm, s);
       return run_store_family(s, comm, subject);
     }
-    case Family::checkpoint: return run_checkpoint_family(s, comm);
-    case Family::incremental: {
+    case Family::kCheckpoint: return run_checkpoint_family(s, comm);
+    case Family::kIncremental: {
       IncrementalSubject subject(comm, s);
       return run_store_family(s, comm, subject);
     }
   }
-  return Verdict::unexpected_error;
+  return Verdict::kUnexpectedError;
 }
 
 }  // namespace
@@ -896,29 +896,29 @@ int main(int argc, char** argv) {
   reprise::Environment environment(argc, argv);
   int me = -1;
   bool replacement = false;
-  Verdict verdict = Verdict::ok;
+  Verdict verdict = Verdict::kOk;
   std::string reason;
   try {
     auto comm = reprise::Comm::world();
     me = comm.original_rank().value();
     g_crash_rank = me;
     replacement = comm.is_replacement();
-    reprise::inject::record_outcome(reprise::inject::Outcome::running, comm.original_rank());
+    reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, comm.original_rank());
     if (!replacement && me == 0) std::printf("chaos %s\n", scenario.describe().c_str());
     verdict = run(scenario, comm);
   } catch (const Finding& finding) {
     verdict = finding.verdict;
     reason = finding.reason;
   } catch (const reprise::DataLost& error) {
-    verdict = Verdict::wrong_loss_report;
+    verdict = Verdict::kWrongLossReport;
     reason = std::string("DataLost where nothing can be lost: ") + error.what();
   } catch (const std::exception& error) {
-    verdict = Verdict::unexpected_error;
+    verdict = Verdict::kUnexpectedError;
     reason = error.what();
   }
   write_record(me, replacement, verdict, reason);
-  const bool fine = verdict == Verdict::ok || verdict == Verdict::data_lost_reported;
-  reprise::inject::record_outcome(fine ? reprise::inject::Outcome::passed : reprise::inject::Outcome::failed,
+  const bool fine = verdict == Verdict::kOk || verdict == Verdict::kDataLostReported;
+  reprise::inject::record_outcome(fine ? reprise::inject::Outcome::kPassed : reprise::inject::Outcome::kFailed,
                                   reprise::OriginalRank{me}, std::string(verdict_name(verdict)) + ": " + reason);
   environment.set_exit_status(fine ? 0 : 1);
   return environment.exit_status();

@@ -37,42 +37,42 @@ void arm_mpi_kill(MpiKind kind, int nth, OriginalRank me) {
 using reprise::chaos::MpiKind;
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-  reprise::chaos::count(MpiKind::isend);
+  reprise::chaos::count(MpiKind::kIsend);
   return PMPI_Isend(buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
-  reprise::chaos::count(MpiKind::issend);
+  reprise::chaos::count(MpiKind::kIssend);
   return PMPI_Issend(buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
-  reprise::chaos::count(MpiKind::mrecv);
+  reprise::chaos::count(MpiKind::kMrecv);
   return PMPI_Mrecv(buf, count, type, message, status);
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
-  reprise::chaos::count(MpiKind::allgather);
+  reprise::chaos::count(MpiKind::kAllgather);
   return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  reprise::chaos::count(MpiKind::bcast);
+  reprise::chaos::count(MpiKind::kBcast);
   return PMPI_Bcast(buffer, count, type, root, comm);
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  reprise::chaos::count(MpiKind::allreduce);
+  reprise::chaos::count(MpiKind::kAllreduce);
   return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
 }
 
 int MPIX_Comm_agree(MPI_Comm comm, int* flag) {
-  reprise::chaos::count(MpiKind::agree);
+  reprise::chaos::count(MpiKind::kAgree);
   return PMPIX_Comm_agree(comm, flag);
 }
 
 int MPIX_Comm_shrink(MPI_Comm comm, MPI_Comm* newcomm) {
-  reprise::chaos::count(MpiKind::shrink);
+  reprise::chaos::count(MpiKind::kShrink);
   return PMPIX_Comm_shrink(comm, newcomm);
 }

@@ -41,24 +41,24 @@ class Draw {
 
 // Points any operation passes, and points only a recovery passes.
 constexpr std::array kExchangePoints{"comm.sparse_all_to_all", "comm.sparse_all_to_all.done"};
-constexpr std::array kMpiKinds{MpiKind::isend,  MpiKind::issend,    MpiKind::mrecv, MpiKind::allgather,
-                               MpiKind::bcast,  MpiKind::allreduce, MpiKind::agree};
+constexpr std::array kMpiKinds{MpiKind::kIsend,  MpiKind::kIssend,    MpiKind::kMrecv, MpiKind::kAllgather,
+                               MpiKind::kBcast,  MpiKind::kAllreduce, MpiKind::kAgree};
 
 const char* family_name(Family family) {
   switch (family) {
-    case Family::store: return "store";
-    case Family::varstore: return "varstore";
-    case Family::checkpoint: return "checkpoint";
-    case Family::incremental: return "incremental";
+    case Family::kStore: return "store";
+    case Family::kVarstore: return "varstore";
+    case Family::kCheckpoint: return "checkpoint";
+    case Family::kIncremental: return "incremental";
   }
   return "?";
 }
 
 const char* moment_name(Moment moment) {
   switch (moment) {
-    case Moment::before_submit: return "before-submit";
-    case Moment::after_submit: return "after-submit";
-    case Moment::after_check: return "after-check";
+    case Moment::kBeforeSubmit: return "before-submit";
+    case Moment::kAfterSubmit: return "after-submit";
+    case Moment::kAfterCheck: return "after-check";
   }
   return "?";
 }
@@ -66,8 +66,8 @@ const char* moment_name(Moment moment) {
 /// The fault points only a recovery passes, in this scenario's mode.
 std::vector<const char*> recovery_points(const Scenario& s) {
   std::vector<const char*> points{"comm.shrink"};
-  if (s.mode == Mode::respawn) points.push_back("comm.respawn");
-  if (s.family == Family::checkpoint) points.push_back("checkpoint.restore");
+  if (s.mode == Mode::kRespawn) points.push_back("comm.respawn");
+  if (s.family == Family::kCheckpoint) points.push_back("checkpoint.restore");
   return points;
 }
 
@@ -75,13 +75,13 @@ std::vector<const char*> recovery_points(const Scenario& s) {
 /// fault point (1) or at the n-th call of an MPI function (2).
 void draw_ordinary_kill(Kill& kill, Draw& draw, int how) {
   if (how == 0) {
-    kill.how = KillHow::between;
-    kill.moment = draw.pick(std::array{Moment::before_submit, Moment::after_submit, Moment::after_check});
+    kill.how = KillHow::kBetween;
+    kill.moment = draw.pick(std::array{Moment::kBeforeSubmit, Moment::kAfterSubmit, Moment::kAfterCheck});
   } else if (how == 1) {
-    kill.how = KillHow::fault_point;
+    kill.how = KillHow::kFaultPoint;
     kill.point = draw.pick(kExchangePoints);
   } else {
-    kill.how = KillHow::mpi_call;
+    kill.how = KillHow::kMpiCall;
     kill.kind = draw.pick(kMpiKinds);
     kill.nth = draw.between(1, 12);
   }
@@ -100,19 +100,19 @@ void plan_kills(Scenario& s, Draw& draw, const std::vector<int>& victims, int la
       const auto points = recovery_points(s);
       const auto pick = static_cast<std::size_t>(draw.between(0, static_cast<int>(points.size())));
       if (pick < points.size()) {
-        kill.how = KillHow::fault_point;
+        kill.how = KillHow::kFaultPoint;
         kill.point = points[pick];
-      } else if (s.family == Family::checkpoint) {
+      } else if (s.family == Family::kCheckpoint) {
         // Armed with the others, so only a call that no loop makes.
-        kill.how = KillHow::mpi_call;
-        kill.kind = MpiKind::shrink;
+        kill.how = KillHow::kMpiCall;
+        kill.kind = MpiKind::kShrink;
         kill.nth = draw.between(1, 2);
       } else {
         // Armed when the recovery starts: its shrink, the spares' hand-over
         // or the respawn, the agreement on progress, the heal or restore.
-        kill.how = KillHow::mpi_call;
-        kill.kind = draw.pick(std::array{MpiKind::shrink, MpiKind::allgather, MpiKind::bcast, MpiKind::agree,
-                                         MpiKind::allreduce, MpiKind::isend});
+        kill.how = KillHow::kMpiCall;
+        kill.kind = draw.pick(std::array{MpiKind::kShrink, MpiKind::kAllgather, MpiKind::kBcast, MpiKind::kAgree,
+                                         MpiKind::kAllreduce, MpiKind::kIsend});
         kill.nth = draw.between(1, 3);
       }
       kill.in_recovery = true;
@@ -130,7 +130,7 @@ void plan_kills(Scenario& s, Draw& draw, const std::vector<int>& victims, int la
 /// may be lost. Drawn after everything else, so the rest of a seed's
 /// scenario is what that seed drew before replacements could die.
 void plan_replacement_kill(Scenario& s, Draw& draw, int last_round) {
-  if (s.mode != Mode::respawn || s.kills.empty() || !draw.percent(50)) return;
+  if (s.mode != Mode::kRespawn || s.kills.empty() || !draw.percent(50)) return;
   const Kill first = s.kills[static_cast<std::size_t>(draw.between(0, static_cast<int>(s.kills.size()) - 1))];
   Kill kill{.victim = first.victim, .generation = 1, .round = draw.between(first.round, last_round)};
   const int how = draw.between(0, 4);
@@ -139,13 +139,13 @@ void plan_replacement_kill(Scenario& s, Draw& draw, int last_round) {
     kill.round = first.round;
     if (how == 0) {
       std::vector<const char*> points(kExchangePoints.begin(), kExchangePoints.end());
-      if (s.family == Family::checkpoint) points.push_back("checkpoint.restore");
-      kill.how = KillHow::fault_point;
+      if (s.family == Family::kCheckpoint) points.push_back("checkpoint.restore");
+      kill.how = KillHow::kFaultPoint;
       kill.point = points[static_cast<std::size_t>(draw.between(0, static_cast<int>(points.size()) - 1))];
     } else {
-      kill.how = KillHow::mpi_call;
-      kill.kind = draw.pick(std::array{MpiKind::allgather, MpiKind::bcast, MpiKind::agree, MpiKind::allreduce,
-                                       MpiKind::isend, MpiKind::mrecv});
+      kill.how = KillHow::kMpiCall;
+      kill.kind = draw.pick(std::array{MpiKind::kAllgather, MpiKind::kBcast, MpiKind::kAgree, MpiKind::kAllreduce,
+                                       MpiKind::kIsend, MpiKind::kMrecv});
       kill.nth = draw.between(1, 3);
     }
   } else {
@@ -163,44 +163,44 @@ void plan_checkpoint_loss(Scenario& s, Draw& draw) {
   if (!draw.percent(30)) return;
   const int checkpoints = (s.rounds - 1) / s.checkpoint_every;  // at every, 2 every, ... below rounds
   const int earlier = draw.between(0, 1);
-  const int alive = s.processes - (s.mode == Mode::shrink ? earlier : 0);
-  const int most = s.mode == Mode::shrink ? alive - s.replicas : std::min(s.replicas + 2, alive - 1 - earlier);
-  if (checkpoints < 1 || most < s.replicas) return;
+  const int alive = s.processes - (s.mode == Mode::kShrink ? earlier : 0);
+  const int most = s.mode == Mode::kShrink ? alive - s.copies : std::min(s.copies + 2, alive - 1 - earlier);
+  if (checkpoints < 1 || most < s.copies) return;
   s.loss_round = s.checkpoint_every * draw.between(1, checkpoints);
   s.kills.clear();
   std::vector<int> pool;
   for (int rank = 0; rank < s.processes; ++rank) pool.push_back(rank);
   for (int victim : draw.take(pool, earlier)) {
-    s.kills.push_back({.victim = victim, .how = KillHow::between, .round = draw.between(0, s.loss_round - 1)});
+    s.kills.push_back({.victim = victim, .how = KillHow::kBetween, .round = draw.between(0, s.loss_round - 1)});
   }
-  s.loss_victims = draw.take(pool, draw.between(s.replicas, most));
-  if (s.mode == Mode::respawn && earlier > 0 && draw.percent(50)) s.loss_victims.push_back(s.kills[0].victim);
+  s.loss_victims = draw.take(pool, draw.between(s.copies, most));
+  if (s.mode == Mode::kRespawn && earlier > 0 && draw.percent(50)) s.loss_victims.push_back(s.kills[0].victim);
   std::sort(s.loss_victims.begin(), s.loss_victims.end());
 }
 
 }  // namespace
 
 int Scenario::loss_generation(int victim) const {
-  if (mode != Mode::respawn) return 0;
+  if (mode != Mode::kRespawn) return 0;
   return static_cast<int>(std::count_if(kills.begin(), kills.end(), [&](const Kill& kill) { return kill.victim == victim; }));
 }
 
 const char* mpi_kind_name(MpiKind kind) {
   switch (kind) {
-    case MpiKind::isend: return "MPI_Isend";
-    case MpiKind::issend: return "MPI_Issend";
-    case MpiKind::mrecv: return "MPI_Mrecv";
-    case MpiKind::allgather: return "MPI_Allgather";
-    case MpiKind::bcast: return "MPI_Bcast";
-    case MpiKind::allreduce: return "MPI_Allreduce";
-    case MpiKind::agree: return "MPIX_Comm_agree";
-    case MpiKind::shrink: return "MPIX_Comm_shrink";
+    case MpiKind::kIsend: return "MPI_Isend";
+    case MpiKind::kIssend: return "MPI_Issend";
+    case MpiKind::kMrecv: return "MPI_Mrecv";
+    case MpiKind::kAllgather: return "MPI_Allgather";
+    case MpiKind::kBcast: return "MPI_Bcast";
+    case MpiKind::kAllreduce: return "MPI_Allreduce";
+    case MpiKind::kAgree: return "MPIX_Comm_agree";
+    case MpiKind::kShrink: return "MPIX_Comm_shrink";
   }
   return "?";
 }
 
 std::optional<Family> parse_family(std::string_view name) {
-  for (auto family : {Family::store, Family::varstore, Family::checkpoint, Family::incremental}) {
+  for (auto family : {Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental}) {
     if (name == family_name(family)) return family;
   }
   return std::nullopt;
@@ -210,18 +210,18 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   Draw draw(seed);
   Scenario s;
   s.seed = seed;
-  s.family = draw.pick(std::array{Family::store, Family::varstore, Family::checkpoint, Family::incremental});
+  s.family = draw.pick(std::array{Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental});
   if (family) s.family = *family;
-  s.mode = draw.percent(50) ? Mode::respawn : Mode::shrink;
+  s.mode = draw.percent(50) ? Mode::kRespawn : Mode::kShrink;
   s.processes = draw.between(4, 8);
-  s.replicas = draw.between(2, 3);
-  if (s.mode == Mode::respawn && draw.percent(50)) s.spares = draw.between(1, 2);
-  // Fewer than `replicas` deaths in all can never lose data, and a shrunken
-  // job keeps at least `replicas` processes.
-  const int most_kills = std::min(s.replicas - 1, s.processes - s.replicas);
+  s.copies = draw.between(2, 3);
+  if (s.mode == Mode::kRespawn && draw.percent(50)) s.spares = draw.between(1, 2);
+  // Fewer than `copies` deaths in all can never lose data, and a shrunken
+  // job keeps at least `copies` processes.
+  const int most_kills = std::min(s.copies - 1, s.processes - s.copies);
   std::vector<int> pool;
   for (int rank = 0; rank < s.processes; ++rank) pool.push_back(rank);
-  if (s.family == Family::checkpoint) {
+  if (s.family == Family::kCheckpoint) {
     s.rounds = draw.between(6, 16);
     s.checkpoint_every = draw.between(2, 4);
     s.items = draw.between(1, 64);
@@ -230,7 +230,7 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
     plan_checkpoint_loss(s, draw);
     return s;
   }
-  if (s.family == Family::incremental) {
+  if (s.family == Family::kIncremental) {
     // Version 1 is published before anything can die (restore needs one).
     s.rounds = draw.between(2, 5);
     s.blocks = static_cast<std::uint64_t>(draw.between(1, 32));
@@ -243,27 +243,27 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   }
   s.rounds = draw.between(2, 4);
   s.blocks = static_cast<std::uint64_t>(draw.between(s.processes, 48 * s.processes));
-  s.block_bytes = s.family == Family::store ? static_cast<std::size_t>(draw.pick(std::array{1, 8, 24, 64, 200}))
+  s.block_bytes = s.family == Family::kStore ? static_cast<std::size_t>(draw.pick(std::array{1, 8, 24, 64, 200}))
                                             : static_cast<std::size_t>(draw.between(0, 300));
   if (draw.percent(50)) s.permuted_blocks = static_cast<std::uint64_t>(draw.pick(std::array{1, 2, 4, 16}));
   if (draw.percent(30)) {
-    // Data may be lost: replicas or more die at once right after a submit.
+    // Data may be lost: copies or more die at once right after a submit.
     // Earlier rounds may lose fewer, killed between operations (they are
     // healed before), and never the ones that die at the end.
     s.loss_round = s.rounds - 1;
-    const int earlier = s.loss_round > 0 && s.processes > s.replicas + 1 ? draw.between(0, 1) : 0;
+    const int earlier = s.loss_round > 0 && s.processes > s.copies + 1 ? draw.between(0, 1) : 0;
     for (int victim : draw.take(pool, earlier)) {
       s.kills.push_back({.victim = victim,
-                         .how = KillHow::between,
+                         .how = KillHow::kBetween,
                          .round = draw.between(0, s.loss_round - 1),
-                         .moment = draw.pick(std::array{Moment::before_submit, Moment::after_submit})});
+                         .moment = draw.pick(std::array{Moment::kBeforeSubmit, Moment::kAfterSubmit})});
     }
     const int survivors_needed = 1;
-    const int most = std::min(s.replicas + 2, s.processes - earlier - survivors_needed);
-    s.loss_victims = draw.take(pool, draw.between(s.replicas, std::max(s.replicas, most)));
+    const int most = std::min(s.copies + 2, s.processes - earlier - survivors_needed);
+    s.loss_victims = draw.take(pool, draw.between(s.copies, std::max(s.copies, most)));
     // In respawn mode the earlier victim's replacement may die in the batch
     // too; one process still survives.
-    if (s.mode == Mode::respawn && !s.kills.empty() && draw.percent(50)) s.loss_victims.push_back(s.kills[0].victim);
+    if (s.mode == Mode::kRespawn && !s.kills.empty() && draw.percent(50)) s.loss_victims.push_back(s.kills[0].victim);
     std::sort(s.loss_victims.begin(), s.loss_victims.end());
     return s;
   }
@@ -276,35 +276,35 @@ std::string Scenario::describe() const {
   std::ostringstream out;
   out << "seed " << seed << ": " << family_name(family) << ", " << processes << " processes";
   if (spares > 0) out << " + " << spares << " spares";
-  out << ", " << (mode == Mode::respawn ? "respawn" : "shrink") << ", " << replicas
-      << (family == Family::checkpoint ? " copies" : " replicas");
-  if (family == Family::checkpoint) {
+  out << ", " << (mode == Mode::kRespawn ? "respawn" : "shrink") << ", " << copies
+      << " copies";
+  if (family == Family::kCheckpoint) {
     out << ", " << rounds << " iterations, checkpoint every " << checkpoint_every << ", " << items
         << " items per process";
-  } else if (family == Family::incremental) {
+  } else if (family == Family::kIncremental) {
     out << ", " << rounds << " versions of " << blocks << " pages, "
         << std::array{"sync", "address order", "learned order"}[static_cast<std::size_t>(commit_mode)] << ", "
         << cow_pages << " copy-on-write pages";
   } else {
     out << ", " << rounds << " versions of " << blocks << " blocks of "
-        << (family == Family::store ? "" : "0 to ") << block_bytes << " bytes";
+        << (family == Family::kStore ? "" : "0 to ") << block_bytes << " bytes";
     if (permuted_blocks > 0) out << ", permutation ranges of " << permuted_blocks << " blocks";
   }
   out << "; kills:";
   if (kills.empty() && loss_victims.empty()) out << " none";
   for (const auto& kill : kills) {
     out << " #" << kill.victim << (kill.generation > 0 ? "'s replacement" : "")
-        << (family == Family::checkpoint ? "@iteration " : "@round ") << kill.round << " "
+        << (family == Family::kCheckpoint ? "@iteration " : "@round ") << kill.round << " "
         << (kill.in_recovery ? (kill.generation > 0 ? "in the recovery that spawned it, " : "in a recovery, ") : "");
     switch (kill.how) {
-      case KillHow::between: out << (family == Family::checkpoint ? "between steps" : moment_name(kill.moment)); break;
-      case KillHow::fault_point: out << "in " << kill.point; break;
-      case KillHow::mpi_call: out << "at call " << kill.nth << " of " << mpi_kind_name(kill.kind); break;
+      case KillHow::kBetween: out << (family == Family::kCheckpoint ? "between steps" : moment_name(kill.moment)); break;
+      case KillHow::kFaultPoint: out << "in " << kill.point; break;
+      case KillHow::kMpiCall: out << "at call " << kill.nth << " of " << mpi_kind_name(kill.kind); break;
     }
     out << ";";
   }
   if (!loss_victims.empty()) {
-    out << (family == Family::checkpoint ? " at once after the checkpoint of iteration " : " at once after the submit of round ")
+    out << (family == Family::kCheckpoint ? " at once after the checkpoint of iteration " : " at once after the submit of round ")
         << loss_round << ":";
     for (int victim : loss_victims) out << " #" << victim << (loss_generation(victim) > 0 ? "'s replacement" : "");
   }

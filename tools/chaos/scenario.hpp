@@ -14,33 +14,33 @@
 namespace reprise::chaos {
 
 /// Which part of reprise a scenario exercises.
-enum class Family { store, varstore, checkpoint, incremental };
+enum class Family { kStore, kVarstore, kCheckpoint, kIncremental };
 
 /// How the survivors recover.
-enum class Mode { shrink, respawn };
+enum class Mode { kShrink, kRespawn };
 
 /// How a victim dies.
 enum class KillHow {
-  between,      ///< `inject::kill_self` between two operations
-  fault_point,  ///< at one of reprise's named fault points (`inject::arm`)
-  mpi_call,     ///< at the n-th MPI call of one kind (the PMPI interposition)
+  kBetween,     ///< `inject::kill_self` between two operations
+  kFaultPoint,  ///< at one of reprise's named fault points (`inject::arm`)
+  kMpiCall,     ///< at the n-th MPI call of one kind (the PMPI interposition)
 };
 
 /// Where a `between` kill falls within a round of the store families.
-enum class Moment { before_submit, after_submit, after_check };
+enum class Moment { kBeforeSubmit, kAfterSubmit, kAfterCheck };
 
 /// The MPI calls the interposition counts.
-enum class MpiKind { isend, issend, mrecv, allgather, bcast, allreduce, agree, shrink };
+enum class MpiKind { kIsend, kIssend, kMrecv, kAllgather, kBcast, kAllreduce, kAgree, kShrink };
 
 /// One planned death.
 struct Kill {
   int victim = 0;            ///< original rank of the process that dies
   int generation = 0;        ///< 0: the process the job started with; 1: its first replacement (respawn only)
-  KillHow how = KillHow::between;
+  KillHow how = KillHow::kBetween;
   int round = 0;             ///< round (store families) or iteration (checkpoint) where it fires or is armed
-  Moment moment = Moment::before_submit;  ///< for `between` kills in the store families
+  Moment moment = Moment::kBeforeSubmit;  ///< for `between` kills in the store families
   std::string point = {};    ///< for `fault_point`
-  MpiKind kind = MpiKind::isend;  ///< for `mpi_call`
+  MpiKind kind = MpiKind::kIsend;  ///< for `mpi_call`
   int nth = 1;               ///< for `mpi_call`: dies at the nth call of `kind` after arming
   bool in_recovery = false;  ///< armed when a recovery starts (store and incremental families); for a
                              ///< replacement, when it joins the recovery that spawned it (every family)
@@ -49,11 +49,11 @@ struct Kill {
 /// A whole scenario.
 struct Scenario {
   std::uint64_t seed = 0;
-  Family family = Family::store;
-  Mode mode = Mode::shrink;
+  Family family = Family::kStore;
+  Mode mode = Mode::kShrink;
   int processes = 4;       ///< workers (original ranks 0 .. processes-1)
   int spares = 0;          ///< extra processes started as spares (REPRISE_SPARES), respawn only
-  int replicas = 2;        ///< store replicas, or checkpoint copies
+  int copies = 2;          ///< copies of every block (store) or state (checkpoint)
   int rounds = 2;          ///< store, incremental: versions; checkpoint: iterations
   std::uint64_t blocks = 0;            ///< store families: number of blocks; incremental: pages per process
   std::size_t block_bytes = 0;         ///< store: bytes per block; varstore: the largest block
@@ -62,9 +62,9 @@ struct Scenario {
   int items = 0;                       ///< checkpoint: items per process
   int commit_mode = 0;                 ///< incremental: 0 sync, 1 address order, 2 learned order
   int cow_pages = 0;                   ///< incremental: pages of the copy-on-write buffer
-  std::vector<Kill> kills;             ///< at most replicas - 1 original ranks, plus replacements of them
+  std::vector<Kill> kills;             ///< at most copies - 1 original ranks, plus replacements of them
   int loss_round = -1;                 ///< round after whose submit (checkpoint: iteration after whose checkpoint) `loss_victims` die at once
-  std::vector<int> loss_victims;       ///< replicas or more, so data may be lost
+  std::vector<int> loss_victims;       ///< copies or more, so data may be lost
 
   /// Which process of original rank `victim` a loss batch kills: in respawn
   /// mode, the replacement of a process killed earlier.
