@@ -1,10 +1,9 @@
 #pragma once
-// What the SIGSEGV handler of protected memory and the commit thread of an
-// asynchronous incremental checkpoint share. The handler runs in signal
-// context, so everything here is atomics, fixed arrays and a spin lock that
-// only the handler and the commit thread take (neither can be interrupted by
-// the handler while holding it: the commit thread never writes protected
-// memory, and the handler never faults on it).
+// The bookkeeping of every protected page, which the write trap keeps and
+// the copy-on-write protocol (cow_protocol.hpp) reads and advances: where the
+// page stands in the running checkpoint, and how its first write in the
+// epoch went. The trap's handler runs in signal context, so everything here
+// is atomics and fixed sizes.
 
 #include <atomic>
 #include <cstddef>
@@ -63,64 +62,8 @@ constexpr int kMaxRegions = 256;
 /// Most writers that can queue a page as urgent at once; more simply wait.
 constexpr int kMaxUrgent = 64;
 
-/// The state of the running checkpoint seen by the handler.
-struct CommitShared {
-  std::atomic<bool> active{false};  ///< a checkpoint is being committed
-  /// The commit reacts to writes (the learned order): a page a writer waits
-  /// for is committed next, copied pages before the rest. Without it (the
-  /// address order), the commit keeps to its order and a writer waits until
-  /// the commit reaches its page.
-  std::atomic<bool> follow_writes{true};
-
-  // Guarded by `lock`: the copy-on-write slots, which of them hold a page to
-  // commit (oldest first), and the pages writers are waiting for.
-  std::atomic_flag lock = ATOMIC_FLAG_INIT;
-  std::byte* cow = nullptr;           ///< slot i at cow + i * page size
-  std::uint32_t* free_slots = nullptr;  ///< stack of free slot indices
-  std::uint32_t free_count = 0;
-  std::uint32_t slot_count = 0;
-  std::uint32_t* filled = nullptr;    ///< ring of filled slots
-  PageId* filled_page = nullptr;      ///< the page held by each slot
-  std::uint32_t filled_head = 0;
-  std::uint32_t filled_size = 0;
-  PageId urgent[kMaxUrgent]{};
-  int urgent_count = 0;
-  std::uint32_t peak_used = 0;  ///< most slots in use at once since the last reset
-
-  std::atomic<std::uint32_t> progress{0};  ///< futex word: bumped at each page committed
-  std::atomic<int> waiters{0};             ///< writers sleeping on `progress`
-
-  // Statistics of the running epoch (first writes only), reset by the
-  // checkpoint that starts a commit.
-  std::atomic<std::uint64_t> cow_pages{0};
-  std::atomic<std::uint64_t> wait_pages{0};
-  std::atomic<std::uint64_t> avoided_pages{0};
-  std::atomic<std::uint64_t> after_pages{0};
-  std::atomic<std::uint64_t> wait_nanoseconds{0};  ///< all writers' time spent waiting
-};
-
-/// The process's shared state (one, like the handler).
-CommitShared& commit_shared();
-
-/// The bookkeeping of region `id`'s pages (nullptr if there is no such region).
+/// The bookkeeping of region `id`'s pages (nullptr if there is no such
+/// region); kept by the write trap.
 PageInfo* page_infos(int id);
-
-/// Wakes the writers waiting for a page to be committed.
-void wake_waiters();
-
-/// Spin lock over `CommitShared::lock`, usable in the handler.
-class SpinGuard {
- public:
-  explicit SpinGuard(std::atomic_flag& flag) : _flag(flag) {
-    while (_flag.test_and_set(std::memory_order_acquire)) {
-    }
-  }
-  ~SpinGuard() { _flag.clear(std::memory_order_release); }
-  SpinGuard(const SpinGuard&) = delete;
-  SpinGuard& operator=(const SpinGuard&) = delete;
-
- private:
-  std::atomic_flag& _flag;
-};
 
 }  // namespace reprise::detail

@@ -1,7 +1,5 @@
 #include "reprise/incremental.hpp"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,6 +13,7 @@
 #include <utility>
 
 #include "commit_state.hpp"
+#include "cow_protocol.hpp"
 #include "reprise/error.hpp"
 #include "reprise/protected_memory.hpp"
 
@@ -24,7 +23,7 @@ using detail::Access;
 using detail::PageId;
 using detail::PageInfo;
 using detail::PageState;
-using detail::SpinGuard;
+using detail::CowProtocol;
 
 namespace {
 
@@ -50,32 +49,16 @@ int rank_of(Access access) {
   return 4;
 }
 
-/// Every copy-on-write slot free, no page queued: the state a commit starts
-/// from, and the one a failed commit leaves.
-void empty_buffer(detail::CommitShared& shared) {
-  const SpinGuard guard(shared.lock);
-  shared.urgent_count = 0;
-  shared.filled_head = 0;
-  shared.filled_size = 0;
-  shared.free_count = shared.slot_count;
-  for (std::uint32_t i = 0; i < shared.slot_count; ++i) shared.free_slots[i] = i;
-}
-
 bool all_zero(std::span<const std::byte> page) {
   return std::all_of(page.begin(), page.end(), [](std::byte b) { return b == std::byte{0}; });
 }
 
 }  // namespace
 
-/// A page to commit, as the commit thread sees it.
-struct ScheduledPage {
-  PageId id;
-  std::size_t region_index = 0;  // in registration order
-};
-
 /// A page of the coming version and its place in the learned order.
 struct ListedPage {
-  ScheduledPage page;
+  PageId id;
+  std::size_t region_index = 0;  // in registration order
   int rank = 0;             // rank_of the access of its first write
   std::uint64_t order = 0;  // its first write (written while open: after every trapped one)
   bool trapped = true;      // false: noticed by the kernel's written bits (AFTER)
@@ -97,34 +80,22 @@ struct IncrementalCheckpoint::Impl {
   bool restored = false;        // the chain in the sink was restored: it may go on
   std::vector<IncrementalStats> history;
 
-  // The copy-on-write buffer and its bookkeeping (shared with the handler).
-  std::vector<std::byte> cow;
-  std::vector<std::uint32_t> free_slots;
-  std::vector<std::uint32_t> filled;
-  std::vector<PageId> filled_page;
-
   // The commit thread and the job it runs.
   std::thread thread;
   std::mutex mutex;
   std::condition_variable changed;
   bool has_job = false;
   bool stop = false;
-  std::vector<ScheduledPage> order;  // of the running (or last) version
-  std::vector<ScheduledPage> carry;  // pages of a version that failed, owed to the next one
+  std::vector<PageId> order;  // of the running (or last) version
+  std::vector<PageId> carry;  // pages of a version that failed, owed to the next one
   bool full = false;
   Clock::time_point started;
   std::exception_ptr error;
   std::size_t committed_pages = 0;
   double commit_seconds = 0;
-  std::size_t region_index_of[detail::kMaxRegions] = {};
 
   void run_thread();
-  void commit(std::span<const ScheduledPage> pages);
-  void commit_in_order(std::span<const ScheduledPage> pages);
-  void commit_buffered(PageId id, std::uint32_t slot);
   void put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes);
-  bool commit_in_place(const ScheduledPage& page);
-  void abandon(std::span<const ScheduledPage> pages);
   std::exception_ptr run_job();
   std::exception_ptr wait_commit();
   void drop_unpublished();
@@ -141,118 +112,20 @@ void IncrementalCheckpoint::Impl::put(std::size_t region_index, std::size_t page
   ++committed_pages;
 }
 
-bool IncrementalCheckpoint::Impl::commit_in_place(const ScheduledPage& page) {
-  PageInfo& info = detail::page_infos(page.id.region)[page.id.page];
-  PageState expected = PageState::kScheduled;
-  if (!info.state.compare_exchange_strong(expected, PageState::kCommitting, std::memory_order_acq_rel)) return false;
-  put(page.region_index, page.id.page, spans[page.region_index].subspan(page.id.page * layout.page_bytes, layout.page_bytes));
-  info.state.store(PageState::kCommitted, std::memory_order_release);
-  detail::wake_waiters();
-  return true;
-}
-
-void IncrementalCheckpoint::Impl::commit_buffered(PageId id, std::uint32_t slot) {
-  auto& shared = detail::commit_shared();
-  put(region_index_of[id.region], id.page,
-      std::span<const std::byte>(shared.cow + static_cast<std::size_t>(slot) * layout.page_bytes, layout.page_bytes));
-  detail::page_infos(id.region)[id.page].state.store(PageState::kCommitted, std::memory_order_release);
-  {
-    const SpinGuard guard(shared.lock);
-    shared.free_slots[shared.free_count++] = slot;
-  }
-  detail::wake_waiters();
-}
-
-void IncrementalCheckpoint::Impl::commit_in_order(std::span<const ScheduledPage> pages) {
-  for (const auto& page : pages) {
-    PageInfo& info = detail::page_infos(page.id.region)[page.id.page];
-    for (;;) {
-      const PageState state = info.state.load(std::memory_order_acquire);
-      if (state == PageState::kInBuffer) {
-        commit_buffered(page.id, info.slot.load(std::memory_order_relaxed));
-        break;
-      }
-      if (state == PageState::kScheduled) {
-        if (commit_in_place(page)) break;
-        continue;  // a writer took it to copy it aside
-      }
-      if (state != PageState::kCopying) break;  // nothing of it is pending
-      sched_yield();  // a writer is copying it aside: a page's time
-    }
-  }
-}
-
-void IncrementalCheckpoint::Impl::commit(std::span<const ScheduledPage> pages) {
-  auto& shared = detail::commit_shared();
-  if (!shared.follow_writes.load(std::memory_order_acquire)) {
-    commit_in_order(pages);
-    return;
-  }
-  std::size_t remaining = pages.size();
-  std::size_t next = 0;
-  while (remaining > 0) {
-    // First a page a writer waits for, then the copy-on-write buffer, then
-    // the order given.
-    bool have_urgent = false;
-    bool have_slot = false;
-    PageId urgent;
-    std::uint32_t slot = 0;
-    {
-      const SpinGuard guard(shared.lock);
-      if (shared.urgent_count > 0) {
-        urgent = shared.urgent[--shared.urgent_count];
-        have_urgent = true;
-      } else if (shared.filled_size > 0) {
-        slot = shared.filled[shared.filled_head];
-        shared.filled_head = (shared.filled_head + 1) % shared.slot_count;
-        --shared.filled_size;
-        have_slot = true;
-      }
-    }
-    if (have_urgent) {
-      const ScheduledPage page{urgent, region_index_of[urgent.region]};
-      if (commit_in_place(page)) --remaining;
-      continue;
-    }
-    if (have_slot) {
-      commit_buffered(shared.filled_page[slot], slot);
-      --remaining;
-      continue;
-    }
-    while (next < pages.size() && detail::page_infos(pages[next].id.region)[pages[next].id.page].state.load(
-                                      std::memory_order_acquire) != PageState::kScheduled) {
-      ++next;
-    }
-    if (next < pages.size()) {
-      if (commit_in_place(pages[next])) --remaining;
-      ++next;
-      continue;
-    }
-    sched_yield();  // what is left is being copied aside by a writer
-  }
-}
-
-void IncrementalCheckpoint::Impl::abandon(std::span<const ScheduledPage> pages) {
-  // No writer may stay blocked on a commit that failed.
-  auto& shared = detail::commit_shared();
-  for (const auto& page : pages) {
-    detail::page_infos(page.id.region)[page.id.page].state.store(PageState::kCommitted, std::memory_order_release);
-  }
-  empty_buffer(shared);
-  detail::wake_waiters();
-}
-
 std::exception_ptr IncrementalCheckpoint::Impl::run_job() {
   std::exception_ptr failure;
+  auto& protocol = CowProtocol::instance();
   try {
     sink->begin(version, layout);
-    commit(order);
+    protocol.commit(order, [this](std::size_t region_index, std::size_t page, std::span<const std::byte> bytes) {
+      put(region_index, page, bytes);
+    });
     sink->end();
   } catch (...) {
     failure = std::current_exception();
-    abandon(order);
+    protocol.abandon(order);  // no writer may stay blocked on a commit that failed
   }
-  detail::commit_shared().active.store(false, std::memory_order_release);
+  protocol.finish();
   // Nothing needs to see writes as they happen until the next checkpoint:
   // where the kernel keeps written bits, later first writes cost no trap.
   (void)DirtyTracker::instance().open_all();
@@ -278,31 +151,24 @@ void IncrementalCheckpoint::Impl::run_thread() {
 std::vector<ListedPage> IncrementalCheckpoint::Impl::written_pages() const {
   std::vector<ListedPage> pages;
   for (const auto& page : DirtyTracker::instance().written()) {
-    const std::size_t r = region_index_of[page.region];
+    const std::size_t r = CowProtocol::instance().region_index(page.region);
     if (r >= ids.size() || ids[r] != page.region) continue;  // not one of ours
     const Access access = page.trapped
                               ? detail::page_infos(page.region)[page.page].access.load(std::memory_order_acquire)
                               : Access::kAfter;
-    pages.push_back({{{page.region, page.page}, r}, rank_of(access), page.order, page.trapped});
+    pages.push_back({{page.region, page.page}, r, rank_of(access), page.order, page.trapped});
   }
   return pages;
 }
 
 void IncrementalCheckpoint::Impl::gather_stats(IncrementalStats& stats, bool reset) {
-  auto& shared = detail::commit_shared();
-  auto take = [reset](std::atomic<std::uint64_t>& counter) {
-    return reset ? counter.exchange(0, std::memory_order_acq_rel) : counter.load(std::memory_order_acquire);
-  };
-  stats.cow = take(shared.cow_pages);
-  stats.wait = take(shared.wait_pages);
-  stats.avoided = take(shared.avoided_pages);
-  stats.after = take(shared.after_pages);
-  stats.wait_seconds = static_cast<double>(take(shared.wait_nanoseconds)) * 1e-9;
-  {
-    const SpinGuard guard(shared.lock);
-    stats.cow_peak_pages = std::max<std::size_t>(stats.cow_peak_pages, shared.peak_used);
-    if (reset) shared.peak_used = 0;
-  }
+  const auto counts = CowProtocol::instance().counts(reset);
+  stats.cow = counts.cow;
+  stats.wait = counts.wait;
+  stats.avoided = counts.avoided;
+  stats.after = counts.after;
+  stats.wait_seconds = counts.wait_seconds;
+  stats.cow_peak_pages = std::max<std::size_t>(stats.cow_peak_pages, counts.peak_slots);
 }
 
 std::exception_ptr IncrementalCheckpoint::Impl::wait_commit() {
@@ -358,20 +224,8 @@ IncrementalCheckpoint::IncrementalCheckpoint(std::unique_ptr<IncrementalSink> si
     g_in_use = false;
     throw;
   }
-  const auto slots = static_cast<std::uint32_t>(config.mode == CommitMode::kSync ? 0 : config.cow_bytes / page_size());
-  d.cow.resize(static_cast<std::size_t>(slots) * page_size());
-  d.free_slots.resize(slots);
-  d.filled.resize(slots);
-  d.filled_page.resize(slots);
-  auto& shared = detail::commit_shared();
-  shared.cow = d.cow.data();
-  shared.free_slots = d.free_slots.data();
-  shared.filled = d.filled.data();
-  shared.filled_page = d.filled_page.data();
-  shared.slot_count = slots;
-  shared.free_count = 0;
-  shared.filled_size = 0;
-  shared.follow_writes.store(config.mode == CommitMode::kAsyncAdaptive, std::memory_order_release);
+  const std::size_t slots = config.mode == CommitMode::kSync ? 0 : config.cow_bytes / page_size();
+  CowProtocol::instance().configure(slots, page_size(), config.mode == CommitMode::kAsyncAdaptive);
   if (config.mode != CommitMode::kSync) d.thread = std::thread([this] { _impl->run_thread(); });
 }
 
@@ -395,10 +249,7 @@ IncrementalCheckpoint::~IncrementalCheckpoint() {
       // Already gone (the memory was released with protected_free).
     }
   }
-  auto& shared = detail::commit_shared();
-  shared.cow = nullptr;
-  shared.slot_count = 0;
-  shared.free_count = 0;
+  CowProtocol::instance().release();
   g_in_use = false;
 }
 
@@ -409,7 +260,7 @@ void IncrementalCheckpoint::protect(std::span<std::byte> region) {
                      "region before the first checkpoint");
   }
   const int id = DirtyTracker::instance().add(region.data(), region.size());
-  d.region_index_of[id] = d.ids.size();
+  CowProtocol::instance().add_region(id, d.ids.size(), region);
   d.ids.push_back(id);
   d.spans.push_back(region);
   d.layout.region_bytes.push_back(region.size());
@@ -434,18 +285,18 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
   std::vector<ListedPage> listed;
   if (full) {
     for (std::size_t r = 0; r < d.ids.size(); ++r) {
-      for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) listed.push_back({{{d.ids[r], p}, r}});
+      for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) listed.push_back({{d.ids[r], p}, r});
     }
   } else {
     listed = d.written_pages();
     ending.after += count_untrapped(listed);
     if (!d.carry.empty()) {
       std::set<std::pair<int, std::size_t>> seen;
-      for (const auto& page : listed) seen.emplace(page.page.id.region, page.page.id.page);
+      for (const auto& page : listed) seen.emplace(page.id.region, page.id.page);
       for (const auto& owed : d.carry) {
-        if (!seen.emplace(owed.id.region, owed.id.page).second) continue;
-        const PageInfo& info = detail::page_infos(owed.id.region)[owed.id.page];
-        listed.push_back({owed, rank_of(info.access.load(std::memory_order_acquire)),
+        if (!seen.emplace(owed.region, owed.page).second) continue;
+        const PageInfo& info = detail::page_infos(owed.region)[owed.page];
+        listed.push_back({owed, CowProtocol::instance().region_index(owed.region), rank_of(info.access.load(std::memory_order_acquire)),
                           detail::mark_order(info.mark.load(std::memory_order_acquire))});
       }
     }
@@ -457,13 +308,12 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
     });
   } else {
     std::sort(listed.begin(), listed.end(), [](const ListedPage& a, const ListedPage& b) {
-      return a.page.region_index != b.page.region_index ? a.page.region_index < b.page.region_index
-                                                        : a.page.id.page < b.page.id.page;
+      return a.region_index != b.region_index ? a.region_index < b.region_index : a.id.page < b.id.page;
     });
   }
-  std::vector<ScheduledPage> pages;
+  std::vector<PageId> pages;
   pages.reserve(listed.size());
-  for (const auto& page : listed) pages.push_back(page.page);
+  for (const auto& page : listed) pages.push_back(page.id);
   // Every page's state for this checkpoint, then the trap armed: from the
   // protection on, a write is checked against these states.
   for (std::size_t r = 0; r < d.ids.size(); ++r) {
@@ -473,11 +323,9 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
     }
   }
   for (const auto& page : pages) {
-    detail::page_infos(page.id.region)[page.id.page].state.store(PageState::kScheduled, std::memory_order_relaxed);
+    detail::page_infos(page.region)[page.page].state.store(PageState::kScheduled, std::memory_order_relaxed);
   }
-  auto& shared = detail::commit_shared();
-  empty_buffer(shared);
-  shared.active.store(true, std::memory_order_release);
+  CowProtocol::instance().start();
   DirtyTracker::instance().protect_all();
   ++d.version;
   d.history.push_back({});

@@ -1,14 +1,12 @@
 #include "reprise/protected_memory.hpp"
 
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,16 +23,13 @@
 #include <thread>
 
 #include "commit_state.hpp"
+#include "cow_protocol.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise {
 
-using detail::Access;
-using detail::CommitShared;
 using detail::PageId;
 using detail::PageInfo;
-using detail::PageState;
-using detail::SpinGuard;
 
 namespace {
 
@@ -54,7 +49,6 @@ std::atomic<std::uint64_t> g_epoch{1};
 std::atomic<std::uint32_t> g_order{0};
 std::size_t g_page = 0;
 struct sigaction g_previous {};
-CommitShared g_shared;
 WriteTrap g_trap = WriteTrap::kMprotect;
 int g_uffd = -1;  // the userfaultfd, with WriteTrap::kUserfaultfd
 
@@ -137,101 +131,11 @@ bool mark_written(std::atomic<std::uint64_t>& mark) {
   return false;
 }
 
-std::uint64_t now_nanoseconds() {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<std::uint64_t>(now.tv_sec) * 1000000000U + static_cast<std::uint64_t>(now.tv_nsec);
-}
-
-/// Sleeps until `info`'s page is committed (the commit thread bumps
-/// `progress` and wakes the sleepers after every page).
-void wait_committed(PageInfo& info) {
-  const std::uint64_t start = now_nanoseconds();
-  g_shared.waiters.fetch_add(1, std::memory_order_acq_rel);
-  while (info.state.load(std::memory_order_acquire) != PageState::kCommitted) {
-    const std::uint32_t seen = g_shared.progress.load(std::memory_order_acquire);
-    if (info.state.load(std::memory_order_acquire) == PageState::kCommitted) break;
-    timespec timeout{0, 1000000};  // also bounds a missed wake-up
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&g_shared.progress), FUTEX_WAIT_PRIVATE, seen, &timeout,
-              nullptr, 0);
-  }
-  g_shared.waiters.fetch_sub(1, std::memory_order_acq_rel);
-  g_shared.wait_nanoseconds.fetch_add(now_nanoseconds() - start, std::memory_order_relaxed);
-}
-
-/// Decides what a write to a page of a running checkpoint does before it
-/// may go on: copy the old content aside, wait for the commit, or nothing.
-Access resolve(PageInfo& info, PageId id, const std::byte* page) {
-  for (;;) {
-    switch (info.state.load(std::memory_order_acquire)) {
-      case PageState::kClean:
-      case PageState::kInBuffer:
-      case PageState::kCommitted:
-        return Access::kAvoided;
-      case PageState::kCopying:  // another thread of the process is copying it: a page's time
-        continue;
-      case PageState::kCommitting:
-        wait_committed(info);
-        return Access::kWait;
-      case PageState::kScheduled:
-        break;
-    }
-    bool have_slot = false;
-    std::uint32_t slot = 0;
-    {
-      const SpinGuard guard(g_shared.lock);
-      if (g_shared.free_count > 0) {
-        slot = g_shared.free_slots[--g_shared.free_count];
-        have_slot = true;
-        g_shared.peak_used = std::max(g_shared.peak_used, g_shared.slot_count - g_shared.free_count);
-      }
-    }
-    const bool follow = g_shared.follow_writes.load(std::memory_order_acquire);
-    if (!have_slot) {
-      if (follow) {
-        const SpinGuard guard(g_shared.lock);
-        if (g_shared.urgent_count < detail::kMaxUrgent) g_shared.urgent[g_shared.urgent_count++] = id;
-      }
-      wait_committed(info);
-      return Access::kWait;
-    }
-    PageState expected = PageState::kScheduled;
-    if (!info.state.compare_exchange_strong(expected, PageState::kCopying, std::memory_order_acq_rel)) {
-      const SpinGuard guard(g_shared.lock);  // the commit thread took it first: give the slot back
-      g_shared.free_slots[g_shared.free_count++] = slot;
-      continue;
-    }
-    std::memcpy(g_shared.cow + static_cast<std::size_t>(slot) * g_page, page, g_page);
-    info.slot.store(slot, std::memory_order_relaxed);
-    info.state.store(PageState::kInBuffer, std::memory_order_release);
-    if (!follow) return Access::kCow;  // committed from the slot when the commit reaches the page
-    const SpinGuard guard(g_shared.lock);
-    g_shared.filled[(g_shared.filled_head + g_shared.filled_size) % g_shared.slot_count] = slot;
-    g_shared.filled_page[slot] = id;
-    ++g_shared.filled_size;
-    return Access::kCow;
-  }
-}
-
-void count(Access access) {
-  switch (access) {
-    case Access::kCow: g_shared.cow_pages.fetch_add(1, std::memory_order_relaxed); break;
-    case Access::kWait: g_shared.wait_pages.fetch_add(1, std::memory_order_relaxed); break;
-    case Access::kAvoided: g_shared.avoided_pages.fetch_add(1, std::memory_order_relaxed); break;
-    case Access::kAfter: g_shared.after_pages.fetch_add(1, std::memory_order_relaxed); break;
-    case Access::kNone: break;
-  }
-}
-
-/// A first write to a protected page: recorded for the next checkpoint, and
-/// resolved against the running one.
+/// A write to a protected page: its first in the epoch recorded for the next
+/// checkpoint, and resolved against the running one by the protocol.
 void record_write(PageInfo& info, PageId id, const std::byte* page) {
   const bool first = mark_written(info.mark);
-  const Access access = g_shared.active.load(std::memory_order_acquire) ? resolve(info, id, page) : Access::kAfter;
-  if (first) {
-    info.access.store(access, std::memory_order_release);
-    count(access);
-  }
+  detail::CowProtocol::instance().on_write(info, id, page, first);
 }
 
 /// A trapped write at `address`: recorded, resolved, and its page opened.
@@ -610,19 +514,9 @@ bool DirtyTracker::keeps_written_bits() const noexcept { return g_bits >= 0; }
 
 namespace detail {
 
-CommitShared& commit_shared() { return g_shared; }
-
 PageInfo* page_infos(int id) {
   if (id < 0 || id >= kMaxRegions || g_slots[id].base.load() == 0) return nullptr;
   return g_slots[id].pages.load(std::memory_order_acquire);
-}
-
-void wake_waiters() {
-  g_shared.progress.fetch_add(1, std::memory_order_acq_rel);
-  if (g_shared.waiters.load(std::memory_order_acquire) > 0) {
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&g_shared.progress), FUTEX_WAKE_PRIVATE, INT32_MAX,
-              nullptr, nullptr, 0);
-  }
 }
 
 }  // namespace detail
