@@ -14,8 +14,20 @@
 #include <vector>
 
 #include "reprise/block.hpp"
+#include "reprise/rank.hpp"
 
 namespace reprise {
+
+namespace detail {
+struct SlotTag {
+  static constexpr const char* kPrefix = "slot ";
+};
+}  // namespace detail
+
+/// A place in a layout: slot s is the s-th process in node-major order when
+/// the layout was made (`slot_order`). Not a rank: ranks change with the
+/// communicator, a layout's slots do not.
+using Slot = detail::StrongRank<detail::SlotTag>;
 
 namespace detail {
 
@@ -66,15 +78,15 @@ class Placement {
 
   /// The slots holding `id`, copy 0 first; never two equal. `UsageError` if
   /// `id` is out of range.
-  [[nodiscard]] std::vector<int> holders(BlockId id) const;
+  [[nodiscard]] std::vector<Slot> holders(BlockId id) const;
 
   /// Every block copy slot `slot` holds, as sorted, non-overlapping ranges.
-  [[nodiscard]] std::vector<BlockRange> ranges_on(int slot) const;
+  [[nodiscard]] std::vector<BlockRange> ranges_on(Slot slot) const;
 
   /// A run of consecutive ids whose copies all live on the same slots.
   struct Piece {
     BlockRange range;
-    std::vector<int> holders;  ///< copy 0 first
+    std::vector<Slot> holders;  ///< copy 0 first
   };
 
   /// `range` cut into pieces, in id order: the units in which a store moves
@@ -88,13 +100,13 @@ class Placement {
   [[nodiscard]] BlockRange blocks_of_unit(std::uint64_t unit) const noexcept;
   [[nodiscard]] int slab_of_position(std::uint64_t position) const noexcept;
   [[nodiscard]] std::uint64_t slab_begin(int slab) const noexcept;
-  [[nodiscard]] const std::vector<int>& holders_of_unit(std::uint64_t unit) const;
+  [[nodiscard]] const std::vector<Slot>& holders_of_unit(std::uint64_t unit) const;
 
   PlacementConfig _config;
   std::uint64_t _unit_blocks = 1;
   std::uint64_t _units = 0;
   detail::FeistelPermutation _permutation;
-  std::vector<std::vector<int>> _slab_holders;  // the slots holding slab s, copy 0 (slot s) first
+  std::vector<std::vector<Slot>> _slab_holders;  // the slots holding slab s, copy 0 (slot s) first
   std::vector<std::vector<int>> _slabs_on;      // the slabs slot s holds a copy of
 };
 

@@ -120,7 +120,7 @@ class Store {
   /// problem to report if they cannot be allocated, else empty.
   [[nodiscard]] std::string allocate_copies(IncomingCopies& copies, PlacementConfig layout,
                                             const std::vector<BlockRange>& submitted, const std::vector<int>& order,
-                                            int my_slot) const;
+                                            Slot my_slot) const;
   /// Submit's exchange phase: `mine` from `data` to every holder's copies.
   void send_submitted(const Placement& placement, BlockRange mine, std::span<const std::byte> data,
                       const std::vector<int>& slot_process, const IncomingCopies& copies);

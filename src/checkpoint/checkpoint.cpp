@@ -174,9 +174,9 @@ std::uint64_t Checkpoint::checkpoint() {
   auto state = take_spare(_comm.original_rank());
   serialize(state);
   std::vector<GatherMessage> messages;
-  for (int slot : placement.holders(BlockId{static_cast<std::uint64_t>(my_slot)})) {
-    if (slot == my_slot) continue;
-    messages.push_back({Rank{slot_process[static_cast<std::size_t>(slot)]}, {state}});
+  for (const Slot slot : placement.holders(BlockId{static_cast<std::uint64_t>(my_slot)})) {
+    if (slot == Slot{my_slot}) continue;
+    messages.push_back({Rank{slot_process[static_cast<std::size_t>(slot.value())]}, {state}});
   }
   // Phase one: the new copies land beside the committed ones.
   std::map<OriginalRank, std::vector<std::byte>> pending;
@@ -238,8 +238,8 @@ std::vector<std::optional<Rank>> Checkpoint::live_holders(const std::vector<int>
                              .node_of_slot = _node_of_slot});
   std::vector<std::optional<Rank>> result(_slot_owner.size());
   for (int slot = 0; slot < p; ++slot) {
-    for (int holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
-      const auto holder = _comm.rank_of(_slot_owner[static_cast<std::size_t>(holder_slot)]);
+    for (const Slot holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
+      const auto holder = _comm.rank_of(_slot_owner[static_cast<std::size_t>(holder_slot.value())]);
       if (holder && holds_of[static_cast<std::size_t>(holder->value())] != 0) {
         result[static_cast<std::size_t>(slot)] = holder;
         break;

@@ -44,11 +44,11 @@ std::vector<Rank> MemorySink::buddies() {
                              .slots = size,
                              .copies = std::min(_copies, size),
                              .node_of_slot = slots.node});
-  const auto mine = static_cast<std::uint64_t>(
-      std::find(slots.process.begin(), slots.process.end(), _comm.rank().value()) - slots.process.begin());
+  const Slot mine{static_cast<int>(std::find(slots.process.begin(), slots.process.end(), _comm.rank().value()) -
+                                   slots.process.begin())};
   std::vector<Rank> result;
-  for (const int slot : placement.holders(BlockId{mine})) {
-    if (static_cast<std::uint64_t>(slot) != mine) result.push_back(Rank{slots.process[static_cast<std::size_t>(slot)]});
+  for (const Slot slot : placement.holders(BlockId{static_cast<std::uint64_t>(mine.value())})) {
+    if (slot != mine) result.push_back(Rank{slots.process[static_cast<std::size_t>(slot.value())]});
   }
   return result;
 }

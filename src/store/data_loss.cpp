@@ -84,7 +84,7 @@ Simulation simulate(const Placement& placement, int trials, std::uint64_t seed) 
   const int slots = placement.config().slots;
   // The distinct sets of slots that hold the same blocks: data is lost when
   // every slot of one such set has failed.
-  std::set<std::vector<int>> holder_sets;
+  std::set<std::vector<Slot>> holder_sets;
   for (const auto& piece : placement.pieces({BlockId{0}, BlockId{placement.config().blocks}})) {
     auto holders = piece.holders;
     std::sort(holders.begin(), holders.end());
@@ -104,7 +104,7 @@ Simulation simulate(const Placement& placement, int trials, std::uint64_t seed) 
     int first_loss = slots;
     for (const auto& set : holder_sets) {
       int dies = 0;
-      for (int slot : set) dies = std::max(dies, failure_time[static_cast<std::size_t>(slot)]);
+      for (const Slot slot : set) dies = std::max(dies, failure_time[static_cast<std::size_t>(slot.value())]);
       first_loss = std::min(first_loss, dies);
     }
     ++losses_at[static_cast<std::size_t>(first_loss)];

@@ -96,13 +96,13 @@ PlacementConfig checked(const PlacementConfig& config) {
 // where nodes are known and at least r of them exist, a copy whose node
 // already holds one of the slab's copies walks on to the next slot on an
 // unused node.
-std::vector<std::vector<int>> holders_of_slabs(const PlacementConfig& config) {
+std::vector<std::vector<Slot>> holders_of_slabs(const PlacementConfig& config) {
   const int p = config.slots;
   const int stride = p / config.copies;
   const auto& node = config.node_of_slot;
   const bool spread = !node.empty() && static_cast<int>(std::set<int>(node.begin(), node.end()).size()) >=
                                            config.copies;
-  std::vector<std::vector<int>> holders(static_cast<std::size_t>(p));
+  std::vector<std::vector<Slot>> holders(static_cast<std::size_t>(p));
   for (int slab = 0; slab < p; ++slab) {
     auto& slots = holders[static_cast<std::size_t>(slab)];
     std::set<int> used_nodes;
@@ -112,7 +112,7 @@ std::vector<std::vector<int>> holders_of_slabs(const PlacementConfig& config) {
         while (used_nodes.contains(node[static_cast<std::size_t>(slot)])) slot = (slot + 1) % p;
         used_nodes.insert(node[static_cast<std::size_t>(slot)]);
       }
-      slots.push_back(slot);
+      slots.emplace_back(slot);
     }
   }
   return holders;
@@ -133,7 +133,9 @@ Placement::Placement(const PlacementConfig& config)
       _slab_holders(holders_of_slabs(_config)),
       _slabs_on(static_cast<std::size_t>(_config.slots)) {
   for (int slab = 0; slab < _config.slots; ++slab) {
-    for (int slot : _slab_holders[static_cast<std::size_t>(slab)]) _slabs_on[static_cast<std::size_t>(slot)].push_back(slab);
+    for (const Slot slot : _slab_holders[static_cast<std::size_t>(slab)]) {
+      _slabs_on[static_cast<std::size_t>(slot.value())].push_back(slab);
+    }
   }
 }
 
@@ -152,12 +154,12 @@ std::uint64_t Placement::slab_begin(int slab) const noexcept {
                                     static_cast<std::uint64_t>(_config.slots));
 }
 
-const std::vector<int>& Placement::holders_of_unit(std::uint64_t unit) const {
+const std::vector<Slot>& Placement::holders_of_unit(std::uint64_t unit) const {
   const std::uint64_t position = _config.blocks_per_permuted_range == 0 ? unit : _permutation.forward(unit);
   return _slab_holders[static_cast<std::size_t>(slab_of_position(position))];
 }
 
-std::vector<int> Placement::holders(BlockId id) const {
+std::vector<Slot> Placement::holders(BlockId id) const {
   if (id.value >= _config.blocks) {
     throw UsageError("reprise::Placement: block id " + std::to_string(id.value) + " is out of range; the store has " +
                      std::to_string(_config.blocks) + " blocks");
@@ -165,13 +167,13 @@ std::vector<int> Placement::holders(BlockId id) const {
   return holders_of_unit(id.value / _unit_blocks);
 }
 
-std::vector<BlockRange> Placement::ranges_on(int slot) const {
-  if (slot < 0 || slot >= _config.slots) {
-    throw UsageError("reprise::Placement: slot " + std::to_string(slot) + " is out of range; there are " +
+std::vector<BlockRange> Placement::ranges_on(Slot slot) const {
+  if (slot.value() < 0 || slot.value() >= _config.slots) {
+    throw UsageError("reprise::Placement: slot " + std::to_string(slot.value()) + " is out of range; there are " +
                      std::to_string(_config.slots) + " slots");
   }
   std::vector<BlockRange> ranges;
-  for (int slab : _slabs_on[static_cast<std::size_t>(slot)]) {
+  for (int slab : _slabs_on[static_cast<std::size_t>(slot.value())]) {
     const std::uint64_t begin = slab_begin(slab);
     const std::uint64_t end = slab_begin(slab + 1);
     if (_config.blocks_per_permuted_range == 0) {

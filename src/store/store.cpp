@@ -161,8 +161,8 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
   if (check.problem.empty()) {
     std::vector<BlockRange> submitted;
     for (const auto& s : all) submitted.push_back({BlockId{s.begin}, BlockId{s.end}});
-    const auto my_slot = static_cast<int>(std::find(slots.process.begin(), slots.process.end(), _comm.rank().value()) -
-                                          slots.process.begin());
+    const Slot my_slot{static_cast<int>(std::find(slots.process.begin(), slots.process.end(), _comm.rank().value()) -
+                                        slots.process.begin())};
     check.problem = allocate_copies(copies, placement_config(check.blocks, slots.node), submitted, check.order, my_slot);
   }
   // Every process that got here judged the same input alike; processes whose
@@ -179,7 +179,7 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
 // and receive straight into them. A failed allocation is the problem said.
 std::string Store::allocate_copies(IncomingCopies& copies, PlacementConfig layout,
                                    const std::vector<BlockRange>& submitted, const std::vector<int>& order,
-                                   int my_slot) const {
+                                   Slot my_slot) const {
   copies.landing.assign(submitted.size(), {});
   std::size_t needed = 0;
   try {
@@ -210,8 +210,8 @@ void Store::send_submitted(const Placement& placement, BlockRange mine, std::spa
     for (const auto& piece : placement.pieces(mine)) {
       const auto offset = (piece.range.begin.value - mine.begin.value) * _config.block_bytes;
       const std::span<const std::byte> bytes = data.subspan(offset, piece.range.size() * _config.block_bytes);
-      for (int slot : piece.holders) {
-        const Rank to{slot_process[static_cast<std::size_t>(slot)]};
+      for (const Slot slot : piece.holders) {
+        const Rank to{slot_process[static_cast<std::size_t>(slot.value())]};
         auto it = std::find_if(messages.begin(), messages.end(), [&](const GatherMessage& m) { return m.destination == to; });
         if (it == messages.end()) it = messages.insert(messages.end(), GatherMessage{to, {}});
         it->pieces.push_back(bytes);
@@ -287,8 +287,8 @@ bool Store::is_lost(BlockRange range) const {
 std::vector<OriginalRank> Store::live_holders(const Placement::Piece& piece) const {
   std::vector<OriginalRank> live;
   if (is_lost(piece.range)) return live;
-  for (int slot : piece.holders) {
-    const OriginalRank owner = _slot_owner[static_cast<std::size_t>(slot)];
+  for (const Slot slot : piece.holders) {
+    const OriginalRank owner = _slot_owner[static_cast<std::size_t>(slot.value())];
     if (is_live(owner)) live.push_back(owner);
   }
   auto extra = _extra.upper_bound(piece.range.begin.value);
@@ -493,7 +493,7 @@ void Store::heal() {
     _chunks.clear();
     for (int slot = 0; slot < _placement->config().slots; ++slot) {
       if (_slot_owner[static_cast<std::size_t>(slot)] != _comm.original_rank()) continue;
-      for (const auto& range : _placement->ranges_on(slot)) {
+      for (const auto& range : _placement->ranges_on(Slot{slot})) {
         for (const auto& piece : _placement->pieces(range)) {
           if (!is_lost(piece.range)) wanted.push_back(piece.range);
         }

@@ -266,12 +266,12 @@ void a_lost_state_is_data_lost_everywhere(RecoveryMode mode) {
                              .copies = 2,
                              .node_of_slot = std::vector<int>(static_cast<std::size_t>(processes), 0)});
   const auto holders = placement.holders(BlockId{1});
-  const std::vector<OriginalRank> victims{OriginalRank{holders[0]}, OriginalRank{holders[1]}};
+  const std::vector<OriginalRank> victims{OriginalRank{holders[0].value()}, OriginalRank{holders[1].value()}};
   std::vector<BlockRange> expected;
   for (std::uint64_t slot = 0; slot < static_cast<std::uint64_t>(processes); ++slot) {
     const auto held_by = placement.holders(BlockId{slot});
-    const auto dead = [&](int holder) {
-      return std::find(victims.begin(), victims.end(), OriginalRank{holder}) != victims.end();
+    const auto dead = [&](Slot holder) {
+      return std::find(victims.begin(), victims.end(), OriginalRank{holder.value()}) != victims.end();
     };
     if (std::all_of(held_by.begin(), held_by.end(), dead)) expected.push_back({BlockId{slot}, BlockId{slot + 1}});
   }

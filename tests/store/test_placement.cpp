@@ -34,9 +34,10 @@ TEST(FeistelPermutation, DependsOnTheSeed) {
 namespace {
 
 /// For every block, the set of slots that ranges_on() says hold it.
-std::vector<std::set<int>> holders_by_ranges(const Placement& placement) {
-  std::vector<std::set<int>> result(placement.config().blocks);
-  for (int slot = 0; slot < placement.config().slots; ++slot) {
+std::vector<std::set<Slot>> holders_by_ranges(const Placement& placement) {
+  std::vector<std::set<Slot>> result(placement.config().blocks);
+  for (int s = 0; s < placement.config().slots; ++s) {
+    const Slot slot{s};
     BlockId previous_end{0};
     bool first = true;
     for (const auto& range : placement.ranges_on(slot)) {
@@ -64,7 +65,7 @@ TEST(Placement, EveryBlockHasRDistinctHoldersAndRangesAgree) {
         for (std::uint64_t id = 0; id < 997; ++id) {
           const auto holders = placement.holders(BlockId{id});
           ASSERT_EQ(holders.size(), static_cast<std::size_t>(copies));
-          const std::set<int> distinct(holders.begin(), holders.end());
+          const std::set<Slot> distinct(holders.begin(), holders.end());
           ASSERT_EQ(distinct.size(), holders.size()) << "two copies on one slot";
           ASSERT_EQ(distinct, by_ranges[id]) << "p=" << slots << " r=" << copies << " id=" << id;
         }
@@ -80,7 +81,7 @@ TEST(Placement, CopyKOfRangeIIsOnSlotIPlusKTimesPOverR) {
   for (std::uint64_t id = 0; id < kSlots * kPerSlot; ++id) {
     const int range = static_cast<int>(id / kPerSlot);
     const auto holders = placement.holders(BlockId{id});
-    for (int k = 0; k < 3; ++k) EXPECT_EQ(holders[static_cast<std::size_t>(k)], (range + k * (kSlots / 3)) % kSlots);
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(holders[static_cast<std::size_t>(k)], Slot{(range + k * (kSlots / 3)) % kSlots});
   }
 }
 
@@ -88,7 +89,7 @@ TEST(Placement, EachSlotHoldsItsShare) {
   const Placement placement({.blocks = 100000, .slots = 6, .copies = 2, .blocks_per_permuted_range = 64, .seed = 3});
   for (int slot = 0; slot < 6; ++slot) {
     std::uint64_t held = 0;
-    for (const auto& range : placement.ranges_on(slot)) held += range.size();
+    for (const auto& range : placement.ranges_on(Slot{slot})) held += range.size();
     EXPECT_NEAR(static_cast<double>(held), 2 * 100000 / 6.0, 2 * 64 + 2);
   }
 }
@@ -118,7 +119,7 @@ TEST(Placement, PermutationSpreadsOneProcesssBlocksOverManyHolders) {
   auto first_holders_of_slot0_data = [&](std::uint64_t per_range) {
     const Placement placement(
         {.blocks = kSlots * kPerSlot, .slots = kSlots, .copies = 2, .blocks_per_permuted_range = per_range});
-    std::set<int> holders;
+    std::set<Slot> holders;
     for (const auto& piece : placement.pieces({BlockId{0}, BlockId{kPerSlot}})) holders.insert(piece.holders[0]);
     return holders.size();
   };
@@ -142,7 +143,7 @@ TEST(Placement, BadConfigurationsSayWhatToChange) {
             std::string::npos);
   const Placement placement({.blocks = 10, .slots = 4, .copies = 2});
   EXPECT_THROW((void)placement.holders(BlockId{10}), UsageError);
-  EXPECT_THROW((void)placement.ranges_on(4), UsageError);
+  EXPECT_THROW((void)placement.ranges_on(Slot{4}), UsageError);
   EXPECT_THROW((void)placement.pieces({BlockId{5}, BlockId{11}}), UsageError);
 }
 
@@ -158,9 +159,9 @@ TEST(Placement, NodeMajorOrderPutsCopiesOnDifferentNodes) {
     for (std::uint64_t id = 0; id < 1600; id += 7) {
       std::set<int> nodes;
       std::set<int> naive_nodes;
-      for (int slot : placement.holders(BlockId{id})) {
-        nodes.insert(node_of[static_cast<std::size_t>(order[static_cast<std::size_t>(slot)])]);
-        naive_nodes.insert(node_of[static_cast<std::size_t>(slot)]);
+      for (const Slot slot : placement.holders(BlockId{id})) {
+        nodes.insert(node_of[static_cast<std::size_t>(order[static_cast<std::size_t>(slot.value())])]);
+        naive_nodes.insert(node_of[static_cast<std::size_t>(slot.value())]);
       }
       ASSERT_EQ(nodes.size(), static_cast<std::size_t>(copies)) << "block " << id << ", r=" << copies;
       same_node_naive += naive_nodes.size() < static_cast<std::size_t>(copies) ? 1 : 0;
@@ -190,12 +191,14 @@ TEST(Placement, UnequalNodesStillGetCopiesOnDistinctNodes) {
         for (std::uint64_t id = 0; id < 499; ++id) {
           const auto holders = placement.holders(BlockId{id});
           std::set<int> nodes;
-          for (int slot : holders) nodes.insert(node_of_slot[static_cast<std::size_t>(slot)]);
+          for (const Slot slot : holders) nodes.insert(node_of_slot[static_cast<std::size_t>(slot.value())]);
           ASSERT_EQ(nodes.size(), static_cast<std::size_t>(copies)) << "block " << id << " r=" << copies;
-          ASSERT_EQ(std::set<int>(holders.begin(), holders.end()), by_ranges[id]);
+          ASSERT_EQ(std::set<Slot>(holders.begin(), holders.end()), by_ranges[id]);
           EXPECT_EQ(holders.front(), plain.holders(BlockId{id}).front()) << "copy 0 stays where it was";
           std::set<int> plain_nodes;
-          for (int slot : plain.holders(BlockId{id})) plain_nodes.insert(node_of_slot[static_cast<std::size_t>(slot)]);
+          for (const Slot slot : plain.holders(BlockId{id})) {
+            plain_nodes.insert(node_of_slot[static_cast<std::size_t>(slot.value())]);
+          }
           plain_shares_a_node += plain_nodes.size() < nodes.size() ? 1 : 0;
         }
         if (copies == 2 && sizes.front() > slots / 2) {

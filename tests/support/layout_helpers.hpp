@@ -11,11 +11,12 @@
 
 namespace reprise::test {
 
-/// True if every copy of block `id` in `placement` sat on one of `dead`.
+/// True if every copy of block `id` in `placement` sat on one of the slots
+/// `dead` (slot numbers).
 inline bool only_on(const Placement& placement, std::uint64_t id, const std::vector<int>& dead) {
   const auto holders = placement.holders(BlockId{id});
   return std::all_of(holders.begin(), holders.end(),
-                     [&](int slot) { return std::find(dead.begin(), dead.end(), slot) != dead.end(); });
+                     [&](Slot slot) { return std::find(dead.begin(), dead.end(), slot.value()) != dead.end(); });
 }
 
 /// Appends block `id` to `ranges`, extending the last range if it ends there.

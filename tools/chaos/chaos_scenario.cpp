@@ -197,8 +197,8 @@ std::string ranges_text(const std::set<std::uint64_t>& ids) {
 std::vector<bool> lost_in(const Placement& placement, const std::vector<OriginalRank>& slot_owner,
                           const std::vector<int>& dead) {
   std::vector<bool> lost(placement.config().blocks, false);
-  const auto is_dead = [&](int slot) {
-    const int owner = slot_owner[static_cast<std::size_t>(slot)].value();
+  const auto is_dead = [&](Slot slot) {
+    const int owner = slot_owner[static_cast<std::size_t>(slot.value())].value();
     return std::find(dead.begin(), dead.end(), owner) != dead.end();
   };
   for (const auto& piece : placement.pieces({BlockId{0}, BlockId{placement.config().blocks}})) {
