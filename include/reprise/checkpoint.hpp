@@ -21,6 +21,7 @@
 
 #include "reprise/comm.hpp"
 #include "reprise/rank.hpp"
+#include "reprise/slot_layout.hpp"
 
 namespace reprise {
 
@@ -169,8 +170,7 @@ class Checkpoint {
   CheckpointConfig _config;
   std::vector<Item> _items;
   std::uint64_t _version = 0;
-  std::vector<OriginalRank> _slot_owner;                    // slot -> original rank, at the last commit
-  std::vector<int> _node_of_slot;                           // slot -> node key, at the last commit
+  SlotLayout _slots;                                        // who took each slot, at the last commit
   std::map<OriginalRank, std::vector<std::byte>> _held;     // committed states held here, by owner
   bool _holds_copies = false;                               // took part in the last commit
   std::map<OriginalRank, std::vector<std::byte>> _spare;    // buffers of the version before, reused

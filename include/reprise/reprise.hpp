@@ -18,6 +18,7 @@
 #include "reprise/placement.hpp"
 #include "reprise/protected_memory.hpp"
 #include "reprise/rank.hpp"
+#include "reprise/slot_layout.hpp"
 #include "reprise/store.hpp"
 #include "reprise/variable_store.hpp"
 #include "reprise/version.hpp"

@@ -15,6 +15,7 @@
 #include "reprise/block.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/placement.hpp"
+#include "reprise/slot_layout.hpp"
 
 namespace reprise {
 
@@ -98,7 +99,7 @@ class Store {
   struct StagedSubmit {
     Placement placement;
     std::map<std::uint64_t, Chunk> chunks;
-    std::vector<OriginalRank> slot_owner;
+    SlotLayout slots;
   };
   /// Holders added by `heal()` beyond the layout's, for one piece of the layout.
   struct ExtraCopies {
@@ -158,7 +159,7 @@ class Store {
   Comm& _comm;
   StoreConfig _config;
   std::optional<Placement> _placement;
-  std::vector<OriginalRank> _slot_owner;          // slot at submit -> original rank
+  SlotLayout _slots;                               // who took each slot at the submit
   std::vector<OriginalRank> _baseline_failures;   // Comm::failures() when the holders were last right
   std::vector<BlockRange> _lost;                   // pieces with no copy left, sorted
   std::map<std::uint64_t, Chunk> _chunks;         // copies held here, by first id

@@ -159,24 +159,20 @@ std::uint64_t Checkpoint::checkpoint() {
   }
 
   // Slots grouped by node; slot s's state lives on slot s and its buddies.
-  auto [slot_process, node_of_slot] = slot_order(node_of_member);
-  std::vector<OriginalRank> slot_owner;
-  int my_slot = 0;
-  for (std::size_t s = 0; s < slot_process.size(); ++s) {
-    slot_owner.push_back(_comm.original_rank(Rank{slot_process[s]}));
-    if (slot_process[s] == _comm.rank().value()) my_slot = static_cast<int>(s);
-  }
+  const auto order = slot_order(node_of_member);
+  SlotLayout slots(_comm, order);
+  const auto my_slot = *slots.slot_of(_comm.original_rank());
   const Placement placement({.blocks = static_cast<std::uint64_t>(p),
                              .slots = p,
                              .copies = _config.copies,
-                             .node_of_slot = node_of_slot});
+                             .node_of_slot = slots.nodes()});
 
   auto state = take_spare(_comm.original_rank());
   serialize(state);
   std::vector<GatherMessage> messages;
-  for (const Slot slot : placement.holders(BlockId{static_cast<std::uint64_t>(my_slot)})) {
-    if (slot == Slot{my_slot}) continue;
-    messages.push_back({Rank{slot_process[static_cast<std::size_t>(slot.value())]}, {state}});
+  for (const Slot slot : placement.holders(BlockId{static_cast<std::uint64_t>(my_slot.value())})) {
+    if (slot == my_slot) continue;
+    messages.push_back({Rank{order.process[static_cast<std::size_t>(slot.value())]}, {state}});
   }
   // Phase one: the new copies land beside the committed ones.
   std::map<OriginalRank, std::vector<std::byte>> pending;
@@ -193,8 +189,7 @@ std::uint64_t Checkpoint::checkpoint() {
   _spare = std::move(_held);
   _held = std::move(pending);
   _holds_copies = true;
-  _slot_owner = std::move(slot_owner);
-  _node_of_slot = std::move(node_of_slot);
+  _slots = std::move(slots);
   return ++_version;
 }
 
@@ -205,9 +200,8 @@ bool Checkpoint::share_layout() {
   if (root == INT_MAX) return false;
   std::vector<std::uint64_t> layout;
   if (_comm.rank().value() == root) {
-    layout = {_version, _slot_owner.size()};
-    for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
-    for (int node : _node_of_slot) layout.push_back(static_cast<std::uint64_t>(node));
+    layout = {_version};
+    _slots.append_to(layout);
   }
   _comm.bcast(layout, Rank{root});
   if (_version != layout[0]) {  // a replacement, or a process that missed the last commit
@@ -215,11 +209,8 @@ bool Checkpoint::share_layout() {
     _holds_copies = false;
   }
   _version = layout[0];
-  const auto slots = static_cast<std::size_t>(layout[1]);
-  _slot_owner.clear();
-  _node_of_slot.clear();
-  for (std::size_t s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[2 + s]));
-  for (std::size_t s = 0; s < slots; ++s) _node_of_slot.push_back(static_cast<int>(layout[2 + slots + s]));
+  std::size_t at = 1;
+  _slots = SlotLayout::read_from(layout, at);
   return true;
 }
 
@@ -231,15 +222,15 @@ std::vector<int> Checkpoint::who_holds_copies() {
 // that is a member and took part in the last commit; the same answer
 // everywhere.
 std::vector<std::optional<Rank>> Checkpoint::live_holders(const std::vector<int>& holds_of) const {
-  const auto p = static_cast<int>(_slot_owner.size());
+  const int p = _slots.size();
   const Placement placement({.blocks = static_cast<std::uint64_t>(p),
                              .slots = p,
                              .copies = std::min(_config.copies, p),
-                             .node_of_slot = _node_of_slot});
-  std::vector<std::optional<Rank>> result(_slot_owner.size());
+                             .node_of_slot = _slots.nodes()});
+  std::vector<std::optional<Rank>> result(static_cast<std::size_t>(p));
   for (int slot = 0; slot < p; ++slot) {
     for (const Slot holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
-      const auto holder = _comm.rank_of(_slot_owner[static_cast<std::size_t>(holder_slot.value())]);
+      const auto holder = _comm.rank_of(_slots.owner(holder_slot));
       if (holder && holds_of[static_cast<std::size_t>(holder->value())] != 0) {
         result[static_cast<std::size_t>(slot)] = holder;
         break;
@@ -251,7 +242,7 @@ std::vector<std::optional<Rank>> Checkpoint::live_holders(const std::vector<int>
 
 std::vector<OriginalRank> Checkpoint::departed() const {
   std::vector<OriginalRank> gone;
-  for (auto owner : _slot_owner) {
+  for (auto owner : _slots.owners()) {
     if (!_comm.rank_of(owner)) gone.push_back(owner);
   }
   return gone;
@@ -296,8 +287,8 @@ void Checkpoint::restore() {
   // them, the departed ones' to fetch them.
   std::vector<GatherMessage> messages;
   std::vector<OriginalRank> lost;
-  for (std::size_t slot = 0; slot < _slot_owner.size(); ++slot) {
-    const OriginalRank owner = _slot_owner[slot];
+  for (std::size_t slot = 0; slot < _slots.owners().size(); ++slot) {
+    const OriginalRank owner = _slots.owners()[slot];
     const auto& holder = holders[slot];
     if (!holder) {
       lost.push_back(owner);
@@ -348,13 +339,13 @@ std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRan
   std::vector<OriginalRank> lost;
   std::map<int, std::vector<std::uint64_t>> requests;  // by holder rank
   for (auto owner : wanted) {
-    const auto slot = std::find(_slot_owner.begin(), _slot_owner.end(), owner);
-    if (slot == _slot_owner.end()) {
+    const auto slot = _slots.slot_of(owner);
+    if (!slot) {
       problem = "original rank " + std::to_string(owner.value()) + " took no part in checkpoint version " +
                 std::to_string(_version) + "; fetch only ranks listed by departed()";
       continue;
     }
-    const auto& holder = holders[static_cast<std::size_t>(slot - _slot_owner.begin())];
+    const auto& holder = holders[static_cast<std::size_t>(slot->value())];
     if (!holder) {
       lost.push_back(owner);
       continue;

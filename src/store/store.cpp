@@ -169,9 +169,7 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
   // collectives above failed wait in this agreement too.
   agree_on_input(check.problem, "submit");
   send_submitted(*copies.placement, mine, data, slots.process, copies);
-  StagedSubmit staged{std::move(*copies.placement), std::move(copies.chunks), {}};
-  for (int process : slots.process) staged.slot_owner.push_back(_comm.original_rank(Rank{process}));
-  return staged;
+  return StagedSubmit{std::move(*copies.placement), std::move(copies.chunks), SlotLayout(_comm, slots)};
 }
 
 // Every process knows every range, so both ends know which pieces travel
@@ -228,7 +226,7 @@ void Store::commit(StagedSubmit&& staged) {
   _extra.clear();
   _lost.clear();
   _placement.emplace(std::move(staged.placement));
-  _slot_owner = std::move(staged.slot_owner);
+  _slots = std::move(staged.slots);
   _baseline_failures = _comm.failures();
 }
 
@@ -238,7 +236,7 @@ void Store::clear() noexcept {
   _extra.clear();
   _lost.clear();
   _placement.reset();
-  _slot_owner.clear();
+  _slots = {};
   _baseline_failures.clear();
 }
 
@@ -288,7 +286,7 @@ std::vector<OriginalRank> Store::live_holders(const Placement::Piece& piece) con
   std::vector<OriginalRank> live;
   if (is_lost(piece.range)) return live;
   for (const Slot slot : piece.holders) {
-    const OriginalRank owner = _slot_owner[static_cast<std::size_t>(slot.value())];
+    const OriginalRank owner = _slots.owner(slot);
     if (is_live(owner)) live.push_back(owner);
   }
   auto extra = _extra.upper_bound(piece.range.begin.value);
@@ -426,12 +424,11 @@ void Store::share_layout() {
     const int root = _comm.size() - static_cast<int>(highest);
     if (_comm.rank().value() == root) {
       const auto& placement = _placement->config();
-      layout = {placement.blocks,     static_cast<std::uint64_t>(placement.slots),
-                static_cast<std::uint64_t>(_config.copies), _config.block_bytes,
-                _config.bytes_per_permuted_range, _config.seed,
-                _baseline_failures.size(), _lost.size()};
-      for (auto owner : _slot_owner) layout.push_back(static_cast<std::uint64_t>(owner.value()));
-      for (int node : placement.node_of_slot) layout.push_back(static_cast<std::uint64_t>(node));
+      layout = {placement.blocks,           static_cast<std::uint64_t>(_config.copies),
+                _config.block_bytes,        _config.bytes_per_permuted_range,
+                _config.seed,               _baseline_failures.size(),
+                _lost.size()};
+      _slots.append_to(layout);
       for (auto failed : _baseline_failures) layout.push_back(static_cast<std::uint64_t>(failed.value()));
       for (const auto& range : _lost) layout.insert(layout.end(), {range.begin.value, range.end.value});
       for (const auto& [first, extra] : _extra) {
@@ -443,24 +440,20 @@ void Store::share_layout() {
   });
   if (highest == 0) return;  // nothing submitted yet: nothing to share
   std::string problem;
-  if (layout[2] != static_cast<std::uint64_t>(_config.copies) || layout[3] != _config.block_bytes ||
-      layout[4] != _config.bytes_per_permuted_range || layout[5] != _config.seed) {
+  if (layout[1] != static_cast<std::uint64_t>(_config.copies) || layout[2] != _config.block_bytes ||
+      layout[3] != _config.bytes_per_permuted_range || layout[4] != _config.seed) {
     problem = "process " + std::to_string(_comm.original_rank().value()) +
               " built its Store with another configuration than the survivors; build it the same way everywhere";
   }
   agree_on_input(problem, "heal");
   if (_placement) return;
-  const auto slots = static_cast<int>(layout[1]);
-  _slot_owner.clear();
-  std::size_t at = 8;
-  for (int s = 0; s < slots; ++s) _slot_owner.emplace_back(static_cast<int>(layout[at++]));
-  std::vector<int> node_of_slot;
-  for (int s = 0; s < slots; ++s) node_of_slot.push_back(static_cast<int>(layout[at++]));
-  _placement.emplace(placement_config(layout[0], std::move(node_of_slot)));
+  std::size_t at = 7;
+  _slots = SlotLayout::read_from(layout, at);
+  _placement.emplace(placement_config(layout[0], _slots.nodes()));
   _baseline_failures.clear();
-  for (std::uint64_t i = 0; i < layout[6]; ++i) _baseline_failures.emplace_back(static_cast<int>(layout[at++]));
+  for (std::uint64_t i = 0; i < layout[5]; ++i) _baseline_failures.emplace_back(static_cast<int>(layout[at++]));
   _lost.clear();
-  for (std::uint64_t i = 0; i < layout[7]; ++i, at += 2) _lost.push_back({BlockId{layout[at]}, BlockId{layout[at + 1]}});
+  for (std::uint64_t i = 0; i < layout[6]; ++i, at += 2) _lost.push_back({BlockId{layout[at]}, BlockId{layout[at + 1]}});
   _extra.clear();
   while (at < layout.size()) {
     ExtraCopies extra{{BlockId{layout[at]}, BlockId{layout[at + 1]}}, {}};
@@ -492,7 +485,7 @@ void Store::heal() {
   if (_awaiting_copies) {
     _chunks.clear();
     for (int slot = 0; slot < _placement->config().slots; ++slot) {
-      if (_slot_owner[static_cast<std::size_t>(slot)] != _comm.original_rank()) continue;
+      if (_slots.owner(Slot{slot}) != _comm.original_rank()) continue;
       for (const auto& range : _placement->ranges_on(Slot{slot})) {
         for (const auto& piece : _placement->pieces(range)) {
           if (!is_lost(piece.range)) wanted.push_back(piece.range);
