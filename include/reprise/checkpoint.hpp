@@ -161,6 +161,9 @@ class Checkpoint {
   void add(Item item);
   void serialize(std::vector<std::byte>& out) const;
   [[nodiscard]] std::vector<std::byte> take_spare(OriginalRank owner);
+  [[nodiscard]] std::vector<int> join_checkpoint();
+  [[nodiscard]] std::map<OriginalRank, std::vector<std::byte>> exchange_copies(const SlotOrder& order,
+                                                                               const SlotLayout& slots);
   void apply(std::span<const std::byte> state);
   [[nodiscard]] bool share_layout();
   [[nodiscard]] std::vector<int> who_holds_copies();

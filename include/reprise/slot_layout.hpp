@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -35,6 +36,11 @@ class SlotLayout {
   [[nodiscard]] const std::vector<int>& nodes() const noexcept { return _nodes; }
   /// The slot `owner` took, if any.
   [[nodiscard]] std::optional<Slot> slot_of(OriginalRank owner) const;
+  /// The owners of `holders` (copy 0 first) that `is_live` accepts: who
+  /// still has a copy. The store and the checkpoint judge liveness
+  /// differently (failures since a baseline; holding this version's copies).
+  [[nodiscard]] std::vector<OriginalRank> live_holders(std::span<const Slot> holders,
+                                                       const std::function<bool(OriginalRank)>& is_live) const;
 
   /// Appends the layout as 64-bit words, to broadcast it.
   void append_to(std::vector<std::uint64_t>& words) const;

@@ -132,10 +132,27 @@ void Checkpoint::apply(std::span<const std::byte> state) {
   for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(parts[i]);
 }
 
+// A checkpoint in its phases: every process enters together and checks
+// that all are at the same version with the same registrations; the new
+// state travels to the buddies and lands beside the committed copies; the
+// exchange's closing agreement says every process got its share, so every
+// survivor commits, and the old copies become spares.
 std::uint64_t Checkpoint::checkpoint() {
+  const auto order = slot_order(join_checkpoint());
+  SlotLayout slots(_comm, order);
+  auto pending = exchange_copies(order, slots);
+  _spare = std::move(_held);
+  _held = std::move(pending);
+  _holds_copies = true;
+  _slots = std::move(slots);
+  return ++_version;
+}
+
+// The check phase: the node of each member, once every process has entered
+// at the same version with the same registrations.
+std::vector<int> Checkpoint::join_checkpoint() {
   inject::fault_point("checkpoint.join", _comm.original_rank());
-  // Everyone must be at the same version with the same registrations: one
-  // reduction of a fingerprint and its complement gives its max and min.
+  // One reduction of a fingerprint and its complement gives its max and min.
   std::uint64_t fingerprint = detail::mix64(_version + 1);
   for (const auto& item : _items) fingerprint = detail::mix64(fingerprint ^ std::hash<std::string>{}(item.name));
   std::uint64_t both[2] = {fingerprint, ~fingerprint};
@@ -157,16 +174,20 @@ std::uint64_t Checkpoint::checkpoint() {
                      std::to_string(_config.copies) + " processes, but there are " + std::to_string(p) +
                      "; lower the copies or run on more processes");
   }
+  return node_of_member;
+}
 
-  // Slots grouped by node; slot s's state lives on slot s and its buddies.
-  const auto order = slot_order(node_of_member);
-  SlotLayout slots(_comm, order);
+// The exchange phase: this process's state goes to its buddies (slot s's
+// state lives on slot s and its buddies), theirs land here in the spare
+// buffers of last time; returns every copy this process now holds.
+std::map<OriginalRank, std::vector<std::byte>> Checkpoint::exchange_copies(const SlotOrder& order,
+                                                                          const SlotLayout& slots) {
+  const int p = slots.size();
   const auto my_slot = *slots.slot_of(_comm.original_rank());
   const Placement placement({.blocks = static_cast<std::uint64_t>(p),
                              .slots = p,
                              .copies = _config.copies,
                              .node_of_slot = slots.nodes()});
-
   auto state = take_spare(_comm.original_rank());
   serialize(state);
   std::vector<GatherMessage> messages;
@@ -174,7 +195,6 @@ std::uint64_t Checkpoint::checkpoint() {
     if (slot == my_slot) continue;
     messages.push_back({Rank{order.process[static_cast<std::size_t>(slot.value())]}, {state}});
   }
-  // Phase one: the new copies land beside the committed ones.
   std::map<OriginalRank, std::vector<std::byte>> pending;
   _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t bytes) {
     const auto owner = _comm.original_rank(source);
@@ -183,14 +203,8 @@ std::uint64_t Checkpoint::checkpoint() {
     copy.resize(bytes);
     return std::vector<std::span<std::byte>>{copy};
   });
-  // Phase two: the exchange ended in an agreement that every process got
-  // its share, so every survivor commits; the old copies become spares.
   pending[_comm.original_rank()] = std::move(state);
-  _spare = std::move(_held);
-  _held = std::move(pending);
-  _holds_copies = true;
-  _slots = std::move(slots);
-  return ++_version;
+  return pending;
 }
 
 // The lowest rank with a committed version tells the others (replacements
@@ -227,15 +241,15 @@ std::vector<std::optional<Rank>> Checkpoint::live_holders(const std::vector<int>
                              .slots = p,
                              .copies = std::min(_config.copies, p),
                              .node_of_slot = _slots.nodes()});
+  // A holder is live if it is a member that holds this version's copies.
+  const auto holds_copies = [&](OriginalRank owner) {
+    const auto rank = _comm.rank_of(owner);
+    return rank && holds_of[static_cast<std::size_t>(rank->value())] != 0;
+  };
   std::vector<std::optional<Rank>> result(static_cast<std::size_t>(p));
   for (int slot = 0; slot < p; ++slot) {
-    for (const Slot holder_slot : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
-      const auto holder = _comm.rank_of(_slots.owner(holder_slot));
-      if (holder && holds_of[static_cast<std::size_t>(holder->value())] != 0) {
-        result[static_cast<std::size_t>(slot)] = holder;
-        break;
-      }
-    }
+    const auto live = _slots.live_holders(placement.holders(BlockId{static_cast<std::uint64_t>(slot)}), holds_copies);
+    if (!live.empty()) result[static_cast<std::size_t>(slot)] = _comm.rank_of(live.front());
   }
   return result;
 }

@@ -16,6 +16,15 @@ std::optional<Slot> SlotLayout::slot_of(OriginalRank owner) const {
   return Slot{static_cast<int>(it - _owners.begin())};
 }
 
+std::vector<OriginalRank> SlotLayout::live_holders(std::span<const Slot> holders,
+                                                 const std::function<bool(OriginalRank)>& is_live) const {
+  std::vector<OriginalRank> live;
+  for (const Slot slot : holders) {
+    if (is_live(owner(slot))) live.push_back(owner(slot));
+  }
+  return live;
+}
+
 void SlotLayout::append_to(std::vector<std::uint64_t>& words) const {
   words.push_back(_owners.size());
   for (const auto owner : _owners) words.push_back(static_cast<std::uint64_t>(owner.value()));

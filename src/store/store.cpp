@@ -283,12 +283,8 @@ bool Store::is_lost(BlockRange range) const {
 }
 
 std::vector<OriginalRank> Store::live_holders(const Placement::Piece& piece) const {
-  std::vector<OriginalRank> live;
-  if (is_lost(piece.range)) return live;
-  for (const Slot slot : piece.holders) {
-    const OriginalRank owner = _slots.owner(slot);
-    if (is_live(owner)) live.push_back(owner);
-  }
+  if (is_lost(piece.range)) return {};
+  auto live = _slots.live_holders(piece.holders, [this](OriginalRank owner) { return is_live(owner); });
   auto extra = _extra.upper_bound(piece.range.begin.value);
   if (extra != _extra.begin() && std::prev(extra)->second.range.end > piece.range.begin) {
     for (auto holder : std::prev(extra)->second.holders) {
