@@ -78,12 +78,11 @@ PlacementConfig checked(const PlacementConfig& config) {
   if (config.blocks == 0) throw UsageError(where + "no blocks; a store needs at least one block");
   if (config.slots < 1) throw UsageError(where + "needs at least one process, got " + std::to_string(config.slots));
   if (config.copies < 1) {
-    throw UsageError(where + "replication level " + std::to_string(config.copies) + " is below 1");
+    throw UsageError(where + "copies is " + std::to_string(config.copies) + ", below 1; keep at least one copy of every block");
   }
   if (config.copies > config.slots) {
-    throw UsageError(where + "replication level " + std::to_string(config.copies) + " needs at least that many " +
-                     "processes, but there are " + std::to_string(config.slots) +
-                     "; lower the replication level or run on more processes");
+    throw UsageError(where + std::to_string(config.copies) + " copies need at least that many processes, but there are " +
+                     std::to_string(config.slots) + "; lower the copies or run on more processes");
   }
   if (!config.node_of_slot.empty() && config.node_of_slot.size() != static_cast<std::size_t>(config.slots)) {
     throw UsageError(where + "the node list names " + std::to_string(config.node_of_slot.size()) +

@@ -42,7 +42,7 @@ StoreConfig checked(const Comm& comm, StoreConfig config) {
   if (config.block_bytes == 0) throw UsageError("reprise::Store: block_bytes is 0; give every block a size");
   if (config.copies < 1 || config.copies > comm.size()) {
     throw UsageError("reprise::Store: " + std::to_string(config.copies) + " copies need between 1 and " +
-                     std::to_string(comm.size()) + " (the number of processes); lower the replication level or " +
+                     std::to_string(comm.size()) + " (the number of processes); lower the copies or " +
                      "run on more processes");
   }
   if (config.bytes_per_permuted_range % config.block_bytes != 0) {

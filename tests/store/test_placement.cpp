@@ -139,7 +139,7 @@ TEST(Placement, BadConfigurationsSayWhatToChange) {
   EXPECT_NE(message_of({.blocks = 0, .slots = 4, .copies = 2}).find("no blocks"), std::string::npos);
   EXPECT_NE(message_of({.blocks = 10, .slots = 0, .copies = 1}).find("at least one process"), std::string::npos);
   EXPECT_NE(message_of({.blocks = 10, .slots = 4, .copies = 0}).find("below 1"), std::string::npos);
-  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .copies = 5}).find("lower the replication level"),
+  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .copies = 5}).find("lower the copies"),
             std::string::npos);
   const Placement placement({.blocks = 10, .slots = 4, .copies = 2});
   EXPECT_THROW((void)placement.holders(BlockId{10}), UsageError);
