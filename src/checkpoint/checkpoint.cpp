@@ -137,7 +137,7 @@ void Checkpoint::apply(std::span<const std::byte> state) {
 // state travels to the buddies and lands beside the committed copies; the
 // exchange's closing agreement says every process got its share, so every
 // survivor commits, and the old copies become spares.
-std::uint64_t Checkpoint::checkpoint() {
+std::uint64_t Checkpoint::checkpoint() try {
   const auto order = slot_order(join_checkpoint());
   SlotLayout slots(_comm, order);
   auto pending = exchange_copies(order, slots);
@@ -146,6 +146,8 @@ std::uint64_t Checkpoint::checkpoint() {
   _holds_copies = true;
   _slots = std::move(slots);
   return ++_version;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::checkpoint");
 }
 
 // The check phase: the node of each member, once every process has entered
@@ -280,7 +282,7 @@ namespace {
 
 }  // namespace
 
-void Checkpoint::restore() {
+void Checkpoint::restore() try {
   inject::fault_point("checkpoint.restore", _comm.original_rank());
   bool shared = false;
   std::vector<int> holds_of;
@@ -342,9 +344,11 @@ void Checkpoint::restore() {
   // them again. After a shrink the application first fetches and
   // redistributes the departed processes' state.
   if (departed().empty()) checkpoint();
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::restore");
 }
 
-std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) {
+std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) try {
   std::vector<int> holds_of;
   _comm.run_uniformly([&] { holds_of = who_holds_copies(); },
                       std::string(kWhere) + "::fetch: finding who holds copies");
@@ -410,6 +414,8 @@ std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRan
   }
   if (!lost.empty()) throw_lost(lost, "fetch", _version);
   return states;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::fetch");
 }
 
 double young_daly_interval(double mtbf_seconds, double checkpoint_seconds) {

@@ -266,7 +266,7 @@ void IncrementalCheckpoint::protect(std::span<std::byte> region) {
   d.layout.region_bytes.push_back(region.size());
 }
 
-std::uint64_t IncrementalCheckpoint::checkpoint() {
+std::uint64_t IncrementalCheckpoint::checkpoint() try {
   auto& d = *_impl;
   const auto start = Clock::now();
   if (d.history.empty() && !d.restored && d.version > 0) {
@@ -348,18 +348,22 @@ std::uint64_t IncrementalCheckpoint::checkpoint() {
   if (d.config.mode == CommitMode::kSync) d.finish_running();
   d.history.back().call_seconds = seconds_since(start);
   return d.version;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::IncrementalCheckpoint::checkpoint");
 }
 
-const IncrementalStats& IncrementalCheckpoint::wait() {
+const IncrementalStats& IncrementalCheckpoint::wait() try {
   auto& d = *_impl;
   d.finish_running();
   if (d.history.empty()) throw UsageError("reprise::IncrementalCheckpoint::wait: no checkpoint was taken");
   d.gather_stats(d.history.back(), false);
   d.history.back().after += count_untrapped(d.written_pages());  // so far
   return d.history.back();
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::IncrementalCheckpoint::wait");
 }
 
-IncrementalRestore IncrementalCheckpoint::restore() {
+IncrementalRestore IncrementalCheckpoint::restore() try {
   auto& d = *_impl;
   // A version still unpublished is not kept: the restore rolls back to the
   // newest published one (with a local sink, the newest complete file).
@@ -377,6 +381,8 @@ IncrementalRestore IncrementalCheckpoint::restore() {
     std::fprintf(stderr, "reprise::IncrementalCheckpoint::restore: %s\n", result.skipped.c_str());
   }
   return result;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::IncrementalCheckpoint::restore");
 }
 
 std::uint64_t IncrementalCheckpoint::version() const noexcept { return _impl->version; }

@@ -134,7 +134,11 @@ SubmitCheck check_submissions(const std::vector<Submission>& all, const Comm& co
 
 }  // namespace
 
-void Store::submit(BlockRange mine, std::span<const std::byte> data) { commit(stage_submit(mine, data)); }
+void Store::submit(BlockRange mine, std::span<const std::byte> data) try {
+  commit(stage_submit(mine, data));
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Store::submit");
+}
 
 // A submit in its phases: every process learns every range and judges the
 // input alike (check), allocates the copies it will keep (allocate), agrees
@@ -325,7 +329,7 @@ void Store::held_pieces(BlockRange range, std::vector<std::span<const std::byte>
   }
 }
 
-void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) {
+void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) try {
   std::string problem;
   std::uint64_t total = 0;
   if (!_placement) problem = "nothing was submitted yet";
@@ -406,6 +410,8 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
                              "were loaded";
     throw DataLost(what, std::move(lost));
   }
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Store::load");
 }
 
 void Store::share_layout() {
@@ -460,7 +466,7 @@ void Store::share_layout() {
   }
 }
 
-void Store::heal() {
+void Store::heal() try {
   // A process whose store has no layout yet is new to it: a replacement (or
   // a spare taken as one). It owns the slots of the process it replaces, and
   // stays new until it holds their copies, even if a failure interrupts this
@@ -501,6 +507,8 @@ void Store::heal() {
                        "back",
                    _lost);
   }
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Store::heal");
 }
 
 void Store::rereplicate() {

@@ -36,7 +36,7 @@ VariableStore::VariableStore(Comm& comm, VariableStoreConfig config)
                     .seed = config.seed,
                     .join_timeout_seconds = config.join_timeout_seconds}) {}
 
-void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, std::span<const std::byte> data) {
+void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, std::span<const std::byte> data) try {
   const std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
   const bool ok = mine.begin <= mine.end && sizes.size() == mine.size() && total == data.size();
   // Every process's byte offset follows from all blocks before its own.
@@ -79,9 +79,11 @@ void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, 
   } else {
     _bytes.clear();
   }
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::VariableStore::submit");
 }
 
-void VariableStore::submit(BlockRange mine, const std::function<void(BlockId, std::vector<std::byte>&)>& write) {
+void VariableStore::submit(BlockRange mine, const std::function<void(BlockId, std::vector<std::byte>&)>& write) try {
   std::vector<std::byte> data;
   std::vector<std::size_t> sizes;
   for (auto id = mine.begin.value; id < mine.end.value; ++id) {
@@ -90,6 +92,8 @@ void VariableStore::submit(BlockRange mine, const std::function<void(BlockId, st
     sizes.push_back(data.size() - before);
   }
   submit(mine, sizes, data);
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::VariableStore::submit");
 }
 
 namespace {
@@ -117,7 +121,7 @@ struct Located {
 }  // namespace
 
 void VariableStore::load(std::span<const BlockRange> wanted,
-                         const std::function<void(BlockId, std::span<const std::byte>)>& read) {
+                         const std::function<void(BlockId, std::span<const std::byte>)>& read) try {
   // First the end offsets of each wanted range's blocks and of the block
   // before it (whose end is where the range's bytes begin).
   std::vector<BlockRange> index;
@@ -193,9 +197,11 @@ void VariableStore::load(std::span<const BlockRange> wanted,
     what << " is gone; the other requested blocks were read";
     throw DataLost(what.str(), std::move(lost_ids));
   }
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::VariableStore::load");
 }
 
-void VariableStore::heal() {
+void VariableStore::heal() try {
   bool lost_now = false;  // the same on every process: both stores decide it alike
   try {
     _ends.heal();
@@ -214,6 +220,8 @@ void VariableStore::heal() {
   for (std::size_t i = 0; i < lost.size(); ++i) what << (i == 0 ? "" : ", ") << lost[i];
   what << " is gone (all of their holders failed since the submit); the other blocks have their copies back";
   throw DataLost(what.str(), std::move(lost));
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::VariableStore::heal");
 }
 
 std::vector<BlockRange> VariableStore::lost_blocks() {

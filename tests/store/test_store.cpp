@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "failure_helpers.hpp"
@@ -244,7 +245,13 @@ TEST(Store, KillDuringLoad) {
   inject::arm("comm.sparse_all_to_all", victim);  // dies inside the load's first exchange
   expect_failure_reported(comm, {victim}, [&] {
     comm.barrier();
-    (void)load_share_and_check(store, comm, {OriginalRank{0}});
+    try {
+      (void)load_share_and_check(store, comm, {OriginalRank{0}});
+    } catch (const CommFailure& error) {
+      // The message names the call the user made, then what failed in it.
+      EXPECT_TRUE(std::string_view(error.what()).starts_with("reprise::Store::load: ")) << error.what();
+      throw;
+    }
   });
   comm = comm.shrink();
   (void)load_share_and_check(store, comm, {victim});
