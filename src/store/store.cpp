@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -514,6 +516,11 @@ void Store::heal() try {
 void Store::rereplicate() {
   const int processes = _comm.size();
   const int wanted_copies = std::min(_config.copies, processes);
+  // The node of each live process, by original rank: new copies go to nodes
+  // that hold none of the block yet, while there are such nodes.
+  const auto& node_by_rank = _comm.node_of_each_member();
+  std::map<OriginalRank, int> node_of;
+  for (int r = 0; r < processes; ++r) node_of[_comm.original_rank(Rank{r})] = node_by_rank[static_cast<std::size_t>(r)];
   std::vector<BlockRange> mine;
   std::vector<ExtraCopies> additions;
   for (const auto& piece : _placement->pieces({BlockId{0}, BlockId{blocks()}})) {
@@ -530,12 +537,23 @@ void Store::rereplicate() {
     const std::uint64_t start = hash % p;
     std::uint64_t step = p > 1 ? 1 + (hash >> 32U) % (p - 1) : 1;
     while (std::gcd(step, p) != 1) ++step;
+    std::set<int> nodes_used;
+    for (const auto holder : live) nodes_used.insert(node_of.at(holder));
     ExtraCopies added{piece.range, {}};
-    for (std::uint64_t k = 0; k < p && static_cast<int>(added.holders.size()) < missing; ++k) {
-      const auto candidate = _comm.original_rank(Rank{static_cast<int>((start + k * step) % p)});
-      if (std::find(live.begin(), live.end(), candidate) != live.end()) continue;
-      added.holders.push_back(candidate);
-      if (candidate == _comm.original_rank()) mine.push_back(piece.range);
+    // First on nodes without a copy, then (fewer nodes than copies) anywhere.
+    for (const bool other_node_only : {true, false}) {
+      for (std::uint64_t k = 0; k < p && static_cast<int>(added.holders.size()) < missing; ++k) {
+        const auto candidate = _comm.original_rank(Rank{static_cast<int>((start + k * step) % p)});
+        const int node = node_of.at(candidate);
+        if (std::find(live.begin(), live.end(), candidate) != live.end() ||
+            std::find(added.holders.begin(), added.holders.end(), candidate) != added.holders.end() ||
+            (other_node_only && nodes_used.contains(node))) {
+          continue;
+        }
+        added.holders.push_back(candidate);
+        nodes_used.insert(node);
+        if (candidate == _comm.original_rank()) mine.push_back(piece.range);
+      }
     }
     additions.push_back(std::move(added));
   }
