@@ -208,7 +208,10 @@ class Comm {
   /// Revokes first if not (waking members still inside the step), agrees,
   /// and returns whether it worked everywhere; if not, the communicator is
   /// revoked on every member, ready for `shrink()` or `respawn()`. For a step
-  /// whose exceptions the caller handles itself; `attempt()` wraps it.
+  /// whose exceptions the caller handles itself; `attempt()` wraps it. Meets
+  /// every member wherever a failure left it: a member that failed in its
+  /// own MPI calls and one that failed inside a reprise operation (and took
+  /// part in that operation's agreement already) settle together.
   [[nodiscard]] bool settle(bool ok);
 
   /// Runs `step` (which communicates on this communicator) on every member
@@ -326,6 +329,14 @@ class Comm {
   std::uint64_t _exchange_round = 0;
   std::vector<int> _node_of_member;  // empty until node_of_each_member() is first called
   bool _replacement = false;
+  /// The failure agreements this process took part in on each of the two
+  /// communicators (meet_failed, a failed exchange, a failed settle):
+  /// settle() does not take part in those again.
+  struct FailureAgreed {
+    bool comm = false;
+    bool internal = false;
+  };
+  FailureAgreed _failure_agreed;
 };
 
 namespace detail {

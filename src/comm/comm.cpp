@@ -71,7 +71,8 @@ Comm::Comm(Comm&& other) noexcept
       _epoch(other._epoch),
       _exchange_round(other._exchange_round),
       _node_of_member(std::move(other._node_of_member)),
-      _replacement(other._replacement) {}
+      _replacement(other._replacement),
+      _failure_agreed(other._failure_agreed) {}
 
 Comm& Comm::operator=(Comm&& other) noexcept {
   if (this != &other) {
@@ -87,6 +88,7 @@ Comm& Comm::operator=(Comm&& other) noexcept {
     _exchange_round = other._exchange_round;
     _node_of_member = std::move(other._node_of_member);
     _replacement = other._replacement;
+    _failure_agreed = other._failure_agreed;
   }
   return *this;
 }
@@ -309,19 +311,36 @@ void Comm::join(std::span<std::uint64_t> values, std::string_view operation, dou
 }
 
 bool Comm::agree(bool flag) {
-  check(detail::ulfm::agree(_comm, flag), "agree");
+  const int rc = detail::ulfm::agree(_comm, flag);
+  if (rc != MPI_SUCCESS) _failure_agreed.comm = true;
+  check(rc, "agree");
   return flag;
 }
 
+// A failure can catch members in different places: one in the application's
+// own MPI calls, another inside a reprise operation, where it takes part in
+// that operation's agreement on _comm or _internal (meet_failed, the end of
+// an exchange) before it gets here. Agreements are matched one for one, so
+// each member takes part here in the agreement of each communicator that it
+// has not taken part in for this failure, both at once: every member then
+// joins every agreement exactly once, whichever order they come in.
 bool Comm::settle(bool ok) {
-  bool all_ok = false;
-  try {
-    if (!ok) revoke();
-    all_ok = agree(ok);
-  } catch (const CommFailure&) {
+  if (!ok) revoke();
+  bool all_ok = ok && !_failure_agreed.comm && !_failure_agreed.internal;
+  int values[2] = {all_ok ? 1 : 0, all_ok ? 1 : 0};
+  MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  if (!_failure_agreed.comm && detail::ulfm::iagree(_comm, values[0], requests[0]) != MPI_SUCCESS) all_ok = false;
+  if (!_failure_agreed.internal && detail::ulfm::iagree(_internal, values[1], requests[1]) != MPI_SUCCESS) {
     all_ok = false;
   }
-  if (!all_ok) revoke();
+  for (auto& request : requests) {
+    if (request != MPI_REQUEST_NULL && MPI_Wait(&request, MPI_STATUS_IGNORE) != MPI_SUCCESS) all_ok = false;
+  }
+  all_ok = all_ok && values[0] != 0 && values[1] != 0;
+  if (!all_ok) {
+    revoke();
+    _failure_agreed = {.comm = true, .internal = true};
+  }
   return all_ok;
 }
 
@@ -336,6 +355,7 @@ void Comm::meet_failed(FirstAgreement first) {
   // The outcome is a failure everywhere; only taking part matters here.
   bool flag = false;
   (void)detail::ulfm::agree(first == FirstAgreement::kAgree ? _comm : _internal, flag);
+  (first == FirstAgreement::kAgree ? _failure_agreed.comm : _failure_agreed.internal) = true;
 }
 
 void Comm::revoke() {

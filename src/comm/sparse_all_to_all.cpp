@@ -371,6 +371,7 @@ void Comm::sparse_all_to_all(std::span<const GatherMessage> outgoing, const Scat
   inject::fault_point("comm.sparse_all_to_all.done", original_rank());
   bool all_ok = !exchange.failed();
   const int agree_rc = detail::ulfm::agree(_internal, all_ok);
+  if (exchange.failed() || agree_rc != MPI_SUCCESS || !all_ok) _failure_agreed.internal = true;
   if (exchange.failed()) raise(exchange.error(), std::string("sparse_all_to_all: ") + exchange.failed_call());
   if (agree_rc != MPI_SUCCESS) {
     revoke();

@@ -54,6 +54,8 @@ int agree(MPI_Comm comm, bool& flag) {
   return rc;
 }
 
+int iagree(MPI_Comm comm, int& value, MPI_Request& request) { return MPIX_Comm_iagree(comm, &value, &request); }
+
 int get_failed(MPI_Comm comm, MPI_Group& failed) { return MPIX_Comm_get_failed(comm, &failed); }
 
 int ack_failed(MPI_Comm comm) {
@@ -85,6 +87,10 @@ int agree(MPI_Comm comm, bool& flag) {
   const int rc = MPI_Allreduce(&value, &result, 1, MPI_INT, MPI_LAND, comm);
   flag = result != 0;
   return rc;
+}
+
+int iagree(MPI_Comm comm, int& value, MPI_Request& request) {
+  return MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_LAND, comm, &request);
 }
 
 int get_failed(MPI_Comm, MPI_Group& failed) {

@@ -27,6 +27,9 @@ int is_revoked(MPI_Comm comm, bool& revoked);
 int shrink(MPI_Comm comm, MPI_Comm& shrunk);
 /// Uniform AND of `flag` over the live members (works on intercommunicators).
 int agree(MPI_Comm comm, bool& flag);
+/// The non-blocking agreement: the logical AND of `value` (0 or 1, which must
+/// outlive `request`) over the live members, in place.
+int iagree(MPI_Comm comm, int& value, MPI_Request& request);
 /// Agreement that a step worked everywhere. A process whose step failed
 /// revokes first, so that members still inside the step's collectives leave
 /// them and join the agreement instead of waiting for it forever.
