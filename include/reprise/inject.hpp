@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,17 @@ void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason = 
 
 /// Kills the calling process for real with SIGKILL, after recording it.
 [[noreturn]] void kill_self(OriginalRank me);
+
+/// A process of a node, as `kill_node` needs it.
+struct NodeMember {
+  OriginalRank rank;
+  int pid = 0;  ///< its process id (processes of one node share the kernel)
+};
+
+/// Kills every process of `node` at once with SIGKILL, each recorded as
+/// killed, the caller (one of them) last: what the loss of their node does
+/// to them. `node` must list live processes of this job.
+[[noreturn]] void kill_node(std::span<const NodeMember> node, OriginalRank me);
 
 /// Makes the calling process stop responding without exiting, as a frozen
 /// node would: it stops itself (SIGSTOP, every thread) and never returns.
@@ -108,6 +120,11 @@ class Schedule {
 /// `pass`-th time (counting from 1) process `victim` passes `point`, `action`
 /// happens to it.
 void arm(std::string_view point, OriginalRank victim, Action action = Action::kKill, unsigned pass = 1);
+
+/// Arms `point` for the loss of a whole node: the `pass`-th time process
+/// `me` passes it, every process of `node` dies (`kill_node`). Arm it on each
+/// process of the node: whichever gets there first takes the node down.
+void arm_node(std::string_view point, OriginalRank me, std::vector<NodeMember> node, unsigned pass = 1);
 
 /// Disarms every armed fault point.
 void disarm_all();

@@ -49,7 +49,8 @@ struct ArmedPoint {
   std::string point;
   OriginalRank victim;
   Action action;
-  unsigned passes_left;  // the fault fires when this reaches 0
+  unsigned passes_left;            // the fault fires when this reaches 0
+  std::vector<NodeMember> node{};  // not empty: the victim's whole node dies
 };
 
 std::mutex armed_mutex;
@@ -66,10 +67,12 @@ std::atomic<int> last_outcome{-1};
 
 }  // namespace
 
-void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason) {
+namespace {
+
+/// Writes process `pid`'s outcome file (see `record_outcome`).
+void write_outcome(int pid, Outcome outcome, OriginalRank me, std::string_view reason) {
   const char* dir = std::getenv("REPRISE_OUTCOME_DIR");
   if (dir == nullptr || *dir == '\0') return;
-  last_outcome.store(static_cast<int>(outcome));
   std::string line = outcome_name(outcome);
   line += ' ';
   line += std::to_string(me.value());
@@ -78,13 +81,21 @@ void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason) {
     for (char c : reason) line += (c == '\n') ? ' ' : c;
   }
   line += '\n';
-  const std::string final_path = std::string(dir) + "/" + std::to_string(::getpid());
-  const std::string temp_path = final_path + ".tmp";
+  const std::string final_path = std::string(dir) + "/" + std::to_string(pid);
+  // Its own temporary name per writer: kill_node writes other processes' files.
+  const std::string temp_path = final_path + ".tmp" + std::to_string(::getpid());
   const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) return;
   const ssize_t written = ::write(fd, line.data(), line.size());
   ::close(fd);
   if (written == static_cast<ssize_t>(line.size())) ::rename(temp_path.c_str(), final_path.c_str());
+}
+
+}  // namespace
+
+void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason) {
+  last_outcome.store(static_cast<int>(outcome));
+  write_outcome(::getpid(), outcome, me, reason);
 }
 
 std::optional<Outcome> recorded_outcome() noexcept {
@@ -99,6 +110,24 @@ void kill_self(OriginalRank me) {
   std::fflush(stderr);
   ::kill(::getpid(), SIGKILL);
   std::abort();  // not reached: SIGKILL cannot be caught
+}
+
+void kill_node(std::span<const NodeMember> node, OriginalRank me) {
+  const int self = ::getpid();
+  // The records before the kills (two members may kill each other), the
+  // kills back to back (the node goes at once), the records again (a member
+  // may have replaced its record just before it died).
+  const auto record_others = [&] {
+    for (const auto& member : node) {
+      if (member.pid != self) write_outcome(member.pid, Outcome::kKilled, member.rank, "with its node");
+    }
+  };
+  record_others();
+  for (const auto& member : node) {
+    if (member.pid != self && member.pid > 0) ::kill(member.pid, SIGKILL);
+  }
+  record_others();
+  kill_self(me);
 }
 
 void hang(OriginalRank me) {
@@ -255,6 +284,12 @@ void arm(std::string_view point, OriginalRank victim, Action action, unsigned pa
   anything_armed.store(true, std::memory_order_release);
 }
 
+void arm_node(std::string_view point, OriginalRank me, std::vector<NodeMember> node, unsigned pass) {
+  const std::lock_guard lock(armed_mutex);
+  armed_points.push_back(ArmedPoint{std::string(point), me, Action::kKill, std::max(pass, 1U), std::move(node)});
+  anything_armed.store(true, std::memory_order_release);
+}
+
 void disarm_all() {
   const std::lock_guard lock(armed_mutex);
   armed_points.clear();
@@ -264,14 +299,17 @@ void disarm_all() {
 void fault_point(std::string_view point, OriginalRank me) {
   if (!anything_armed.load(std::memory_order_acquire)) return;
   std::optional<Action> action;
+  std::vector<NodeMember> node;
   {
     const std::lock_guard lock(armed_mutex);
     auto it = std::find_if(armed_points.begin(), armed_points.end(),
                            [&](const ArmedPoint& armed) { return armed.point == point && armed.victim == me; });
     if (it == armed_points.end() || --it->passes_left > 0) return;
     action = it->action;
+    node = std::move(it->node);
     armed_points.erase(it);
   }
+  if (!node.empty()) kill_node(node, me);
   carry_out(*action, me);
 }
 
