@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <numeric>
@@ -162,6 +163,28 @@ bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, M
 
 namespace {
 
+/// Where the replacements go: `$REPRISE_SPAWN_HOSTS` (comma-separated host
+/// names, e.g. a spare node's) as MPI_Comm_spawn's "host" key, else where
+/// Open MPI chooses (the first node with room). Frees the info it made.
+class SpawnInfo {
+ public:
+  SpawnInfo() {
+    const char* hosts = std::getenv("REPRISE_SPAWN_HOSTS");
+    if (hosts == nullptr || *hosts == '\0') return;
+    MPI_Info_create(&_info);
+    MPI_Info_set(_info, "host", hosts);
+  }
+  ~SpawnInfo() {
+    if (_info != MPI_INFO_NULL) MPI_Info_free(&_info);
+  }
+  SpawnInfo(const SpawnInfo&) = delete;
+  SpawnInfo& operator=(const SpawnInfo&) = delete;
+  [[nodiscard]] MPI_Info get() const noexcept { return _info; }
+
+ private:
+  MPI_Info _info = MPI_INFO_NULL;
+};
+
 /// Spawns `count` replacements of `command` from `healed` and agrees that
 /// all of them started; `inter` is then the intercommunicator to them (null
 /// if the spawn gave none). `MpiError` if the spawn itself is impossible
@@ -169,7 +192,8 @@ namespace {
 /// member failed meanwhile.
 void spawn_replacements(Comm& healed, const Command& command, std::vector<char*>& argv, int count, MPI_Comm& inter) {
   std::vector<int> spawn_errors(static_cast<std::size_t>(count), MPI_SUCCESS);
-  const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, MPI_INFO_NULL, 0, healed.raw(),
+  const SpawnInfo where;
+  const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, where.get(), 0, healed.raw(),
                                       &inter, spawn_errors.data());
   if (spawn_rc != MPI_SUCCESS) inter = MPI_COMM_NULL;  // like a failed split: nothing there to use or free
   if (inter != MPI_COMM_NULL) MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
@@ -180,7 +204,10 @@ void spawn_replacements(Comm& healed, const Command& command, std::vector<char*>
     if (inter != MPI_COMM_NULL) detail::ulfm::revoke(inter);
     throw MpiError("respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" +
                        command.executable +
-                       "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots)",
+                       "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots" +
+                       (where.get() == MPI_INFO_NULL ? std::string(")")
+                                                     : "; is REPRISE_SPAWN_HOSTS=" + std::string(std::getenv("REPRISE_SPAWN_HOSTS")) +
+                                                           " a host of the job?)"),
                    MPI_ERR_SPAWN);
   }
 }
