@@ -1,10 +1,12 @@
 # reprise: the two commands of the README, and a few more.
 #   make demo   set up, build, run the k-means demo (DEMO_RANKS=8 processes, 2 killed for real)
 #   make demo-heat  the 3D heat-equation demo (checkpoints, respawn from spares; HEAT_MODE=shrink)
-#   make test   set up, build, run every test (unit, MPI with real kills, sanitizers)
+#   make test   set up, build, run every test (unit, MPI with real kills, cluster, sanitizers)
 #   make bench  set up, build, run every benchmark at its default size (JSON lines)
 #   make chaos  set up, build, run the chaos campaign (CHAOS_SEEDS scenarios from CHAOS_FIRST_SEED)
 #   make cluster-up NODES=4 / make cluster-down  a cluster of network-namespace nodes (scripts/cluster)
+#   make test-cluster  the tests of whole-node losses, on the cluster made by make cluster-up NODES=4
+#   make demo-cluster  k-means and heat3d across nodes, each losing a whole node (root)
 PRESET ?= release
 BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3",
@@ -13,7 +15,7 @@ DEMO_ARGS ?=
 DEMO_RANKS ?= 8
 
 .PHONY: setup build demo demo-heat demo-heal test test-release test-asan test-asan-all bench chaos clean \
-        cluster-up cluster-down
+        cluster-up cluster-down test-cluster test-cluster-here demo-cluster
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -38,10 +40,27 @@ demo-heat: build
 demo-heal: build
 	@scripts/reprise-run -n 8 --timeout 120 -- $(BUILD)/examples/heal_demo $(DEMO_ARGS)
 
-test: test-release test-asan
+test: test-release test-cluster-here test-asan
 
+# Every test but the cluster ones (the test presets leave the label out).
 test-release: build
 	@ctest --preset $(PRESET)
+
+# The tests of whole-node losses (label cluster) on the 4 nodes of
+# make cluster-up NODES=4 (reprise-run says so if they are not up).
+test-cluster: build
+	@ctest --test-dir $(BUILD) -L cluster --output-on-failure
+
+# What make test runs: the cluster tests on a cluster it makes and removes
+# (4 nodes; network namespaces need root: without it, it says so and skips them).
+test-cluster-here: build
+	@if [ "$$(id -u)" != 0 ]; then \
+	  echo "make test: the cluster tests need root (network namespaces); SKIPPED: run make test as root"; \
+	else \
+	  scripts/cluster up 4 || exit 1; \
+	  status=0; ctest --test-dir $(BUILD) -L cluster --output-on-failure || status=$$?; \
+	  scripts/cluster down; exit $$status; \
+	fi
 
 # Unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: setup
@@ -63,7 +82,9 @@ test-asan-all: setup
 # BENCH_RANKS processes with BENCH_ARGS (--copies --block-bytes --perm-bytes
 # --mib-per-rank --repeats --disk-dir); checkpoint_bench runs on each of
 # CHECKPOINT_RANKS (weak scaling) with CHECKPOINT_ARGS (--mib-per-rank
-# --copies --repeats --no-kill) and kills one process for real per run.
+# --copies --repeats --no-kill) and kills one process for real per run; then
+# (as root) on 4 nodes x 2 of scripts/cluster, over TCP ("nodes":4), next to
+# the 8 processes on one host ("nodes":1) of the loop.
 # incremental_bench (one process, no MPI) runs AI-Ckpt's synthetic test with
 # INCREMENTAL_ARGS (--mib --cow-mib --iterations --every --orders --modes
 # --repeats --seed --dir --sink-mib-per-s --sink --work); trap_bench (one
@@ -80,6 +101,13 @@ bench: build
 	@for n in $(CHECKPOINT_RANKS); do \
 	  scripts/reprise-run -n $$n --quiet --timeout 600 -- $(BUILD)/bench/checkpoint_bench $(CHECKPOINT_ARGS) || exit 1; \
 	done
+	@if [ "$$(id -u)" = 0 ]; then \
+	  scripts/cluster up 4 > /dev/null || exit 1; status=0; \
+	  scripts/reprise-run --nodes 4 --ppn 2 --quiet --timeout 600 -- $(BUILD)/bench/checkpoint_bench $(CHECKPOINT_ARGS) \
+	    || status=$$?; scripts/cluster down > /dev/null; exit $$status; \
+	else \
+	  echo "make bench: the checkpoint across 4 nodes needs root (network namespaces): skipped" >&2; \
+	fi
 	@$(BUILD)/bench/incremental_bench $(INCREMENTAL_ARGS)
 	@$(BUILD)/bench/trap_bench $(TRAP_ARGS)
 
@@ -104,3 +132,16 @@ cluster-up: setup
 
 cluster-down:
 	@scripts/cluster down
+
+# The demos across nodes, on a cluster of 5 nodes it makes (root; it stays
+# up: make cluster-down): k-means on 4 x 3 processes with 2 copies loses
+# node 2 at CLUSTER_KILL_AT seconds (every process of it at once); heat3d on
+# 4 x 2 workers plus a spare node of 2 spares loses node 3 the same way, and
+# the spares take over.
+CLUSTER_KILL_AT ?= 4
+demo-cluster: build
+	@scripts/cluster up 5
+	@scripts/reprise-run --nodes 4 --ppn 3 --kill-node 2@$(CLUSTER_KILL_AT) --timeout 120 -- \
+	  $(BUILD)/examples/kmeans_demo --copies 2 --kills 0 --iterations 120 $(DEMO_ARGS)
+	@REPRISE_SPARES=2 scripts/reprise-run --nodes 5 --ppn 2 --kill-node 3@$(CLUSTER_KILL_AT) --timeout 120 -- \
+	  $(BUILD)/examples/heat3d_demo --kills 0 --iterations 300 $(DEMO_ARGS)

@@ -3,7 +3,8 @@
 // fetching the lost process's state from its buddy), each with a memcpy of
 // the same bytes timed in the same run, interleaved with the checkpoints.
 // One JSON object per line. Run it at several process counts for weak
-// scaling (fixed state per process).
+// scaling (fixed state per process), and across nodes ("nodes" says how
+// many the processes run on).
 //
 //   checkpoint_bench [--mib-per-rank S] [--copies C] [--repeats N] [--no-kill]
 
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -46,10 +48,14 @@ Options parse(int argc, char** argv) {
   return options;
 }
 
-void print(const char* op, int ranks, const Options& options, double median_s, double memcpy_s, int repeats) {
-  std::printf("{\"bench\":\"checkpoint\",\"op\":\"%s\",\"ranks\":%d,\"copies\":%d,\"bytes_per_rank\":%zu,"
-              "\"repeats\":%d,\"median_s\":%.6f,\"memcpy_s\":%.6f,\"ratio\":%.2f}\n",
-              op, ranks, options.copies, options.mib_per_rank << 20U, repeats, median_s, memcpy_s, median_s / memcpy_s);
+/// `nodes`: how many nodes the processes run on (1: one host, shared memory;
+/// more: across nodes, over the network).
+void print(const char* op, int ranks, int nodes, const Options& options, double median_s, double memcpy_s,
+           int repeats) {
+  std::printf("{\"bench\":\"checkpoint\",\"op\":\"%s\",\"ranks\":%d,\"nodes\":%d,\"copies\":%d,"
+              "\"bytes_per_rank\":%zu,\"repeats\":%d,\"median_s\":%.6f,\"memcpy_s\":%.6f,\"ratio\":%.2f}\n",
+              op, ranks, nodes, options.copies, options.mib_per_rank << 20U, repeats, median_s, memcpy_s,
+              median_s / memcpy_s);
   std::fflush(stdout);
 }
 
@@ -74,7 +80,9 @@ int main(int argc, char** argv) {
     const auto medians =
         time_interleaved(comm, options.repeats, {[&] { checkpoint.checkpoint(); }, std::ref(copy)});
     const int ranks = comm.size();
-    if (comm.rank().value() == 0) print("checkpoint", ranks, options, medians[0], medians[1], options.repeats);
+    const auto& node_of = comm.node_of_each_member();
+    const int nodes = static_cast<int>(std::set<int>(node_of.begin(), node_of.end()).size());
+    if (comm.rank().value() == 0) print("checkpoint", ranks, nodes, options, medians[0], medians[1], options.repeats);
 
     if (options.kill && comm.size() > 1) {
       // One real failure: the last process dies; the survivors shrink,
@@ -108,7 +116,7 @@ int main(int argc, char** argv) {
       }
       Memcpy lost_bytes(bytes);
       const double memcpy_s = time_once(comm, lost_bytes);
-      if (comm.rank().value() == 0) print("recover_shrink", ranks, options, recover_s, memcpy_s, 1);
+      if (comm.rank().value() == 0) print("recover_shrink", ranks, nodes, options, recover_s, memcpy_s, 1);
     }
   } catch (const reprise::Error& error) {
     if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());
