@@ -109,8 +109,9 @@ TEST(DataLoss, EqualsCountingTheFailureSetsOutright) {
   }
 }
 
-// At 4096 processes the Fourier sum uses its window of (r-1) sqrt(40 g)
-// points rather than the exact size; it must still agree.
+// At 4092 processes the Fourier sum takes the fewer points Bernstein's
+// inequality allows (a few hundred) rather than the exact size (up to
+// g (r-1) + 1); it must still agree.
 TEST(DataLoss, EqualsCountingAtFourThousandProcesses) {
   for (int copies : {2, 3, 4}) {
     constexpr int kProcesses = 4092;  // divisible by 2, 3 and 4
