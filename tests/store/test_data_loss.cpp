@@ -162,6 +162,22 @@ TEST(DataLoss, AMillionProcesses) {
   EXPECT_LT(at_mean, 0.7);
 }
 
+// For r = 2 the count has a product form, [x^f] (1 + 2x)^g = 2^f C(g, f),
+// so P(no loss | f) = prod over i < f of (p - 2i) / (p - i): an exact
+// reference at a million processes, where the Fourier sum uses its window.
+TEST(DataLoss, TwoCopiesAtAMillionProcessesMatchTheProductForm) {
+  constexpr int kProcesses = 1'000'000;
+  long double survival = 1;
+  int next = 0;
+  for (int f = 0; f <= kProcesses / 2; ++f) {
+    if (f == next) {
+      ASSERT_NEAR(data_loss::probability(kProcesses, 2, f), static_cast<double>(1 - survival), 1e-13) << "f=" << f;
+      next = next < 20 ? next + 1 : next * 21 / 20;
+    }
+    survival *= static_cast<long double>(kProcesses - 2 * f) / (kProcesses - f);
+  }
+}
+
 TEST(DataLoss, StaysAProbabilityForLargeJobs) {
   for (int processes : {1024, 4096}) {
     double previous = 0;
