@@ -1,9 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <vector>
 
 #include "reprise/data_loss.hpp"
@@ -300,17 +298,4 @@ TEST(DataLoss, NodeSimulatorFindsCopiesSharingANode) {
   const auto overlap = data_loss::simulate_nodes(overlapping, three, 2000, 9);
   EXPECT_EQ(overlap.loss_probability[1], 0.0);
   EXPECT_GT(overlap.loss_probability[2], 0.5);
-}
-
-// Not a check: how long the model takes at a million processes (printed).
-TEST(DataLoss, MillionProcessTimings) {
-  for (int copies : {2, 3, 4}) {
-    constexpr int kProcesses = 999'996;  // divisible by 2, 3 and 4
-    const auto start = std::chrono::steady_clock::now();
-    const double expected = data_loss::expected_failures_until_loss(kProcesses, copies);
-    const double loss = data_loss::probability(kProcesses, copies, static_cast<int>(expected));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("p=%d r=%d: E[F]=%.3f, P(loss | E[F])=%.6f, %.3f ms\n", kProcesses, copies, expected, loss,
-                seconds * 1e3);
-  }
 }
