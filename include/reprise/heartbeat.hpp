@@ -27,8 +27,10 @@ struct HeartbeatConfig {
 /// A background thread per process (needs `MPI_THREAD_MULTIPLE`) that sends
 /// a beat to its watcher (the previous rank) every period and watches the
 /// next rank. A watched process silent for `timeout_seconds` is declared hung
-/// and killed: with SIGKILL when it runs on the same node, otherwise by
-/// asking its own heartbeat thread to kill it. After a recovery call
+/// and killed with SIGKILL: by its watcher when they share a node, else by a
+/// process of its own node that the watcher asks (a frozen process cannot
+/// kill itself), else, with no other process there, by asking its own
+/// heartbeat thread to kill it. After a recovery call
 /// `restart()` (the `Driver` does it for you when you pass the heartbeat).
 class Heartbeat {
  public:
@@ -49,6 +51,8 @@ class Heartbeat {
   void start();
   void stop();
   void watch();
+  void declare_hung(int watched, int beat);
+  void serve_kill_requests();
 
   Comm& _comm;
   HeartbeatConfig _config;
@@ -57,6 +61,7 @@ class Heartbeat {
   std::vector<int> _host;             // a key per host, by rank
   std::vector<OriginalRank> _original;
   int _rank = 0;
+  int _kill_request = 0;              // the pid asked to be killed (outlives its send)
   std::atomic<bool> _running{false};
   std::thread _thread;
   mutable std::mutex _mutex;

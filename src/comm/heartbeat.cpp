@@ -16,6 +16,7 @@ namespace {
 
 constexpr int kBeatTag = 1;
 constexpr int kDieTag = 2;
+constexpr int kKillTag = 3;  // "kill this pid of your node": a watcher on another node asks
 
 /// Sends `word` (which must outlive the send) without waiting for it: a
 /// message to a process that died is simply lost.
@@ -101,19 +102,54 @@ void Heartbeat::watch() {
     if (MPI_Iprobe(watcher, kDieTag, _channel, &arrived, MPI_STATUS_IGNORE) == MPI_SUCCESS && arrived != 0) {
       inject::kill_self(_original[static_cast<std::size_t>(_rank)]);
     }
+    serve_kill_requests();
     if (!declared && Clock::now() - last_heard > timeout) {
       declared = true;
-      {
-        const std::lock_guard lock(_mutex);
-        _declared.push_back(_original[static_cast<std::size_t>(watched)]);
-      }
-      if (_host[static_cast<std::size_t>(watched)] == _host[static_cast<std::size_t>(_rank)]) {
-        ::kill(static_cast<pid_t>(_pid[static_cast<std::size_t>(watched)]), SIGKILL);
-      } else {
-        post(beat, watched, kDieTag, _channel);
-      }
+      declare_hung(watched, beat);
     }
     std::this_thread::sleep_for(std::min(std::chrono::duration<double>(0.005), period / 4));
+  }
+}
+
+// A process is killed by someone on its node: pids mean something only
+// there. Here if it is this node; else the first other member on its node,
+// asked by message; else (alone on its node) itself, asked by message, which
+// only works if its own heartbeat thread still runs.
+void Heartbeat::declare_hung(int watched, int beat) {
+  {
+    const std::lock_guard lock(_mutex);
+    _declared.push_back(_original[static_cast<std::size_t>(watched)]);
+  }
+  const auto host = _host[static_cast<std::size_t>(watched)];
+  if (host == _host[static_cast<std::size_t>(_rank)]) {
+    ::kill(static_cast<pid_t>(_pid[static_cast<std::size_t>(watched)]), SIGKILL);
+    return;
+  }
+  for (int mate = 0; mate < static_cast<int>(_host.size()); ++mate) {
+    if (mate != watched && _host[static_cast<std::size_t>(mate)] == host) {
+      _kill_request = _pid[static_cast<std::size_t>(watched)];
+      post(_kill_request, mate, kKillTag, _channel);
+      return;
+    }
+  }
+  post(beat, watched, kDieTag, _channel);
+}
+
+// Requests come from the watcher of a process of this node (the rank before
+// it), asked by name: a wildcard probe fails once any process has died.
+void Heartbeat::serve_kill_requests() {
+  const int p = static_cast<int>(_pid.size());
+  const auto my_host = _host[static_cast<std::size_t>(_rank)];
+  for (int member = 0; member < p; ++member) {
+    if (member == _rank || _host[static_cast<std::size_t>(member)] != my_host) continue;
+    const int watcher = (member + p - 1) % p;
+    if (_host[static_cast<std::size_t>(watcher)] == my_host) continue;  // it kills by itself
+    int arrived = 0;
+    if (MPI_Iprobe(watcher, kKillTag, _channel, &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS || arrived == 0) continue;
+    int pid = 0;
+    if (MPI_Recv(&pid, 1, MPI_INT, watcher, kKillTag, _channel, MPI_STATUS_IGNORE) != MPI_SUCCESS) continue;
+    // Only a process of this job on this node: the pid of the member it watches.
+    if (pid == _pid[static_cast<std::size_t>(member)]) ::kill(static_cast<pid_t>(pid), SIGKILL);
   }
 }
 

@@ -22,6 +22,7 @@
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/driver.hpp"
+#include "reprise/heartbeat.hpp"
 #include "reprise/incremental.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/memory_sink.hpp"
@@ -355,6 +356,27 @@ TEST(Cluster, ANodeLostInsideARecoveryIsSurvived) {
   for (const auto rank : second.ranks()) both.push_back(rank);
   std::sort(both.begin(), both.end());
   EXPECT_EQ(run.driver.recoveries()[0].lost, both);
+}
+
+// A process stops responding (SIGSTOP, as if frozen) and its watcher (the
+// rank before it) is on another node: the watcher cannot kill it by pid and
+// it cannot kill itself, so a process of its own node kills it at the
+// watcher's request; then the run recovers by shrinking like after a crash.
+TEST(Cluster, AFrozenProcessIsKilledFromItsOwnNode) {
+  DrivenShare run(RecoveryMode::kShrink);
+  Heartbeat heartbeat(run.comm, {.period_seconds = 0.05, .timeout_seconds = 1.0});
+  run.driver.watch(heartbeat);
+  const auto& second_node = run.nodes.at(1);
+  const OriginalRank frozen = second_node.members.front().rank;  // watched by the last rank of node 1
+  ASSERT_TRUE(run.nodes.at(0).has(OriginalRank{frozen.value() - 1})) << "its watcher must be on another node";
+  run.driver.run(kSteps, [&](std::uint64_t s) {
+    if (s == 5 && run.comm.epoch() == 0 && run.comm.original_rank() == frozen) inject::hang(frozen);
+    run.share.step(run.comm, s);
+  });
+  EXPECT_EQ(run.comm.size(), run.processes - 1);
+  EXPECT_EQ(run.share.wrong_values(run.comm, run.processes), 0U);
+  ASSERT_EQ(run.driver.recoveries().size(), 1U);
+  EXPECT_EQ(run.driver.recoveries()[0].lost, std::vector<OriginalRank>{frozen});
 }
 
 // Incremental checkpoints mirrored in other nodes' memory: a whole node
