@@ -112,10 +112,11 @@ bool printed_help(int argc, char** argv, Parse parse) {
   return false;
 }
 
-/// The fault plan: REPRISE_FAULTS if set, otherwise `kills` random original
-/// ranks at random steps below `steps`. Every process drew its own `seed`;
-/// all use the largest, so all build the same plan. Returns that seed too.
-/// `UsageError` if REPRISE_FAULTS names a rank the job does not have.
+/// The fault plan: REPRISE_FAULTS if set (whole nodes too: `node2@30`),
+/// otherwise `kills` random original ranks at random steps below `steps`.
+/// Every process drew its own `seed`; all use the largest, so all build the
+/// same plan. Returns that seed too. `UsageError` if REPRISE_FAULTS names a
+/// rank or a node the job does not have.
 struct FaultPlan {
   reprise::inject::Schedule schedule;
   std::uint64_t seed = 0;
@@ -127,6 +128,7 @@ inline FaultPlan agreed_fault_plan(reprise::Comm& comm, std::uint64_t seed, std:
   plan.schedule = std::getenv("REPRISE_FAULTS") != nullptr
                       ? reprise::inject::Schedule::from_env()
                       : reprise::inject::Schedule::random_exact(plan.seed, comm.size(), steps, kills);
+  plan.schedule.bind_nodes(comm);
   plan.schedule.validate(comm.size());
   return plan;
 }

@@ -14,7 +14,8 @@
 // two checkpoints; losing a process and all its buddies ends the run with
 // a DataLost report.
 //
-// REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule.
+// REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule
+// ("nodeK@ITERATION": every process of node K at once).
 
 #include <mpi.h>
 
@@ -53,7 +54,8 @@ Options parse(int argc, char** argv) {
       argc, argv, "heat3d_demo",
       "A 3D heat equation under reprise's Driver and Checkpoint; processes are killed for real and the\n"
       "final grid must equal a failure-free serial run bit for bit. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
-      "replaces the random kills; REPRISE_SPARES=S starts S of the processes as spares.",
+      "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once);\n"
+      "REPRISE_SPARES=S starts S of the processes as spares.",
       "iterations", options,
       {demo::number_flag("--n", "grid points along each side", options.n),
        demo::number_flag("--iterations", "iterations", options.iterations),

@@ -9,7 +9,8 @@
 //   kmeans_demo [--points-per-process N] [--dims D] [--clusters K]
 //               [--iterations I] [--kills F] [--copies R] [--seed S]
 //
-// REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule.
+// REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule
+// ("nodeK@ITERATION": every process of node K at once).
 
 #include <algorithm>
 #include <chrono>
@@ -42,7 +43,7 @@ Options parse(int argc, char** argv) {
       argc, argv, "kmeans_demo",
       "k-means whose points live in reprise's replicated store; processes are killed for real and the\n"
       "survivors must finish with the centers of a failure-free run. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
-      "replaces the random kills.",
+      "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once).",
       "iterations", options,
       {demo::number_flag("--points-per-process", "points each process owns", options.points_per_process),
        demo::number_flag("--dims", "dimensions of a point", options.dims),

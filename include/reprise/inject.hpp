@@ -15,6 +15,10 @@
 
 #include "reprise/rank.hpp"
 
+namespace reprise {
+class Comm;
+}
+
 namespace reprise::inject {
 
 /// What a process reports about itself to the launcher.
@@ -36,14 +40,16 @@ void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason = 
 /// program that records nothing itself is judged by how it ends.
 [[nodiscard]] std::optional<Outcome> recorded_outcome() noexcept;
 
-/// Kills the calling process for real with SIGKILL, after recording it.
-[[noreturn]] void kill_self(OriginalRank me);
-
 /// A process of a node, as `kill_node` needs it.
 struct NodeMember {
   OriginalRank rank;
   int pid = 0;  ///< its process id (processes of one node share the kernel)
+
+  friend bool operator==(const NodeMember&, const NodeMember&) = default;
 };
+
+/// Kills the calling process for real with SIGKILL, after recording it.
+[[noreturn]] void kill_self(OriginalRank me);
 
 /// Kills every process of `node` at once with SIGKILL, each recorded as
 /// killed, the caller (one of them) last: what the loss of their node does
@@ -57,14 +63,19 @@ struct NodeMember {
 /// What an injected fault does.
 enum class Action { kKill, kHang };
 
-/// One planned fault: `rank` fails when it reaches `step`.
+/// One planned fault: `rank` fails when it reaches `step`; or, for a node
+/// fault, every process of node `node` dies with the first of them to reach
+/// `step` (`kill_node`).
 struct Fault {
   OriginalRank rank;
   std::uint64_t step = 0;
   Action action = Action::kKill;
+  int node = 0;                          ///< 1, 2, ...: a node fault (nodes by their lowest rank); 0: not one
+  std::vector<NodeMember> node_members{};  ///< the node's processes, once `Schedule::bind_nodes` found them
 
   friend bool operator==(const Fault&, const Fault&) = default;
 };
+
 
 /// A deterministic plan of faults, identical on every process that builds it
 /// from the same text or seed. Faults apply to the processes the job started
@@ -74,14 +85,22 @@ class Schedule {
   /// No faults.
   Schedule() = default;
 
-  /// Parses `"RANK@STEP[:hang],..."`, e.g. `"3@10,5@20:hang"`. Empty text is
-  /// no faults. `UsageError` on anything malformed or a rank listed twice,
+  /// Parses `"RANK@STEP[:hang],..."`, e.g. `"3@10,5@20:hang"`, and whole
+  /// nodes as `"nodeK@STEP"` (node K of the job, counting from 1 in the order
+  /// of their lowest ranks; see `bind_nodes`). Empty text is no faults.
+  /// `UsageError` on anything malformed or a rank or node listed twice,
   /// quoting the text and the bad entry and saying what is wrong with it.
   static Schedule parse(std::string_view text);
 
   /// Parses the environment variable `variable` (no faults when unset); its
   /// errors name the variable.
   static Schedule from_env(const char* variable = "REPRISE_FAULTS");
+
+  /// Collective over `comm` (every process of the job, before any fault),
+  /// and only if the schedule has node faults: finds each named node's
+  /// processes (host and pid), so that they die together. `UsageError` on
+  /// every process if a node does not exist.
+  void bind_nodes(Comm& comm);
 
   /// `UsageError` if a fault names an original rank the job does not have
   /// (`processes`: the job's original size), instead of never firing. The

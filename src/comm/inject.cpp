@@ -9,11 +9,13 @@
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 
 #include "mix.hpp"
+#include "reprise/comm.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise::inject {
@@ -169,7 +171,7 @@ Schedule Schedule::parse(std::string_view text, std::string source) {
   std::set<OriginalRank> seen;
   auto fail = [&](std::string_view entry, const std::string& why) -> UsageError {
     return UsageError(source + ": entry \"" + std::string(entry) + "\": " + why +
-                      "; expected RANK@STEP[:hang], e.g. 3@10,5@20:hang");
+                      "; expected RANK@STEP[:hang] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30");
   };
   std::string_view rest = text;
   while (!rest.empty()) {
@@ -179,6 +181,19 @@ Schedule Schedule::parse(std::string_view text, std::string source) {
     if (entry.empty()) continue;
     Fault fault;
     std::string_view place = entry;
+    if (entry.starts_with("node")) {
+      const auto at = entry.find('@');
+      if (at == std::string_view::npos) throw fail(entry, "no '@' between the node and the step");
+      if (auto why = read_number(entry.substr(4, at - 4), "the node", fault.node)) throw fail(entry, *why);
+      if (fault.node < 1) throw fail(entry, "nodes count from 1");
+      if (auto why = read_number(entry.substr(at + 1), "the step", fault.step)) throw fail(entry, *why);
+      fault.rank = OriginalRank{-fault.node};  // a placeholder until bind_nodes
+      if (!seen.insert(fault.rank).second) {
+        throw fail(entry, "node " + std::to_string(fault.node) + " already has a fault (a node dies once)");
+      }
+      faults.push_back(fault);
+      continue;
+    }
     if (const auto colon = entry.find(':'); colon != std::string_view::npos) {
       const auto action = entry.substr(colon + 1);
       if (action == "hang") fault.action = Action::kHang;
@@ -206,9 +221,38 @@ Schedule Schedule::from_env(const char* variable) {
   return text == nullptr ? Schedule{} : parse(text, std::string(variable) + "=\"" + text + "\"");
 }
 
+void Schedule::bind_nodes(Comm& comm) {
+  if (std::none_of(_faults.begin(), _faults.end(), [](const Fault& fault) { return fault.node > 0; })) return;
+  const auto& key = comm.node_of_each_member();
+  const auto pids = comm.allgather(static_cast<int>(::getpid()));
+  std::map<int, std::vector<NodeMember>> by_key;  // the key is the node's lowest rank: ordered as promised
+  for (int r = 0; r < comm.size(); ++r) {
+    by_key[key[static_cast<std::size_t>(r)]].push_back({comm.original_rank(Rank{r}), pids[static_cast<std::size_t>(r)]});
+  }
+  std::vector<std::vector<NodeMember>> nodes;
+  for (auto& [lowest, members] : by_key) nodes.push_back(std::move(members));
+  std::vector<Fault> bound;
+  for (const Fault& fault : _faults) {
+    if (fault.node == 0) {
+      bound.push_back(fault);
+      continue;
+    }
+    if (fault.node > static_cast<int>(nodes.size())) {
+      throw UsageError((_source.empty() ? "fault schedule \"" + to_string() + "\"" : _source) + ": node " +
+                       std::to_string(fault.node) + " does not exist: the job runs on " +
+                       std::to_string(nodes.size()) + " node(s)");
+    }
+    const auto& members = nodes[static_cast<std::size_t>(fault.node - 1)];
+    for (const auto& member : members) bound.push_back({member.rank, fault.step, Action::kKill, fault.node, members});
+  }
+  std::string source = std::move(_source);
+  *this = Schedule(std::move(bound));
+  _source = std::move(source);
+}
+
 void Schedule::validate(int processes) const {
   for (const Fault& fault : _faults) {
-    if (fault.rank.value() >= processes) {
+    if (fault.node == 0 && fault.rank.value() >= processes) {
       throw UsageError((_source.empty() ? "fault schedule \"" + to_string() + "\"" : _source) + ": rank " +
                        std::to_string(fault.rank.value()) + " does not exist: the job has " +
                        std::to_string(processes) + " processes, original ranks 0 to " +
@@ -226,7 +270,7 @@ Schedule Schedule::random(std::uint64_t seed, int ranks, std::uint64_t steps, do
   for (int rank = 0; rank < ranks; ++rank) {
     std::uint64_t state = seed ^ (0x5bd1e995ULL * static_cast<std::uint64_t>(rank + 1));
     if (uniform_unit(state) < expected_fraction) {
-      faults.push_back(Fault{OriginalRank{rank}, 1 + uniform_below(state, steps - 1), Action::kKill});
+      faults.push_back(Fault{.rank = OriginalRank{rank}, .step = 1 + uniform_below(state, steps - 1), .action = Action::kKill});
     }
   }
   return Schedule(std::move(faults));
@@ -251,7 +295,7 @@ Schedule Schedule::random_exact(std::uint64_t seed, int ranks, std::uint64_t ste
     do {
       step = 1 + uniform_below(state, steps - 1);
     } while (!used_steps.insert(step).second);
-    faults.push_back(Fault{OriginalRank{candidates[static_cast<std::size_t>(i)]}, step, Action::kKill});
+    faults.push_back(Fault{.rank = OriginalRank{candidates[static_cast<std::size_t>(i)]}, .step = step, .action = Action::kKill});
   }
   return Schedule(std::move(faults));
 }
@@ -265,15 +309,26 @@ std::optional<Fault> Schedule::at(OriginalRank rank, std::uint64_t step) const {
 
 void Schedule::apply(OriginalRank me, std::uint64_t step, bool is_replacement) const {
   if (is_replacement) return;
-  if (auto fault = at(me, step)) carry_out(fault->action, me);
+  if (auto fault = at(me, step)) {
+    if (!fault->node_members.empty()) kill_node(fault->node_members, me);
+    carry_out(fault->action, me);
+  }
 }
 
 std::string Schedule::to_string() const {
   std::ostringstream out;
-  for (std::size_t i = 0; i < _faults.size(); ++i) {
-    if (i > 0) out << ',';
-    out << _faults[i].rank.value() << '@' << _faults[i].step;
-    if (_faults[i].action == Action::kHang) out << ":hang";
+  std::set<int> nodes_written;
+  bool first = true;
+  for (const Fault& fault : _faults) {
+    if (fault.node > 0 && !nodes_written.insert(fault.node).second) continue;
+    if (!first) out << ',';
+    first = false;
+    if (fault.node > 0) {
+      out << "node" << fault.node << '@' << fault.step;
+      continue;
+    }
+    out << fault.rank.value() << '@' << fault.step;
+    if (fault.action == Action::kHang) out << ":hang";
   }
   return out.str();
 }

@@ -21,12 +21,25 @@ using namespace reprise::inject;
 TEST(Schedule, ParsesAndPrintsBack) {
   const auto schedule = Schedule::parse("5@20:hang,3@10,7@10:kill");
   ASSERT_EQ(schedule.faults().size(), 3U);
-  EXPECT_EQ(schedule.faults()[0], (Fault{OriginalRank{3}, 10, Action::kKill}));
-  EXPECT_EQ(schedule.faults()[1], (Fault{OriginalRank{7}, 10, Action::kKill}));
-  EXPECT_EQ(schedule.faults()[2], (Fault{OriginalRank{5}, 20, Action::kHang}));
+  EXPECT_EQ(schedule.faults()[0], (Fault{.rank = OriginalRank{3}, .step = 10, .action = Action::kKill}));
+  EXPECT_EQ(schedule.faults()[1], (Fault{.rank = OriginalRank{7}, .step = 10, .action = Action::kKill}));
+  EXPECT_EQ(schedule.faults()[2], (Fault{.rank = OriginalRank{5}, .step = 20, .action = Action::kHang}));
   EXPECT_EQ(schedule.to_string(), "3@10,7@10,5@20:hang");
   EXPECT_EQ(Schedule::parse(schedule.to_string()).faults(), schedule.faults());
   EXPECT_TRUE(Schedule::parse("").faults().empty());
+}
+
+// A node fault names the node; its processes are found by bind_nodes (MPI,
+// tested on the cluster: tests/cluster and the demos there).
+TEST(Schedule, ParsesNodeFaultsAndPrintsThemBack) {
+  const auto schedule = Schedule::parse("node2@30,3@10");
+  ASSERT_EQ(schedule.faults().size(), 2U);
+  EXPECT_EQ(schedule.faults()[0], (Fault{.rank = OriginalRank{3}, .step = 10, .action = Action::kKill}));
+  EXPECT_EQ(schedule.faults()[1].node, 2);
+  EXPECT_EQ(schedule.faults()[1].step, 30U);
+  EXPECT_EQ(schedule.to_string(), "3@10,node2@30");
+  EXPECT_EQ(Schedule::parse(schedule.to_string()).faults(), schedule.faults());
+  EXPECT_NO_THROW(schedule.validate(4)) << "a node fault names no rank";
 }
 
 TEST(Schedule, FindsTheFaultAtAStep) {
@@ -56,6 +69,11 @@ TEST(Schedule, RejectsMalformedTextNamingTheBadEntry) {
       {"3@99999999999999999999", "3@99999999999999999999", "the step \"99999999999999999999\" is too large"},
       {"3@4:explode", "3@4:explode", "the action \"explode\" is neither kill nor hang"},
       {"3@4,3@5", "3@5", "rank 3 already has a fault (a process dies once)"},
+      {"node2", "node2", "no '@' between the node and the step"},
+      {"nodex@3", "nodex@3", "the node \"x\" is not a whole number from 0 up"},
+      {"node0@3", "node0@3", "nodes count from 1"},
+      {"node2@x", "node2@x", "the step \"x\" is not a whole number from 0 up"},
+      {"node2@4,node2@9", "node2@9", "node 2 already has a fault (a node dies once)"},
   };
   for (const Case& c : cases) {
     try {
@@ -66,7 +84,8 @@ TEST(Schedule, RejectsMalformedTextNamingTheBadEntry) {
       const std::string what = error.what();
       EXPECT_EQ(what.rfind(expected, 0), 0U) << what;
       EXPECT_NE(what.find(c.why), std::string::npos) << what;
-      EXPECT_NE(what.find("; expected RANK@STEP[:hang], e.g. 3@10,5@20:hang"), std::string::npos) << what;
+      EXPECT_NE(what.find("; expected RANK@STEP[:hang] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30"), std::string::npos)
+          << what;
       EXPECT_EQ(error.mpi_error_class(), MPI_ERR_ARG);
     }
   }
@@ -80,7 +99,7 @@ TEST(Schedule, ErrorsInTheEnvironmentNameTheVariable) {
   } catch (const UsageError& error) {
     EXPECT_STREQ(error.what(),
                  "REPRISE_TEST_FAULTS=\"3@x,5@20\": entry \"3@x\": the step \"x\" is not a whole number from 0 up; "
-                 "expected RANK@STEP[:hang], e.g. 3@10,5@20:hang");
+                 "expected RANK@STEP[:hang] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30");
   }
   ::unsetenv("REPRISE_TEST_FAULTS");
 }
@@ -195,6 +214,45 @@ TEST(Inject, KillSelfDiesOfSigkillAndRecordsIt) {
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
   EXPECT_EQ(read_outcome(outcomes.path), "killed 4");
+}
+
+// Every process of the node dies, each recorded as killed, the caller last.
+TEST(Inject, KillNodeKillsEveryProcessOfTheNodeAndRecordsThem) {
+  OutcomeDir outcomes;
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const int status = in_child([&] {
+    const pid_t mate = ::fork();
+    if (mate == 0) {
+      for (;;) ::pause();
+    }
+    const int written = static_cast<int>(mate);
+    (void)!::write(pipe_fds[1], &written, sizeof written);
+    const std::vector<NodeMember> node{{OriginalRank{1}, static_cast<int>(mate)}, {OriginalRank{2}, ::getpid()}};
+    kill_node(node, OriginalRank{2});
+  });
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGKILL);
+  int mate = 0;
+  ASSERT_EQ(::read(pipe_fds[0], &mate, sizeof mate), static_cast<ssize_t>(sizeof mate));
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  std::ifstream record(outcomes.path / std::to_string(mate));
+  std::string line;
+  std::getline(record, line);
+  EXPECT_EQ(line, "killed 1 with its node");
+  // The node-mate is dead (gone, or a zombie until init reaps it; it is no
+  // child of this test): SIGKILL was sent before its killer died.
+  // Dying takes the kernel a moment after kill() returned: look again for a while.
+  std::string state;
+  bool dead = false;
+  for (int look = 0; look < 500 && !dead; ++look) {
+    std::ifstream stat("/proc/" + std::to_string(mate) + "/stat");
+    std::string pid_field, name;
+    dead = !(stat >> pid_field >> name >> state) || state == "Z";
+    if (!dead) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(dead) << "the node-mate " << mate << " is in state " << state;
 }
 
 TEST(Inject, HangStopsRespondingWithoutExiting) {
