@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "failure_helpers.hpp"
@@ -321,4 +323,21 @@ TEST(Failures, AReceiveInFlightWhenItsSenderDiesDoesNotCrashTheRecovery) {
   auto healed = comm.shrink();
   expect_shrunk_without(comm, healed, {victim});
   exchange_and_check(healed);
+}
+
+// REPRISE_SPAWN_HOSTS names where replacements go (the test sets a host the
+// job does not have): the spawn is refused, and every survivor gets an
+// MpiError naming the setting, not a hang.
+TEST(Failures, RespawnOnAHostOutsideTheJobIsAClearError) {
+  auto comm = Comm::world();
+  ASSERT_NE(std::getenv("REPRISE_SPAWN_HOSTS"), nullptr) << "run with REPRISE_SPAWN_HOSTS set to a host the job lacks";
+  test::kill_and_detect(comm, {OriginalRank{1}});
+  try {
+    comm = comm.respawn();
+    ADD_FAILURE() << "the spawn on a host outside the job worked";
+  } catch (const MpiError& error) {
+    EXPECT_NE(std::string(error.what()).find("is REPRISE_SPAWN_HOSTS=no-such-host a host of the job?"),
+              std::string::npos)
+        << error.what();
+  }
 }
