@@ -1,0 +1,1 @@
+// The image layer: filled in by the image-core branch.
