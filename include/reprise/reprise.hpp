@@ -6,6 +6,7 @@
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/data_loss.hpp"
+#include "reprise/disk_level.hpp"
 #include "reprise/driver.hpp"
 #include "reprise/environment.hpp"
 #include "reprise/error.hpp"
