@@ -64,7 +64,9 @@ std::optional<std::uint64_t> stored_end_of_file(std::span<const std::byte> bytes
   if (!offset_size || (*offset_size != 2 && *offset_size != 4 && *offset_size != 8)) return std::nullopt;
   const auto base = number_at(bytes, base_at, *offset_size);
   const auto end = number_at(bytes, base_at + 2 * *offset_size, *offset_size);
-  if (!base || !end) return std::nullopt;
+  // All bits set is HDF5's undefined address.
+  const std::uint64_t undefined = *offset_size == 8 ? ~std::uint64_t{0} : (std::uint64_t{1} << (8 * *offset_size)) - 1;
+  if (!base || !end || *base == undefined || *end == undefined) return std::nullopt;
   return *base + *end;
 }
 
