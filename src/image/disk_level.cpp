@@ -1,6 +1,8 @@
 #include "reprise/disk_level.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -118,6 +120,41 @@ void write_durably(const fs::path& path, std::span<const std::byte> bytes) {
   return bytes;
 }
 
+/// A file mapped read-only: an image opened from it (`Image::view`) reads
+/// only the pages of what is read (a process restarting on another count
+/// reads only the datasets it needs).
+class MappedFile {
+ public:
+  explicit MappedFile(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) raise_io("open", path, errno);
+    struct stat status {};
+    if (::fstat(fd, &status) != 0) {
+      const int error = errno;
+      ::close(fd);
+      raise_io("stat", path, error);
+    }
+    _size = static_cast<std::size_t>(status.st_size);
+    if (_size > 0) _address = ::mmap(nullptr, _size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int error = errno;
+    ::close(fd);
+    if (_address == MAP_FAILED) raise_io("map", path, error);
+  }
+  ~MappedFile() {
+    if (_size > 0) ::munmap(_address, _size);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept {
+    return {static_cast<const std::byte*>(_address), _size};
+  }
+
+ private:
+  void* _address = nullptr;
+  std::size_t _size = 0;
+};
+
 [[nodiscard]] std::uint64_t hash_of(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 /// A version's manifest: who wrote it, what was registered, each file's
@@ -232,12 +269,15 @@ void append_text(std::vector<std::byte>& out, std::string_view text) {
 [[nodiscard]] std::string check_image(const Manifest& manifest, const fs::path& folder, std::size_t m) {
   const auto path = image_file(folder, manifest.members[m]);
   try {
-    const auto bytes = read_whole(path);
+    const MappedFile file(path);
+    const auto bytes = file.bytes();
     if (bytes.size() != manifest.file_bytes[m]) {
       return path.string() + " is " + std::to_string(bytes.size()) + " bytes, its manifest says " +
              std::to_string(manifest.file_bytes[m]) + " (truncated?)";
     }
-    if (hash_of(bytes) != manifest.file_hashes[m]) return path.string() + " is damaged: its checksum differs from its manifest's";
+    if (hash_of(bytes) != manifest.file_hashes[m]) {
+      return path.string() + " is damaged: its checksum differs from its manifest's";
+    }
     const auto image = Image::view(bytes);
     if (image.info().checkpoint_id != manifest.version || image.info().original_rank != manifest.members[m]) {
       return path.string() + " holds version " + std::to_string(image.info().checkpoint_id) + " of original rank " +
@@ -303,7 +343,9 @@ DiskLevel::DiskLevel(Comm& comm, Checkpoint& checkpoint, DiskLevelConfig config)
   if (_config.directory.empty()) throw UsageError(std::string(kWhere) + ": give a directory to write the images to");
   std::error_code error;
   fs::create_directories(_config.directory, error);
-  if (!error && !fs::is_directory(_config.directory, error) && !error) error = std::make_error_code(std::errc::not_a_directory);
+  if (!error && !fs::is_directory(_config.directory, error) && !error) {
+    error = std::make_error_code(std::errc::not_a_directory);
+  }
   if (error) raise_io("create the directory", _config.directory, error.value());
   _hook = _checkpoint.on_commit([this](std::uint64_t version) { write(version); });
 }
@@ -455,7 +497,9 @@ void DiskLevel::write(std::uint64_t version) {
         manifest.file_bytes.push_back(each[1]);
         manifest.file_hashes.push_back(each[2]);
         auto& ranges = manifest.block_ranges.emplace_back();
-        for (std::size_t at = 3; at + 1 < each.size(); at += 2) ranges.push_back({BlockId{each[at]}, BlockId{each[at + 1]}});
+        for (std::size_t at = 3; at + 1 < each.size(); at += 2) {
+          ranges.push_back({BlockId{each[at]}, BlockId{each[at + 1]}});
+        }
       }
       write_durably(folder / kManifestName, encode(manifest));
       prune(_config.directory, version, _config.keep);
@@ -551,7 +595,9 @@ DiskRestart DiskLevel::restart() try {
   for (std::size_t b = 0; b < pieces.size(); ++b) {
     const auto& registration = chosen->registrations[pieces[b]];
     SavedBlocks saved{registration.name, registration.blocks->block_bytes, {}};
-    for (std::size_t m = 0; m < chosen->members.size(); ++m) saved.held.push_back({chosen->members[m], chosen->block_ranges[m][b]});
+    for (std::size_t m = 0; m < chosen->members.size(); ++m) {
+      saved.held.push_back({chosen->members[m], chosen->block_ranges[m][b]});
+    }
     result.blocks.push_back(std::move(saved));
   }
 
@@ -560,7 +606,8 @@ DiskRestart DiskLevel::restart() try {
     std::exception_ptr failure;
     std::vector<std::byte> state;
     try {
-      state = state_of(Image::read_file(image_file(folder, chosen->members[me])), _checkpoint);
+      const MappedFile file(image_file(folder, chosen->members[me]));
+      state = state_of(Image::view(file.bytes()), _checkpoint);
       (void)_checkpoint.split_state(state);
     } catch (const Error&) {
       failure = std::current_exception();
@@ -602,14 +649,17 @@ std::map<OriginalRank, SavedState> DiskLevel::fetch(std::span<const OriginalRank
   }
   std::map<OriginalRank, SavedState> states;
   for (const auto rank : old_ranks) {
-    if (!states.contains(rank)) states.emplace(rank, SavedState(state_of(Image::read_file(image_file(saved.folder, rank)), _checkpoint)));
+    if (states.contains(rank)) continue;
+    const MappedFile file(image_file(saved.folder, rank));
+    states.emplace(rank, SavedState(state_of(Image::view(file.bytes()), _checkpoint)));
   }
   return states;
 } catch (const Error&) {
   detail::rethrow_naming("reprise::DiskLevel::fetch");
 }
 
-void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> wanted, std::span<std::byte> into) const try {
+void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> wanted,
+                            std::span<std::byte> into) const try {
   const auto& saved = restarted("load_blocks");
   const auto& manifest = saved.manifest;
   const auto pieces = manifest.blocks_pieces();
@@ -670,8 +720,8 @@ void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> w
   std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.member < b.member; });
   for (std::size_t at = 0; at < copies.size();) {
     const auto member = copies[at].member;
-    const auto image = Image::read_file(image_file(saved.folder, manifest.members[member]));
-    const auto bytes = image.read(manifest.registrations[pieces[*piece]].name);
+    const MappedFile file(image_file(saved.folder, manifest.members[member]));
+    const auto bytes = Image::view(file.bytes()).read(manifest.registrations[pieces[*piece]].name);
     for (; at < copies.size() && copies[at].member == member; ++at) {
       const auto& copy = copies[at];
       std::memcpy(into.data() + copy.to, bytes.data() + copy.from * block_bytes, copy.count * block_bytes);
@@ -718,14 +768,17 @@ std::vector<DiskVersion> scan_disk_versions(const fs::path& directory) {
         if (!rank) continue;
         std::error_code size_error;
         const auto bytes = fs::file_size(file->path(), size_error);
-        version.files.push_back({OriginalRank{static_cast<int>(*rank)}, file->path(), !size_error, size_error ? 0 : bytes, 0});
+        version.files.push_back(
+            {OriginalRank{static_cast<int>(*rank)}, file->path(), !size_error, size_error ? 0 : bytes, 0});
       }
-      std::sort(version.files.begin(), version.files.end(), [](const DiskFile& a, const DiskFile& b) { return a.rank < b.rank; });
+      std::sort(version.files.begin(), version.files.end(),
+                [](const DiskFile& a, const DiskFile& b) { return a.rank < b.rank; });
     }
     versions.push_back(std::move(version));
   }
   if (error) raise_io("list", directory, error.value());
-  std::sort(versions.begin(), versions.end(), [](const DiskVersion& a, const DiskVersion& b) { return a.version < b.version; });
+  std::sort(versions.begin(), versions.end(),
+            [](const DiskVersion& a, const DiskVersion& b) { return a.version < b.version; });
   return versions;
 }
 

@@ -120,6 +120,12 @@ std::size_t differences(const State& state, OriginalRank rank, std::uint64_t ver
   return wrong;
 }
 
+/// The environment variable `name`, or `otherwise` if it is not set.
+std::string setting(const char* name, const char* otherwise) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? value : otherwise;
+}
+
 std::filesystem::path directory_from_env() {
   const char* directory = std::getenv("REPRISE_TEST_DISK_DIR");
   if (directory == nullptr) throw UsageError("set REPRISE_TEST_DISK_DIR (tests/disk/whole-job-loss does)");
@@ -188,8 +194,8 @@ TEST(DiskLevel, WriteThenLoseTheWholeJob) {
 TEST(DiskLevel, RestartFromDisk) {
   auto comm = Comm::world();
   const auto directory = directory_from_env();
-  const std::string expect = std::getenv("REPRISE_TEST_DISK_EXPECT") != nullptr ? std::getenv("REPRISE_TEST_DISK_EXPECT") : "6";
-  const std::string damaged = std::getenv("REPRISE_TEST_DISK_DAMAGED") != nullptr ? std::getenv("REPRISE_TEST_DISK_DAMAGED") : "";
+  const std::string expect = setting("REPRISE_TEST_DISK_EXPECT", "6");
+  const std::string damaged = setting("REPRISE_TEST_DISK_DAMAGED", "");
   const int me = comm.rank().value();
   const int q = comm.size();
   State state(owned(me, q));
