@@ -221,6 +221,12 @@ class Checkpoint {
   /// Sets the registered state from a serialized state (not collective):
   /// checks it like `split_state` first, so nothing changes on an error.
   void load_state(std::span<const std::byte> state);
+  /// Sets the registered pieces `names` from a saved state (not collective),
+  /// for instance values that were the same on every process, taken from any
+  /// old process after a restart on another process count (`DiskLevel::fetch`).
+  /// Checks every piece first (registered, present, fixed size, whole values):
+  /// `UsageError`, with nothing changed, otherwise.
+  void load_pieces(const SavedState& saved, const std::vector<std::string>& names);
 
   /// Called on this process after each commit (`checkpoint()`, and the one
   /// that ends `restore()` after a respawn) with the new version: every

@@ -143,6 +143,28 @@ void Checkpoint::load_state(std::span<const std::byte> state) try {
   detail::rethrow_naming("reprise::Checkpoint::load_state");
 }
 
+void Checkpoint::load_pieces(const SavedState& saved, const std::vector<std::string>& names) try {
+  std::vector<std::pair<const Item*, std::span<const std::byte>>> pieces;
+  for (const auto& name : names) {
+    const auto item = std::find_if(_items.begin(), _items.end(), [&](const Item& each) { return each.name == name; });
+    if (item == _items.end()) {
+      throw UsageError(std::string(kWhere) + "::load_pieces: '" + name + "' is not registered; register it first");
+    }
+    const auto bytes = saved.bytes(name);
+    if ((item->fixed_bytes != 0 && bytes.size() != item->fixed_bytes) || bytes.size() % item->unit != 0) {
+      throw UsageError(std::string(kWhere) + "::load_pieces: '" + name + "' holds " + std::to_string(bytes.size()) +
+                       " bytes in the saved state, which do not fit its registration (" +
+                       (item->fixed_bytes != 0 ? std::to_string(item->fixed_bytes) + " bytes"
+                                               : "values of " + std::to_string(item->unit) + " bytes") +
+                       "); nothing was loaded");
+    }
+    pieces.emplace_back(&*item, bytes);
+  }
+  for (const auto& [item, bytes] : pieces) item->load(bytes);
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::load_pieces");
+}
+
 CommitHook Checkpoint::on_commit(std::function<void(std::uint64_t version)> callback) {
   const CommitHook hook{_next_hook++};
   _hooks.emplace_back(hook.id, std::move(callback));

@@ -22,7 +22,7 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
   if (cadence.every_seconds < 0 || cadence.mtbf_seconds < 0) {
     throw UsageError("reprise::Driver: DriverConfig::cadence has a negative interval; use a positive one");
   }
-  _checkpoint.protect("reprise::Driver progress", _progress);
+  _checkpoint.protect(std::string(kProgressPiece), _progress);
 }
 
 namespace {

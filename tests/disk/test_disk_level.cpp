@@ -283,6 +283,14 @@ TEST(DiskLevel, RestartFromDisk) {
     EXPECT_THROW(disk.load_blocks("particles", beyond, eleven), UsageError);
     const std::array<OriginalRank, 1> stranger{OriginalRank{4}};
     EXPECT_THROW((void)disk.fetch(stranger), UsageError);
+    // Pieces taken over from one old process, checked before any is set.
+    EXPECT_THROW(checkpoint.load_pieces(saved.at(wanted[0]), {"step", "nope"}), UsageError);
+    EXPECT_EQ(state.step, 0U);
+    checkpoint.load_pieces(saved.at(wanted[0]), {"step", "label"});
+    State expected(BlockRange{});
+    expected.fill(wanted[0], version);
+    EXPECT_EQ(state.step, expected.step);
+    EXPECT_EQ(state.label, expected.label);
     state.fill(comm.original_rank(), version);  // the application's redistribution
     state.fill_blocks(version);
   }
