@@ -28,7 +28,6 @@
 #include "reprise/block.hpp"
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
-#include "reprise/element_type.hpp"
 #include "reprise/rank.hpp"
 
 namespace reprise {
@@ -43,13 +42,13 @@ struct DiskLevelConfig {
 /// One old process's blocks of a blocks piece (`Checkpoint::protect_blocks`).
 struct HeldBlocks {
   OriginalRank holder;  ///< the old job's process that saved them
-  BlockRange range;
+  BlockRange range;     ///< the global block ids it held
 };
 
 /// Who held what of one blocks piece in a saved version.
 struct SavedBlocks {
-  std::string name;
-  std::size_t block_bytes = 0;
+  std::string name;             ///< the registration's name
+  std::size_t block_bytes = 0;  ///< bytes of one block
   std::vector<HeldBlocks> held;  ///< one entry per old process, by original rank
 };
 
@@ -72,16 +71,16 @@ struct DiskRestart {
 
 /// One process's image file in a saved version, as `scan_disk_versions` sees it.
 struct DiskFile {
-  OriginalRank rank{0};
-  std::filesystem::path path;
-  bool present = false;
+  OriginalRank rank{0};              ///< the process that wrote it (its name: rank<r>.h5)
+  std::filesystem::path path;        ///< where it is (or should be)
+  bool present = false;              ///< whether the file is there
   std::uint64_t bytes = 0;           ///< its size on disk (0 if absent)
   std::uint64_t expected_bytes = 0;  ///< its size in the manifest (0 without one)
 };
 
 /// One `v<version>` folder of a disk level's directory.
 struct DiskVersion {
-  std::uint64_t version = 0;
+  std::uint64_t version = 0;   ///< the checkpoint version it holds
   bool manifest = false;       ///< it has a manifest (without one, its writing never finished)
   bool complete = false;       ///< its manifest checks out and names files of the right sizes (contents not read)
   int world_size = 0;          ///< from the manifest (0 without one)
@@ -121,8 +120,9 @@ class DiskLevel {
   DiskLevel(const DiskLevel&) = delete;
   DiskLevel& operator=(const DiskLevel&) = delete;
 
-  /// Collective, at the start of a new job, before its first checkpoint:
-  /// finds the newest complete version whose files all check out (a damaged
+  /// Collective, at the start of a new job, before its first checkpoint and
+  /// after every registration (a `Driver` registers its step counter when
+  /// constructed: construct it first): finds the newest complete version whose files all check out (a damaged
   /// or truncated file makes a version unusable: a note says which and why,
   /// and the next older complete version is tried). With as many processes
   /// as wrote it, each loads its state into the registrations (checked on
@@ -132,7 +132,10 @@ class DiskLevel {
   /// directory holds no complete version; `CorruptData` naming the files if
   /// complete versions exist but none checks out; `UsageError` if the saved
   /// set was written with other registrations (another program), or if the
-  /// checkpoint has committed a version already.
+  /// checkpoint has committed a version already. In a replacement process
+  /// (`Comm::is_replacement()`, started by a respawn of a running job) it
+  /// returns `kNoCheckpoint` at once, without communicating: its state comes
+  /// from the in-memory checkpoint's `restore()`.
   [[nodiscard]] DiskRestart restart();
 
   /// After `restart()` found a version (not collective): the saved states of

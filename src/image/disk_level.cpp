@@ -16,6 +16,7 @@
 #include <exception>
 #include <system_error>
 
+#include "reprise/element_type.hpp"
 #include "reprise/error.hpp"
 #include "reprise/image.hpp"
 #include "reprise/inject.hpp"
@@ -517,6 +518,9 @@ void DiskLevel::write(std::uint64_t version) {
 }
 
 DiskRestart DiskLevel::restart() try {
+  // A replacement joins a running job: its state comes from the in-memory
+  // checkpoint (restore), and the others are not here.
+  if (_comm.is_replacement()) return {};
   if (_checkpoint.has_commit()) {
     throw UsageError(std::string(kWhere) + "::restart: the checkpoint has committed version " +
                      std::to_string(_checkpoint.version()) + " already; restart before the first checkpoint()");

@@ -509,6 +509,41 @@ TEST(DiskLevel, DriverCheckpointsReachTheDisk) {
   EXPECT_TRUE(verify_disk_version(directory.path, versions[0].version).empty());
 }
 
+// A process killed while a Driver runs with a disk level is respawned: the
+// replacement, running the same start-up code, skips the restart (its state
+// comes from memory) and the versions after the recovery reach the disk too.
+TEST(DiskLevel, ARespawnedProcessSkipsTheRestart) {
+  auto comm = Comm::world();
+  const auto directory = directory_from_env();
+  if (!comm.is_replacement()) {
+    if (comm.rank() == Rank{0}) std::filesystem::remove_all(directory);
+    comm.barrier();
+  }
+  const OriginalRank victim{1};
+  const auto me = static_cast<std::uint64_t>(comm.original_rank().value());
+  std::vector<std::uint64_t> values(300);
+  Checkpoint checkpoint(comm);
+  checkpoint.protect("values", values);
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kRespawn, .cadence = {.every_steps = 2}});
+  DiskLevel disk(comm, checkpoint, {.directory = directory, .every = 2});
+  EXPECT_EQ(disk.restart().outcome, RestartOutcome::kNoCheckpoint);
+  driver.run(20, [&](std::uint64_t step) {
+    if (comm.epoch() == 0 && comm.original_rank() == victim && step == 9) inject::kill_self(victim);
+    for (std::uint64_t i = 0; i < values.size(); ++i) values[i] += step * (i + 1 + me * 7);
+  });
+  for (std::uint64_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], 190 * (i + 1 + me * 7)) << "value " << i;
+  EXPECT_EQ(disk.last_written(), checkpoint.version() - checkpoint.version() % 2);
+  comm.barrier();
+  if (comm.rank() == Rank{0}) {
+    const auto versions = scan_disk_versions(directory);
+    ASSERT_FALSE(versions.empty());
+    EXPECT_TRUE(versions.back().complete) << versions.back().problem;
+    EXPECT_EQ(versions.back().version, disk.last_written());
+    EXPECT_EQ(versions.back().files.size(), static_cast<std::size_t>(comm.size()));
+    EXPECT_TRUE(verify_disk_version(directory, versions.back().version).empty());
+  }
+}
+
 // A directory that cannot be made is an IoError naming it and the reason.
 TEST(DiskLevel, AnUnusableDirectoryIsAnIoErrorNamingIt) {
   auto comm = Comm::world();
