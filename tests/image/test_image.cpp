@@ -376,6 +376,12 @@ TEST(Image, ReadFileNamesThePath) {
     EXPECT_NE(std::string(error.what()).find(path.string()), std::string::npos) << error.what();
     EXPECT_EQ(error.system_error(), ENOENT);
   }
+  try {
+    (void)Image::read_file(path.parent_path());
+    ADD_FAILURE() << "no error for a directory";
+  } catch (const IoError& error) {
+    EXPECT_EQ(error.system_error(), EISDIR) << error.what();
+  }
 }
 
 TEST(Image, BytesCopiedOrReceivedOpen) {
