@@ -155,6 +155,14 @@ File MemoryFile::create(std::size_t increment) {
   // Closing fails while an object of the file is still open, rather than
   // leaving the file (and its buffer) open behind the caller's back.
   check<IoError>(H5Pset_fclose_degree(access.get(), H5F_CLOSE_SEMI), what);
+  // HDF5 1.8's file format, no older and no newer: every reader since 1.8
+  // (2008) opens it, as it must anyway since the pieces' group tracks link
+  // creation order (a 1.8 feature), and its superblock, object headers and
+  // group indexes carry checksums. With the default bounds (1.0 structures
+  // wherever they suffice) flipping single bits of an image crashed or hung
+  // HDF5 1.10 at a few places and changed attribute values unnoticed; with
+  // these, every flip of a small image was refused or read back right.
+  check<IoError>(H5Pset_libver_bounds(access.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), what);
   return File(check<IoError>(H5Fcreate(unique_name().c_str(), H5F_ACC_EXCL, H5P_DEFAULT, access.get()), what));
 }
 
@@ -221,56 +229,65 @@ void write_attribute(hid_t object, const char* name, hid_t file_type, hid_t memo
 
 namespace {
 
-/// A variable-length UTF-8 string type, as `write_string_attribute` stores.
-Datatype string_type(const std::string& what) {
-  Datatype type(check<IoError>(H5Tcopy(H5T_C_S1), what));
-  check<IoError>(H5Tset_size(type.get(), H5T_VARIABLE), what);
-  check<IoError>(H5Tset_cset(type.get(), H5T_CSET_UTF8), what);
+/// The longest string attribute read back: reprise writes versions and type names.
+constexpr std::size_t kMaxStringBytes = 4096;
+
+/// A fixed-length UTF-8 string type of `size` bytes, padded with NULs.
+template <class E>
+Datatype string_type(std::size_t size, const std::string& what) {
+  Datatype type(check<E>(H5Tcopy(H5T_C_S1), what));
+  check<E>(H5Tset_size(type.get(), size), what);
+  check<E>(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), what);
+  check<E>(H5Tset_cset(type.get(), H5T_CSET_UTF8), what);
   return type;
 }
 
-/// The attribute `name` of `object`, open, or `CorruptData` if there is none.
-Attribute open_attribute(hid_t object, const char* name, std::string_view owner) {
+/// The attribute `name` of `object`, open and holding one value, or
+/// `CorruptData` (`what` names it) if there is none or it holds several.
+Attribute open_scalar_attribute(hid_t object, const char* name, std::string_view owner, const std::string& what) {
   if (!has_attribute(object, name)) {
     throw CorruptData("no " + std::string(name) + " attribute on " + std::string(owner));
   }
-  return Attribute(check<CorruptData>(H5Aopen(object, name, H5P_DEFAULT),
-                                      "cannot open the attribute " + std::string(name) + " of " + std::string(owner)));
+  Attribute attribute(check<CorruptData>(H5Aopen(object, name, H5P_DEFAULT), "cannot open " + what));
+  const Dataspace space(check<CorruptData>(H5Aget_space(attribute.get()), "cannot read " + what));
+  if (check<CorruptData>(H5Sget_simple_extent_npoints(space.get()), "cannot read " + what) != 1) {
+    throw CorruptData(what + " is not a single value");
+  }
+  return attribute;
 }
 
 }  // namespace
 
 void write_string_attribute(hid_t object, const char* name, std::string_view value) {
   const std::string what = std::string("cannot write the attribute ") + name;
-  const Datatype type = string_type(what);
-  const std::string text(value);
-  const char* pointer = text.c_str();
-  write_attribute(object, name, type.get(), type.get(), static_cast<const void*>(&pointer));
+  // HDF5 has no string of 0 bytes: an empty one is a single NUL.
+  const std::string text = value.empty() ? std::string(1, '\0') : std::string(value);
+  const Datatype type = string_type<IoError>(text.size(), what);
+  write_attribute(object, name, type.get(), type.get(), text.data());
 }
 
 void read_attribute(hid_t object, const char* name, hid_t memory_type, void* value, std::string_view owner) {
-  const Attribute attribute = open_attribute(object, name, owner);
   const std::string what = "the attribute " + std::string(name) + " of " + std::string(owner);
-  const Dataspace space(check<CorruptData>(H5Aget_space(attribute.get()), "cannot read " + what));
-  if (check<CorruptData>(H5Sget_simple_extent_npoints(space.get()), "cannot read " + what) != 1) {
-    throw CorruptData(what + " is not a single value");
-  }
+  const Attribute attribute = open_scalar_attribute(object, name, owner, what);
   check<CorruptData>(H5Aread(attribute.get(), memory_type, value), "cannot read " + what + " as a number");
 }
 
 std::string read_string_attribute(hid_t object, const char* name, std::string_view owner) {
   const std::string what = "the attribute " + std::string(name) + " of " + std::string(owner);
-  const Attribute attribute = open_attribute(object, name, owner);
+  const Attribute attribute = open_scalar_attribute(object, name, owner, what);
   const Datatype stored(check<CorruptData>(H5Aget_type(attribute.get()), "cannot read " + what));
-  if (H5Tget_class(stored.get()) != H5T_STRING || H5Tis_variable_str(stored.get()) <= 0) {
-    throw CorruptData(what + " is not a variable-length string");
+  // Variable-length strings live in HDF5's global heap, which HDF5 1.10
+  // reads without checks: a damaged one can crash it, so they are refused.
+  const std::size_t size = H5Tget_size(stored.get());
+  if (H5Tget_class(stored.get()) != H5T_STRING || H5Tis_variable_str(stored.get()) != 0 || size == 0 ||
+      size > kMaxStringBytes) {
+    throw CorruptData(what + " is not a fixed-length string of at most " + std::to_string(kMaxStringBytes) + " bytes");
   }
-  const Datatype type = string_type("cannot read " + what);
-  char* text = nullptr;
-  check<CorruptData>(H5Aread(attribute.get(), type.get(), static_cast<void*>(&text)), "cannot read " + what);
-  std::string result = text == nullptr ? std::string() : std::string(text);
-  H5free_memory(text);
-  return result;
+  const Datatype type = string_type<CorruptData>(size, "cannot read " + what);
+  std::string text(size, '\0');
+  check<CorruptData>(H5Aread(attribute.get(), type.get(), text.data()), "cannot read " + what);
+  text.resize(std::min(text.find('\0'), text.size()));
+  return text;
 }
 
 }  // namespace reprise::detail::hdf5

@@ -160,14 +160,17 @@ class MemoryFile {
 /// Writes a scalar attribute `name` of `file_type`, from one value of
 /// `memory_type` at `value`.
 void write_attribute(hid_t object, const char* name, hid_t file_type, hid_t memory_type, const void* value);
-/// Writes a variable-length UTF-8 string attribute (h5py reads it as `str`).
+/// Writes a fixed-length UTF-8 string attribute, padded with NULs (h5py
+/// reads it as `bytes`). Not variable-length: HDF5 keeps those in its global
+/// heap, and reading a damaged global heap can crash HDF5 1.10.
 void write_string_attribute(hid_t object, const char* name, std::string_view value);
 
 /// Reads the scalar attribute `name` as one value of `memory_type` into
 /// `value`. `CorruptData` if it is missing, not scalar or not convertible;
 /// `owner` names the object in the message ("the root group", "piece 'x'").
 void read_attribute(hid_t object, const char* name, hid_t memory_type, void* value, std::string_view owner);
-/// Reads a string attribute written by `write_string_attribute`.
+/// Reads a string attribute written by `write_string_attribute`;
+/// `CorruptData` if it is missing or of another kind.
 [[nodiscard]] std::string read_string_attribute(hid_t object, const char* name, std::string_view owner);
 
 }  // namespace reprise::detail::hdf5

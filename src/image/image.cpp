@@ -1,13 +1,16 @@
 #include "reprise/image.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <set>
 #include <type_traits>
@@ -465,17 +468,45 @@ Image Image::open(ImageBytes bytes) {
   return image;
 }
 
-Image Image::read_file(const std::filesystem::path& path) try {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw IoError("cannot open " + path.string() + ": " + std::strerror(errno), errno);
-  const auto size = static_cast<std::size_t>(in.tellg());
-  ImageBytes bytes = ImageBytes::allocate(size);
-  in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size))) {
-    throw IoError("cannot read the " + std::to_string(size) + " bytes of " + path.string() + ": " +
-                      std::strerror(errno),
-                  errno);
+namespace {
+
+/// The whole file at `path`, or `IoError` naming it and the system's reason.
+ImageBytes read_whole_file(const std::filesystem::path& path) {
+  const auto failed = [&](const std::string& doing) {
+    const int error = errno;
+    return IoError("cannot " + doing + " " + path.string() + ": " + std::strerror(error), error);
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw failed("open");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } const closer{fd};
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) throw failed("inspect");
+  if (!S_ISREG(status.st_mode)) {
+    errno = S_ISDIR(status.st_mode) ? EISDIR : EINVAL;
+    throw failed("read an image from");
   }
+  ImageBytes bytes = ImageBytes::allocate(static_cast<std::size_t>(status.st_size));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw failed("read");
+    if (got == 0) {
+      errno = EIO;
+      throw failed("read all " + std::to_string(bytes.size()) + " bytes (it shrank while read) of");
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+Image Image::read_file(const std::filesystem::path& path) try {
+  ImageBytes bytes = read_whole_file(path);
   try {
     return open(std::move(bytes));
   } catch (const CorruptData& error) {

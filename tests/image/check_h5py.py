@@ -17,7 +17,7 @@ subprocess.run([sample, path], check=True)
 with h5py.File(path, "r") as image:
     root = image.attrs
     assert root["reprise_format"] == 1 and root["reprise_format"].dtype == np.dtype("<u4"), root["reprise_format"]
-    assert root["reprise_version"] == version, root["reprise_version"]
+    assert root["reprise_version"] == version.encode(), root["reprise_version"]
     assert root["original_rank"] == 2 and root["original_rank"].dtype == np.dtype("<i4")
     assert root["world_size"] == 4
     assert root["checkpoint_id"] == 7 and root["checkpoint_id"].dtype == np.dtype("<u8")
@@ -30,17 +30,17 @@ with h5py.File(path, "r") as image:
     assert grid.dtype.str == "<f8" and grid.shape == (3, 4), (grid.dtype.str, grid.shape)
     assert (grid[()] == np.arange(12, dtype="<f8").reshape(3, 4) + 0.5).all(), grid[()]
     assert grid.chunks == (3, 4) and grid.fillvalue == 0, (grid.chunks, grid.fillvalue)
-    assert grid.attrs["element_type"] == "float64"
+    assert grid.attrs["element_type"] == b"float64"
 
     counts = state["counts"]
     assert counts.dtype.str == "<i4" and counts.shape == (4,), (counts.dtype.str, counts.shape)
     assert counts[()].tolist() == [-3, 0, 7, 2147483647], counts[()]
-    assert counts.attrs["element_type"] == "int32"
+    assert counts.attrs["element_type"] == b"int32"
 
     blob = state["blob"]
     assert blob.dtype.str == "|u1" and blob.shape == (20,), (blob.dtype.str, blob.shape)
     assert blob[()].tobytes() == b"reprise image sample"
-    assert blob.attrs["element_type"] == "bytes"
+    assert blob.attrs["element_type"] == b"bytes"
     assert blob.attrs["checksum"].dtype == np.dtype("<u8")
 
 print("check_h5py: h5py", h5py.__version__, "reads the image with its names, types, shapes, values and attributes")

@@ -58,22 +58,22 @@ std::string corrupt_message(std::span<const std::byte> bytes) {
   return "";
 }
 
-/// `image` changed through HDF5 itself: `change` gets the root group of a
-/// writable copy, whose bytes come back.
+/// `image` changed through HDF5 itself: `change` gets the root group of the
+/// image written to a file and opened for writing; the file's bytes after
+/// it is closed come back.
 template <class Change>
 std::vector<std::byte> rewritten(const ImageBytes& image, Change change) {
-  const hid_t access = H5Pcreate(H5P_FILE_ACCESS);
-  H5Pset_fapl_core(access, 1 << 16, 0);
-  std::vector<std::byte> copy(image.span().begin(), image.span().end());
-  H5Pset_file_image(access, copy.data(), copy.size());
-  const hid_t file = H5Fopen("rewritten", H5F_ACC_RDWR, access);
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("reprise-rewritten-" + std::to_string(::getpid()) + ".h5");
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size()));
+  const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   EXPECT_GE(file, 0);
   change(file);
-  H5Fflush(file, H5F_SCOPE_LOCAL);
-  std::vector<std::byte> out(static_cast<std::size_t>(H5Fget_file_image(file, nullptr, 0)));
-  H5Fget_file_image(file, out.data(), out.size());
   H5Fclose(file);
-  H5Pclose(access);
+  std::vector<std::byte> out(std::filesystem::file_size(path));
+  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  std::filesystem::remove(path);
   return out;
 }
 
@@ -283,6 +283,19 @@ TEST(Image, AFlippedByteInAPieceIsFound) {
   EXPECT_THROW(opened.verify(), CorruptData);
 }
 
+TEST(Image, ViewReadsTheCallersBytesInPlace) {
+  // No copy: a byte changed after the image was opened is what a read sees.
+  std::vector<std::byte> data = random_bytes(2 * kMiB, 13);
+  ImageBytes image = image_of("piece", data);
+  const Image opened = Image::view(image.span());
+  const auto found = std::search(image.data(), image.data() + image.size(), data.begin() + 8192, data.begin() + 8256);
+  ASSERT_NE(found, image.data() + image.size());
+  found[1] ^= std::byte{0x01};
+  EXPECT_THROW((void)opened.read("piece"), CorruptData);
+  found[1] ^= std::byte{0x01};
+  EXPECT_EQ(opened.read("piece"), data);
+}
+
 TEST(Image, ANewerFormatOrAMissingAttributeIsRefused) {
   const ImageBytes image = image_of("piece", random_bytes(100, 9));
   const std::vector<std::byte> newer = rewritten(image, [](hid_t file) {
@@ -329,6 +342,12 @@ TEST(Image, ReadFileNamesThePath) {
   } catch (const IoError& error) {
     EXPECT_NE(std::string(error.what()).find(path.string()), std::string::npos) << error.what();
     EXPECT_EQ(error.system_error(), ENOENT);
+  }
+  try {
+    (void)Image::read_file(path.parent_path());
+    ADD_FAILURE() << "no error for a directory";
+  } catch (const IoError& error) {
+    EXPECT_EQ(error.system_error(), EISDIR) << error.what();
   }
 }
 
