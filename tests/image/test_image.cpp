@@ -176,7 +176,7 @@ TEST(Image, ExactBytesBackAcrossChunksAndAShortLastChunk) {
 TEST(Image, AllZeroPieceTakesNoSpace) {
   const std::vector<std::byte> zeros(64 * kMiB);
   const ImageBytes bytes = image_of("zeros", zeros);
-  EXPECT_LT(bytes.size(), 64U * 1024) << "the image holds chunks of zeros";
+  EXPECT_LT(bytes.size(), 4096U) << "the image holds chunks of zeros";
   const Image image = Image::view(bytes.span());
   EXPECT_EQ(image.dataset("zeros").bytes, zeros.size());
   EXPECT_EQ(image.read("zeros"), zeros);
