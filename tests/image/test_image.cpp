@@ -72,7 +72,8 @@ std::vector<std::byte> rewritten(const ImageBytes& image, Change change) {
   change(file);
   H5Fclose(file);
   std::vector<std::byte> out(std::filesystem::file_size(path));
-  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  std::ifstream(path, std::ios::binary)
+      .read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
   std::filesystem::remove(path);
   return out;
 }
