@@ -14,8 +14,11 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/reprise DESTINATION ${CMAKE_INST
 install(FILES ${PROJECT_BINARY_DIR}/include/reprise/version.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/reprise)
 install(EXPORT repriseTargets NAMESPACE reprise:: DESTINATION ${REPRISE_CMAKE_DIR})
 
-# The package finds the MPI reprise was built with unless the user names one.
+# The package finds the MPI reprise was built with unless the user names one,
+# and for the static library the HDF5 it was built with.
 set(REPRISE_BUILT_WITH_MPI_HOME "${MPI_HOME}")
+list(GET HDF5_C_LIBRARIES 0 hdf5_library)
+get_filename_component(REPRISE_HDF5_LIBRARY_DIR "${hdf5_library}" DIRECTORY)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/repriseConfig.cmake.in
                               ${PROJECT_BINARY_DIR}/repriseConfig.cmake INSTALL_DESTINATION ${REPRISE_CMAKE_DIR})
 # 0.x: a new minor version may change the interface.

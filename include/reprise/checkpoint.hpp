@@ -19,7 +19,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "reprise/block.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/element_type.hpp"
 #include "reprise/rank.hpp"
 #include "reprise/slot_layout.hpp"
 
@@ -55,6 +57,28 @@ class SavedState {
  private:
   std::vector<std::byte> _bytes;
   std::map<std::size_t, std::span<const std::byte>> _pieces;  // by hash of the name
+};
+
+/// Blocks of the store's kind held by one process: the global block ids
+/// `range`, `block_bytes` each, back to back. Recorded with a registration so
+/// that a disk image can be redistributed over another process count.
+struct BlockHolding {
+  std::size_t block_bytes = 0;
+  BlockRange range;
+};
+
+/// One registered piece of state as other layers (disk images, migration)
+/// see it: its name, its element type and shape, and what its size must be.
+struct Registration {
+  std::string name;
+  ArrayShape shape;                     ///< `kBytes` unless registered as a typed array or vector
+  std::size_t fixed_bytes = 0;          ///< 0: the size may change (vectors, Save/Load objects)
+  std::optional<BlockHolding> blocks;   ///< set for `protect_blocks`
+};
+
+/// Which `Checkpoint::on_commit` callback to remove with `remove_commit_hook`.
+struct CommitHook {
+  std::uint64_t id = 0;
 };
 
 /// Protects registered state of every process. Every member registers the
@@ -95,8 +119,27 @@ class Checkpoint {
           values.resize(bytes.size() / sizeof(T));
           if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
         },
-        sizeof(T));
+        sizeof(T), shape_of<T>());
   }
+
+  /// Registers a fixed-size typed array, restored in place, whose element
+  /// type and shape images record (so that HDF5 readers see a
+  /// `double[n][m]`). `extents` (slowest first) must multiply to
+  /// `values.size()`; empty means one dimension. `UsageError` otherwise.
+  template <class T>
+    requires std::is_arithmetic_v<T>
+  void protect_array(std::string name, std::span<T> values, std::vector<std::uint64_t> extents = {}) {
+    protect_fixed(std::move(name), std::as_writable_bytes(values), ArrayShape{element_type_of<T>(), std::move(extents)},
+                  std::nullopt);
+  }
+
+  /// Registers blocks of the store's kind: this process holds the global
+  /// block ids `mine`, `block_bytes` each, back to back in `data` (restored
+  /// in place). Like a buffer in memory; a disk image also records the
+  /// range, so that a restart on another process count can hand any block
+  /// ranges to any process (`DiskLevel::load_blocks`). `UsageError` unless
+  /// `data` holds exactly `mine.size() * block_bytes` bytes and `block_bytes > 0`.
+  void protect_blocks(std::string name, std::size_t block_bytes, BlockRange mine, std::span<std::byte> data);
 
   /// Registers one trivially copyable value (a counter, a struct of
   /// scalars, a `std::array`): restored in place.
@@ -107,7 +150,9 @@ class Checkpoint {
   }
 
   /// Registers any object through a serializer pair.
-  void protect(std::string name, Save save, Load load) { protect(std::move(name), std::move(save), std::move(load), 1); }
+  void protect(std::string name, Save save, Load load) {
+    protect(std::move(name), std::move(save), std::move(load), 1, ArrayShape{});
+  }
 
   /// Collective: stores every process's registered state as a new version,
   /// here and on its buddies, and returns the version number (1, 2, ...).
@@ -149,6 +194,56 @@ class Checkpoint {
   /// Bytes of serialized state this process holds (its own and its buddies').
   [[nodiscard]] std::size_t held_bytes() const noexcept;
 
+  /// Whether this process holds a committed version in memory (what
+  /// `restore()` rolls back to); false before the first `checkpoint()`, in a
+  /// replacement before its restore, and after `continue_from` alone.
+  [[nodiscard]] bool has_commit() const noexcept { return _slots.size() > 0; }
+
+  // The read-only view other layers build on (disk images, migration). A
+  // serialized state is what `checkpoint()` keeps of a process: its pieces in
+  // registration order, each as its name's hash, its length and its bytes.
+
+  /// Every registered piece, in registration order.
+  [[nodiscard]] std::vector<Registration> registrations() const;
+  /// This process's own state of the last committed version, serialized
+  /// (empty if it holds none). Valid until the next `checkpoint()`/`restore()`.
+  [[nodiscard]] std::span<const std::byte> committed_state() const;
+  /// Serializes the registered state as it is now (not collective).
+  [[nodiscard]] std::vector<std::byte> capture() const;
+  /// The pieces of a serialized state, one per registration in order, after
+  /// every check `restore()` makes (names, fixed sizes, whole values):
+  /// `UsageError` if it does not fit the registrations, `CorruptData` if it
+  /// is truncated. The spans point into `state`.
+  [[nodiscard]] std::vector<std::span<const std::byte>> split_state(std::span<const std::byte> state) const;
+  /// The inverse of `split_state`: a serialized state from one piece per
+  /// registration, in order (`UsageError` for another count).
+  [[nodiscard]] std::vector<std::byte> join_state(std::span<const std::span<const std::byte>> pieces) const;
+  /// Sets the registered state from a serialized state (not collective):
+  /// checks it like `split_state` first, so nothing changes on an error.
+  void load_state(std::span<const std::byte> state);
+  /// Sets the registered pieces `names` from a saved state (not collective),
+  /// for instance values that were the same on every process, taken from any
+  /// old process after a restart on another process count (`DiskLevel::fetch`).
+  /// Checks every piece first (registered, present, fixed size, whole values):
+  /// `UsageError`, with nothing changed, otherwise.
+  void load_pieces(const SavedState& saved, const std::vector<std::string>& names);
+
+  /// Called on this process after each commit (`checkpoint()`, and the one
+  /// that ends `restore()` after a respawn) with the new version: every
+  /// process calls its hooks, in the order they were added, so a hook may be
+  /// collective. An exception from a hook comes out of `checkpoint()`, with
+  /// the version already committed in memory. This is how the disk level
+  /// sees every commit, the `Driver`'s included, without this layer knowing it.
+  [[nodiscard]] CommitHook on_commit(std::function<void(std::uint64_t version)> callback);
+  /// Removes a hook added by `on_commit` (nothing if it is gone already).
+  void remove_commit_hook(CommitHook hook) noexcept;
+
+  /// After a restart from a saved version (a new job, restored from disk):
+  /// the next `checkpoint()` takes version `version + 1` on every process.
+  /// `restore()` still has nothing to roll back to until then. `UsageError`
+  /// if this checkpoint has committed a version already.
+  void continue_from(std::uint64_t version);
+
  private:
   struct Item {
     std::string name;
@@ -156,15 +251,28 @@ class Checkpoint {
     Load load;
     std::size_t fixed_bytes;  // 0: any size
     std::size_t unit;         // the size must be a multiple of this
+    ArrayShape shape;
+    std::optional<BlockHolding> blocks;
   };
-  void protect(std::string name, Save save, Load load, std::size_t unit);
+  template <class T>
+  [[nodiscard]] static ArrayShape shape_of() {
+    if constexpr (std::is_arithmetic_v<T>) {
+      return ArrayShape{element_type_of<T>(), {}};
+    } else {
+      return ArrayShape{};
+    }
+  }
+  void protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape);
+  void protect_fixed(std::string name, std::span<std::byte> buffer, ArrayShape shape, std::optional<BlockHolding> blocks);
   void add(Item item);
   void serialize(std::vector<std::byte>& out) const;
+  [[nodiscard]] std::vector<std::span<const std::byte>> split(std::span<const std::byte> state,
+                                                              std::string_view operation) const;
   [[nodiscard]] std::vector<std::byte> take_spare(OriginalRank owner);
   [[nodiscard]] std::vector<int> join_checkpoint();
   [[nodiscard]] std::map<OriginalRank, std::vector<std::byte>> exchange_copies(const SlotOrder& order,
                                                                                const SlotLayout& slots);
-  void apply(std::span<const std::byte> state);
+  void apply(std::span<const std::byte> state, std::string_view operation);
   [[nodiscard]] bool share_layout();
   [[nodiscard]] std::vector<int> who_holds_copies();
   [[nodiscard]] std::vector<std::optional<Rank>> live_holders(const std::vector<int>& holds_of) const;
@@ -177,6 +285,8 @@ class Checkpoint {
   std::map<OriginalRank, std::vector<std::byte>> _held;     // committed states held here, by owner
   bool _holds_copies = false;                               // took part in the last commit
   std::map<OriginalRank, std::vector<std::byte>> _spare;    // buffers of the version before, reused
+  std::vector<std::pair<std::uint64_t, std::function<void(std::uint64_t)>>> _hooks;  // by id, in order
+  std::uint64_t _next_hook = 1;
 };
 
 /// The checkpoint interval (seconds of work between two checkpoints) that

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <string_view>
 #include <vector>
 
 #include "reprise/checkpoint.hpp"
@@ -69,6 +70,12 @@ class Driver {
   /// (`Checkpoint::fetch`) and redistributes it; the driver then takes a new
   /// checkpoint.
   using OnRecovery = std::function<void(const Recovery&)>;
+
+  /// The name under which the driver registers its progress (the step
+  /// counter of `run(steps, step)`) with the checkpoint: after a restart from
+  /// disk on another process count, `Checkpoint::load_pieces` of it from any
+  /// old process's saved state resumes the run where it was.
+  static constexpr std::string_view kProgressPiece = "reprise::Driver progress";
 
   /// Registers the driver's own progress (the step counter of
   /// `run(steps, step)`) with `checkpoint`: construct it before the first

@@ -57,14 +57,130 @@ void Checkpoint::add(Item item) {
 }
 
 void Checkpoint::protect(std::string name, std::span<std::byte> buffer) {
-  add({std::move(name),
-       [buffer](std::vector<std::byte>& out) { out.insert(out.end(), buffer.begin(), buffer.end()); },
-       [buffer](std::span<const std::byte> bytes) { std::memcpy(buffer.data(), bytes.data(), bytes.size()); },
-       buffer.size(), 1});
+  protect_fixed(std::move(name), buffer, ArrayShape{}, std::nullopt);
 }
 
-void Checkpoint::protect(std::string name, Save save, Load load, std::size_t unit) {
-  add({std::move(name), std::move(save), std::move(load), 0, unit});
+void Checkpoint::protect_fixed(std::string name, std::span<std::byte> buffer, ArrayShape shape,
+                               std::optional<BlockHolding> blocks) {
+  const auto unit = element_size(shape.type);
+  if (!shape.extents.empty()) {
+    std::uint64_t elements = 1;
+    for (const auto extent : shape.extents) elements *= extent;
+    if (elements * unit != buffer.size()) {
+      throw UsageError(std::string(kWhere) + ": the extents of '" + name + "' make " + std::to_string(elements) +
+                       " elements but it holds " + std::to_string(buffer.size() / unit) +
+                       "; give extents whose product is the number of values");
+    }
+  }
+  add({std::move(name),
+       [buffer](std::vector<std::byte>& out) { out.insert(out.end(), buffer.begin(), buffer.end()); },
+       [buffer](std::span<const std::byte> bytes) {
+         if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
+       },
+       buffer.size(), unit, std::move(shape), blocks});
+}
+
+void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, BlockRange mine, std::span<std::byte> data) {
+  if (block_bytes == 0 || mine.end < mine.begin || mine.size() * block_bytes != data.size()) {
+    throw UsageError(std::string(kWhere) + ": blocks '" + name + "' hold " + std::to_string(data.size()) +
+                     " bytes for " + std::to_string(mine.end < mine.begin ? 0 : mine.size()) + " blocks of " +
+                     std::to_string(block_bytes) + " bytes; give a range with begin <= end, blocks of at least one "
+                     "byte and exactly their bytes");
+  }
+  const auto blocks = mine.size();
+  protect_fixed(std::move(name), data, ArrayShape{ElementType::kBytes, {blocks, block_bytes}},
+                BlockHolding{block_bytes, mine});
+}
+
+void Checkpoint::protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape) {
+  add({std::move(name), std::move(save), std::move(load), 0, unit, std::move(shape), std::nullopt});
+}
+
+std::vector<Registration> Checkpoint::registrations() const {
+  std::vector<Registration> result;
+  result.reserve(_items.size());
+  for (const auto& item : _items) result.push_back({item.name, item.shape, item.fixed_bytes, item.blocks});
+  return result;
+}
+
+std::span<const std::byte> Checkpoint::committed_state() const {
+  const auto it = _held.find(_comm.original_rank());
+  if (it == _held.end() || !has_commit()) return {};
+  return it->second;
+}
+
+std::vector<std::byte> Checkpoint::capture() const {
+  std::vector<std::byte> state;
+  serialize(state);
+  return state;
+}
+
+std::vector<std::span<const std::byte>> Checkpoint::split_state(std::span<const std::byte> state) const {
+  return split(state, "split_state");
+}
+
+std::vector<std::byte> Checkpoint::join_state(std::span<const std::span<const std::byte>> pieces) const {
+  if (pieces.size() != _items.size()) {
+    throw UsageError(std::string(kWhere) + "::join_state: " + std::to_string(pieces.size()) + " pieces for " +
+                     std::to_string(_items.size()) + " registrations; give one piece per registration, in order");
+  }
+  std::size_t total = sizeof(std::uint64_t);
+  for (const auto piece : pieces) total += 2 * sizeof(std::uint64_t) + piece.size();
+  std::vector<std::byte> state;
+  state.reserve(total);
+  detail::append_word(state, _items.size());
+  for (std::size_t i = 0; i < _items.size(); ++i) {
+    detail::append_word(state, std::hash<std::string>{}(_items[i].name));
+    detail::append_word(state, pieces[i].size());
+    state.insert(state.end(), pieces[i].begin(), pieces[i].end());
+  }
+  return state;
+}
+
+void Checkpoint::load_state(std::span<const std::byte> state) try {
+  apply(state, "load_state");
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::load_state");
+}
+
+void Checkpoint::load_pieces(const SavedState& saved, const std::vector<std::string>& names) try {
+  std::vector<std::pair<const Item*, std::span<const std::byte>>> pieces;
+  for (const auto& name : names) {
+    const auto item = std::find_if(_items.begin(), _items.end(), [&](const Item& each) { return each.name == name; });
+    if (item == _items.end()) {
+      throw UsageError(std::string(kWhere) + "::load_pieces: '" + name + "' is not registered; register it first");
+    }
+    const auto bytes = saved.bytes(name);
+    if ((item->fixed_bytes != 0 && bytes.size() != item->fixed_bytes) || bytes.size() % item->unit != 0) {
+      throw UsageError(std::string(kWhere) + "::load_pieces: '" + name + "' holds " + std::to_string(bytes.size()) +
+                       " bytes in the saved state, which do not fit its registration (" +
+                       (item->fixed_bytes != 0 ? std::to_string(item->fixed_bytes) + " bytes"
+                                               : "values of " + std::to_string(item->unit) + " bytes") +
+                       "); nothing was loaded");
+    }
+    pieces.emplace_back(&*item, bytes);
+  }
+  for (const auto& [item, bytes] : pieces) item->load(bytes);
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::load_pieces");
+}
+
+CommitHook Checkpoint::on_commit(std::function<void(std::uint64_t version)> callback) {
+  const CommitHook hook{_next_hook++};
+  _hooks.emplace_back(hook.id, std::move(callback));
+  return hook;
+}
+
+void Checkpoint::remove_commit_hook(CommitHook hook) noexcept {
+  std::erase_if(_hooks, [&](const auto& entry) { return entry.first == hook.id; });
+}
+
+void Checkpoint::continue_from(std::uint64_t version) {
+  if (has_commit()) {
+    throw UsageError(std::string(kWhere) + "::continue_from: this checkpoint has committed version " +
+                     std::to_string(_version) + " already; continue a saved version only before the first checkpoint()");
+  }
+  _version = version;
 }
 
 std::size_t Checkpoint::held_bytes() const noexcept {
@@ -97,38 +213,48 @@ std::vector<std::byte> Checkpoint::take_spare(OriginalRank owner) {
   return buffer;
 }
 
-void Checkpoint::apply(std::span<const std::byte> state) {
-  // Check everything before changing anything.
+std::vector<std::span<const std::byte>> Checkpoint::split(std::span<const std::byte> state,
+                                                          std::string_view operation) const {
+  const std::string where = std::string(kWhere) + "::" + std::string(operation);
   detail::WordReader in(state);
   const auto count = in.word();
   if (!in.ok()) truncated();
   if (count != _items.size()) {
-    throw UsageError(std::string(kWhere) + "::restore: the checkpoint holds " + std::to_string(count) +
-                     " pieces of state but " + std::to_string(_items.size()) +
-                     " are registered; register the same names as when it was taken");
+    throw UsageError(where + ": the saved state holds " + std::to_string(count) + " pieces of state but " +
+                     std::to_string(_items.size()) + " are registered; register the same names as when it was taken");
   }
   std::vector<std::span<const std::byte>> parts;
+  parts.reserve(_items.size());
   for (const auto& item : _items) {
     const auto name_hash = in.word();
     const auto piece = in.bytes(in.word());
     if (!in.ok()) truncated();
     const auto length = piece.size();
     if (name_hash != std::hash<std::string>{}(item.name)) {
-      throw UsageError(std::string(kWhere) + "::restore: '" + item.name +
-                       "' was not registered at this place when the checkpoint was taken; register the same names in "
+      throw UsageError(where + ": '" + item.name +
+                       "' was not registered at this place when the state was saved; register the same names in "
                        "the same order");
     }
     if (item.fixed_bytes != 0 && length != item.fixed_bytes) {
-      throw UsageError(std::string(kWhere) + "::restore: buffer '" + item.name + "' is " +
-                       std::to_string(item.fixed_bytes) + " bytes but its checkpoint holds " + std::to_string(length) +
+      throw UsageError(where + ": buffer '" + item.name + "' is " + std::to_string(item.fixed_bytes) +
+                       " bytes but its saved state holds " + std::to_string(length) +
                        "; register it again with the size it had, or protect a std::vector whose size may change");
     }
     if (length % item.unit != 0) {
-      throw UsageError(std::string(kWhere) + "::restore: '" + item.name + "' holds " + std::to_string(length) +
-                       " bytes, not a whole number of its " + std::to_string(item.unit) + "-byte values");
+      throw UsageError(where + ": '" + item.name + "' holds " + std::to_string(length) + " bytes, not a whole number of its " +
+                       std::to_string(item.unit) + "-byte values");
     }
     parts.push_back(piece);
   }
+  if (in.remaining() != 0) {
+    throw CorruptData(where + ": the saved state has " + std::to_string(in.remaining()) + " bytes after its last piece");
+  }
+  return parts;
+}
+
+// Check everything before changing anything.
+void Checkpoint::apply(std::span<const std::byte> state, std::string_view operation) {
+  const auto parts = split(state, operation);
   for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(parts[i]);
 }
 
@@ -145,7 +271,11 @@ std::uint64_t Checkpoint::checkpoint() try {
   _held = std::move(pending);
   _holds_copies = true;
   _slots = std::move(slots);
-  return ++_version;
+  ++_version;
+  // A hook may add or remove hooks: call the ones there were at the commit.
+  const auto hooks = _hooks;
+  for (const auto& [id, hook] : hooks) hook(_version);
+  return _version;
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::checkpoint");
 }
@@ -212,7 +342,7 @@ std::map<OriginalRank, std::vector<std::byte>> Checkpoint::exchange_copies(const
 // The lowest rank with a committed version tells the others (replacements
 // have none) the version and who held what.
 bool Checkpoint::share_layout() {
-  const int root = _comm.allreduce(_version > 0 ? _comm.rank().value() : INT_MAX, MPI_MIN);
+  const int root = _comm.allreduce(has_commit() ? _comm.rank().value() : INT_MAX, MPI_MIN);
   if (root == INT_MAX) return false;
   std::vector<std::uint64_t> layout;
   if (_comm.rank().value() == root) {
@@ -331,7 +461,7 @@ void Checkpoint::restore() try {
   // Every process validates its own state first; all refuse together.
   std::string problem;
   try {
-    apply(_held.at(_comm.original_rank()));
+    apply(_held.at(_comm.original_rank()), "restore");
   } catch (const UsageError& error) {
     problem = error.what();
   }

@@ -22,7 +22,7 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
   if (cadence.every_seconds < 0 || cadence.mtbf_seconds < 0) {
     throw UsageError("reprise::Driver: DriverConfig::cadence has a negative interval; use a positive one");
   }
-  _checkpoint.protect("reprise::Driver progress", _progress);
+  _checkpoint.protect(std::string(kProgressPiece), _progress);
 }
 
 namespace {
@@ -159,14 +159,14 @@ void Driver::stop_if_any_erred(const std::exception_ptr& error) {
 // is about to recover).
 void Driver::run(const std::function<void()>& loop) {
   // A replacement starts inside the survivors' recovery.
-  bool recovering = _comm.is_replacement() && _checkpoint.version() == 0;
+  bool recovering = _comm.is_replacement() && !_checkpoint.has_commit();
   bool heal_comm = false;          // shrink or respawn first
   bool joined_now = recovering;    // this process replaces one lost in the current recovery
   double started = MPI_Wtime();
   int attempts = 1;
   // The state the loop starts from is the first checkpoint, so that a failure
   // before the application's own first one rolls back to the start.
-  if (!recovering && _checkpoint.version() == 0) _checkpoint.checkpoint();
+  if (!recovering && !_checkpoint.has_commit()) _checkpoint.checkpoint();
   for (;;) {
     bool ok = true;
     std::exception_ptr error;  // not a process failure: every process stops

@@ -244,7 +244,7 @@ TEST(Checkpoint, AReplacementWithAnotherBufferSizeIsRefused) {
     checkpoint.restore();
     ADD_FAILURE() << "restore accepted a buffer of another size";
   } catch (const UsageError& error) {
-    const std::string expected = comm.is_replacement() ? "'grid' is 9999 bytes but its checkpoint holds 10000"
+    const std::string expected = comm.is_replacement() ? "'grid' is 9999 bytes but its saved state holds 10000"
                                                        : "another process could not apply its state";
     EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
   }

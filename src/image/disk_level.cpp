@@ -1,0 +1,805 @@
+#include "reprise/disk_level.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <cstdio>
+#include <exception>
+#include <system_error>
+
+#include "reprise/element_type.hpp"
+#include "reprise/error.hpp"
+#include "reprise/image.hpp"
+#include "reprise/inject.hpp"
+#include "words.hpp"
+
+namespace reprise {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kWhere = "reprise::DiskLevel";
+constexpr const char* kManifestName = "manifest";
+constexpr const char* kTemporarySuffix = ".tmp";
+/// The dataset of an image that records its blocks pieces' ranges: one row
+/// (registration index, block bytes, first id, end id) per blocks piece.
+constexpr const char* kBlockRangesName = "reprise.block_ranges";
+constexpr std::uint64_t kManifestMagic = 0x314b534453525052ULL;  // "RPRSDSK1", little-endian
+constexpr std::uint64_t kManifestFormat = 1;
+constexpr std::uint64_t kBlockRangeColumns = 4;
+
+[[nodiscard]] std::string errno_text(int error) { return std::error_code(error, std::system_category()).message(); }
+
+[[noreturn]] void raise_io(const std::string& what, const fs::path& path, int error) {
+  throw IoError(std::string(kWhere) + ": cannot " + what + " " + path.string() + ": " + errno_text(error), error);
+}
+
+[[nodiscard]] fs::path version_folder(const fs::path& directory, std::uint64_t version) {
+  return directory / ("v" + std::to_string(version));
+}
+
+[[nodiscard]] fs::path image_file(const fs::path& folder, OriginalRank rank) {
+  return folder / ("rank" + std::to_string(rank.value()) + ".h5");
+}
+
+/// The number after `prefix` in a name made only of them ("v12" -> 12).
+[[nodiscard]] std::optional<std::uint64_t> numbered(std::string_view name, std::string_view prefix,
+                                                    std::string_view suffix) {
+  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) {
+    return std::nullopt;
+  }
+  const auto digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  std::uint64_t value = 0;
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (error != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
+  return value;
+}
+
+void sync_directory(const fs::path& folder) {
+  const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) raise_io("open the folder", folder, errno);
+  const int synced = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  if (synced != 0) raise_io("fsync the folder", folder, error);
+}
+
+/// Writes `bytes` to `path` so that a crash leaves either nothing or all of
+/// it there: a temporary name, fsync, rename, fsync of the folder.
+void write_durably(const fs::path& path, std::span<const std::byte> bytes) {
+  const fs::path temporary = path.string() + kTemporarySuffix;
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) raise_io("create", temporary, errno);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const auto written = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (written < 0 && errno == EINTR) continue;
+    if (written < 0) {
+      const int error = errno;
+      ::close(fd);
+      raise_io("write", temporary, error);
+    }
+    done += static_cast<std::size_t>(written);
+  }
+  if (::fsync(fd) != 0) {
+    const int error = errno;
+    ::close(fd);
+    raise_io("fsync", temporary, error);
+  }
+  if (::close(fd) != 0) raise_io("close", temporary, errno);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) raise_io("rename to its final name", temporary, errno);
+  sync_directory(path.parent_path());
+}
+
+[[nodiscard]] std::vector<std::byte> read_whole(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) raise_io("open", path, errno);
+  std::vector<std::byte> bytes;
+  std::byte chunk[1 << 16];
+  for (;;) {
+    const auto got = ::read(fd, chunk, sizeof chunk);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int error = errno;
+      ::close(fd);
+      raise_io("read", path, error);
+    }
+    if (got == 0) break;
+    bytes.insert(bytes.end(), chunk, chunk + got);
+  }
+  ::close(fd);
+  return bytes;
+}
+
+/// A file mapped read-only: an image opened from it (`Image::view`) reads
+/// only the pages of what is read (a process restarting on another count
+/// reads only the datasets it needs).
+class MappedFile {
+ public:
+  explicit MappedFile(const fs::path& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) raise_io("open", path, errno);
+    struct stat status {};
+    if (::fstat(fd, &status) != 0) {
+      const int error = errno;
+      ::close(fd);
+      raise_io("stat", path, error);
+    }
+    _size = static_cast<std::size_t>(status.st_size);
+    if (_size > 0) _address = ::mmap(nullptr, _size, PROT_READ, MAP_PRIVATE, fd, 0);
+    const int error = errno;
+    ::close(fd);
+    if (_address == MAP_FAILED) raise_io("map", path, error);
+  }
+  ~MappedFile() {
+    if (_size > 0) ::munmap(_address, _size);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept {
+    return {static_cast<const std::byte*>(_address), _size};
+  }
+
+ private:
+  void* _address = nullptr;
+  std::size_t _size = 0;
+};
+
+[[nodiscard]] std::uint64_t hash_of(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
+
+/// A version's manifest: who wrote it, what was registered, each file's
+/// size and hash, and each process's blocks ranges.
+struct Manifest {
+  std::uint64_t version = 0;
+  std::vector<OriginalRank> members;  // ascending
+  std::vector<Registration> registrations;
+  std::vector<std::uint64_t> file_bytes;              // per member
+  std::vector<std::uint64_t> file_hashes;             // per member
+  std::vector<std::vector<BlockRange>> block_ranges;  // per member, per blocks piece
+
+  [[nodiscard]] std::vector<std::size_t> blocks_pieces() const {
+    std::vector<std::size_t> indices;
+    for (std::size_t i = 0; i < registrations.size(); ++i) {
+      if (registrations[i].blocks) indices.push_back(i);
+    }
+    return indices;
+  }
+};
+
+void append_text(std::vector<std::byte>& out, std::string_view text) {
+  detail::append_word(out, text.size());
+  const auto* first = reinterpret_cast<const std::byte*>(text.data());
+  out.insert(out.end(), first, first + text.size());
+}
+
+[[nodiscard]] std::vector<std::byte> encode(const Manifest& manifest) {
+  std::vector<std::byte> out;
+  detail::append_word(out, kManifestMagic);
+  detail::append_word(out, kManifestFormat);
+  detail::append_word(out, manifest.version);
+  detail::append_word(out, manifest.members.size());
+  for (const auto member : manifest.members) detail::append_word(out, static_cast<std::uint64_t>(member.value()));
+  detail::append_word(out, manifest.registrations.size());
+  for (const auto& registration : manifest.registrations) {
+    append_text(out, registration.name);
+    detail::append_word(out, static_cast<std::uint64_t>(registration.shape.type));
+    detail::append_word(out, registration.shape.extents.size());
+    for (const auto extent : registration.shape.extents) detail::append_word(out, extent);
+    detail::append_word(out, registration.fixed_bytes);
+    detail::append_word(out, registration.blocks ? registration.blocks->block_bytes : 0);
+  }
+  for (std::size_t m = 0; m < manifest.members.size(); ++m) {
+    detail::append_word(out, manifest.file_bytes[m]);
+    detail::append_word(out, manifest.file_hashes[m]);
+    for (const auto range : manifest.block_ranges[m]) {
+      detail::append_word(out, range.begin.value);
+      detail::append_word(out, range.end.value);
+    }
+  }
+  detail::append_word(out, hash_of(out));
+  return out;
+}
+
+/// Parses a manifest; `CorruptData` naming `path` if it is not one.
+[[nodiscard]] Manifest decode(std::span<const std::byte> bytes, const fs::path& path) {
+  const auto corrupt = [&](const std::string& why) {
+    return CorruptData(std::string(kWhere) + ": the manifest " + path.string() + " " + why);
+  };
+  if (bytes.size() < 2 * sizeof(std::uint64_t)) throw corrupt("is truncated");
+  const auto body = bytes.first(bytes.size() - sizeof(std::uint64_t));
+  if (hash_of(body) != detail::word_at(bytes, body.size())) throw corrupt("is damaged (its checksum differs)");
+  detail::WordReader in(body);
+  if (in.word() != kManifestMagic) throw corrupt("is not a reprise disk-level manifest");
+  const auto format = in.word();
+  if (format != kManifestFormat) throw corrupt("has format " + std::to_string(format) + ", this reprise reads format 1");
+  Manifest manifest;
+  manifest.version = in.word();
+  const auto limit = [&](std::uint64_t count) { return in.ok() && count <= in.remaining() / sizeof(std::uint64_t); };
+  const auto members = in.word();
+  if (!limit(members)) throw corrupt("is truncated");
+  for (std::uint64_t m = 0; m < members; ++m) manifest.members.push_back(OriginalRank{static_cast<int>(in.word())});
+  const auto registrations = in.word();
+  if (!limit(registrations)) throw corrupt("is truncated");
+  for (std::uint64_t r = 0; r < registrations && in.ok(); ++r) {
+    Registration registration;
+    const auto name = in.bytes(in.word());
+    registration.name.assign(reinterpret_cast<const char*>(name.data()), name.size());
+    const auto type = in.word();
+    if (type > static_cast<std::uint64_t>(ElementType::kFloat64)) throw corrupt("names an unknown element type");
+    registration.shape.type = static_cast<ElementType>(type);
+    const auto extents = in.word();
+    if (!limit(extents)) throw corrupt("is truncated");
+    for (std::uint64_t e = 0; e < extents; ++e) registration.shape.extents.push_back(in.word());
+    registration.fixed_bytes = static_cast<std::size_t>(in.word());
+    const auto block_bytes = in.word();
+    if (block_bytes != 0) registration.blocks = BlockHolding{static_cast<std::size_t>(block_bytes), {}};
+    manifest.registrations.push_back(std::move(registration));
+  }
+  const auto blocks = manifest.blocks_pieces().size();
+  for (std::uint64_t m = 0; m < members && in.ok(); ++m) {
+    manifest.file_bytes.push_back(in.word());
+    manifest.file_hashes.push_back(in.word());
+    auto& ranges = manifest.block_ranges.emplace_back();
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const BlockId begin{in.word()};
+      ranges.push_back({begin, BlockId{in.word()}});
+    }
+  }
+  if (!in.ok() || in.remaining() != 0) throw corrupt("is truncated or has trailing bytes");
+  return manifest;
+}
+
+[[nodiscard]] Manifest read_manifest(const fs::path& folder) {
+  const auto path = folder / kManifestName;
+  return decode(read_whole(path), path);
+}
+
+/// What is wrong with the image of member `m` of a version (empty: nothing):
+/// its size and hash against the manifest, then its own checks.
+[[nodiscard]] std::string check_image(const Manifest& manifest, const fs::path& folder, std::size_t m) {
+  const auto path = image_file(folder, manifest.members[m]);
+  try {
+    const MappedFile file(path);
+    const auto bytes = file.bytes();
+    if (bytes.size() != manifest.file_bytes[m]) {
+      return path.string() + " is " + std::to_string(bytes.size()) + " bytes, its manifest says " +
+             std::to_string(manifest.file_bytes[m]) + " (truncated?)";
+    }
+    if (hash_of(bytes) != manifest.file_hashes[m]) {
+      return path.string() + " is damaged: its checksum differs from its manifest's";
+    }
+    const auto image = Image::view(bytes);
+    if (image.info().checkpoint_id != manifest.version || image.info().original_rank != manifest.members[m]) {
+      return path.string() + " holds version " + std::to_string(image.info().checkpoint_id) + " of original rank " +
+             std::to_string(image.info().original_rank.value()) + ", not what its name says";
+    }
+    image.verify();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return {};
+}
+
+/// Why the saved registrations do not fit the current ones (empty: they do).
+/// Sizes may differ (another process count); names, order, element types
+/// and which pieces are blocks (of which size) may not.
+[[nodiscard]] std::string mismatch(const std::vector<Registration>& saved, const std::vector<Registration>& now) {
+  const auto describe = [](const std::vector<Registration>& list) {
+    std::string text;
+    for (const auto& registration : list) {
+      text += (text.empty() ? "'" : ", '") + registration.name + "' (" +
+              std::string(element_type_name(registration.shape.type)) +
+              (registration.blocks ? ", blocks of " + std::to_string(registration.blocks->block_bytes) + " bytes" : "") +
+              ")";
+    }
+    return text.empty() ? std::string("nothing") : text;
+  };
+  bool same = saved.size() == now.size();
+  for (std::size_t i = 0; same && i < saved.size(); ++i) {
+    same = saved[i].name == now[i].name && saved[i].shape.type == now[i].shape.type &&
+           saved[i].blocks.has_value() == now[i].blocks.has_value() &&
+           (!saved[i].blocks || saved[i].blocks->block_bytes == now[i].blocks->block_bytes);
+  }
+  if (same) return {};
+  return "the saved set registered " + describe(saved) + " but this program registers " + describe(now) +
+         "; is it another program's directory?";
+}
+
+/// Every piece of `image`, in the order of `registrations`, as a serialized
+/// state of `checkpoint`.
+[[nodiscard]] std::vector<std::byte> state_of(const Image& image, const Checkpoint& checkpoint) {
+  const auto registrations = checkpoint.registrations();
+  std::vector<std::vector<std::byte>> pieces;
+  pieces.reserve(registrations.size());
+  for (const auto& registration : registrations) pieces.push_back(image.read(registration.name));
+  const std::vector<std::span<const std::byte>> spans(pieces.begin(), pieces.end());
+  return checkpoint.join_state(spans);
+}
+
+}  // namespace
+
+struct DiskLevel::Restarted {
+  Manifest manifest;
+  fs::path folder;
+};
+
+DiskLevel::DiskLevel(Comm& comm, Checkpoint& checkpoint, DiskLevelConfig config)
+    : _comm(comm), _checkpoint(checkpoint), _config(std::move(config)) {
+  if (_config.every < 1 || _config.keep < 1) {
+    throw UsageError(std::string(kWhere) + ": every = " + std::to_string(_config.every) + " and keep = " +
+                     std::to_string(_config.keep) + "; write at least every version that is a multiple of 1 and keep "
+                     "at least 1 version");
+  }
+  if (_config.directory.empty()) throw UsageError(std::string(kWhere) + ": give a directory to write the images to");
+  std::error_code error;
+  fs::create_directories(_config.directory, error);
+  if (!error && !fs::is_directory(_config.directory, error) && !error) {
+    error = std::make_error_code(std::errc::not_a_directory);
+  }
+  if (error) raise_io("create the directory", _config.directory, error.value());
+  _hook = _checkpoint.on_commit([this](std::uint64_t version) { write(version); });
+}
+
+DiskLevel::~DiskLevel() { _checkpoint.remove_commit_hook(_hook); }
+
+fs::path DiskLevel::image_path(std::uint64_t version, OriginalRank rank) const {
+  return image_file(version_folder(_config.directory, version), rank);
+}
+
+namespace {
+
+/// The image of this process's committed state of `version`.
+[[nodiscard]] ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version) {
+  const auto registrations = checkpoint.registrations();
+  const auto state = checkpoint.committed_state();
+  const auto pieces = checkpoint.split_state(state);
+  ImageInfo info;
+  info.original_rank = comm.original_rank();
+  info.world_size = comm.size();
+  info.checkpoint_id = version;
+  ImageBuilder builder(std::move(info), state.size());
+  std::vector<std::uint64_t> ranges;
+  for (std::size_t i = 0; i < registrations.size(); ++i) {
+    const auto& registration = registrations[i];
+    if (registration.name == kBlockRangesName) {
+      throw UsageError(std::string(kWhere) + ": the name '" + registration.name +
+                       "' is the disk level's own; register the piece under another name");
+    }
+    builder.add(registration.name, pieces[i], registration.shape);
+    if (registration.blocks) {
+      ranges.insert(ranges.end(), {i, registration.blocks->block_bytes, registration.blocks->range.begin.value,
+                                   registration.blocks->range.end.value});
+    }
+  }
+  if (!ranges.empty()) {
+    builder.add_array<std::uint64_t>(kBlockRangesName, ranges, {ranges.size() / kBlockRangeColumns, kBlockRangeColumns});
+  }
+  return std::move(builder).finish();
+}
+
+/// Removes the version folders that a complete `version` makes needless:
+/// incomplete ones before it, and complete ones beyond the newest `keep`
+/// (folders after it belong to a job that died after its last complete
+/// version: they are replaced when their version is written again).
+void prune(const fs::path& directory, std::uint64_t version, int keep) {
+  std::vector<std::pair<std::uint64_t, bool>> found;  // version, complete
+  std::error_code error;
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    const auto number = numbered(it->path().filename().string(), "v", "");
+    if (!number || *number > version) continue;
+    found.emplace_back(*number, fs::exists(it->path() / kManifestName));
+  }
+  if (error) raise_io("list", directory, error.value());
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  int kept = 0;
+  for (const auto& [number, complete] : found) {
+    if (complete && kept < keep) {
+      ++kept;
+      continue;
+    }
+    const auto folder = version_folder(directory, number);
+    fs::remove_all(folder, error);
+    if (error) raise_io("remove the old version", folder, error.value());
+  }
+}
+
+}  // namespace
+
+// A write in its phases: process 0 makes a fresh folder for the version;
+// every process writes its image; all learn who succeeded and agree; process
+// 0 writes the manifest (the version is complete from then on), removes the
+// versions it makes needless, and all agree that it did.
+void DiskLevel::write(std::uint64_t version) {
+  if (version % _config.every != 0) return;
+  const auto folder = version_folder(_config.directory, version);
+  const bool root = _comm.rank() == Rank{0};
+  int made = 0;
+  if (root) {
+    std::error_code error;
+    fs::remove_all(folder, error);
+    if (!error) fs::create_directory(folder, error);
+    made = error.value();
+    if (made == 0) {
+      try {
+        sync_directory(_config.directory);
+      } catch (const IoError& sync) {
+        made = sync.system_error();
+      }
+    }
+  }
+  _comm.bcast(made, Rank{0});
+  if (made != 0) raise_io("make the folder for version " + std::to_string(version) + " at", folder, made);
+
+  // This process's image, and what the manifest needs of it.
+  const auto me = _comm.original_rank();
+  std::exception_ptr failure;
+  std::vector<std::uint64_t> record{0};  // an errno (0: written), the file's bytes and hash, its blocks ranges
+  try {
+    const auto image = build_image(_checkpoint, _comm, version);
+    record.insert(record.end(), {image.size(), hash_of(image.span())});
+    for (const auto& registration : _checkpoint.registrations()) {
+      if (registration.blocks) {
+        record.insert(record.end(), {registration.blocks->range.begin.value, registration.blocks->range.end.value});
+      }
+    }
+    write_durably(image_path(version, me), image.span());
+  } catch (const Error& error) {
+    failure = std::current_exception();
+    const auto* io = dynamic_cast<const IoError*>(&error);
+    record = {static_cast<std::uint64_t>(io != nullptr && io->system_error() != 0 ? io->system_error() : EIO)};
+  }
+  inject::fault_point("disk_level.written", me);
+  const auto records = _comm.allgatherv<std::uint64_t>(record);
+  bool written = true;
+  for (const auto& each : records) written = written && each.front() == 0;
+  if (!_comm.agree(written)) {
+    if (failure) std::rethrow_exception(failure);
+    std::string who;
+    int first_error = 0;
+    for (std::size_t r = 0; r < records.size(); ++r) {
+      if (records[r].empty() || records[r].front() == 0) continue;
+      const auto rank = _comm.original_rank(Rank{static_cast<int>(r)});
+      const auto error = static_cast<int>(records[r].front());
+      if (first_error == 0) first_error = error;
+      who += (who.empty() ? "" : "; ") + image_path(version, rank).string() + " (original rank " +
+             std::to_string(rank.value()) + "): " + errno_text(error);
+    }
+    throw IoError(std::string(kWhere) + ": version " + std::to_string(version) + " is not complete on disk: " +
+                      (who.empty() ? "a process could not write its image" : "could not write " + who) +
+                      "; older complete versions are kept",
+                  first_error);
+  }
+
+  failure = nullptr;
+  if (root) {
+    try {
+      Manifest manifest;
+      manifest.version = version;
+      manifest.registrations = _checkpoint.registrations();
+      std::vector<std::size_t> order(records.size());
+      for (std::size_t r = 0; r < order.size(); ++r) order[r] = r;
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return _comm.original_rank(Rank{static_cast<int>(a)}) < _comm.original_rank(Rank{static_cast<int>(b)});
+      });
+      for (const auto r : order) {
+        const auto& each = records[r];
+        manifest.members.push_back(_comm.original_rank(Rank{static_cast<int>(r)}));
+        manifest.file_bytes.push_back(each[1]);
+        manifest.file_hashes.push_back(each[2]);
+        auto& ranges = manifest.block_ranges.emplace_back();
+        for (std::size_t at = 3; at + 1 < each.size(); at += 2) {
+          ranges.push_back({BlockId{each[at]}, BlockId{each[at + 1]}});
+        }
+      }
+      write_durably(folder / kManifestName, encode(manifest));
+      prune(_config.directory, version, _config.keep);
+    } catch (const Error&) {
+      failure = std::current_exception();
+    }
+  }
+  if (!_comm.agree(failure == nullptr)) {
+    if (failure) std::rethrow_exception(failure);
+    throw IoError(std::string(kWhere) + ": process 0 could not complete version " + std::to_string(version) + " in " +
+                      folder.string() + " (its error says why); older complete versions are kept",
+                  EIO);
+  }
+  _last_written = version;
+}
+
+DiskRestart DiskLevel::restart() try {
+  // A replacement joins a running job: its state comes from the in-memory
+  // checkpoint (restore), and the others are not here.
+  if (_comm.is_replacement()) return {};
+  if (_checkpoint.has_commit()) {
+    throw UsageError(std::string(kWhere) + "::restart: the checkpoint has committed version " +
+                     std::to_string(_checkpoint.version()) + " already; restart before the first checkpoint()");
+  }
+  // Process 0 lists the versions with a manifest, newest first: the same list everywhere.
+  std::vector<std::uint64_t> candidates{0};  // an errno, then the versions
+  if (_comm.rank() == Rank{0}) {
+    std::error_code error;
+    for (fs::directory_iterator it(_config.directory, error), end; !error && it != end; it.increment(error)) {
+      const auto number = numbered(it->path().filename().string(), "v", "");
+      if (number && fs::exists(it->path() / kManifestName)) candidates.push_back(*number);
+    }
+    if (error) candidates = {static_cast<std::uint64_t>(error.value())};
+    std::sort(candidates.begin() + 1, candidates.end(), std::greater<>());
+  }
+  _comm.bcast(candidates, Rank{0});
+  if (candidates.front() != 0) raise_io("list", _config.directory, static_cast<int>(candidates.front()));
+
+  DiskRestart result;
+  const auto p = static_cast<std::size_t>(_comm.size());
+  const auto me = static_cast<std::size_t>(_comm.rank().value());
+  std::optional<Manifest> chosen;
+  for (std::size_t c = 1; c < candidates.size() && !chosen; ++c) {
+    const auto version = candidates[c];
+    const auto folder = version_folder(_config.directory, version);
+    // Every process reads the manifest and checks its share of the images.
+    std::string problems;
+    Manifest manifest;
+    try {
+      manifest = read_manifest(folder);
+      if (manifest.version != version) problems = (folder / kManifestName).string() + " is the manifest of another version";
+    } catch (const Error& error) {
+      problems = error.what();
+    }
+    for (std::size_t m = me; problems.empty() && m < manifest.members.size(); m += p) {
+      const auto problem = check_image(manifest, folder, m);
+      if (!problem.empty()) problems += (problems.empty() ? "" : "; ") + problem;
+    }
+    std::string all;
+    for (const auto& each : _comm.allgatherv<char>(problems)) {
+      const std::string text(each.begin(), each.end());
+      if (!text.empty() && all.find(text) == std::string::npos) all += (all.empty() ? "" : "; ") + text;
+    }
+    if (all.empty()) {
+      chosen = std::move(manifest);
+    } else {
+      result.notes.push_back("version " + std::to_string(version) + " in " + folder.string() + " is unusable: " + all);
+    }
+  }
+  if (_comm.rank() == Rank{0}) {
+    for (const auto& note : result.notes) std::fprintf(stderr, "%s::restart: %s\n", kWhere, note.c_str());
+    if (chosen && !result.notes.empty()) {
+      std::fprintf(stderr, "%s::restart: restarting from version %llu, the newest complete version that checks out\n",
+                   kWhere, static_cast<unsigned long long>(chosen->version));
+    }
+  }
+  if (!chosen) {
+    if (result.notes.empty()) return result;
+    std::string all;
+    for (const auto& note : result.notes) all += "; " + note;
+    throw CorruptData(std::string(kWhere) + "::restart: no complete version in " + _config.directory.string() +
+                      " can be read back" + all);
+  }
+
+  const auto problem = mismatch(chosen->registrations, _checkpoint.registrations());
+  if (!_comm.agree(problem.empty())) {
+    throw UsageError(std::string(kWhere) + "::restart: version " + std::to_string(chosen->version) + " in " +
+                     _config.directory.string() + " does not fit: " +
+                     (problem.empty() ? "another process registered other state" : problem) + "; nothing was loaded");
+  }
+  const auto folder = version_folder(_config.directory, chosen->version);
+  result.version = chosen->version;
+  result.old_world_size = static_cast<int>(chosen->members.size());
+  result.old_members = chosen->members;
+  const auto pieces = chosen->blocks_pieces();
+  for (std::size_t b = 0; b < pieces.size(); ++b) {
+    const auto& registration = chosen->registrations[pieces[b]];
+    SavedBlocks saved{registration.name, registration.blocks->block_bytes, {}};
+    for (std::size_t m = 0; m < chosen->members.size(); ++m) {
+      saved.held.push_back({chosen->members[m], chosen->block_ranges[m][b]});
+    }
+    result.blocks.push_back(std::move(saved));
+  }
+
+  if (chosen->members.size() == p) {
+    // Every process checks its own state first; all load or none does.
+    std::exception_ptr failure;
+    std::vector<std::byte> state;
+    try {
+      const MappedFile file(image_file(folder, chosen->members[me]));
+      state = state_of(Image::view(file.bytes()), _checkpoint);
+      (void)_checkpoint.split_state(state);
+    } catch (const Error&) {
+      failure = std::current_exception();
+    }
+    if (!_comm.agree(failure == nullptr)) {
+      if (failure) std::rethrow_exception(failure);
+      throw UsageError(std::string(kWhere) + "::restart: another process could not load its state of version " +
+                       std::to_string(chosen->version) + " (its error says why); nothing was loaded");
+    }
+    _checkpoint.load_state(state);
+    result.outcome = RestartOutcome::kRestored;
+  } else {
+    result.outcome = RestartOutcome::kRedistribute;
+  }
+  _checkpoint.continue_from(chosen->version);
+  _restart = std::make_unique<Restarted>(Restarted{std::move(*chosen), folder});
+  return result;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::DiskLevel::restart");
+}
+
+const DiskLevel::Restarted& DiskLevel::restarted(std::string_view operation) const {
+  if (!_restart) {
+    throw UsageError(std::string(kWhere) + "::" + std::string(operation) +
+                     ": no saved version to read; call restart() first (and only if it found one)");
+  }
+  return *_restart;
+}
+
+std::map<OriginalRank, SavedState> DiskLevel::fetch(std::span<const OriginalRank> old_ranks) const try {
+  const auto& saved = restarted("fetch");
+  const auto& members = saved.manifest.members;
+  for (const auto rank : old_ranks) {
+    if (std::find(members.begin(), members.end(), rank) == members.end()) {
+      throw UsageError(std::string(kWhere) + "::fetch: original rank " + std::to_string(rank.value()) +
+                       " has no image in version " + std::to_string(saved.manifest.version) + " (it had " +
+                       std::to_string(members.size()) + " processes); fetch only ranks of DiskRestart::old_members");
+    }
+  }
+  std::map<OriginalRank, SavedState> states;
+  for (const auto rank : old_ranks) {
+    if (states.contains(rank)) continue;
+    const MappedFile file(image_file(saved.folder, rank));
+    states.emplace(rank, SavedState(state_of(Image::view(file.bytes()), _checkpoint)));
+  }
+  return states;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::DiskLevel::fetch");
+}
+
+void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> wanted,
+                            std::span<std::byte> into) const try {
+  const auto& saved = restarted("load_blocks");
+  const auto& manifest = saved.manifest;
+  const auto pieces = manifest.blocks_pieces();
+  std::optional<std::size_t> piece;
+  std::string names;
+  for (std::size_t b = 0; b < pieces.size(); ++b) {
+    const auto& registration = manifest.registrations[pieces[b]];
+    if (registration.name == name) piece = b;
+    names += (names.empty() ? "'" : ", '") + registration.name + "'";
+  }
+  if (!piece) {
+    throw UsageError(std::string(kWhere) + "::load_blocks: version " + std::to_string(manifest.version) +
+                     " has no blocks named '" + std::string(name) + "'; its blocks pieces are " +
+                     (names.empty() ? std::string("none") : names));
+  }
+  const auto block_bytes = manifest.registrations[pieces[*piece]].blocks->block_bytes;
+  std::uint64_t blocks = 0;
+  for (const auto range : wanted) {
+    if (range.end < range.begin) {
+      throw UsageError(std::string(kWhere) + "::load_blocks: a wanted range ends before it begins");
+    }
+    blocks += range.size();
+  }
+  if (blocks * block_bytes != into.size()) {
+    throw UsageError(std::string(kWhere) + "::load_blocks: " + std::to_string(blocks) + " blocks of " +
+                     std::to_string(block_bytes) + " bytes need " + std::to_string(blocks * block_bytes) +
+                     " bytes, but the buffer holds " + std::to_string(into.size()));
+  }
+  // Which member's image gives which wanted blocks: (member, first block in
+  // its range, first byte in `into`, blocks).
+  struct Copy {
+    std::size_t member;
+    std::uint64_t from;
+    std::size_t to;
+    std::uint64_t count;
+  };
+  std::vector<Copy> copies;
+  std::size_t to = 0;
+  for (const auto range : wanted) {
+    std::uint64_t covered = 0;
+    for (std::size_t m = 0; m < manifest.members.size(); ++m) {
+      const auto held = manifest.block_ranges[m][*piece];
+      const auto begin = std::max(held.begin.value, range.begin.value);
+      const auto end = std::min(held.end.value, range.end.value);
+      if (begin >= end) continue;
+      copies.push_back({m, begin - held.begin.value, to + static_cast<std::size_t>((begin - range.begin.value) * block_bytes),
+                        end - begin});
+      covered += end - begin;
+    }
+    if (covered != range.size()) {
+      throw UsageError(std::string(kWhere) + "::load_blocks: version " + std::to_string(manifest.version) +
+                       " does not hold every block of [" + std::to_string(range.begin.value) + ", " +
+                       std::to_string(range.end.value) + ") of '" + std::string(name) +
+                       "' once (see DiskRestart::blocks for who held what); nothing was read");
+    }
+    to += static_cast<std::size_t>(range.size() * block_bytes);
+  }
+  std::sort(copies.begin(), copies.end(), [](const Copy& a, const Copy& b) { return a.member < b.member; });
+  for (std::size_t at = 0; at < copies.size();) {
+    const auto member = copies[at].member;
+    const MappedFile file(image_file(saved.folder, manifest.members[member]));
+    const auto bytes = Image::view(file.bytes()).read(manifest.registrations[pieces[*piece]].name);
+    for (; at < copies.size() && copies[at].member == member; ++at) {
+      const auto& copy = copies[at];
+      std::memcpy(into.data() + copy.to, bytes.data() + copy.from * block_bytes, copy.count * block_bytes);
+    }
+  }
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::DiskLevel::load_blocks");
+}
+
+std::vector<DiskVersion> scan_disk_versions(const fs::path& directory) {
+  std::vector<DiskVersion> versions;
+  std::error_code error;
+  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+    const auto number = numbered(it->path().filename().string(), "v", "");
+    if (!number || !it->is_directory()) continue;
+    DiskVersion version;
+    version.version = *number;
+    const auto folder = it->path();
+    version.manifest = fs::exists(folder / kManifestName);
+    try {
+      const auto manifest = read_manifest(folder);
+      version.world_size = static_cast<int>(manifest.members.size());
+      std::string missing;
+      for (std::size_t m = 0; m < manifest.members.size(); ++m) {
+        DiskFile file{manifest.members[m], image_file(folder, manifest.members[m]), false, 0, manifest.file_bytes[m]};
+        std::error_code size_error;
+        const auto bytes = fs::file_size(file.path, size_error);
+        file.present = !size_error;
+        file.bytes = size_error ? 0 : bytes;
+        if (!file.present) missing += (missing.empty() ? "" : "; ") + file.path.filename().string() + " is missing";
+        else if (file.bytes != file.expected_bytes) {
+          missing += (missing.empty() ? "" : "; ") + file.path.filename().string() + " is " + std::to_string(file.bytes) +
+                     " bytes, its manifest says " + std::to_string(file.expected_bytes);
+        }
+        version.files.push_back(std::move(file));
+      }
+      version.problem = missing;
+      version.complete = missing.empty();
+    } catch (const Error& problem) {
+      version.problem = version.manifest ? problem.what()
+                                         : "no manifest: its writing never finished (a process died or could not write)";
+      for (fs::directory_iterator file(folder, error), none; !error && file != none; file.increment(error)) {
+        const auto rank = numbered(file->path().filename().string(), "rank", ".h5");
+        if (!rank) continue;
+        std::error_code size_error;
+        const auto bytes = fs::file_size(file->path(), size_error);
+        version.files.push_back(
+            {OriginalRank{static_cast<int>(*rank)}, file->path(), !size_error, size_error ? 0 : bytes, 0});
+      }
+      std::sort(version.files.begin(), version.files.end(),
+                [](const DiskFile& a, const DiskFile& b) { return a.rank < b.rank; });
+    }
+    versions.push_back(std::move(version));
+  }
+  if (error) raise_io("list", directory, error.value());
+  std::sort(versions.begin(), versions.end(),
+            [](const DiskVersion& a, const DiskVersion& b) { return a.version < b.version; });
+  return versions;
+}
+
+std::vector<std::string> verify_disk_version(const fs::path& directory, std::uint64_t version) {
+  const auto folder = version_folder(directory, version);
+  Manifest manifest;
+  try {
+    manifest = read_manifest(folder);
+  } catch (const Error& error) {
+    return {error.what()};
+  }
+  std::vector<std::string> problems;
+  for (std::size_t m = 0; m < manifest.members.size(); ++m) {
+    auto problem = check_image(manifest, folder, m);
+    if (!problem.empty()) problems.push_back(std::move(problem));
+  }
+  return problems;
+}
+
+}  // namespace reprise
