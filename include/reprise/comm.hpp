@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -43,6 +44,14 @@ struct GatherMessage {
 /// Where an incoming message goes: given its source and size, the pieces of
 /// memory to fill in order; their sizes must add up to the message's size.
 using ScatterTarget = std::function<std::vector<std::span<std::byte>>(Rank source, std::size_t bytes)>;
+
+/// The bytes a process that left by `Comm::migrate` handed to its successor.
+struct Handover {
+  std::unique_ptr<std::byte[]> bytes;
+  std::size_t size = 0;
+  /// The bytes, as a span.
+  [[nodiscard]] std::span<const std::byte> span() const noexcept { return {bytes.get(), size}; }
+};
 
 namespace detail {
 /// The MPI datatype of an arithmetic C++ type.
@@ -290,6 +299,35 @@ class Comm {
   /// processes fail during the recovery.
   [[nodiscard]] Comm respawn();
 
+  /// Collective over every member: moves the processes of original ranks
+  /// `leaving` (their node is failing, say) to new processes of this
+  /// program, started with MPI_Comm_spawn on `hosts` (comma-separated) if
+  /// given, else on `$REPRISE_SPAWN_HOSTS`, else where Open MPI has room.
+  /// Each leaving process hands `state` (any bytes, such as a checkpoint
+  /// image; the others pass none) to its successor, which takes the
+  /// leaving process's original rank and finds the bytes with
+  /// `take_handover()`. On a member that stays: the new communicator (same
+  /// original ranks, next epoch). On a leaving member: `std::nullopt`; it
+  /// then ends with `leave_after_migration()`. `UsageError` on every member
+  /// if they named different ranks or ranks that are not members. If a
+  /// process fails meanwhile, every member raises `CommFailure` (the leaving
+  /// ones are still members): recover as usual, then migrate again.
+  [[nodiscard]] std::optional<Comm> migrate(std::span<const OriginalRank> leaving, std::span<const std::byte> state,
+                                            std::string_view hosts = {});
+
+  /// In a process started by `migrate`: the bytes its predecessor handed
+  /// over (once; empty afterwards, and in every other process).
+  [[nodiscard]] Handover take_handover() noexcept;
+
+  /// True for the communicator `Comm::world()` returns in a process started
+  /// by `migrate` (such a process is also `is_replacement()`).
+  [[nodiscard]] bool migrated_in() const noexcept { return _migrated_in; }
+
+  /// Ends a process that left by `migrate`: records it as migrated for the
+  /// launcher and exits with status 0. Not `MPI_Finalize`, which under ULFM
+  /// waits for every process of the job; destructors do not run.
+  [[noreturn]] void leave_after_migration() const;
+
   /// Irregular exchange: each member sends a few messages, receivers do not
   /// know who sends to them. Messages to self are delivered too. Returns the
   /// received messages sorted by source. If a member dies during the
@@ -309,6 +347,7 @@ class Comm {
   struct Parts;
   explicit Comm(Parts&& parts);
   static Comm join_as_replacement(MPI_Comm parent);
+  static Comm join_migration(MPI_Comm merged);
   static Comm serve_as_spare();
   static std::optional<Comm> take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
                                             const std::vector<OriginalRank>& alive, bool replacement, bool& enough);
@@ -329,6 +368,8 @@ class Comm {
   std::uint64_t _exchange_round = 0;
   std::vector<int> _node_of_member;  // empty until node_of_each_member() is first called
   bool _replacement = false;
+  bool _migrated_in = false;
+  Handover _handover;  // what a process started by migrate() received
   /// The failure agreements this process took part in on each of the two
   /// communicators (meet_failed, a failed exchange, a failed settle):
   /// settle() does not take part in those again.

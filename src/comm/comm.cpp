@@ -72,6 +72,8 @@ Comm::Comm(Comm&& other) noexcept
       _exchange_round(other._exchange_round),
       _node_of_member(std::move(other._node_of_member)),
       _replacement(other._replacement),
+      _migrated_in(other._migrated_in),
+      _handover(std::move(other._handover)),
       _failure_agreed(other._failure_agreed) {}
 
 Comm& Comm::operator=(Comm&& other) noexcept {
@@ -88,6 +90,8 @@ Comm& Comm::operator=(Comm&& other) noexcept {
     _exchange_round = other._exchange_round;
     _node_of_member = std::move(other._node_of_member);
     _replacement = other._replacement;
+    _migrated_in = other._migrated_in;
+    _handover = std::move(other._handover);
     _failure_agreed = other._failure_agreed;
   }
   return *this;

@@ -30,6 +30,7 @@ const char* outcome_name(Outcome outcome) {
     case Outcome::kKilled: return "killed";
     case Outcome::kHung: return "hung";
     case Outcome::kAbandoned: return "abandoned";
+    case Outcome::kMigrated: return "migrated";
   }
   return "failed";
 }

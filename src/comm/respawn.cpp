@@ -13,6 +13,7 @@
 
 #include "comm_detail.hpp"
 #include "spares.hpp"
+#include "spawn.hpp"
 #include "requests.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
@@ -20,14 +21,7 @@
 
 namespace reprise {
 
-namespace {
-
-/// The running program and its arguments, as the kernel knows them, so that
-/// replacements run exactly what this process runs.
-struct Command {
-  std::string executable;
-  std::vector<std::string> arguments;
-};
+namespace detail {
 
 Command current_command() {
   Command command;
@@ -46,24 +40,13 @@ Command current_command() {
   return command;
 }
 
-}  // namespace
-
-namespace detail {
-
-/// What the survivors tell the replacements: the job's size, every failure
-/// so far (`Comm::failures`), and which original ranks the replacements take, in spawn order.
-struct Assignment {
-  std::uint64_t epoch = 0;
-  int original_size = 0;
-  std::vector<OriginalRank> failed;
-  std::vector<OriginalRank> missing;
-};
-
 std::vector<int> encode(const Assignment& assignment) {
   std::vector<int> data{static_cast<int>(assignment.epoch >> 32U), static_cast<int>(assignment.epoch & 0xffffffffU),
-                        assignment.original_size, static_cast<int>(assignment.failed.size())};
-  for (auto rank : assignment.failed) data.push_back(rank.value());
-  for (auto rank : assignment.missing) data.push_back(rank.value());
+                        assignment.original_size, static_cast<int>(assignment.failures.size()),
+                        static_cast<int>(assignment.members.size())};
+  for (auto rank : assignment.failures) data.push_back(rank.value());
+  for (auto rank : assignment.members) data.push_back(rank.value());
+  for (auto rank : assignment.newcomers) data.push_back(rank.value());
   return data;
 }
 
@@ -72,59 +55,16 @@ Assignment decode(const std::vector<int>& data) {
   assignment.epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(data.at(0))) << 32U) |
                      static_cast<std::uint32_t>(data.at(1));
   assignment.original_size = data.at(2);
-  const auto failed_count = static_cast<std::size_t>(data.at(3));
-  for (std::size_t i = 0; i < failed_count; ++i) assignment.failed.emplace_back(data.at(4 + i));
-  for (std::size_t i = 4 + failed_count; i < data.size(); ++i) assignment.missing.emplace_back(data[i]);
+  const auto failures = static_cast<std::size_t>(data.at(3));
+  const auto members = static_cast<std::size_t>(data.at(4));
+  std::size_t at = 5;
+  for (std::size_t i = 0; i < failures; ++i) assignment.failures.emplace_back(data.at(at++));
+  for (std::size_t i = 0; i < members; ++i) assignment.members.emplace_back(data.at(at++));
+  while (at < data.size()) assignment.newcomers.emplace_back(data[at++]);
   return assignment;
 }
 
-}  // namespace detail
-
-namespace {
-
-// The survivors' first word to the processes they spawned: go on and merge,
-// or give up because a failure interrupted this attempt. A process blocked in
-// MPI_Intercomm_merge is not released by a revoke, so it waits for this first.
-constexpr int kJoinTag = 0x5e9b;
-constexpr int kJoinGo = 1;
-constexpr int kJoinAbandon = 0;
-
-/// Sends `word` to every spawned process without waiting: a spawned process
-/// may have given up on its own already, and a blocking send to it would
-/// never return. The words live in static storage, so nothing dangles.
-void tell_spawned(MPI_Comm inter, int word) {
-  static const int kWords[2] = {kJoinAbandon, kJoinGo};
-  int remote_size = 0;
-  MPI_Comm_remote_size(inter, &remote_size);
-  for (int r = 0; r < remote_size; ++r) {
-    MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Isend(&kWords[word], 1, MPI_INT, r, kJoinTag, inter, &request) == MPI_SUCCESS) detail::let_go(request);
-  }
-}
-
-[[noreturn]] void abandon(const char* why) {
-  std::fprintf(stderr,
-               "reprise: replacement process %d gives up (%s); the survivors will spawn another one\n",
-               static_cast<int>(::getpid()), why);
-  inject::record_outcome(inject::Outcome::kAbandoned, OriginalRank{-1}, why);
-  std::fflush(stderr);
-  // Finalize, not exit or SIGKILL: Open MPI 5.0 tears down other processes
-  // when a spawned process dies (upstream issue #13325).
-  MPI_Finalize();
-  ::_exit(0);
-}
-
-}  // namespace
-
-namespace detail {
-
-/// The steps both sides run on the merged communicator: learn the
-/// assignment, order by original rank, build the pair of communicators and
-/// agree that all of this worked everywhere. `me` is unknown (-1) in a
-/// replacement until the assignment arrives. Returns false if it did not.
-bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, MPI_Comm& application,
-                    MPI_Comm& internal) {
-  bool ok = true;
+bool share_assignment(MPI_Comm merged, Assignment& assignment, OriginalRank& me) {
   int merged_rank = 0;
   int merged_size = 0;
   MPI_Comm_rank(merged, &merged_rank);
@@ -135,16 +75,46 @@ bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, M
     data = encode(assignment);
     length = static_cast<int>(data.size());
   }
-  ok = ok && MPI_Bcast(&length, 1, MPI_INT, 0, merged) == MPI_SUCCESS;
-  if (ok) {
-    data.resize(static_cast<std::size_t>(length));
-    ok = MPI_Bcast(data.data(), length, MPI_INT, 0, merged) == MPI_SUCCESS;
+  if (MPI_Bcast(&length, 1, MPI_INT, 0, merged) != MPI_SUCCESS) return false;
+  data.resize(static_cast<std::size_t>(length));
+  if (MPI_Bcast(data.data(), length, MPI_INT, 0, merged) != MPI_SUCCESS) return false;
+  assignment = decode(data);
+  const int first_new = merged_size - static_cast<int>(assignment.newcomers.size());
+  if (me.value() < 0) me = assignment.newcomers.at(static_cast<std::size_t>(merged_rank - first_new));
+  return true;
+}
+
+void tell_spawned(MPI_Comm inter, int word) {
+  static const int kWords[3] = {kJoinAbandon, kJoinGo, kJoinMigrate};
+  int remote_size = 0;
+  MPI_Comm_remote_size(inter, &remote_size);
+  for (int r = 0; r < remote_size; ++r) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (MPI_Isend(&kWords[word], 1, MPI_INT, r, kJoinTag, inter, &request) == MPI_SUCCESS) detail::let_go(request);
   }
-  if (ok) {
-    assignment = decode(data);
-    const int first_new = merged_size - static_cast<int>(assignment.missing.size());
-    if (me.value() < 0) me = assignment.missing.at(static_cast<std::size_t>(merged_rank - first_new));
-  }
+}
+
+void abandon(const char* why) {
+  std::fprintf(stderr,
+               "reprise: spawned process %d gives up (%s); the processes that started it go on without it\n",
+               static_cast<int>(::getpid()), why);
+  inject::record_outcome(inject::Outcome::kAbandoned, OriginalRank{-1}, why);
+  std::fflush(stderr);
+  // Not MPI_Finalize: its disconnect from the parents made their next
+  // MPI_Comm_spawn fail (PMIx_Connect: "Not supported" in the new process's
+  // MPI_Init) and, about once in two runs, ended the parents' job with it.
+  // The launcher makes spawned jobs recoverable, so this exit is a failure
+  // the runtime reports and tolerates.
+  ::_exit(0);
+}
+
+/// The steps both sides run on the merged communicator: learn the
+/// assignment, order by original rank, build the pair of communicators and
+/// agree that all of this worked everywhere. `me` is unknown (-1) in a
+/// replacement until the assignment arrives. Returns false if it did not.
+bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, MPI_Comm& application,
+                    MPI_Comm& internal) {
+  bool ok = share_assignment(merged, assignment, me);
   MPI_Comm ordered = MPI_COMM_NULL;
   if (ok && MPI_Comm_split(merged, 0, me.value(), &ordered) != MPI_SUCCESS) {
     ok = false;
@@ -159,40 +129,29 @@ bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, M
   ulfm::revoke(merged);
   return false;
 }
-}  // namespace detail
-
-namespace {
-
-/// Where the replacements go: `$REPRISE_SPAWN_HOSTS` (comma-separated host
-/// names, e.g. a spare node's) as MPI_Comm_spawn's "host" key, else where
-/// Open MPI chooses (the first node with room). Frees the info it made.
-class SpawnInfo {
- public:
-  SpawnInfo() {
-    const char* hosts = std::getenv("REPRISE_SPAWN_HOSTS");
-    if (hosts == nullptr || *hosts == '\0') return;
-    MPI_Info_create(&_info);
-    MPI_Info_set(_info, "host", hosts);
+SpawnInfo::SpawnInfo(std::string_view hosts) {
+  std::string chosen(hosts);
+  _source = "the host asked for";
+  if (chosen.empty()) {
+    const char* from_environment = std::getenv("REPRISE_SPAWN_HOSTS");
+    if (from_environment != nullptr) chosen = from_environment;
+    _source = "REPRISE_SPAWN_HOSTS";
   }
-  ~SpawnInfo() {
-    if (_info != MPI_INFO_NULL) MPI_Info_free(&_info);
-  }
-  SpawnInfo(const SpawnInfo&) = delete;
-  SpawnInfo& operator=(const SpawnInfo&) = delete;
-  [[nodiscard]] MPI_Info get() const noexcept { return _info; }
+  if (chosen.empty()) return;
+  _hosts = chosen;
+  MPI_Info_create(&_info);
+  MPI_Info_set(_info, "host", _hosts.c_str());
+}
 
- private:
-  MPI_Info _info = MPI_INFO_NULL;
-};
+SpawnInfo::~SpawnInfo() {
+  if (_info != MPI_INFO_NULL) MPI_Info_free(&_info);
+}
 
-/// Spawns `count` replacements of `command` from `healed` and agrees that
-/// all of them started; `inter` is then the intercommunicator to them (null
-/// if the spawn gave none). `MpiError` if the spawn itself is impossible
-/// (no process failed: trying again would not help); `CommFailure` if a
-/// member failed meanwhile.
-void spawn_replacements(Comm& healed, const Command& command, std::vector<char*>& argv, int count, MPI_Comm& inter) {
+void spawn_replacements(Comm& healed, const Command& command, int count, const SpawnInfo& where, MPI_Comm& inter) {
+  std::vector<char*> argv;
+  for (const auto& argument : command.arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+  argv.push_back(nullptr);
   std::vector<int> spawn_errors(static_cast<std::size_t>(count), MPI_SUCCESS);
-  const SpawnInfo where;
   const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, where.get(), 0, healed.raw(),
                                       &inter, spawn_errors.data());
   if (spawn_rc != MPI_SUCCESS) inter = MPI_COMM_NULL;  // like a failed split: nothing there to use or free
@@ -206,17 +165,13 @@ void spawn_replacements(Comm& healed, const Command& command, std::vector<char*>
                        command.executable +
                        "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots" +
                        (where.get() == MPI_INFO_NULL ? std::string(")")
-                                                     : "; is REPRISE_SPAWN_HOSTS=" + std::string(std::getenv("REPRISE_SPAWN_HOSTS")) +
-                                                           " a host of the job?)"),
+                                                     : "; is " + where.source() + "=" + where.hosts() + " a host of the job?)"),
                    MPI_ERR_SPAWN);
   }
 }
 
-/// Lets the replacements behind `inter` go on and merges them with
-/// `healed`, once every process agreed the merge worked: the merged
-/// communicator, or null if it did not. Frees `inter`.
-MPI_Comm merge_replacements(Comm& healed, MPI_Comm& inter) {
-  if (healed.rank().value() == 0) tell_spawned(inter, kJoinGo);
+MPI_Comm merge_replacements(Comm& healed, MPI_Comm& inter, int word) {
+  if (healed.rank().value() == 0) tell_spawned(inter, word);
   MPI_Comm merged = MPI_COMM_NULL;
   bool merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS;
   healed.check(detail::ulfm::agree_on_step(inter, merged_ok), "respawn: agreement after MPI_Intercomm_merge");
@@ -224,8 +179,6 @@ MPI_Comm merge_replacements(Comm& healed, MPI_Comm& inter) {
   return merged_ok ? merged : MPI_COMM_NULL;
 }
 
-/// After a failed attempt: the replacements behind `inter` (if any) are told
-/// to leave, and the intercommunicator is dropped.
 void abandon_replacements(const Comm& healed, MPI_Comm& inter) {
   if (inter == MPI_COMM_NULL) return;
   if (healed.rank().value() == 0) tell_spawned(inter, kJoinAbandon);
@@ -233,17 +186,15 @@ void abandon_replacements(const Comm& healed, MPI_Comm& inter) {
   MPI_Comm_free(&inter);
 }
 
-}  // namespace
+}  // namespace detail
 
 // A respawn in its phases: shrink to the survivors, take spares if there
 // are enough, else (until it works) agree that all are alive, spawn, merge,
 // and give the replacements their original ranks.
 Comm Comm::respawn() {
   if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("respawn");
-  const Command command = current_command();
-  std::vector<char*> argv;
-  for (const auto& argument : command.arguments) argv.push_back(const_cast<char*>(argument.c_str()));
-  argv.push_back(nullptr);
+  const detail::Command command = detail::current_command();
+  const detail::SpawnInfo where;
 
   Comm healed = shrink();
   // Spares started with the job take the missing ranks without a spawn, if
@@ -256,8 +207,9 @@ Comm Comm::respawn() {
     if (enough && taken) return std::move(*taken);
   }
   for (;;) {
-    detail::Assignment assignment{_epoch + 1, _original_size, healed._failures, healed.missing()};
-    if (assignment.missing.empty()) {
+    detail::Assignment assignment{_epoch + 1, _original_size, healed._failures, detail::all_ranks(_original_size),
+                                  healed.missing()};
+    if (assignment.newcomers.empty()) {
       healed._epoch = assignment.epoch;
       return healed;
     }
@@ -271,8 +223,8 @@ Comm Comm::respawn() {
     }
     MPI_Comm inter = MPI_COMM_NULL;
     try {
-      spawn_replacements(healed, command, argv, static_cast<int>(assignment.missing.size()), inter);
-      MPI_Comm merged = merge_replacements(healed, inter);
+      detail::spawn_replacements(healed, command, static_cast<int>(assignment.newcomers.size()), where, inter);
+      MPI_Comm merged = detail::merge_replacements(healed, inter, detail::kJoinGo);
       if (merged != MPI_COMM_NULL) {
         OriginalRank me = healed.original_rank();
         Parts parts;
@@ -281,7 +233,7 @@ Comm Comm::respawn() {
         if (done) {
           parts.original_size = _original_size;
           parts.epoch = assignment.epoch;
-          parts.failures = assignment.failed;
+          parts.failures = assignment.failures;
           parts.members = detail::all_ranks(_original_size);
           parts.replacement = _replacement;
           return Comm(std::move(parts));
@@ -291,7 +243,7 @@ Comm Comm::respawn() {
     }
     // Someone failed during this attempt: the survivors agree on that above,
     // so all of them drop the replacements and start over.
-    abandon_replacements(healed, inter);
+    detail::abandon_replacements(healed, inter);
     healed.revoke();
     healed = healed.shrink();
   }
@@ -299,26 +251,28 @@ Comm Comm::respawn() {
 
 Comm Comm::join_as_replacement(MPI_Comm parent) {
   MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
-  int word = kJoinAbandon;
-  if (MPI_Recv(&word, 1, MPI_INT, 0, kJoinTag, parent, MPI_STATUS_IGNORE) != MPI_SUCCESS || word != kJoinGo) {
-    abandon("the survivors' recovery was interrupted by another failure");
+  int word = detail::kJoinAbandon;
+  if (MPI_Recv(&word, 1, MPI_INT, 0, detail::kJoinTag, parent, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+      word == detail::kJoinAbandon) {
+    detail::abandon("the survivors' recovery was interrupted by another failure");
   }
   MPI_Comm merged = MPI_COMM_NULL;
   bool merged_ok = MPI_Intercomm_merge(parent, 1, &merged) == MPI_SUCCESS;
   if (detail::ulfm::agree_on_step(parent, merged_ok) != MPI_SUCCESS || !merged_ok) {
-    abandon("merge with the survivors failed");
+    detail::abandon("merge with the processes that started it failed");
   }
   MPI_Comm_free(&parent);
+  if (word == detail::kJoinMigrate) return join_migration(merged);
   detail::Assignment assignment;
   OriginalRank me{-1};
   Parts parts;
   if (!detail::finish_respawn(merged, assignment, me, parts.comm, parts.internal)) {
-    abandon("a process failed while joining");
+    detail::abandon("a process failed while joining");
   }
   MPI_Comm_free(&merged);
   parts.original_size = assignment.original_size;
   parts.epoch = assignment.epoch;
-  parts.failures = assignment.failed;
+  parts.failures = assignment.failures;
   parts.members = detail::all_ranks(parts.original_size);
   parts.replacement = true;
   return Comm(std::move(parts));

@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "reprise/environment.hpp"
@@ -40,11 +41,27 @@ class AbortOnFailure : public testing::EmptyTestEventListener {
   reprise::OriginalRank _me;
 };
 
+/// `$REPRISE_TEST_ARM`, "point@rank": arms that fault point in every
+/// process, including those started later by respawn or migrate (which a
+/// test body cannot reach before they join).
+void arm_from_environment() {
+  const char* text = std::getenv("REPRISE_TEST_ARM");
+  if (text == nullptr) return;
+  const std::string spec(text);
+  const auto at = spec.rfind('@');
+  if (at == std::string::npos) {
+    std::fprintf(stderr, "REPRISE_TEST_ARM='%s': expected point@rank\n", text);
+    std::exit(2);
+  }
+  reprise::inject::arm(spec.substr(0, at), reprise::OriginalRank{std::stoi(spec.substr(at + 1))});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   reprise::Environment environment(argc, argv);
   testing::InitGoogleTest(&argc, argv);
+  arm_from_environment();
   const reprise::OriginalRank me = launch_rank();
   reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, me);
   auto& listeners = testing::UnitTest::GetInstance()->listeners();

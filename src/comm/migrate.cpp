@@ -1,0 +1,195 @@
+// Migration: processes that must leave (their node is failing) hand their
+// state to new processes started for them, which take their original ranks;
+// nobody else stops for longer than the spawn and the handover. Parents and
+// new processes run the same steps on the merged communicator (see
+// finish_migration).
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "comm_detail.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/inject.hpp"
+#include "spawn.hpp"
+#include "ulfm.hpp"
+
+namespace reprise {
+
+namespace {
+
+constexpr int kHandoverTag = 0x5e9c;
+// Bytes per message of a handover: below MPI's int count limit.
+constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
+
+/// Where `me` stands in a migration: -1 if it stays, else its place in
+/// `plan.newcomers`.
+int leaving_index(const detail::Assignment& plan, OriginalRank me) {
+  const auto it = std::find(plan.newcomers.begin(), plan.newcomers.end(), me);
+  return it == plan.newcomers.end() ? -1 : static_cast<int>(it - plan.newcomers.begin());
+}
+
+bool send_handover(MPI_Comm merged, int to, std::span<const std::byte> state) {
+  std::uint64_t size = state.size();
+  bool ok = MPI_Send(&size, 1, MPI_UINT64_T, to, kHandoverTag, merged) == MPI_SUCCESS;
+  for (std::size_t at = 0; ok && at < state.size(); at += kHandoverPiece) {
+    const auto piece = static_cast<int>(std::min(kHandoverPiece, state.size() - at));
+    ok = MPI_Send(state.data() + at, piece, MPI_BYTE, to, kHandoverTag, merged) == MPI_SUCCESS;
+  }
+  return ok;
+}
+
+bool receive_handover(MPI_Comm merged, int from, Handover& handover) {
+  std::uint64_t size = 0;
+  if (MPI_Recv(&size, 1, MPI_UINT64_T, from, kHandoverTag, merged, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+  handover.bytes.reset(new std::byte[size]);  // not zeroed: every byte is received
+  handover.size = size;
+  bool ok = true;
+  for (std::size_t at = 0; ok && at < size; at += kHandoverPiece) {
+    const auto piece = static_cast<int>(std::min<std::size_t>(kHandoverPiece, size - at));
+    ok = MPI_Recv(handover.bytes.get() + at, piece, MPI_BYTE, from, kHandoverTag, merged, MPI_STATUS_IGNORE) ==
+         MPI_SUCCESS;
+  }
+  return ok;
+}
+
+/// The steps parents and new processes run on `merged` (parents first, in
+/// rank order): learn the plan, build the pair of communicators of those who
+/// stay and the new ones (ordered by original rank), hand each leaving
+/// process's `state` to its successor, and agree that all of it worked. `me`
+/// is unknown (-1) in a new process until the plan arrives. Returns false if
+/// it did not work somewhere.
+bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& me, std::span<const std::byte> state,
+                      MPI_Comm& application, MPI_Comm& internal, Handover& handover) {
+  int merged_rank = 0;
+  int merged_size = 0;
+  MPI_Comm_rank(merged, &merged_rank);
+  MPI_Comm_size(merged, &merged_size);
+  bool ok = detail::share_assignment(merged, plan, me);
+  const int first_new = merged_size - static_cast<int>(plan.newcomers.size());
+  const bool is_new = merged_rank >= first_new;
+  const int leaving = ok && !is_new ? leaving_index(plan, me) : -1;
+  MPI_Comm ordered = MPI_COMM_NULL;
+  if (ok && MPI_Comm_split(merged, leaving >= 0 ? MPI_UNDEFINED : 0, me.value(), &ordered) != MPI_SUCCESS) {
+    ok = false;
+    ordered = MPI_COMM_NULL;  // a failed split can leave a released handle, fatal to free
+  }
+  if (ok && leaving < 0) ok = detail::make_pair(ordered, application, internal) == MPI_SUCCESS;
+  if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
+  if (ok && !is_new) inject::fault_point("comm.migrate.handover", me);
+  if (ok && leaving >= 0) ok = send_handover(merged, first_new + leaving, state);
+  if (ok && is_new) {
+    inject::fault_point("comm.migrate.arrived", me);
+    // The predecessor's rank in the parents' communicator is its place among the members.
+    const auto at = std::find(plan.members.begin(), plan.members.end(), me);
+    ok = at != plan.members.end() &&
+         receive_handover(merged, static_cast<int>(at - plan.members.begin()), handover);
+  }
+  const int rc = detail::ulfm::agree_on_step(merged, ok);
+  if (rc == MPI_SUCCESS && ok) return true;
+  if (internal != MPI_COMM_NULL) MPI_Comm_free(&internal);
+  if (application != MPI_COMM_NULL) MPI_Comm_free(&application);
+  detail::ulfm::revoke(merged);
+  return false;
+}
+
+}  // namespace
+
+std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::span<const std::byte> state,
+                                  std::string_view hosts) {
+  if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("migrate");
+  std::vector<OriginalRank> sorted(leaving.begin(), leaving.end());
+  std::sort(sorted.begin(), sorted.end());
+  std::string problem;
+  if (sorted.empty()) problem = "no process named to leave";
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) problem = "an original rank named twice";
+  for (const auto rank : sorted) {
+    if (problem.empty() && !std::binary_search(_members.begin(), _members.end(), rank)) {
+      problem = "original rank " + std::to_string(rank.value()) + " is not a member";
+    }
+  }
+  // Every member must name the same processes: compare a digest of the list.
+  std::uint64_t digest = sorted.size();
+  for (const auto rank : sorted) digest = digest * 1000003U + static_cast<std::uint64_t>(rank.value()) + 1;
+  std::uint64_t bounds[2] = {digest, ~digest};
+  allreduce(std::span<std::uint64_t>(bounds), MPI_MAX);
+  const bool same = bounds[0] == digest && ~bounds[1] == digest;
+  if (!allreduce(problem.empty() && same ? 1 : 0, MPI_MIN)) {
+    throw UsageError("reprise::Comm::migrate: " +
+                     (problem.empty() ? std::string("the members named different processes to leave") : problem) +
+                     "; every member must call migrate with the same original ranks of members");
+  }
+
+  inject::fault_point("comm.migrate", original_rank());
+  if (!settle(true)) raise_failed_step("reprise::Comm::migrate");
+  const detail::Command command = detail::current_command();
+  const detail::SpawnInfo where(hosts);
+  detail::Assignment plan{_epoch + 1, _original_size, _failures, _members, sorted};
+  MPI_Comm inter = MPI_COMM_NULL;
+  try {
+    detail::spawn_replacements(*this, command, static_cast<int>(sorted.size()), where, inter);
+    MPI_Comm merged = detail::merge_replacements(*this, inter, detail::kJoinMigrate);
+    if (merged != MPI_COMM_NULL) {
+      OriginalRank me = original_rank();
+      Parts parts;
+      Handover none;
+      const bool done = finish_migration(merged, plan, me, state, parts.comm, parts.internal, none);
+      MPI_Comm_free(&merged);
+      if (done) {
+        if (leaving_index(plan, me) >= 0) return std::nullopt;
+        parts.original_size = _original_size;
+        parts.epoch = plan.epoch;
+        parts.failures = plan.failures;
+        parts.members = plan.members;
+        parts.replacement = _replacement;
+        return Comm(std::move(parts));
+      }
+    }
+  } catch (const CommFailure&) {
+  }
+  // A process failed during the migration: every parent raises, the new
+  // processes are told to leave, and the migration can be retried after
+  // the recovery (the leaving processes are still members).
+  detail::abandon_replacements(*this, inter);
+  revoke();
+  raise_failed_step("reprise::Comm::migrate");
+}
+
+Comm Comm::join_migration(MPI_Comm merged) {
+  detail::Assignment plan;
+  OriginalRank me{-1};
+  Parts parts;
+  Handover handover;
+  if (!finish_migration(merged, plan, me, {}, parts.comm, parts.internal, handover)) {
+    detail::abandon("a process failed during the migration");
+  }
+  MPI_Comm_free(&merged);
+  parts.original_size = plan.original_size;
+  parts.epoch = plan.epoch;
+  parts.failures = plan.failures;
+  parts.members = plan.members;
+  parts.replacement = true;
+  Comm comm(std::move(parts));
+  comm._handover = std::move(handover);
+  comm._migrated_in = true;
+  return comm;
+}
+
+Handover Comm::take_handover() noexcept {
+  Handover taken = std::move(_handover);
+  _handover = {};
+  return taken;
+}
+
+void Comm::leave_after_migration() const {
+  inject::record_outcome(inject::Outcome::kMigrated, original_rank());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // Not MPI_Finalize: under ULFM it waits for every process of the job.
+  ::_exit(0);
+}
+
+}  // namespace reprise

@@ -1,0 +1,98 @@
+#pragma once
+// Starting new processes of this program with MPI_Comm_spawn and bringing
+// them into a communicator: shared by respawn (replacements of failed
+// processes) and migrate (replacements of processes that leave).
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reprise/comm.hpp"
+
+namespace reprise::detail {
+
+/// The running program and its arguments, as the kernel knows them, so that
+/// replacements run exactly what this process runs.
+struct Command {
+  std::string executable;
+  std::vector<std::string> arguments;
+};
+
+/// This process's command (`MpiError` if /proc/self/exe cannot be read).
+Command current_command();
+
+// The parents' first word to the processes they spawned: merge for a
+// respawn, merge for a migration, or give up because a failure interrupted
+// this attempt. A process blocked in MPI_Intercomm_merge is not released by
+// a revoke, so it waits for this first.
+inline constexpr int kJoinTag = 0x5e9b;
+inline constexpr int kJoinAbandon = 0;
+inline constexpr int kJoinGo = 1;
+inline constexpr int kJoinMigrate = 2;
+
+/// Sends `word` (one of kJoin*) to every spawned process without waiting: a
+/// spawned process may have given up on its own already, and a blocking send
+/// to it would never return.
+void tell_spawned(MPI_Comm inter, int word);
+
+/// What the parents tell the processes they spawned, identical everywhere
+/// once shared: the communicator being rebuilt, and which original rank
+/// each new process takes (the i-th spawned takes newcomers[i]).
+struct Assignment {
+  std::uint64_t epoch = 0;
+  int original_size = 0;
+  std::vector<OriginalRank> failures;   // every failure so far (Comm::failures)
+  std::vector<OriginalRank> members;    // the original ranks of the result
+  std::vector<OriginalRank> newcomers;  // the ranks the new processes take, in spawn order
+};
+
+/// Merged rank 0 (a parent) broadcasts its `assignment` over `merged`
+/// (parents first, then the new processes); a new process (`me` = -1)
+/// learns its original rank from it. False if a broadcast failed.
+bool share_assignment(MPI_Comm merged, Assignment& assignment, OriginalRank& me);
+
+/// Ends a spawned process whose joining failed (recorded as abandoned).
+[[noreturn]] void abandon(const char* why);
+
+/// Where new processes go: the hosts given (comma-separated), else
+/// `$REPRISE_SPAWN_HOSTS`, as MPI_Comm_spawn's "host" key; else where Open
+/// MPI chooses (the first node with room). Frees the info it made.
+class SpawnInfo {
+ public:
+  explicit SpawnInfo(std::string_view hosts = {});
+  ~SpawnInfo();
+  SpawnInfo(const SpawnInfo&) = delete;
+  SpawnInfo& operator=(const SpawnInfo&) = delete;
+  [[nodiscard]] MPI_Info get() const noexcept { return _info; }
+  /// The hosts asked for (empty: Open MPI chooses).
+  [[nodiscard]] const std::string& hosts() const noexcept { return _hosts; }
+  /// Where the hosts came from, for messages ("REPRISE_SPAWN_HOSTS", ...).
+  [[nodiscard]] const std::string& source() const noexcept { return _source; }
+
+ private:
+  MPI_Info _info = MPI_INFO_NULL;
+  std::string _hosts;
+  std::string _source;
+};
+
+/// Spawns `count` processes of `command` from `parents` and agrees that all
+/// of them started; `inter` is then the intercommunicator to them (null if
+/// the spawn gave none). `MpiError` if the spawn itself is impossible (no
+/// process failed: trying again would not help); `CommFailure` if a member
+/// failed meanwhile.
+void spawn_replacements(Comm& parents, const Command& command, int count, const SpawnInfo& where, MPI_Comm& inter);
+
+/// Tells the processes behind `inter` to go on (`word`: kJoinGo or
+/// kJoinMigrate) and merges them with `parents`, once every process agreed
+/// the merge worked: the merged communicator (parents first), or null if it
+/// did not. Frees `inter`.
+MPI_Comm merge_replacements(Comm& parents, MPI_Comm& inter, int word);
+
+/// After a failed attempt: the processes behind `inter` (if any) are told
+/// to leave, and the intercommunicator is dropped.
+void abandon_replacements(const Comm& parents, MPI_Comm& inter);
+
+}  // namespace reprise::detail

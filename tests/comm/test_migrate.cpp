@@ -1,0 +1,147 @@
+// Comm::migrate: processes hand their state to new processes started for
+// them and leave; the new ones take their original ranks. Every handed-over
+// byte is checked, and so is the communicator afterwards. The new processes
+// run this program too: Comm::world() joins them to the migration, and
+// migrated_in() tells them apart.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "failure_helpers.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/inject.hpp"
+
+namespace reprise {
+namespace {
+
+/// The state original rank `rank` hands over: `bytes` bytes that differ per
+/// rank and position.
+std::vector<std::byte> state_of(OriginalRank rank, std::size_t bytes) {
+  std::vector<std::byte> state(bytes);
+  std::uint64_t x = 0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(rank.value() + 1);
+  for (auto& byte : state) {
+    x ^= x << 13U;
+    x ^= x >> 7U;
+    x ^= x << 17U;
+    byte = static_cast<std::byte>(x);
+  }
+  return state;
+}
+
+bool leaves(const std::vector<OriginalRank>& leaving, OriginalRank rank) {
+  return std::find(leaving.begin(), leaving.end(), rank) != leaving.end();
+}
+
+/// Runs one migration of `leaving` (each handing `bytes_of(rank)` bytes
+/// over) and checks it everywhere: the new processes received exactly
+/// their predecessor's bytes, and every member of the result talks.
+void migrate_and_check(const std::vector<OriginalRank>& leaving, std::size_t (*bytes_of)(OriginalRank)) {
+  auto comm = Comm::world();
+  if (comm.migrated_in()) {
+    EXPECT_TRUE(comm.is_replacement());
+    EXPECT_TRUE(leaves(leaving, comm.original_rank()));
+    const auto handover = comm.take_handover();
+    const auto expected = state_of(comm.original_rank(), bytes_of(comm.original_rank()));
+    ASSERT_EQ(handover.size, expected.size());
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()))
+        << "original rank " << comm.original_rank().value() << " received other bytes than its predecessor had";
+    EXPECT_EQ(comm.take_handover().size, 0U);
+  } else {
+    const auto epoch = comm.epoch();
+    const auto mine = leaves(leaving, comm.original_rank())
+                          ? state_of(comm.original_rank(), bytes_of(comm.original_rank()))
+                          : std::vector<std::byte>{};
+    auto moved = comm.migrate(leaving, mine);
+    if (leaves(leaving, comm.original_rank())) {
+      EXPECT_FALSE(moved.has_value());
+      comm.leave_after_migration();
+    }
+    ASSERT_TRUE(moved.has_value());
+    comm = std::move(*moved);
+    EXPECT_EQ(comm.epoch(), epoch + 1);
+    EXPECT_FALSE(comm.migrated_in());
+  }
+  EXPECT_EQ(comm.size(), comm.original_size());
+  test::expect_working(comm);
+  EXPECT_TRUE(comm.failures().empty());
+}
+
+std::size_t three_mib(OriginalRank) { return (std::size_t{3} << 20U) + 5; }
+std::size_t uneven(OriginalRank rank) { return rank.value() == 0 ? (std::size_t{1} << 20U) + 7 : 0; }
+
+}  // namespace
+
+TEST(Migrate, OneProcess) { migrate_and_check({OriginalRank{1}}, three_mib); }
+
+// Rank 0 (the root of the merged communicator) leaves too; one state is empty.
+TEST(Migrate, TwoProcessesAtOnce) { migrate_and_check({OriginalRank{0}, OriginalRank{3}}, uneven); }
+
+TEST(Migrate, DifferentListsAreAUsageErrorEverywhere) {
+  auto comm = Comm::world();
+  const std::vector<OriginalRank> leaving{OriginalRank{comm.rank().value() == 0 ? 1 : 2}};
+  EXPECT_THROW((void)comm.migrate(leaving, {}), UsageError);
+  const std::vector<OriginalRank> unknown{OriginalRank{comm.original_size()}};
+  EXPECT_THROW((void)comm.migrate(unknown, {}), UsageError);
+  EXPECT_THROW((void)comm.migrate(std::vector<OriginalRank>{}, {}), UsageError);
+  test::expect_working(comm);
+}
+
+// A process that does not leave dies during the handover: every member
+// raises, including the leaving one (still a member, its state intact), the
+// new process gives up, and the survivors shrink and migrate again.
+TEST(Migrate, ABystanderKilledDuringAMigration) {
+  const OriginalRank leaving{1};
+  const OriginalRank bystander{2};
+  auto comm = Comm::world();
+  if (!comm.migrated_in()) {
+    inject::arm("comm.migrate.handover", bystander);
+    const auto mine = comm.original_rank() == leaving ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
+    test::expect_failure_reported(comm, {bystander}, [&] { (void)comm.migrate(std::vector{leaving}, mine); });
+    comm = comm.shrink();
+    EXPECT_EQ(comm.failures(), (std::vector<OriginalRank>{bystander}));
+    auto moved = comm.migrate(std::vector{leaving}, mine);
+    if (comm.original_rank() == leaving) comm.leave_after_migration();
+    ASSERT_TRUE(moved.has_value());
+    comm = std::move(*moved);
+  } else {
+    const auto handover = comm.take_handover();
+    const auto expected = state_of(leaving, three_mib(leaving));
+    ASSERT_EQ(handover.size, expected.size());
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()));
+  }
+  EXPECT_EQ(comm.size(), comm.original_size() - 1);
+  test::expect_working(comm);
+}
+
+// The leaving process dies during the handover: the others raise,
+// shrink, and go on without it (nothing to migrate any more).
+TEST(Migrate, TheLeavingProcessKilledDuringAMigration) {
+  const OriginalRank leaving{1};
+  auto comm = Comm::world();
+  ASSERT_FALSE(comm.migrated_in()) << "the new process must have given up";
+  inject::arm("comm.migrate.handover", leaving);
+  test::expect_failure_reported(comm, {leaving}, [&] { (void)comm.migrate(std::vector{leaving}, {}); });
+  comm = comm.shrink();
+  EXPECT_EQ(comm.members().size(), static_cast<std::size_t>(comm.original_size() - 1));
+  test::expect_working(comm);
+}
+
+// The new process dies before it received the state (REPRISE_TEST_ARM arms
+// it there, see mpi_main.cpp): every parent raises, including the leaving
+// one, which is still a member and survives the shrink with its state.
+TEST(Migrate, TheNewProcessKilledDuringAMigration) {
+  const OriginalRank leaving{1};
+  auto comm = Comm::world();
+  ASSERT_FALSE(comm.migrated_in()) << "the new process must have died";
+  const auto mine = comm.original_rank() == leaving ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
+  test::expect_failure_reported(comm, {}, [&] { (void)comm.migrate(std::vector{leaving}, mine); });
+  comm = comm.shrink();
+  EXPECT_EQ(comm.size(), comm.original_size());
+  EXPECT_TRUE(comm.rank_of(leaving).has_value());
+  test::expect_working(comm);
+}
+
+}  // namespace reprise
