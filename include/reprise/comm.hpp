@@ -278,6 +278,11 @@ class Comm {
   /// `Revoked` on every member, so that all of them start recovery. Local.
   void revoke();
   /// True once a member revoked the communicator.
+  /// Revokes `communicator`, a raw MPI communicator a layer above made from
+  /// this one (a duplicate for its own non-blocking traffic), so that its
+  /// pending operations end with an error instead of waiting for a process
+  /// that died. Does nothing without ULFM.
+  static void revoke_raw(MPI_Comm communicator) noexcept;
   [[nodiscard]] bool is_revoked() const;
 
   /// Original ranks of members that have failed and are not yet acknowledged

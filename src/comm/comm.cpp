@@ -369,6 +369,10 @@ void Comm::revoke() {
   detail::ulfm::revoke(_comm);
 }
 
+void Comm::revoke_raw(MPI_Comm communicator) noexcept {
+  if (communicator != MPI_COMM_NULL) detail::ulfm::revoke(communicator);
+}
+
 bool Comm::is_revoked() const {
   bool revoked = false;
   detail::ulfm::is_revoked(_comm, revoked);
