@@ -109,8 +109,12 @@ bool Migration::poll() {
     _comm.check(MPI_Wait(&_round, MPI_STATUS_IGNORE), "reprise::Migration: the round of the safe point before");
     if (_round_totals[0] > 0) {
       // Who moves: every process's asks, gathered (all are at this point).
+      // What was asked here so far; a signal or a request that comes during
+      // the move stays for the next one.
+      long long signal_seen = g_signalled_at.load();
+      const std::size_t asked_seen = _asked.size();
       std::vector<int> mine;
-      if (signalled_at() > 0) mine.push_back(_comm.original_rank().value());
+      if (signal_seen != 0) mine.push_back(_comm.original_rank().value());
       for (const auto rank : _asked) mine.push_back(rank.value());
       std::vector<OriginalRank> leaving;
       for (const auto& asks : _comm.allgatherv<int>(mine)) {
@@ -124,8 +128,9 @@ bool Migration::poll() {
         move(leaving, -_round_totals[1]);
         moved = true;
       }
-      g_signalled_at.store(0);
-      _asked.clear();
+      g_signalled_at.compare_exchange_strong(signal_seen, 0);
+      _asked.erase(_asked.begin(), _asked.begin() + static_cast<std::ptrdiff_t>(asked_seen));
+      if (!_asked.empty()) _asked_at = shared_clock();
     }
   }
   const double asked_at = signalled_at() > 0 ? signalled_at() : (_asked.empty() ? 0 : _asked_at);
