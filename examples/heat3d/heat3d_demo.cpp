@@ -18,6 +18,7 @@
 // ("nodeK@ITERATION": every process of node K at once).
 
 #include <mpi.h>
+#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -40,6 +41,7 @@ struct Options {
   int kills = 2;
   int copies = 3;
   reprise::RecoveryMode mode = reprise::RecoveryMode::kRespawn;
+  demo::MovePlan move;
   std::uint64_t seed = std::random_device{}();
 };
 
@@ -55,12 +57,13 @@ Options parse(int argc, char** argv) {
       "A 3D heat equation under reprise's Driver and Checkpoint; processes are killed for real and the\n"
       "final grid must equal a failure-free serial run bit for bit. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
       "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once);\n"
-      "REPRISE_SPARES=S starts S of the processes as spares.",
+      "REPRISE_SPARES=S starts S of the processes as spares. A process sent SIGUSR1 (reprise-run --migrate)\n"
+      "or named by --move moves to a new process at the next safe point, without stopping the others.",
       "iterations", options,
       {demo::number_flag("--n", "grid points along each side", options.n),
        demo::number_flag("--iterations", "iterations", options.iterations),
        demo::number_flag("--checkpoint-every", "iterations between checkpoints", options.checkpoint_every),
-       demo::number_flag("--copies", "copies of every checkpoint", options.copies), std::move(mode)});
+       demo::number_flag("--copies", "copies of every checkpoint", options.copies), std::move(mode), demo::move_flag(options.move)});
   if (options.n < 2 || options.checkpoint_every == 0) {
     throw reprise::UsageError("heat3d_demo: --n must be at least 2 and --checkpoint-every at least 1");
   }
@@ -337,6 +340,24 @@ int main(int argc, char** argv) {
     }
     repartition(comm, options, part, fetched);
   });
+  // Live migration: SIGUSR1 or --move asks; the move happens between two
+  // iterations; a process started by a move restores from its predecessor's image.
+  reprise::Migration migration(comm, checkpoint);
+  migration.attach(driver);
+  migration.before_leaving([&](const reprise::MigrationTimes& times) {
+    std::printf("  #%d leaves its node: image of %.2f MiB built in %.1f ms, free to exit %.1f ms after the request\n",
+                me.value(), static_cast<double>(times.image_bytes) / (1 << 20), 1e3 * times.image_build_s,
+                1e3 * times.evacuation_s);
+    std::fflush(stdout);
+  });
+  if (comm.migrated_in()) {
+    migration.arrive();
+    const auto& times = migration.last_times();
+    std::printf("  #%d runs again in a new process (pid %d): image opened and restored in %.1f ms, %.1f ms after "
+                "the request\n",
+                me.value(), static_cast<int>(::getpid()), 1e3 * times.image_open_s, 1e3 * times.response_s);
+    std::fflush(stdout);
+  }
 
   if (comm.rank().value() == 0 && !comm.is_replacement()) {
     const Decomposition grid(comm.size(), options.n);
@@ -356,6 +377,7 @@ int main(int argc, char** argv) {
   try {
     driver.run(options.iterations, [&](std::uint64_t iteration) {
       schedule.apply(me, iteration, comm.is_replacement());
+      if (options.move.due(me, iteration)) migration.request();
       const Box box = part.as_box();
       const std::int64_t ex = box.extent(0) + 2;
       const std::int64_t ey = box.extent(1) + 2;

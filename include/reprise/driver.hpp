@@ -92,6 +92,13 @@ class Driver {
   /// heartbeat before `run`, at the same point).
   void watch(Heartbeat& heartbeat) { _heartbeat = &heartbeat; }
 
+  /// Makes `run(steps, step)` call `hook()` before every step, on every
+  /// process: a safe point where layers above may change the communicator
+  /// (live migration). When `hook` returns true, the communicator changed
+  /// there and a checkpoint of everyone's state was committed at this step
+  /// on every process, so the driver plans its next checkpoint from here.
+  void between_steps(std::function<bool()> hook) { _between_steps = std::move(hook); }
+
   /// Runs `loop` until it returns. If the checkpoint has no version yet, it
   /// first takes one (collective), so that a failure before the loop's own
   /// first checkpoint rolls back to the start; a failure during that first
@@ -132,6 +139,7 @@ class Driver {
   Checkpoint& _checkpoint;
   DriverConfig _config;
   OnRecovery _on_recovery;
+  std::function<bool()> _between_steps;
   Heartbeat* _heartbeat = nullptr;
   std::vector<Recovery> _recoveries;
   // run(steps, step): the step counter and the slowest process's cost of

@@ -17,6 +17,7 @@
 #include "reprise/incremental_sink.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/memory_sink.hpp"
+#include "reprise/migration.hpp"
 #include "reprise/ownership.hpp"
 #include "reprise/placement.hpp"
 #include "reprise/protected_memory.hpp"

@@ -91,6 +91,7 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
   run([&] {
     plan_from_here();
     while (_progress.step < steps) {
+      if (_between_steps && _between_steps()) plan_from_here();
       if (_progress.step == _probe_step) {
         // One step measured since the checkpoint; Young/Daly takes the cost
         // of the checkpoint before (saved with it), or a step's time before

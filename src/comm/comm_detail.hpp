@@ -19,6 +19,7 @@ struct Comm::Parts {
   int original_size = 0;
   std::vector<OriginalRank> members;  // ascending
   std::vector<OriginalRank> failures;  // one entry per failure so far, sorted (see Comm::failures)
+  std::vector<OriginalRank> moves;     // one entry per move so far, sorted (see Comm::moves)
   std::uint64_t epoch = 0;
   bool replacement = false;
 };

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "comm_detail.hpp"
@@ -127,7 +128,9 @@ std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::sp
   if (!settle(true)) raise_failed_step("reprise::Comm::migrate");
   const detail::Command command = detail::current_command();
   const detail::SpawnInfo where(hosts);
-  detail::Assignment plan{_epoch + 1, _original_size, _failures, _members, sorted};
+  std::vector<OriginalRank> moves;
+  std::merge(_moves.begin(), _moves.end(), sorted.begin(), sorted.end(), std::back_inserter(moves));
+  detail::Assignment plan{_epoch + 1, _original_size, _failures, moves, _members, sorted};
   MPI_Comm inter = MPI_COMM_NULL;
   try {
     detail::spawn_replacements(*this, command, static_cast<int>(sorted.size()), where, inter);
@@ -143,6 +146,7 @@ std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::sp
         parts.original_size = _original_size;
         parts.epoch = plan.epoch;
         parts.failures = plan.failures;
+        parts.moves = plan.moves;
         parts.members = plan.members;
         parts.replacement = _replacement;
         return Comm(std::move(parts));
@@ -170,6 +174,7 @@ Comm Comm::join_migration(MPI_Comm merged) {
   parts.original_size = plan.original_size;
   parts.epoch = plan.epoch;
   parts.failures = plan.failures;
+  parts.moves = plan.moves;
   parts.members = plan.members;
   parts.replacement = true;
   Comm comm(std::move(parts));

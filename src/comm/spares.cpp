@@ -108,6 +108,7 @@ void release_spares() noexcept {
 // are enough of them for all), and build the new communicator ordered by
 // original rank. A failure during the round makes everybody run it again.
 std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
+                                         const std::vector<OriginalRank>& moves,
                                          const std::vector<OriginalRank>& alive, bool replacement, bool& enough) {
   detail::SparePool& sp = *detail::spare_pool();
   for (;;) {
@@ -129,8 +130,9 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
     MPI_Comm_rank(shrunk, &rank);
     if (rank == root) {
       header = {static_cast<int>(epoch >> 32U), static_cast<int>(epoch & 0xffffffffU),
-                static_cast<int>(failures.size())};
+                static_cast<int>(failures.size()), static_cast<int>(moves.size())};
       for (auto f : failures) header.push_back(f.value());
+      for (auto m : moves) header.push_back(m.value());
       for (auto a : alive) header.push_back(a.value());
     }
     int length = static_cast<int>(header.size());
@@ -181,8 +183,10 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
       parts.epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
                     static_cast<std::uint32_t>(header.at(1));
       const auto known = static_cast<std::size_t>(header.at(2));
-      for (std::size_t i = 3; i < 3 + known; ++i) parts.failures.emplace_back(header[i]);
-      for (std::size_t i = 3 + known; i < header.size(); ++i) {
+      const auto moved = static_cast<std::size_t>(header.at(3));
+      for (std::size_t i = 4; i < 4 + known; ++i) parts.failures.emplace_back(header[i]);
+      for (std::size_t i = 4 + known; i < 4 + known + moved; ++i) parts.moves.emplace_back(header[i]);
+      for (std::size_t i = 4 + known + moved; i < header.size(); ++i) {
         if (std::find(missing.begin(), missing.end(), header[i]) != missing.end()) parts.failures.emplace_back(header[i]);
       }
       std::sort(parts.failures.begin(), parts.failures.end());
@@ -235,7 +239,7 @@ Comm Comm::serve_as_spare() {
     if (revoked) {
       // A respawn() woke the pool: take part, and return if taken.
       bool enough = false;
-      auto taken = take_from_pool(0, {}, {}, true, enough);
+      auto taken = take_from_pool(0, {}, {}, {}, true, enough);
       if (taken) return std::move(*taken);
       continue;
     }

@@ -45,6 +45,7 @@ struct Assignment {
   std::uint64_t epoch = 0;
   int original_size = 0;
   std::vector<OriginalRank> failures;   // every failure so far (Comm::failures)
+  std::vector<OriginalRank> moves;      // every move so far (Comm::moves)
   std::vector<OriginalRank> members;    // the original ranks of the result
   std::vector<OriginalRank> newcomers;  // the ranks the new processes take, in spawn order
 };

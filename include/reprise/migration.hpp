@@ -1,0 +1,126 @@
+#pragma once
+/// \file
+/// `Migration`: live process migration through in-memory checkpoint images
+/// (after Cores, Rodríguez, González and Martín). A process whose node is
+/// about to fail (told by a signal, by the launcher, or by `request`) moves
+/// to a new process elsewhere: at the next safe point every process agrees
+/// on the move, the leaving ones build the HDF5 image of their registered
+/// state in memory, new processes are spawned on the chosen hosts, the images
+/// travel over MPI and are opened there from memory, the communicator keeps
+/// its original ranks, and the leaving processes exit. Nobody rolls back.
+///
+/// Safe points: every process calls `poll()` at the same points of its work
+/// (between steps). The agreement costs one small non-blocking reduction per
+/// safe point, started at one and finished at the next, so no process waits
+/// for the decision; a request made before safe point s is carried out at
+/// safe point s + 1 on every process.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/driver.hpp"
+#include "reprise/rank.hpp"
+
+namespace reprise {
+
+/// Where migrated processes go and what triggers a move.
+struct MigrationConfig {
+  /// Hosts for the new processes (comma-separated, MPI_Comm_spawn's "host");
+  /// empty: `$REPRISE_SPAWN_HOSTS`, else where Open MPI has room.
+  std::string hosts;
+  /// A signal that asks the process receiving it to move ("my node is
+  /// failing"); 0 installs no handler. SIGUSR1 unless set.
+  int signal = -1;
+};
+
+/// What one migration cost, as the process measured it (seconds; a field
+/// that does not apply to the process is 0).
+struct MigrationTimes {
+  double response_s = 0;     ///< request to the new process running again, its state restored and checkpointed (in the new process)
+  double evacuation_s = 0;   ///< request to the leaving process free to exit (in the leaving one)
+  double image_build_s = 0;  ///< building the image (in the leaving process)
+  double image_open_s = 0;   ///< opening the image and restoring the state (in the new process)
+  std::uint64_t image_bytes = 0;  ///< size of the image sent
+};
+
+/// One migration, as every process that took part saw it.
+struct MigrationRecord {
+  std::vector<OriginalRank> moved;  ///< the original ranks that moved (in a new process: its own)
+  std::uint64_t epoch = 0;          ///< the communicator's epoch afterwards
+  std::uint64_t version = 0;        ///< the checkpoint version committed right after the move
+};
+
+/// Moves live processes of `comm` with their `checkpoint`-registered state.
+/// Construct it on every process after the registrations (and after the
+/// `Driver`, whose progress is registered too). In a process started by a
+/// migration (`comm.migrated_in()`), call `arrive()` next, before any other
+/// collective operation: it restores the state and joins the others.
+class Migration {
+ public:
+  /// Called in a leaving process with its times, just before it exits.
+  using BeforeLeaving = std::function<void(const MigrationTimes&)>;
+
+  /// Installs the signal handler (`config.signal`). `UsageError` for a
+  /// signal that cannot be caught.
+  Migration(Comm& comm, Checkpoint& checkpoint, MigrationConfig config = {});
+  ~Migration();
+  Migration(const Migration&) = delete;
+  Migration& operator=(const Migration&) = delete;
+
+  /// Asks that the processes of original ranks `ranks` move (this process if
+  /// empty). Not collective: any process may ask, for itself or others; the
+  /// move happens at the next safe point but one.
+  void request(std::span<const OriginalRank> ranks = {});
+
+  /// A safe point. Collective: every process calls it at the same points.
+  /// Returns true if processes moved here (the communicator changed and a
+  /// checkpoint of everyone's state was just committed); a leaving process
+  /// does not return: it exits (`Comm::leave_after_migration`). A process
+  /// failure during the move raises `CommFailure` on every member that
+  /// stays and on the leaving ones: recover as usual; the request stands and
+  /// is carried out at a later safe point.
+  bool poll();
+
+  /// In a process started by a migration: opens the image its predecessor
+  /// sent, restores the registered state and takes part in the checkpoint
+  /// that ends the move. `UsageError` in any other process; `CorruptData`
+  /// if the image does not fit the registrations.
+  void arrive();
+
+  /// Makes `driver.run(steps, step)` call `poll()` before every step.
+  void attach(Driver& driver);
+
+  /// Sets a callback run in a leaving process just before it exits.
+  void before_leaving(BeforeLeaving callback) { _before_leaving = std::move(callback); }
+
+  /// This process's times of the last migration it took part in.
+  [[nodiscard]] const MigrationTimes& last_times() const noexcept { return _times; }
+  /// Every migration this process took part in, oldest first.
+  [[nodiscard]] const std::vector<MigrationRecord>& history() const noexcept { return _history; }
+
+ private:
+  void negotiate_from_here();
+  void drop_round() noexcept;
+  void move(const std::vector<OriginalRank>& leaving, double requested_at);
+
+  Comm& _comm;
+  Checkpoint& _checkpoint;
+  MigrationConfig _config;
+  BeforeLeaving _before_leaving;
+  MPI_Comm _negotiation = MPI_COMM_NULL;  // a duplicate of the communicator, for the rounds only
+  std::uint64_t _negotiation_epoch = 0;
+  MPI_Request _round = MPI_REQUEST_NULL;
+  double _round_values[2] = {0, 0};  // this process's asks and the earliest request time (negated) ...
+  double _round_totals[2] = {0, 0};  // ... and their reduction over every process
+  std::vector<OriginalRank> _asked;  // requests made here with request()
+  double _asked_at = 0;              // when the first of them was made (seconds, CLOCK_REALTIME)
+  MigrationTimes _times;
+  std::vector<MigrationRecord> _history;
+};
+
+}  // namespace reprise

@@ -1,0 +1,193 @@
+#include "reprise/migration.hpp"
+
+#include <mpi.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "reprise/error.hpp"
+#include "reprise/image.hpp"
+#include "state_image.hpp"
+
+namespace reprise {
+
+namespace {
+
+constexpr const char* kWhere = "reprise::Migration";
+// The extra dataset of a migration image: when the move was asked for.
+constexpr const char* kRequestTimeName = "reprise::Migration request time";
+// No request in a round: its "minus the earliest request time".
+constexpr double kNoRequest = -1e300;
+
+/// Seconds on the clock every process of the machine (or of the namespace
+/// nodes, which share the kernel) reads alike; async-signal-safe.
+double shared_clock() noexcept {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+// Set by the signal handler: this process was asked to move, and when
+// (nanoseconds on the shared clock; 0: not asked).
+std::atomic<long long> g_signalled_at{0};
+static_assert(std::atomic<long long>::is_always_lock_free, "the signal handler needs a lock-free atomic");
+
+extern "C" void on_move_signal(int) {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  long long expected = 0;
+  g_signalled_at.compare_exchange_strong(expected, static_cast<long long>(now.tv_sec) * 1000000000LL + now.tv_nsec);
+}
+
+double signalled_at() noexcept { return 1e-9 * static_cast<double>(g_signalled_at.load()); }
+
+}  // namespace
+
+Migration::Migration(Comm& comm, Checkpoint& checkpoint, MigrationConfig config)
+    : _comm(comm), _checkpoint(checkpoint), _config(std::move(config)) {
+  if (_config.signal < 0) _config.signal = SIGUSR1;
+  if (_config.signal == SIGKILL || _config.signal == SIGSTOP || _config.signal >= NSIG) {
+    throw UsageError(std::string(kWhere) + ": signal " + std::to_string(_config.signal) +
+                     " cannot be caught; choose another (SIGUSR1, SIGUSR2) or 0 for none");
+  }
+  if (_config.signal > 0) {
+    struct sigaction action {};
+    action.sa_handler = on_move_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    ::sigaction(_config.signal, &action, nullptr);
+  }
+}
+
+Migration::~Migration() {
+  if (_config.signal > 0) std::signal(_config.signal, SIG_DFL);
+  drop_round();
+  if (_negotiation != MPI_COMM_NULL) MPI_Comm_free(&_negotiation);
+}
+
+void Migration::request(std::span<const OriginalRank> ranks) {
+  if (_asked.empty()) _asked_at = shared_clock();
+  if (ranks.empty()) {
+    _asked.push_back(_comm.original_rank());
+  } else {
+    _asked.insert(_asked.end(), ranks.begin(), ranks.end());
+  }
+}
+
+void Migration::attach(Driver& driver) {
+  driver.between_steps([this] { return poll(); });
+}
+
+// Ends the round in flight, if any, without waiting for a process that may
+// have died: the negotiation communicator is revoked first.
+void Migration::drop_round() noexcept {
+  if (_round == MPI_REQUEST_NULL) return;
+  Comm::revoke_raw(_negotiation);
+  MPI_Wait(&_round, MPI_STATUS_IGNORE);
+  _round = MPI_REQUEST_NULL;
+}
+
+// A fresh negotiation communicator for the communicator as it is now
+// (collective: at the first safe point, and after every change).
+void Migration::negotiate_from_here() {
+  drop_round();
+  if (_negotiation != MPI_COMM_NULL) MPI_Comm_free(&_negotiation);
+  _comm.check(MPI_Comm_dup(_comm.raw(), &_negotiation), "reprise::Migration: MPI_Comm_dup");
+  MPI_Comm_set_errhandler(_negotiation, MPI_ERRORS_RETURN);
+  _negotiation_epoch = _comm.epoch();
+}
+
+bool Migration::poll() {
+  if (_negotiation == MPI_COMM_NULL || _negotiation_epoch != _comm.epoch()) negotiate_from_here();
+  bool moved = false;
+  if (_round != MPI_REQUEST_NULL) {
+    _comm.check(MPI_Wait(&_round, MPI_STATUS_IGNORE), "reprise::Migration: the round of the safe point before");
+    if (_round_totals[0] > 0) {
+      // Who moves: every process's asks, gathered (all are at this point).
+      // What was asked here so far; a signal or a request that comes during
+      // the move stays for the next one.
+      long long signal_seen = g_signalled_at.load();
+      const std::size_t asked_seen = _asked.size();
+      std::vector<int> mine;
+      if (signal_seen != 0) mine.push_back(_comm.original_rank().value());
+      for (const auto rank : _asked) mine.push_back(rank.value());
+      std::vector<OriginalRank> leaving;
+      for (const auto& asks : _comm.allgatherv<int>(mine)) {
+        for (const int rank : asks) {
+          if (_comm.rank_of(OriginalRank{rank}).has_value()) leaving.emplace_back(rank);
+        }
+      }
+      std::sort(leaving.begin(), leaving.end());
+      leaving.erase(std::unique(leaving.begin(), leaving.end()), leaving.end());
+      if (!leaving.empty()) {
+        move(leaving, -_round_totals[1]);
+        moved = true;
+      }
+      g_signalled_at.compare_exchange_strong(signal_seen, 0);
+      _asked.erase(_asked.begin(), _asked.begin() + static_cast<std::ptrdiff_t>(asked_seen));
+      if (!_asked.empty()) _asked_at = shared_clock();
+    }
+  }
+  const double asked_at = signalled_at() > 0 ? signalled_at() : (_asked.empty() ? 0 : _asked_at);
+  _round_values[0] = asked_at > 0 ? 1 : 0;
+  _round_values[1] = asked_at > 0 ? -asked_at : kNoRequest;
+  _comm.check(MPI_Iallreduce(_round_values, _round_totals, 2, MPI_DOUBLE, MPI_MAX, _negotiation, &_round),
+              "reprise::Migration: MPI_Iallreduce of a safe point");
+  return moved;
+}
+
+void Migration::move(const std::vector<OriginalRank>& leaving, double requested_at) {
+  const bool leaves = std::binary_search(leaving.begin(), leaving.end(), _comm.original_rank());
+  _times = {};
+  ImageBytes image;
+  if (leaves) {
+    const double started = MPI_Wtime();
+    const double request_time[1] = {requested_at};
+    const detail::ExtraPiece extra{kRequestTimeName, std::as_bytes(std::span(request_time)),
+                                   ArrayShape{ElementType::kFloat64, {}}};
+    image = detail::build_state_image(_checkpoint, _comm, _checkpoint.version(), _checkpoint.capture(),
+                                      std::span(&extra, 1));
+    _times.image_build_s = MPI_Wtime() - started;
+    _times.image_bytes = image.size();
+  }
+  auto moved = _comm.migrate(leaving, image.span(), _config.hosts);
+  if (!moved) {
+    _times.evacuation_s = shared_clock() - requested_at;
+    if (_before_leaving) _before_leaving(_times);
+    _comm.leave_after_migration();
+  }
+  _comm = std::move(*moved);
+  _checkpoint.checkpoint();
+  _history.push_back({leaving, _comm.epoch(), _checkpoint.version()});
+  negotiate_from_here();
+}
+
+void Migration::arrive() {
+  if (!_comm.migrated_in()) {
+    throw UsageError(std::string(kWhere) + "::arrive: this process was not started by a migration "
+                     "(Comm::migrated_in() is false); call it only there");
+  }
+  const auto handover = _comm.take_handover();
+  if (handover.size == 0) {
+    throw UsageError(std::string(kWhere) + "::arrive: called twice, or the image was taken already");
+  }
+  const double started = MPI_Wtime();
+  const auto image = Image::view(handover.span());
+  _checkpoint.load_state(detail::state_of_image(image, _checkpoint));
+  _checkpoint.continue_from(image.info().checkpoint_id);
+  _times = {};
+  _times.image_open_s = MPI_Wtime() - started;
+  _times.image_bytes = handover.size;
+  const auto request_time = image.read_array<double>(kRequestTimeName);
+  _checkpoint.checkpoint();
+  _times.response_s = shared_clock() - request_time.at(0);
+  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version()});
+  negotiate_from_here();
+}
+
+}  // namespace reprise

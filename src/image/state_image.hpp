@@ -1,0 +1,33 @@
+#pragma once
+// A checkpoint's serialized state as an image and back: one dataset per
+// registered piece, in its element type and shape. Shared by the disk level
+// and migration.
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/image.hpp"
+
+namespace reprise::detail {
+
+/// A dataset an image carries besides the registered pieces.
+struct ExtraPiece {
+  std::string name;
+  std::span<const std::byte> bytes;
+  ArrayShape shape;
+};
+
+/// The image of `state` (a serialized state of `checkpoint`, such as
+/// `capture()` or `committed_state()`) of this process at `version`, plus
+/// `extras`. `UsageError` if an extra's name is a registered one.
+[[nodiscard]] ImageBytes build_state_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                                           std::span<const std::byte> state, std::span<const ExtraPiece> extras = {});
+
+/// The serialized state of `checkpoint` that `image` holds: every registered
+/// piece by name, checksums checked. `UsageError` naming a missing piece.
+[[nodiscard]] std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint);
+
+}  // namespace reprise::detail

@@ -1,0 +1,224 @@
+// Live migration (Migration): processes move to new ones at a safe point,
+// asked by request(), by a signal, or several at once, alone or under a
+// Driver, and the run ends with exactly the numbers of a run without any
+// move. Every process checks every value of every process's state at the
+// end (the state is a pure function of the original rank and the step).
+// Processes killed during a move: the leaving one, a bystander.
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/driver.hpp"
+#include "reprise/inject.hpp"
+#include "reprise/migration.hpp"
+
+namespace reprise {
+namespace {
+
+constexpr std::size_t kValues = 3000;  // doubles per process
+constexpr std::size_t kRows = 30;      // the typed array: kRows x kColumns
+constexpr std::size_t kColumns = 20;
+
+/// One process's state: a vector, a typed 2-D array and the step counter.
+struct State {
+  std::vector<double> values = std::vector<double>(kValues, 0.0);
+  std::vector<std::int32_t> grid = std::vector<std::int32_t>(kRows * kColumns, 0);
+  std::uint64_t step = 0;
+  std::uint64_t mixed = 0;  // the sum of every process's step over the run (from an allreduce)
+
+  void register_with(Checkpoint& checkpoint) {
+    checkpoint.protect("values", values);
+    checkpoint.protect_array<std::int32_t>("grid", grid, {kRows, kColumns});
+    checkpoint.protect("step", step);
+    checkpoint.protect("mixed", mixed);
+  }
+
+  /// One step of original rank `me` among `processes`.
+  void advance(Comm& comm, OriginalRank me) {
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      values[i] = values[i] * 0.5 + static_cast<double>((me.value() + 1) * (i + 1)) + static_cast<double>(step);
+    }
+    grid[step % grid.size()] += me.value() + static_cast<std::int32_t>(step);
+    mixed += comm.allreduce(step, MPI_SUM);
+    ++step;
+  }
+};
+
+/// What original rank `me` holds after `steps` steps among `processes`
+/// processes, computed alone.
+State expected(OriginalRank me, int processes, std::uint64_t steps) {
+  State state;
+  for (std::uint64_t s = 0; s < steps; ++s) {
+    for (std::size_t i = 0; i < state.values.size(); ++i) {
+      state.values[i] = state.values[i] * 0.5 + static_cast<double>((me.value() + 1) * (i + 1)) + static_cast<double>(s);
+    }
+    state.grid[s % state.grid.size()] += me.value() + static_cast<std::int32_t>(s);
+    state.mixed += s * static_cast<std::uint64_t>(processes);
+    ++state.step;
+  }
+  return state;
+}
+
+void expect_exact(const State& state, OriginalRank me, int processes, std::uint64_t steps) {
+  const State want = expected(me, processes, steps);
+  EXPECT_EQ(state.step, want.step) << "original rank " << me.value();
+  EXPECT_EQ(state.mixed, want.mixed) << "original rank " << me.value();
+  EXPECT_EQ(state.values, want.values) << "original rank " << me.value();
+  EXPECT_EQ(state.grid, want.grid) << "original rank " << me.value();
+}
+
+/// A run of `steps` steps with a safe point before each; `ask(step, migration)`
+/// may ask for moves. Returns the migrations this process saw.
+using Ask = std::function<void(std::uint64_t step, OriginalRank me, Migration& migration)>;
+
+/// What a run saw on this process.
+struct Seen {
+  bool migrated_in = false;  // this process was started by a move
+  OriginalRank me{0};
+  std::vector<MigrationRecord> history;
+};
+
+Seen run(std::uint64_t steps, const Ask& ask) {
+  auto comm = Comm::world();
+  State state;
+  Checkpoint checkpoint(comm);
+  state.register_with(checkpoint);
+  Migration migration(comm, checkpoint);
+  const bool arrived = comm.migrated_in();
+  if (arrived) {
+    migration.arrive();
+    EXPECT_GT(migration.last_times().image_open_s, 0.0);
+    EXPECT_GT(migration.last_times().response_s, 0.0);
+  } else {
+    checkpoint.checkpoint();
+  }
+  while (state.step < steps) {
+    migration.poll();
+    ask(state.step, comm.original_rank(), migration);
+    state.advance(comm, comm.original_rank());
+  }
+  expect_exact(state, comm.original_rank(), comm.original_size(), steps);
+  EXPECT_EQ(comm.size(), comm.original_size());
+  return {arrived, comm.original_rank(), migration.history()};
+}
+
+}  // namespace
+
+std::vector<OriginalRank> ranks(std::initializer_list<int> values) {
+  std::vector<OriginalRank> result;
+  for (const int value : values) result.emplace_back(value);
+  return result;
+}
+
+TEST(Migration, OneProcessMovesOnRequestAndTheRunEndsExact) {
+  const auto seen = run(12, [](std::uint64_t step, OriginalRank me, Migration& migration) {
+    if (step == 4 && me == OriginalRank{1}) migration.request();
+  });
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_EQ(seen.history[0].moved, ranks({1}));
+  EXPECT_EQ(seen.migrated_in, seen.me == OriginalRank{1});
+}
+
+// Any process may ask for others: process 0 moves 2 and 3.
+TEST(Migration, OneProcessAsksForTwoOthers) {
+  const auto seen = run(10, [](std::uint64_t step, OriginalRank me, Migration& migration) {
+    if (step == 2 && me == OriginalRank{0}) migration.request(ranks({2, 3}));
+  });
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_EQ(seen.history[0].moved, seen.migrated_in ? std::vector{seen.me} : ranks({2, 3}));
+}
+
+// SIGUSR1 reaching two processes at the same step moves both together;
+// later one of the new processes moves again.
+TEST(Migration, SignalsAtTwoProcessesMoveBothThenOneMovesAgain) {
+  const auto seen = run(14, [](std::uint64_t step, OriginalRank me, Migration&) {
+    if (step == 3 && (me == OriginalRank{1} || me == OriginalRank{3})) std::raise(SIGUSR1);
+    if (step == 8 && me == OriginalRank{3}) std::raise(SIGUSR1);
+  });
+  if (!seen.migrated_in) {
+    ASSERT_EQ(seen.history.size(), 2U);
+    EXPECT_EQ(seen.history[0].moved, ranks({1, 3}));
+    EXPECT_EQ(seen.history[1].moved, ranks({3}));
+  } else if (seen.me == OriginalRank{1}) {
+    ASSERT_EQ(seen.history.size(), 2U);  // its arrival, then 3's second move
+    EXPECT_EQ(seen.history[1].moved, ranks({3}));
+  } else {
+    ASSERT_EQ(seen.history.size(), 1U);  // the second new process of rank 3
+  }
+}
+
+namespace {
+
+/// A run under a Driver (checkpoints every 3 steps, respawn) with a
+/// migration attached; `ask(step, me, migration)` runs inside each step.
+/// `arm(me)` may arm fault points first (in the processes the job started).
+Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(OriginalRank)>& arm = {}) {
+  auto comm = Comm::world();
+  State state;
+  Checkpoint checkpoint(comm);
+  state.register_with(checkpoint);
+  DriverConfig config;
+  config.cadence.every_steps = 3;
+  Driver driver(comm, checkpoint, config);
+  Migration migration(comm, checkpoint);
+  migration.attach(driver);
+  const bool arrived = comm.migrated_in();
+  if (arrived) migration.arrive();
+  if (arm && !comm.is_replacement()) arm(comm.original_rank());
+  driver.run(steps, [&](std::uint64_t step) {
+    EXPECT_EQ(step, state.step);
+    ask(step, comm.original_rank(), migration);
+    state.advance(comm, comm.original_rank());
+  });
+  expect_exact(state, comm.original_rank(), comm.original_size(), steps);
+  EXPECT_EQ(comm.size(), comm.original_size());
+  return {arrived, comm.original_rank(), migration.history()};
+}
+
+}  // namespace
+
+TEST(Migration, UnderADriverTheMoveHappensBetweenSteps) {
+  const auto seen = run_driven(16, [](std::uint64_t step, OriginalRank me, Migration& migration) {
+    if (step == 5 && me == OriginalRank{2}) migration.request();
+  });
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_EQ(seen.history[0].moved, ranks({2}));
+}
+
+// The leaving process dies while it hands its image over: every process
+// raises, the driver respawns it from its buddy's copy and rolls everyone
+// back; its request died with it. The run still ends exact.
+TEST(Migration, TheLeavingProcessKilledDuringAMoveIsRecovered) {
+  const auto seen = run_driven(
+      16,
+      [](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 5 && me == OriginalRank{2}) migration.request();
+      },
+      [](OriginalRank) { inject::arm("comm.migrate.handover", OriginalRank{2}); });
+  EXPECT_TRUE(seen.history.empty());
+  EXPECT_FALSE(seen.migrated_in);
+}
+
+// A bystander dies during the move: the driver respawns it, and the request
+// still stands, so the move happens after the recovery.
+TEST(Migration, ABystanderKilledDuringAMoveIsRecoveredAndTheMoveRetried) {
+  const auto seen = run_driven(
+      20,
+      [](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 5 && me == OriginalRank{2} && migration.history().empty()) migration.request();
+      },
+      [](OriginalRank) { inject::arm("comm.migrate.handover", OriginalRank{0}); });
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_EQ(seen.history[0].moved, ranks({2}));
+}
+
+}  // namespace reprise
