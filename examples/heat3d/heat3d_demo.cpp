@@ -353,7 +353,7 @@ int main(int argc, char** argv) {
   if (comm.migrated_in()) {
     migration.arrive();
     const auto& times = migration.last_times();
-    std::printf("  #%d runs again in a new process (pid %d): image opened and restored in %.1f ms, %.1f ms after "
+    std::printf("  #%d runs again in another process (pid %d): image opened and restored in %.1f ms, %.1f ms after "
                 "the request\n",
                 me.value(), static_cast<int>(::getpid()), 1e3 * times.image_open_s, 1e3 * times.response_s);
     std::fflush(stdout);

@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
   if (comm.migrated_in()) {
     migration.arrive();
     store.heal();  // takes over the copies its predecessor held
-    std::printf("  #%d runs again in a new process (pid %d) at iteration %llu: image opened in %.1f ms, %.1f ms after "
+    std::printf("  #%d runs again in another process (pid %d) at iteration %llu: image opened in %.1f ms, %.1f ms after "
                 "the request\n",
                 me.value(), static_cast<int>(::getpid()), static_cast<unsigned long long>(iteration),
                 1e3 * migration.last_times().image_open_s, 1e3 * migration.last_times().response_s);

@@ -359,9 +359,8 @@ class Comm {
   static Comm join_as_replacement(MPI_Comm parent);
   static Comm join_migration(MPI_Comm merged);
   static Comm serve_as_spare();
-  static std::optional<Comm> take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
-                                            const std::vector<OriginalRank>& moves,
-                                            const std::vector<OriginalRank>& alive, bool replacement, bool& enough);
+  struct PoolRound;
+  static std::optional<Comm> take_from_pool(const PoolRound& round, bool& enough);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool no_failure_until(double deadline);
   [[noreturn]] void raise_failed_step(std::string_view what);

@@ -5,7 +5,9 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +56,14 @@ struct Assignment {
 /// (parents first, then the new processes); a new process (`me` = -1)
 /// learns its original rank from it. False if a broadcast failed.
 bool share_assignment(MPI_Comm merged, Assignment& assignment, OriginalRank& me);
+
+/// Sends a moving process's `state` to rank `to` of `comm` (its successor).
+/// False if a send failed.
+bool send_handover(MPI_Comm comm, int to, std::span<const std::byte> state);
+
+/// Receives what rank `from` of `comm` sends with `send_handover`. False if
+/// a receive failed.
+bool receive_handover(MPI_Comm comm, int from, Handover& handover);
 
 /// Ends a spawned process whose joining failed (recorded as abandoned).
 [[noreturn]] void abandon(const char* why);
