@@ -239,6 +239,7 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
       ok = detail::send_handover(shrunk, spare_ranks.at(k), round.state);
     }
     if (ok && moved_in) {
+      inject::fault_point("comm.migrate.arrived", OriginalRank{missing[took]});
       const auto from = std::find(originals.begin(), originals.end(), missing[took]) - originals.begin();
       ok = detail::receive_handover(shrunk, static_cast<int>(from), handover);
     }
