@@ -193,14 +193,21 @@ int main(int argc, char** argv) {
   }
   const auto start = std::chrono::steady_clock::now();
   while (iteration < options.iterations) {
-    if (migration.poll()) store.heal();  // processes moved: the new ones take their copies over
-    if (options.move.due(me, iteration)) migration.request();
-    schedule.apply(me, iteration, comm.is_replacement());
-    auto sums = partial_sums(points, centers, options);
-    if (comm.attempt([&] { comm.allreduce(std::span(sums), MPI_SUM); })) {
-      update_centers(sums, centers, options);
-      ++iteration;
-      continue;
+    // A safe point: processes may move here, and the new ones take their
+    // predecessors' copies over. A failure during it is recovered below like
+    // one during the iteration.
+    const bool safe = comm.attempt([&] {
+      if (migration.poll()) store.heal();
+    });
+    if (safe) {
+      if (options.move.due(me, iteration)) migration.request();
+      schedule.apply(me, iteration, comm.is_replacement());
+      auto sums = partial_sums(points, centers, options);
+      if (comm.attempt([&] { comm.allreduce(std::span(sums), MPI_SUM); })) {
+        update_centers(sums, centers, options);
+        ++iteration;
+        continue;
+      }
     }
     // Shrink, bring every point back to `copies` copies (so that the next
     // failure finds them again), then take over the dead processes' points.
