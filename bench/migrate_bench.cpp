@@ -62,7 +62,10 @@ constexpr const char* kUsage =
     "                     [--via memory,disk] [--dir DIR] [--copies C]\n";
 // How long a new process waits for its predecessor's times file.
 constexpr double kTimesFileWaitS = 60;
+// The largest state per process a size may ask for (MiB).
+constexpr std::size_t kMaxMib = std::size_t{1} << 14U;
 
+/// The command line.
 struct Options {
   std::vector<std::size_t> sizes_mib{1, 8};
   std::vector<int> migrating{1, 0};  // 0: all processes
@@ -80,12 +83,16 @@ std::vector<std::string> items(const std::string& value) {
   return result;
 }
 
+/// The options of the command line; `BadOption` for one that is wrong.
 Options parse(int argc, char** argv) {
   Options options;
   for_each_flag(argc, argv, [&options](const std::string& flag, const std::string& value) {
     if (flag == "--sizes") {
       options.sizes_mib.clear();
-      for (const auto& item : items(value)) options.sizes_mib.push_back(number<std::size_t>(flag, item, 1));
+      for (const auto& item : items(value)) {
+        options.sizes_mib.push_back(number<std::size_t>(flag, item, 1));
+        if (options.sizes_mib.back() > kMaxMib) throw BadOption("--sizes: at most 16384 (16 GiB) per process");
+      }
     } else if (flag == "--migrating") {
       options.migrating.clear();
       for (const auto& item : items(value)) options.migrating.push_back(item == "all" ? 0 : number<int>(flag, item, 1));
@@ -114,7 +121,7 @@ Options parse(int argc, char** argv) {
 struct Move {
   std::size_t bytes;  // state per process
   int migrating;      // the last `migrating` original ranks move
-  bool disk;
+  bool disk;          // through a file, else in memory
   bool last_of_group;  // the last move of (bytes, migrating): print after it
 };
 
