@@ -101,13 +101,22 @@ test-asan-all: setup
 # INCREMENTAL_ARGS (--mib --cow-mib --iterations --every --orders --modes
 # --repeats --seed --dir --sink-mib-per-s --sink --work); trap_bench (one
 # process) what a first write to a protected page costs, with TRAP_ARGS
-# (--mib --repeats --seed).
+# (--mib --repeats --seed). migrate_bench moves processes live on
+# MIGRATE_RANKS processes, one job per size in MiB of MIGRATE_SIZES, with
+# MIGRATE_ARGS (--migrating --repetitions --via --dir --copies): the image in
+# memory and through a file on disk, with a memcpy baseline
+# (docs/PERFORMANCE.md, "Live migration"). Short jobs and at least 3
+# processes: a job of many moves, or the second move on 2 processes, can
+# hang (docs/PERFORMANCE.md).
 BENCH_ARGS ?=
 BENCH_RANKS ?= 4
 CHECKPOINT_ARGS ?=
 CHECKPOINT_RANKS ?= 2 4 8
 INCREMENTAL_ARGS ?=
 TRAP_ARGS ?=
+MIGRATE_ARGS ?=
+MIGRATE_RANKS ?= 3
+MIGRATE_SIZES ?= 1 8
 bench: build
 	@scripts/reprise-run -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
 	@for n in $(CHECKPOINT_RANKS); do \
@@ -122,6 +131,10 @@ bench: build
 	fi
 	@$(BUILD)/bench/incremental_bench $(INCREMENTAL_ARGS)
 	@$(BUILD)/bench/trap_bench $(TRAP_ARGS)
+	@for s in $(MIGRATE_SIZES); do \
+	  scripts/reprise-run -n $(MIGRATE_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/migrate_bench --sizes $$s $(MIGRATE_ARGS) \
+	    || exit 1; \
+	done
 
 # The chaos campaign (docs/RELIABILITY.md): CHAOS_SEEDS seeded scenarios of
 # store, variable store, checkpoint/driver and incremental checkpoints with
