@@ -36,12 +36,13 @@ demo-heat: build
 	@REPRISE_SPARES=$(HEAT_SPARES) scripts/reprise-run -n $$((8 + $(HEAT_SPARES))) --timeout 120 -- \
 	  $(BUILD)/examples/heat3d_demo --mode $(HEAT_MODE) $(DEMO_ARGS)
 
-# Live migration: heat3d on 4 processes; at iteration 40 process #1 moves to
-# a new process (its state as an in-memory HDF5 image), and 2.5 s after the
-# launch the launcher asks #2 to move too (SIGUSR1). Nobody rolls back; the
-# grid must equal the serial run bit for bit.
+# Live migration: heat3d on 4 processes plus 1 spare; at iteration 40
+# process #1 moves to the spare (its state as an in-memory HDF5 image), and
+# 2.5 s after the launch the launcher asks #2 to move too (SIGUSR1): no spare
+# is left, so a new process is spawned. Nobody rolls back; the grid must
+# equal the serial run bit for bit.
 demo-migrate: build
-	@scripts/reprise-run -n 4 --timeout 120 --migrate 2@2.5 -- \
+	@REPRISE_SPARES=1 scripts/reprise-run -n 5 --timeout 120 --migrate 2@2.5 -- \
 	  $(BUILD)/examples/heat3d_demo --kills 0 --n 32 --iterations 30000 --move 1@40 $(DEMO_ARGS)
 
 # The foundation demo: a long sum that heals its communicator.

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -95,6 +96,32 @@ void parse_demo_flags(int argc, char** argv, const std::string& program, const s
   flags.push_back(number_flag("--kills", "processes killed at random " + steps, options.kills));
   flags.push_back(number_flag("--seed", "seed of the random kills", options.seed, "random, printed"));
   parse_flags(argc, argv, program, about, flags);
+}
+
+/// `--move RANK@ITERATION`: at that iteration the process of that original
+/// rank asks to move to a new process (live migration, `reprise::Migration`).
+struct MovePlan {
+  int rank = -1;  ///< -1: no move planned
+  std::uint64_t iteration = 0;
+  /// Whether process `me` asks to move at `iteration`.
+  [[nodiscard]] bool due(reprise::OriginalRank me, std::uint64_t now) const {
+    return rank == me.value() && now == iteration;
+  }
+};
+
+inline Flag move_flag(MovePlan& plan) {
+  return Flag{"--move", "RANK@ITERATION: that process asks to move to a new process (live migration)", "none",
+              [&plan](const std::string& value) {
+                const auto at = value.find('@');
+                try {
+                  if (at == std::string::npos) throw std::invalid_argument(value);
+                  plan.rank = std::stoi(value.substr(0, at));
+                  plan.iteration = std::stoull(value.substr(at + 1));
+                } catch (const std::exception&) {
+                  throw reprise::UsageError("--move takes RANK@ITERATION, e.g. 1@20, got '" + value + "'");
+                }
+                if (plan.rank < 0) throw reprise::UsageError("--move " + value + ": the rank is negative");
+              }};
 }
 
 /// For `main`, before MPI starts: if the command line asks for --help,

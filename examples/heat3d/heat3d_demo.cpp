@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,8 +41,7 @@ struct Options {
   int kills = 2;
   int copies = 3;
   reprise::RecoveryMode mode = reprise::RecoveryMode::kRespawn;
-  int move_rank = -1;  // --move RANK@ITERATION: that process asks to move then
-  std::uint64_t move_iteration = 0;
+  demo::MovePlan move;
   std::uint64_t seed = std::random_device{}();
 };
 
@@ -53,18 +51,6 @@ Options parse(int argc, char** argv) {
                     if (value == "respawn") options.mode = reprise::RecoveryMode::kRespawn;
                     else if (value == "shrink") options.mode = reprise::RecoveryMode::kShrink;
                     else throw reprise::UsageError("--mode " + value + " is neither respawn nor shrink");
-                  }};
-  demo::Flag move{"--move", "RANK@ITERATION: that process asks to move to a new process (live migration)", "none",
-                  [&](const std::string& value) {
-                    const auto at = value.find('@');
-                    try {
-                      if (at == std::string::npos) throw std::invalid_argument(value);
-                      options.move_rank = std::stoi(value.substr(0, at));
-                      options.move_iteration = std::stoull(value.substr(at + 1));
-                    } catch (const std::exception&) {
-                      throw reprise::UsageError("--move takes RANK@ITERATION, e.g. 1@20, got '" + value + "'");
-                    }
-                    if (options.move_rank < 0) throw reprise::UsageError("--move " + value + ": the rank is negative");
                   }};
   demo::parse_demo_flags(
       argc, argv, "heat3d_demo",
@@ -77,7 +63,7 @@ Options parse(int argc, char** argv) {
       {demo::number_flag("--n", "grid points along each side", options.n),
        demo::number_flag("--iterations", "iterations", options.iterations),
        demo::number_flag("--checkpoint-every", "iterations between checkpoints", options.checkpoint_every),
-       demo::number_flag("--copies", "copies of every checkpoint", options.copies), std::move(mode), std::move(move)});
+       demo::number_flag("--copies", "copies of every checkpoint", options.copies), std::move(mode), demo::move_flag(options.move)});
   if (options.n < 2 || options.checkpoint_every == 0) {
     throw reprise::UsageError("heat3d_demo: --n must be at least 2 and --checkpoint-every at least 1");
   }
@@ -367,7 +353,7 @@ int main(int argc, char** argv) {
   if (comm.migrated_in()) {
     migration.arrive();
     const auto& times = migration.last_times();
-    std::printf("  #%d runs again in a new process (pid %d): image opened and restored in %.1f ms, %.1f ms after "
+    std::printf("  #%d runs again in another process (pid %d): image opened and restored in %.1f ms, %.1f ms after "
                 "the request\n",
                 me.value(), static_cast<int>(::getpid()), 1e3 * times.image_open_s, 1e3 * times.response_s);
     std::fflush(stdout);
@@ -391,7 +377,7 @@ int main(int argc, char** argv) {
   try {
     driver.run(options.iterations, [&](std::uint64_t iteration) {
       schedule.apply(me, iteration, comm.is_replacement());
-      if (iteration == options.move_iteration && me.value() == options.move_rank) migration.request();
+      if (options.move.due(me, iteration)) migration.request();
       const Box box = part.as_box();
       const std::int64_t ex = box.extent(0) + 2;
       const std::int64_t ey = box.extent(1) + 2;

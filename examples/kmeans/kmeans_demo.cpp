@@ -12,6 +12,8 @@
 // REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule
 // ("nodeK@ITERATION": every process of node K at once).
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,6 +36,7 @@ struct Options {
   std::uint64_t iterations = 60;
   int kills = 2;
   int copies = 3;
+  demo::MovePlan move;
   std::uint64_t seed = std::random_device{}();
 };
 
@@ -43,13 +46,15 @@ Options parse(int argc, char** argv) {
       argc, argv, "kmeans_demo",
       "k-means whose points live in reprise's replicated store; processes are killed for real and the\n"
       "survivors must finish with the centers of a failure-free run. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
-      "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once).",
+      "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once). A process sent\n"
+      "SIGUSR1 (reprise-run --migrate) or named by --move moves to a new process between two iterations.",
       "iterations", options,
       {demo::number_flag("--points-per-process", "points each process owns", options.points_per_process),
        demo::number_flag("--dims", "dimensions of a point", options.dims),
        demo::number_flag("--clusters", "clusters", options.clusters),
        demo::number_flag("--iterations", "iterations", options.iterations),
-       demo::number_flag("--copies", "copies of every point in the store", options.copies)});
+       demo::number_flag("--copies", "copies of every point in the store", options.copies),
+       demo::move_flag(options.move)});
   return options;
 }
 
@@ -126,15 +131,19 @@ int main(int argc, char** argv) {
     return reprise::BlockRange{reprise::BlockId{first}, reprise::BlockId{first + options.points_per_process}};
   };
 
-  // My points, kept in the store with `copies` copies.
-  std::vector<double> points(options.points_per_process * options.dims);
-  for (std::uint64_t i = 0; i < options.points_per_process; ++i) {
-    make_point(range_of(me).begin.value + i, options, &points[i * options.dims]);
-  }
+  // My points, kept in the store with `copies` copies. A process started by
+  // a migration gets its predecessor's points, table and progress instead.
+  std::vector<double> points;
   reprise::Store store(comm, {.copies = options.copies, .block_bytes = point_bytes});
-  store.submit(range_of(me), std::as_bytes(std::span(points)));
+  if (!comm.migrated_in()) {
+    points.resize(options.points_per_process * options.dims);
+    for (std::uint64_t i = 0; i < options.points_per_process; ++i) {
+      make_point(range_of(me).begin.value + i, options, &points[i * options.dims]);
+    }
+    store.submit(range_of(me), std::as_bytes(std::span(points)));
+  }
 
-  if (comm.rank().value() == 0) {
+  if (comm.rank().value() == 0 && !comm.migrated_in()) {
     std::printf("reprise k-means: %d processes, %llu points in %zu dimensions, %zu clusters, %llu iterations, "
                 "%d copies of every point in the store\n",
                 comm.size(), static_cast<unsigned long long>(store.blocks()), options.dims, options.clusters,
@@ -149,15 +158,56 @@ int main(int argc, char** argv) {
   reprise::Ownership owners(comm, range_of);
 
   auto centers = initial_centers(options);
-  const auto start = std::chrono::steady_clock::now();
   std::uint64_t iteration = 0;
+  // Live migration: what a moving process takes along (one copy: the store
+  // keeps the points safe, this is only the image a move sends).
+  reprise::Checkpoint state(comm, {.copies = 1});
+  state.protect("points", points);
+  state.protect("centers", centers);
+  state.protect("iteration", iteration);
+  state.protect(
+      "owners",
+      [&](std::vector<std::byte>& out) {
+        const auto bytes = std::as_bytes(std::span(owners.entries()));
+        out.insert(out.end(), bytes.begin(), bytes.end());
+      },
+      [&](std::span<const std::byte> bytes) {
+        std::vector<reprise::Ownership::Entry> entries(bytes.size() / sizeof(reprise::Ownership::Entry));
+        std::memcpy(entries.data(), bytes.data(), entries.size() * sizeof(reprise::Ownership::Entry));
+        owners.assign(std::move(entries));
+      });
+  reprise::Migration migration(comm, state);
+  migration.before_leaving([&](const reprise::MigrationTimes& times) {
+    std::printf("  #%d leaves: image of %.2f MiB built in %.1f ms, free to exit %.1f ms after the request\n", me.value(),
+                static_cast<double>(times.image_bytes) / (1 << 20), 1e3 * times.image_build_s, 1e3 * times.evacuation_s);
+    std::fflush(stdout);
+  });
+  if (comm.migrated_in()) {
+    migration.arrive();
+    store.heal();  // takes over the copies its predecessor held
+    std::printf("  #%d runs again in another process (pid %d) at iteration %llu: image opened in %.1f ms, %.1f ms after "
+                "the request\n",
+                me.value(), static_cast<int>(::getpid()), static_cast<unsigned long long>(iteration),
+                1e3 * migration.last_times().image_open_s, 1e3 * migration.last_times().response_s);
+    std::fflush(stdout);
+  }
+  const auto start = std::chrono::steady_clock::now();
   while (iteration < options.iterations) {
-    schedule.apply(me, iteration, comm.is_replacement());
-    auto sums = partial_sums(points, centers, options);
-    if (comm.attempt([&] { comm.allreduce(std::span(sums), MPI_SUM); })) {
-      update_centers(sums, centers, options);
-      ++iteration;
-      continue;
+    // A safe point: processes may move here, and the new ones take their
+    // predecessors' copies over. A failure during it is recovered below like
+    // one during the iteration.
+    const bool safe = comm.attempt([&] {
+      if (migration.poll()) store.heal();
+    });
+    if (safe) {
+      if (options.move.due(me, iteration)) migration.request();
+      schedule.apply(me, iteration, comm.is_replacement());
+      auto sums = partial_sums(points, centers, options);
+      if (comm.attempt([&] { comm.allreduce(std::span(sums), MPI_SUM); })) {
+        update_centers(sums, centers, options);
+        ++iteration;
+        continue;
+      }
     }
     // Shrink, bring every point back to `copies` copies (so that the next
     // failure finds them again), then take over the dead processes' points.
@@ -216,6 +266,13 @@ int main(int argc, char** argv) {
     correct = worst <= 1e-9 ? 1 : 0;
     std::printf("  centers vs. a failure-free run on one process: largest difference %.1e -> %s\n", worst,
                 correct != 0 ? "CORRECT" : "WRONG");
+    // Every bit of the centers, so that two runs can be compared exactly
+    // (FNV-1a over their bytes).
+    std::uint64_t digest = 0xcbf29ce484222325ULL;
+    for (const std::byte byte : std::as_bytes(std::span(centers))) {
+      digest = (digest ^ static_cast<std::uint64_t>(byte)) * 0x100000001b3ULL;
+    }
+    std::printf("  centers digest %016llx\n", static_cast<unsigned long long>(digest));
     std::printf("  %d of %d processes finished %llu iterations in %.2f s\n", comm.size(), comm.original_size(),
                 static_cast<unsigned long long>(options.iterations), elapsed);
     std::fflush(stdout);

@@ -119,7 +119,7 @@ class Checkpoint {
           values.resize(bytes.size() / sizeof(T));
           if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
         },
-        sizeof(T), shape_of<T>());
+        sizeof(T), shape_of<T>(), [&values] { return std::as_bytes(std::span(values)); });
   }
 
   /// Registers a fixed-size typed array, restored in place, whose element
@@ -151,7 +151,7 @@ class Checkpoint {
 
   /// Registers any object through a serializer pair.
   void protect(std::string name, Save save, Load load) {
-    protect(std::move(name), std::move(save), std::move(load), 1, ArrayShape{});
+    protect(std::move(name), std::move(save), std::move(load), 1, ArrayShape{}, {});
   }
 
   /// Collective: stores every process's registered state as a new version,
@@ -218,6 +218,23 @@ class Checkpoint {
   /// The inverse of `split_state`: a serialized state from one piece per
   /// registration, in order (`UsageError` for another count).
   [[nodiscard]] std::vector<std::byte> join_state(std::span<const std::span<const std::byte>> pieces) const;
+  /// One registered piece's bytes as they are now (`visit_current`).
+  struct CurrentPiece {
+    std::size_t index = 0;             ///< its place among the registrations
+    std::span<const std::byte> bytes;  ///< its bytes
+    /// True for buffers and vectors: `bytes` are the object's own memory,
+    /// valid while it does not change; false for Save/Load objects, whose
+    /// bytes are serialized into a buffer that lives during the call only.
+    bool in_place = false;
+  };
+  /// Calls `visit` for every registered piece, in order, with its bytes as
+  /// they are now, copying nothing it need not (not collective): what an
+  /// image of the current state is built from.
+  void visit_current(const std::function<void(const CurrentPiece&)>& visit) const;
+  /// Sets the registered state from one piece per registration, in order
+  /// (not collective), after every check `split_state` makes: `UsageError`,
+  /// with nothing changed, if they do not fit.
+  void load_split(std::span<const std::span<const std::byte>> pieces);
   /// Sets the registered state from a serialized state (not collective):
   /// checks it like `split_state` first, so nothing changes on an error.
   void load_state(std::span<const std::byte> state);
@@ -253,6 +270,7 @@ class Checkpoint {
     std::size_t unit;         // the size must be a multiple of this
     ArrayShape shape;
     std::optional<BlockHolding> blocks;
+    std::function<std::span<const std::byte>()> view;  // the bytes in place; empty for Save/Load objects
   };
   template <class T>
   [[nodiscard]] static ArrayShape shape_of() {
@@ -262,7 +280,9 @@ class Checkpoint {
       return ArrayShape{};
     }
   }
-  void protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape);
+  void protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape,
+               std::function<std::span<const std::byte>()> view);
+  void check_piece(const Item& item, std::size_t length, const std::string& where) const;
   void protect_fixed(std::string name, std::span<std::byte> buffer, ArrayShape shape, std::optional<BlockHolding> blocks);
   void add(Item item);
   void serialize(std::vector<std::byte>& out) const;

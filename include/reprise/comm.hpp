@@ -114,6 +114,11 @@ class Comm {
   /// it with an earlier copy to tell whether the process holding an original
   /// rank now is the one that was there then (`failed()` cannot tell).
   [[nodiscard]] const std::vector<OriginalRank>& failures() const noexcept { return _failures; }
+  /// Every move (`migrate`) that led to this communicator, one entry per
+  /// process that left, sorted, the same on every member. A moved process's
+  /// memory went with it as a failed one's does: data kept in the memory of
+  /// processes compares `failures()` and `moves()` with earlier copies.
+  [[nodiscard]] const std::vector<OriginalRank>& moves() const noexcept { return _moves; }
   /// How many recoveries (`shrink()` or `respawn()`) led to this
   /// communicator: 0 for the job's first one. Replacements learn it too, so
   /// every member can tell which phase of the run it is in.
@@ -354,8 +359,8 @@ class Comm {
   static Comm join_as_replacement(MPI_Comm parent);
   static Comm join_migration(MPI_Comm merged);
   static Comm serve_as_spare();
-  static std::optional<Comm> take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
-                                            const std::vector<OriginalRank>& alive, bool replacement, bool& enough);
+  struct PoolRound;
+  static std::optional<Comm> take_from_pool(const PoolRound& round, bool& enough);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool no_failure_until(double deadline);
   [[noreturn]] void raise_failed_step(std::string_view what);
@@ -369,6 +374,7 @@ class Comm {
   std::vector<OriginalRank> _members;
   std::vector<OriginalRank> _failed;    // unique: _failures and the members known to have failed since
   std::vector<OriginalRank> _failures;  // one entry per failure before this communicator was formed
+  std::vector<OriginalRank> _moves;     // one entry per move (migrate) before this communicator was formed
   std::uint64_t _epoch = 0;
   std::uint64_t _exchange_round = 0;
   std::vector<int> _node_of_member;  // empty until node_of_each_member() is first called

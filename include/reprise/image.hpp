@@ -6,13 +6,14 @@
 /// that h5py, h5dump and h5ls read. After Cores, Rodríguez, González and
 /// Martín's in-memory checkpoint-based migration.
 ///
-/// Layout of an image (format version 1):
+/// Layout of an image (format version 1, in HDF5 1.8's file format):
 ///   /                 attributes `reprise_format` (uint32), `reprise_version`
-///                     (string), `original_rank`, `world_size` (int32),
-///                     `checkpoint_id` (uint64), `unix_time` (float64)
+///                     (fixed-length string), `original_rank`, `world_size`
+///                     (int32), `checkpoint_id` (uint64), `unix_time` (float64)
 ///   /state/<name>     one dataset per piece, little-endian, in its element
-///                     type and shape; attributes `checksum` (XXH3-64 of the
-///                     piece's bytes, uint64) and `element_type` (string)
+///                     type and shape, in the order added; attributes
+///                     `checksum` (XXH3-64 of the piece's bytes, uint64) and
+///                     `element_type` (fixed-length string, e.g. "float64")
 /// Datasets are chunked with fill value 0 and chunks of only zero bytes are
 /// not written (they read back as zeros), so sparse state costs no space.
 /// docs/ARCHITECTURE.md (§13) says how images are built and opened.

@@ -81,9 +81,11 @@ class Migration {
   /// Returns true if processes moved here (the communicator changed and a
   /// checkpoint of everyone's state was just committed); a leaving process
   /// does not return: it exits (`Comm::leave_after_migration`). A process
-  /// failure during the move raises `CommFailure` on every member that
-  /// stays and on the leaving ones: recover as usual; the request stands and
-  /// is carried out at a later safe point.
+  /// failure since the safe point before, or during the move, raises
+  /// `CommFailure` (on some members only, as any collective may): call it
+  /// where failures are recovered (inside `Driver::run`, or in
+  /// `comm.attempt`, as the k-means demo does). A request stands after a
+  /// failure (unless its process died) and is carried out later.
   bool poll();
 
   /// In a process started by a migration: opens the image its predecessor

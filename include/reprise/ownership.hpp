@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "reprise/block.hpp"
@@ -38,6 +39,11 @@ class Ownership {
 
   /// Every range and its owner.
   [[nodiscard]] const std::vector<Entry>& entries() const noexcept { return _entries; }
+
+  /// Replaces the table by `entries` (another process's copy): for a process
+  /// that joins the others later, such as one started by a migration, which
+  /// restores the table from its predecessor's state.
+  void assign(std::vector<Entry> entries) { _entries = std::move(entries); }
 
  private:
   std::vector<Entry> _entries;

@@ -160,7 +160,7 @@ class Store {
   StoreConfig _config;
   std::optional<Placement> _placement;
   SlotLayout _slots;                               // who took each slot at the submit
-  std::vector<OriginalRank> _baseline_failures;   // Comm::failures() when the holders were last right
+  std::vector<OriginalRank> _baseline_renewals;   // Comm::failures() and moves() when the holders were last right
   std::vector<BlockRange> _lost;                   // pieces with no copy left, sorted
   std::map<std::uint64_t, Chunk> _chunks;         // copies held here, by first id
   std::map<std::uint64_t, ExtraCopies> _extra;    // holders added by heal(), by first id of the piece

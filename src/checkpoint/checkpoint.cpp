@@ -77,7 +77,7 @@ void Checkpoint::protect_fixed(std::string name, std::span<std::byte> buffer, Ar
        [buffer](std::span<const std::byte> bytes) {
          if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
        },
-       buffer.size(), unit, std::move(shape), blocks});
+       buffer.size(), unit, std::move(shape), blocks, [buffer] { return std::span<const std::byte>(buffer); }});
 }
 
 void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, BlockRange mine, std::span<std::byte> data) {
@@ -92,8 +92,9 @@ void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, Block
                 BlockHolding{block_bytes, mine});
 }
 
-void Checkpoint::protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape) {
-  add({std::move(name), std::move(save), std::move(load), 0, unit, std::move(shape), std::nullopt});
+void Checkpoint::protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape,
+                         std::function<std::span<const std::byte>()> view) {
+  add({std::move(name), std::move(save), std::move(load), 0, unit, std::move(shape), std::nullopt, std::move(view)});
 }
 
 std::vector<Registration> Checkpoint::registrations() const {
@@ -113,6 +114,31 @@ std::vector<std::byte> Checkpoint::capture() const {
   std::vector<std::byte> state;
   serialize(state);
   return state;
+}
+
+void Checkpoint::visit_current(const std::function<void(const CurrentPiece&)>& visit) const {
+  std::vector<std::byte> scratch;
+  for (std::size_t i = 0; i < _items.size(); ++i) {
+    if (_items[i].view) {
+      visit({i, _items[i].view(), true});
+    } else {
+      scratch.clear();
+      _items[i].save(scratch);
+      visit({i, scratch, false});
+    }
+  }
+}
+
+void Checkpoint::load_split(std::span<const std::span<const std::byte>> pieces) try {
+  const std::string where = std::string(kWhere) + "::load_split";
+  if (pieces.size() != _items.size()) {
+    throw UsageError(where + ": " + std::to_string(pieces.size()) + " pieces for " + std::to_string(_items.size()) +
+                     " registrations; give one piece per registration, in order");
+  }
+  for (std::size_t i = 0; i < _items.size(); ++i) check_piece(_items[i], pieces[i].size(), where);
+  for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(pieces[i]);
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::load_split");
 }
 
 std::vector<std::span<const std::byte>> Checkpoint::split_state(std::span<const std::byte> state) const {
@@ -213,6 +239,18 @@ std::vector<std::byte> Checkpoint::take_spare(OriginalRank owner) {
   return buffer;
 }
 
+void Checkpoint::check_piece(const Item& item, std::size_t length, const std::string& where) const {
+  if (item.fixed_bytes != 0 && length != item.fixed_bytes) {
+    throw UsageError(where + ": buffer '" + item.name + "' is " + std::to_string(item.fixed_bytes) +
+                     " bytes but its saved state holds " + std::to_string(length) +
+                     "; register it again with the size it had, or protect a std::vector whose size may change");
+  }
+  if (length % item.unit != 0) {
+    throw UsageError(where + ": '" + item.name + "' holds " + std::to_string(length) + " bytes, not a whole number of its " +
+                     std::to_string(item.unit) + "-byte values");
+  }
+}
+
 std::vector<std::span<const std::byte>> Checkpoint::split(std::span<const std::byte> state,
                                                           std::string_view operation) const {
   const std::string where = std::string(kWhere) + "::" + std::string(operation);
@@ -235,15 +273,7 @@ std::vector<std::span<const std::byte>> Checkpoint::split(std::span<const std::b
                        "' was not registered at this place when the state was saved; register the same names in "
                        "the same order");
     }
-    if (item.fixed_bytes != 0 && length != item.fixed_bytes) {
-      throw UsageError(where + ": buffer '" + item.name + "' is " + std::to_string(item.fixed_bytes) +
-                       " bytes but its saved state holds " + std::to_string(length) +
-                       "; register it again with the size it had, or protect a std::vector whose size may change");
-    }
-    if (length % item.unit != 0) {
-      throw UsageError(where + ": '" + item.name + "' holds " + std::to_string(length) + " bytes, not a whole number of its " +
-                       std::to_string(item.unit) + "-byte values");
-    }
+    check_piece(item, length, where);
     parts.push_back(piece);
   }
   if (in.remaining() != 0) {

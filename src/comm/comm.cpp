@@ -52,6 +52,7 @@ Comm::Comm(Parts&& parts)
       _members(std::move(parts.members)),
       _failed(parts.failures),
       _failures(std::move(parts.failures)),
+      _moves(std::move(parts.moves)),
       _epoch(parts.epoch),
       _replacement(parts.replacement) {
   int rank = 0;
@@ -68,6 +69,7 @@ Comm::Comm(Comm&& other) noexcept
       _members(std::move(other._members)),
       _failed(std::move(other._failed)),
       _failures(std::move(other._failures)),
+      _moves(std::move(other._moves)),
       _epoch(other._epoch),
       _exchange_round(other._exchange_round),
       _node_of_member(std::move(other._node_of_member)),
@@ -86,6 +88,7 @@ Comm& Comm::operator=(Comm&& other) noexcept {
     _members = std::move(other._members);
     _failed = std::move(other._failed);
     _failures = std::move(other._failures);
+    _moves = std::move(other._moves);
     _epoch = other._epoch;
     _exchange_round = other._exchange_round;
     _node_of_member = std::move(other._node_of_member);
@@ -433,6 +436,7 @@ Comm Comm::shrink() {
       parts.original_size = _original_size;
       parts.replacement = _replacement;
       parts.epoch = _epoch + 1;
+      parts.moves = _moves;
       // The members that are gone failed once more each.
       std::vector<OriginalRank> lost;
       std::set_difference(_members.begin(), _members.end(), parts.members.begin(), parts.members.end(),

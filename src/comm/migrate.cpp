@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 
 #include "comm_detail.hpp"
+#include "spares.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
 #include "spawn.hpp"
@@ -21,39 +23,11 @@ namespace reprise {
 
 namespace {
 
-constexpr int kHandoverTag = 0x5e9c;
-// Bytes per message of a handover: below MPI's int count limit.
-constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
-
 /// Where `me` stands in a migration: -1 if it stays, else its place in
 /// `plan.newcomers`.
 int leaving_index(const detail::Assignment& plan, OriginalRank me) {
   const auto it = std::find(plan.newcomers.begin(), plan.newcomers.end(), me);
   return it == plan.newcomers.end() ? -1 : static_cast<int>(it - plan.newcomers.begin());
-}
-
-bool send_handover(MPI_Comm merged, int to, std::span<const std::byte> state) {
-  std::uint64_t size = state.size();
-  bool ok = MPI_Send(&size, 1, MPI_UINT64_T, to, kHandoverTag, merged) == MPI_SUCCESS;
-  for (std::size_t at = 0; ok && at < state.size(); at += kHandoverPiece) {
-    const auto piece = static_cast<int>(std::min(kHandoverPiece, state.size() - at));
-    ok = MPI_Send(state.data() + at, piece, MPI_BYTE, to, kHandoverTag, merged) == MPI_SUCCESS;
-  }
-  return ok;
-}
-
-bool receive_handover(MPI_Comm merged, int from, Handover& handover) {
-  std::uint64_t size = 0;
-  if (MPI_Recv(&size, 1, MPI_UINT64_T, from, kHandoverTag, merged, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
-  handover.bytes.reset(new std::byte[size]);  // not zeroed: every byte is received
-  handover.size = size;
-  bool ok = true;
-  for (std::size_t at = 0; ok && at < size; at += kHandoverPiece) {
-    const auto piece = static_cast<int>(std::min<std::size_t>(kHandoverPiece, size - at));
-    ok = MPI_Recv(handover.bytes.get() + at, piece, MPI_BYTE, from, kHandoverTag, merged, MPI_STATUS_IGNORE) ==
-         MPI_SUCCESS;
-  }
-  return ok;
 }
 
 /// The steps parents and new processes run on `merged` (parents first, in
@@ -80,13 +54,13 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
   if (ok && leaving < 0) ok = detail::make_pair(ordered, application, internal) == MPI_SUCCESS;
   if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
   if (ok && !is_new) inject::fault_point("comm.migrate.handover", me);
-  if (ok && leaving >= 0) ok = send_handover(merged, first_new + leaving, state);
+  if (ok && leaving >= 0) ok = detail::send_handover(merged, first_new + leaving, state);
   if (ok && is_new) {
     inject::fault_point("comm.migrate.arrived", me);
     // The predecessor's rank in the parents' communicator is its place among the members.
     const auto at = std::find(plan.members.begin(), plan.members.end(), me);
     ok = at != plan.members.end() &&
-         receive_handover(merged, static_cast<int>(at - plan.members.begin()), handover);
+         detail::receive_handover(merged, static_cast<int>(at - plan.members.begin()), handover);
   }
   const int rc = detail::ulfm::agree_on_step(merged, ok);
   if (rc == MPI_SUCCESS && ok) return true;
@@ -125,9 +99,22 @@ std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::sp
 
   inject::fault_point("comm.migrate", original_rank());
   if (!settle(true)) raise_failed_step("reprise::Comm::migrate");
+  // Spares started with the job take the leaving ranks without a spawn, if
+  // there are enough of them for all.
+  if (detail::SparePool* pool = detail::spare_pool();
+      pool != nullptr && pool->usable && pool->spares.size() >= sorted.size()) {
+    detail::ulfm::revoke(pool->pool);  // wakes the spares
+    const PoolRound round{_epoch + 1, _failures, _moves, _members, _replacement, sorted, state};
+    bool enough = false;
+    auto taken = take_from_pool(round, enough);
+    if (enough) return taken;  // none on a leaving process
+    *this = std::move(*taken);  // too few spares are left: spawn
+  }
   const detail::Command command = detail::current_command();
   const detail::SpawnInfo where(hosts);
-  detail::Assignment plan{_epoch + 1, _original_size, _failures, _members, sorted};
+  std::vector<OriginalRank> moves;
+  std::merge(_moves.begin(), _moves.end(), sorted.begin(), sorted.end(), std::back_inserter(moves));
+  detail::Assignment plan{_epoch + 1, _original_size, _failures, moves, _members, sorted};
   MPI_Comm inter = MPI_COMM_NULL;
   try {
     detail::spawn_replacements(*this, command, static_cast<int>(sorted.size()), where, inter);
@@ -139,10 +126,14 @@ std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::sp
       const bool done = finish_migration(merged, plan, me, state, parts.comm, parts.internal, none);
       MPI_Comm_free(&merged);
       if (done) {
+        // The new processes are not in the spare pool: a later round on it
+        // would take their ranks for missing.
+        if (detail::SparePool* pool = detail::spare_pool(); pool != nullptr) pool->usable = false;
         if (leaving_index(plan, me) >= 0) return std::nullopt;
         parts.original_size = _original_size;
         parts.epoch = plan.epoch;
         parts.failures = plan.failures;
+        parts.moves = plan.moves;
         parts.members = plan.members;
         parts.replacement = _replacement;
         return Comm(std::move(parts));
@@ -170,6 +161,7 @@ Comm Comm::join_migration(MPI_Comm merged) {
   parts.original_size = plan.original_size;
   parts.epoch = plan.epoch;
   parts.failures = plan.failures;
+  parts.moves = plan.moves;
   parts.members = plan.members;
   parts.replacement = true;
   Comm comm(std::move(parts));

@@ -43,8 +43,9 @@ Command current_command() {
 std::vector<int> encode(const Assignment& assignment) {
   std::vector<int> data{static_cast<int>(assignment.epoch >> 32U), static_cast<int>(assignment.epoch & 0xffffffffU),
                         assignment.original_size, static_cast<int>(assignment.failures.size()),
-                        static_cast<int>(assignment.members.size())};
+                        static_cast<int>(assignment.moves.size()), static_cast<int>(assignment.members.size())};
   for (auto rank : assignment.failures) data.push_back(rank.value());
+  for (auto rank : assignment.moves) data.push_back(rank.value());
   for (auto rank : assignment.members) data.push_back(rank.value());
   for (auto rank : assignment.newcomers) data.push_back(rank.value());
   return data;
@@ -56,9 +57,11 @@ Assignment decode(const std::vector<int>& data) {
                      static_cast<std::uint32_t>(data.at(1));
   assignment.original_size = data.at(2);
   const auto failures = static_cast<std::size_t>(data.at(3));
-  const auto members = static_cast<std::size_t>(data.at(4));
-  std::size_t at = 5;
+  const auto moves = static_cast<std::size_t>(data.at(4));
+  const auto members = static_cast<std::size_t>(data.at(5));
+  std::size_t at = 6;
   for (std::size_t i = 0; i < failures; ++i) assignment.failures.emplace_back(data.at(at++));
+  for (std::size_t i = 0; i < moves; ++i) assignment.moves.emplace_back(data.at(at++));
   for (std::size_t i = 0; i < members; ++i) assignment.members.emplace_back(data.at(at++));
   while (at < data.size()) assignment.newcomers.emplace_back(data[at++]);
   return assignment;
@@ -203,12 +206,13 @@ Comm Comm::respawn() {
                                                        !healed.missing().empty()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
     bool enough = false;
-    auto taken = take_from_pool(_epoch + 1, healed._failures, healed._members, _replacement, enough);
+    const PoolRound round{_epoch + 1, healed._failures, healed._moves, healed._members, _replacement, {}, {}};
+    auto taken = take_from_pool(round, enough);
     if (enough && taken) return std::move(*taken);
   }
   for (;;) {
-    detail::Assignment assignment{_epoch + 1, _original_size, healed._failures, detail::all_ranks(_original_size),
-                                  healed.missing()};
+    detail::Assignment assignment{_epoch + 1, _original_size, healed._failures, healed._moves,
+                                  detail::all_ranks(_original_size), healed.missing()};
     if (assignment.newcomers.empty()) {
       healed._epoch = assignment.epoch;
       return healed;
@@ -234,6 +238,7 @@ Comm Comm::respawn() {
           parts.original_size = _original_size;
           parts.epoch = assignment.epoch;
           parts.failures = assignment.failures;
+          parts.moves = assignment.moves;
           parts.members = detail::all_ranks(_original_size);
           parts.replacement = _replacement;
           return Comm(std::move(parts));
@@ -273,6 +278,7 @@ Comm Comm::join_as_replacement(MPI_Comm parent) {
   parts.original_size = assignment.original_size;
   parts.epoch = assignment.epoch;
   parts.failures = assignment.failures;
+  parts.moves = assignment.moves;
   parts.members = detail::all_ranks(parts.original_size);
   parts.replacement = true;
   return Comm(std::move(parts));

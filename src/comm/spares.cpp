@@ -14,6 +14,7 @@
 #include "comm_detail.hpp"
 #include "finalize.hpp"
 #include "requests.hpp"
+#include "spawn.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
@@ -40,6 +41,45 @@ int configured_spares() {
                      " is not a number of spare processes (a whole number, 0 or more)");
   }
   return value;
+}
+
+/// The pool without its dead members (MPIX_Comm_shrink, which also works
+/// on a revoked pool), and who is active in it: each member's original rank
+/// (-1: a spare), gathered. `gathered` is false if the gathering failed.
+struct ShrunkPool {
+  int size = 0;
+  int rank = 0;
+  std::vector<int> originals;
+  bool gathered = false;
+};
+
+ShrunkPool shrink_pool(detail::SparePool& sp) {
+  MPI_Comm shrunk = MPI_COMM_NULL;
+  while (detail::ulfm::shrink(sp.pool, shrunk) != MPI_SUCCESS) {
+  }
+  MPI_Comm_free(&sp.pool);
+  sp.pool = shrunk;
+  ShrunkPool view;
+  MPI_Comm_size(shrunk, &view.size);
+  MPI_Comm_rank(shrunk, &view.rank);
+  view.originals.assign(static_cast<std::size_t>(view.size), -1);
+  view.gathered =
+      MPI_Allgather(&sp.my_original, 1, MPI_INT, view.originals.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
+  return view;
+}
+
+/// Every live process of the pool, together: a new pool without the dead
+/// (the old one may be revoked), and who is active and who is spare in it.
+void renew_pool(detail::SparePool& sp) {
+  for (;;) {
+    const ShrunkPool view = shrink_pool(sp);
+    bool ok = view.gathered;
+    if (detail::ulfm::agree_on_step(sp.pool, ok) != MPI_SUCCESS || !ok) continue;
+    sp.spares.clear();
+    sp.actives.clear();
+    for (int r = 0; r < view.size; ++r) (view.originals[static_cast<std::size_t>(r)] < 0 ? sp.spares : sp.actives).push_back(r);
+    return;
+  }
 }
 
 /// A spare that is not needed leaves: it records a pass and finalises.
@@ -106,51 +146,76 @@ void release_spares() noexcept {
 // One round on the pool, run by every live process of the job: shrink it,
 // learn who is active, hand the missing original ranks to spares (if there
 // are enough of them for all), and build the new communicator ordered by
-// original rank. A failure during the round makes everybody run it again.
-std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<OriginalRank>& failures,
-                                         const std::vector<OriginalRank>& alive, bool replacement, bool& enough) {
+// original rank. In a migration round the leaving processes' ranks are
+// missing too: each hands its state to the spare that takes its rank, and
+// leaves. A failure during a round makes everybody run it again; in a
+// migration round, it ends the round for all (actives raise, spares wait on).
+std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
   detail::SparePool& sp = *detail::spare_pool();
   for (;;) {
-    MPI_Comm shrunk = MPI_COMM_NULL;
-    if (detail::ulfm::shrink(sp.pool, shrunk) != MPI_SUCCESS) continue;
-    MPI_Comm_free(&sp.pool);
-    sp.pool = shrunk;
-    int size = 0;
-    MPI_Comm_size(shrunk, &size);
-    std::vector<int> originals(static_cast<std::size_t>(size), -1);
-    bool ok = MPI_Allgather(&sp.my_original, 1, MPI_INT, originals.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
+    const ShrunkPool view = shrink_pool(sp);
+    MPI_Comm shrunk = sp.pool;
+    const int size = view.size;
+    const int rank = view.rank;
+    const std::vector<int>& originals = view.originals;
+    bool ok = view.gathered;
     if (sp.my_original >= 0) inject::fault_point("comm.take_from_pool", OriginalRank{sp.my_original});
-    // The lowest active process tells the epoch, every failure so far, and
-    // who was alive then: one of those missing now failed since.
+    // The lowest active process tells the epoch, every failure and move so
+    // far, who was alive then (one of those missing now failed since), and
+    // who leaves in a migration.
     std::vector<int> header;
     int root = 0;
     while (root < size && originals[static_cast<std::size_t>(root)] < 0) ++root;
-    int rank = 0;
-    MPI_Comm_rank(shrunk, &rank);
     if (rank == root) {
-      header = {static_cast<int>(epoch >> 32U), static_cast<int>(epoch & 0xffffffffU),
-                static_cast<int>(failures.size())};
-      for (auto f : failures) header.push_back(f.value());
-      for (auto a : alive) header.push_back(a.value());
+      header = {static_cast<int>(round.epoch >> 32U), static_cast<int>(round.epoch & 0xffffffffU),
+                static_cast<int>(round.failures.size()), static_cast<int>(round.moves.size()),
+                static_cast<int>(round.alive.size())};
+      for (auto f : round.failures) header.push_back(f.value());
+      for (auto m : round.moves) header.push_back(m.value());
+      for (auto a : round.alive) header.push_back(a.value());
+      for (auto l : round.leaving) header.push_back(l.value());
     }
     int length = static_cast<int>(header.size());
     ok = ok && root < size && MPI_Bcast(&length, 1, MPI_INT, root, shrunk) == MPI_SUCCESS;
     header.resize(static_cast<std::size_t>(std::max(length, 0)));
     ok = ok && MPI_Bcast(header.data(), length, MPI_INT, root, shrunk) == MPI_SUCCESS;
-
-    std::vector<int> missing;
-    std::vector<int> spare_ranks;
-    for (int o = 0; o < sp.original_size; ++o) {
-      if (std::find(originals.begin(), originals.end(), o) == originals.end()) missing.push_back(o);
+    std::vector<OriginalRank> known_failures;
+    std::vector<OriginalRank> moves;
+    std::vector<int> alive;
+    std::vector<int> leaving;
+    if (ok) {
+      std::size_t at = 5;
+      for (int i = 0; i < header.at(2); ++i) known_failures.emplace_back(header.at(at++));
+      for (int i = 0; i < header.at(3); ++i) moves.emplace_back(header.at(at++));
+      for (int i = 0; i < header.at(4); ++i) alive.push_back(header.at(at++));
+      while (at < header.size()) leaving.push_back(header[at++]);
     }
+    const bool migration = !leaving.empty();
+
+    // Missing: the original ranks no live process holds, then those leaving.
+    std::vector<int> absent;
+    for (int o = 0; o < sp.original_size; ++o) {
+      if (std::find(originals.begin(), originals.end(), o) == originals.end()) absent.push_back(o);
+    }
+    // A migration moves only the leaving ranks, and needs every member of
+    // the communicator it started from alive (else it fails, as on a failure).
+    std::vector<int> missing = migration ? leaving : absent;
+    if (migration) {
+      for (const int a : alive) {
+        if (std::find(absent.begin(), absent.end(), a) != absent.end()) ok = false;
+      }
+    }
+    std::vector<int> spare_ranks;
     for (int r = 0; r < size; ++r) {
       if (originals[static_cast<std::size_t>(r)] < 0) spare_ranks.push_back(r);
     }
     enough = spare_ranks.size() >= missing.size();
-    int new_original = sp.my_original;
-    if (enough && new_original < 0) {
-      const auto k = static_cast<std::size_t>(std::find(spare_ranks.begin(), spare_ranks.end(), rank) - spare_ranks.begin());
-      if (k < missing.size()) new_original = missing[k];
+    const bool leaves = enough && std::find(leaving.begin(), leaving.end(), sp.my_original) != leaving.end();
+    int new_original = leaves ? -1 : sp.my_original;
+    std::size_t took = missing.size();  // which missing rank this process takes (a spare)
+    if (enough && sp.my_original < 0) {
+      took = static_cast<std::size_t>(std::find(spare_ranks.begin(), spare_ranks.end(), rank) - spare_ranks.begin());
+      if (took < missing.size()) new_original = missing[took];
     }
     MPI_Comm ordered = MPI_COMM_NULL;
     const int color = enough && new_original >= 0 ? 0 : MPI_UNDEFINED;
@@ -164,6 +229,19 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
     if (ordered != MPI_COMM_NULL) {
       ok = ok && detail::make_pair(ordered, parts.comm, parts.internal) == MPI_SUCCESS;
       MPI_Comm_free(&ordered);
+    }
+    // A migration's handover: each leaving process to the spare taking its rank.
+    Handover handover;
+    const bool moved_in = migration && took < missing.size();
+    if (ok && migration && sp.my_original >= 0) inject::fault_point("comm.migrate.handover", OriginalRank{sp.my_original});
+    if (ok && leaves) {
+      const auto k = static_cast<std::size_t>(std::find(missing.begin(), missing.end(), sp.my_original) - missing.begin());
+      ok = detail::send_handover(shrunk, spare_ranks.at(k), round.state);
+    }
+    if (ok && moved_in) {
+      inject::fault_point("comm.migrate.arrived", OriginalRank{missing[took]});
+      const auto from = std::find(originals.begin(), originals.end(), missing[took]) - originals.begin();
+      ok = detail::receive_handover(shrunk, static_cast<int>(from), handover);
     }
     const int rc = detail::ulfm::agree_on_step(shrunk, ok);
     if (rc == MPI_SUCCESS && ok) {
@@ -180,18 +258,43 @@ std::optional<Comm> Comm::take_from_pool(std::uint64_t epoch, const std::vector<
       parts.original_size = sp.original_size;
       parts.epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
                     static_cast<std::uint32_t>(header.at(1));
-      const auto known = static_cast<std::size_t>(header.at(2));
-      for (std::size_t i = 3; i < 3 + known; ++i) parts.failures.emplace_back(header[i]);
-      for (std::size_t i = 3 + known; i < header.size(); ++i) {
-        if (std::find(missing.begin(), missing.end(), header[i]) != missing.end()) parts.failures.emplace_back(header[i]);
+      parts.failures = known_failures;
+      for (const int a : alive) {
+        if (std::find(absent.begin(), absent.end(), a) != absent.end()) parts.failures.emplace_back(a);
       }
       std::sort(parts.failures.begin(), parts.failures.end());
-      parts.members = detail::all_ranks(sp.original_size);
-      parts.replacement = taken || replacement;
-      return Comm(std::move(parts));
+      parts.moves = moves;
+      if (enough) {
+        for (const int l : leaving) parts.moves.emplace_back(l);
+      }
+      std::sort(parts.moves.begin(), parts.moves.end());
+      if (migration) {
+        for (const int a : alive) parts.members.emplace_back(a);
+      } else {
+        parts.members = detail::all_ranks(sp.original_size);
+      }
+      parts.replacement = taken || round.replacement;
+      Comm result(std::move(parts));
+      if (moved_in) {
+        result._migrated_in = true;
+        result._handover = std::move(handover);
+      }
+      return result;
     }
     if (parts.internal != MPI_COMM_NULL) MPI_Comm_free(&parts.internal);
     if (parts.comm != MPI_COMM_NULL) MPI_Comm_free(&parts.comm);
+    if (migration) {
+      // Nobody moved: the actives raise and recover as after any failure
+      // (the leaving ones are still members), the spares wait on, on a pool
+      // that is not revoked (the failed agreement revoked this one).
+      renew_pool(sp);
+      if (sp.my_original >= 0) {
+        throw Revoked("reprise::Comm::migrate: a process failed while the spares took over; recover with shrink() "
+                      "or respawn(), then migrate again",
+                      detail::ulfm::revoked_error_class());
+      }
+      return std::nullopt;
+    }
     detail::ulfm::revoke(shrunk);
   }
 }
@@ -235,7 +338,9 @@ Comm Comm::serve_as_spare() {
     if (revoked) {
       // A respawn() woke the pool: take part, and return if taken.
       bool enough = false;
-      auto taken = take_from_pool(0, {}, {}, true, enough);
+      PoolRound round;
+      round.replacement = true;
+      auto taken = take_from_pool(round, enough);
       if (taken) return std::move(*taken);
       continue;
     }

@@ -5,7 +5,9 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +47,7 @@ struct Assignment {
   std::uint64_t epoch = 0;
   int original_size = 0;
   std::vector<OriginalRank> failures;   // every failure so far (Comm::failures)
+  std::vector<OriginalRank> moves;      // every move so far (Comm::moves)
   std::vector<OriginalRank> members;    // the original ranks of the result
   std::vector<OriginalRank> newcomers;  // the ranks the new processes take, in spawn order
 };
@@ -53,6 +56,14 @@ struct Assignment {
 /// (parents first, then the new processes); a new process (`me` = -1)
 /// learns its original rank from it. False if a broadcast failed.
 bool share_assignment(MPI_Comm merged, Assignment& assignment, OriginalRank& me);
+
+/// Sends a moving process's `state` to rank `to` of `comm` (its successor).
+/// False if a send failed.
+bool send_handover(MPI_Comm comm, int to, std::span<const std::byte> state);
+
+/// Receives what rank `from` of `comm` sends with `send_handover`. False if
+/// a receive failed.
+bool receive_handover(MPI_Comm comm, int from, Handover& handover);
 
 /// Ends a spawned process whose joining failed (recorded as abandoned).
 [[noreturn]] void abandon(const char* why);

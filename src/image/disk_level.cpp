@@ -19,6 +19,7 @@
 #include "reprise/element_type.hpp"
 #include "reprise/error.hpp"
 #include "reprise/image.hpp"
+#include "state_image.hpp"
 #include "reprise/inject.hpp"
 #include "words.hpp"
 
@@ -316,16 +317,6 @@ void append_text(std::vector<std::byte>& out, std::string_view text) {
          "; is it another program's directory?";
 }
 
-/// Every piece of `image`, in the order of `registrations`, as a serialized
-/// state of `checkpoint`.
-[[nodiscard]] std::vector<std::byte> state_of(const Image& image, const Checkpoint& checkpoint) {
-  const auto registrations = checkpoint.registrations();
-  std::vector<std::vector<std::byte>> pieces;
-  pieces.reserve(registrations.size());
-  for (const auto& registration : registrations) pieces.push_back(image.read(registration.name));
-  const std::vector<std::span<const std::byte>> spans(pieces.begin(), pieces.end());
-  return checkpoint.join_state(spans);
-}
 
 }  // namespace
 
@@ -359,33 +350,21 @@ fs::path DiskLevel::image_path(std::uint64_t version, OriginalRank rank) const {
 
 namespace {
 
-/// The image of this process's committed state of `version`.
+/// The image of this process's committed state of `version`, with the
+/// ranges of its blocks pieces.
 [[nodiscard]] ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version) {
   const auto registrations = checkpoint.registrations();
-  const auto state = checkpoint.committed_state();
-  const auto pieces = checkpoint.split_state(state);
-  ImageInfo info;
-  info.original_rank = comm.original_rank();
-  info.world_size = comm.size();
-  info.checkpoint_id = version;
-  ImageBuilder builder(std::move(info), state.size());
   std::vector<std::uint64_t> ranges;
   for (std::size_t i = 0; i < registrations.size(); ++i) {
-    const auto& registration = registrations[i];
-    if (registration.name == kBlockRangesName) {
-      throw UsageError(std::string(kWhere) + ": the name '" + registration.name +
-                       "' is the disk level's own; register the piece under another name");
-    }
-    builder.add(registration.name, pieces[i], registration.shape);
-    if (registration.blocks) {
-      ranges.insert(ranges.end(), {i, registration.blocks->block_bytes, registration.blocks->range.begin.value,
-                                   registration.blocks->range.end.value});
-    }
+    const auto& blocks = registrations[i].blocks;
+    if (blocks) ranges.insert(ranges.end(), {i, blocks->block_bytes, blocks->range.begin.value, blocks->range.end.value});
   }
+  std::vector<detail::ExtraPiece> extras;
   if (!ranges.empty()) {
-    builder.add_array<std::uint64_t>(kBlockRangesName, ranges, {ranges.size() / kBlockRangeColumns, kBlockRangeColumns});
+    extras.push_back({kBlockRangesName, std::as_bytes(std::span(ranges)),
+                      ArrayShape{ElementType::kUint64, {ranges.size() / kBlockRangeColumns, kBlockRangeColumns}}});
   }
-  return std::move(builder).finish();
+  return detail::build_state_image(checkpoint, comm, version, checkpoint.committed_state(), extras);
 }
 
 /// Removes the version folders that a complete `version` makes needless:
@@ -611,7 +590,7 @@ DiskRestart DiskLevel::restart() try {
     std::vector<std::byte> state;
     try {
       const MappedFile file(image_file(folder, chosen->members[me]));
-      state = state_of(Image::view(file.bytes()), _checkpoint);
+      state = detail::state_of_image(Image::view(file.bytes()), _checkpoint);
       (void)_checkpoint.split_state(state);
     } catch (const Error&) {
       failure = std::current_exception();
@@ -655,7 +634,7 @@ std::map<OriginalRank, SavedState> DiskLevel::fetch(std::span<const OriginalRank
   for (const auto rank : old_ranks) {
     if (states.contains(rank)) continue;
     const MappedFile file(image_file(saved.folder, rank));
-    states.emplace(rank, SavedState(state_of(Image::view(file.bytes()), _checkpoint)));
+    states.emplace(rank, SavedState(detail::state_of_image(Image::view(file.bytes()), _checkpoint)));
   }
   return states;
 } catch (const Error&) {

@@ -145,7 +145,7 @@ hdf5::PropertyList chunked_layout(std::string_view name, const std::vector<hsize
   if (row_bytes > kMaxChunkBytes) {
     throw UsageError("piece '" + std::string(name) + "': a row (its first dimension's step) of " +
                      std::to_string(row_bytes) +
-                     " bytes is over HDF5's 4 GiB chunk limit; give the piece more dimensions or more rows");
+                     " bytes is over HDF5's 4 GiB chunk limit; reshape it into more, shorter rows");
   }
   const std::uint64_t rows = extents[0];
   const std::uint64_t most_rows = std::max<std::uint64_t>(1, kChunkBytes / row_bytes);
@@ -183,9 +183,11 @@ void write_chunks(hid_t dataset, hid_t type, std::span<const std::byte> bytes, c
     }
     std::vector<hsize_t> shape = extents;
     shape[0] = count;
-    const hdf5::Dataspace memory(check<IoError>(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), what));
+    const hdf5::Dataspace memory(
+        check<IoError>(H5Screate_simple(static_cast<int>(shape.size()), shape.data(), nullptr), what));
     const hdf5::Dataspace file(check<IoError>(H5Dget_space(dataset), what));
-    check<IoError>(H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, offset.data(), nullptr, shape.data(), nullptr), what);
+    check<IoError>(H5Sselect_hyperslab(file.get(), H5S_SELECT_SET, offset.data(), nullptr, shape.data(), nullptr),
+                   what);
     check<IoError>(H5Dwrite(dataset, type, memory.get(), file.get(), H5P_DEFAULT, data), what);
   }
 }
@@ -200,7 +202,8 @@ void ImageBytes::Free::operator()(std::byte* data) const noexcept { std::free(da
 ImageBytes ImageBytes::allocate(std::size_t size) {
   auto* data = static_cast<std::byte*>(std::malloc(std::max<std::size_t>(size, 1)));
   if (data == nullptr) {
-    throw IoError("reprise::ImageBytes::allocate: no memory for an image of " + std::to_string(size) + " bytes", ENOMEM);
+    throw IoError("reprise::ImageBytes::allocate: no memory for an image of " + std::to_string(size) + " bytes",
+                  ENOMEM);
   }
   return {data, size};
 }
@@ -404,7 +407,8 @@ ImageDataset read_dataset(hid_t group, const std::string& name) {
   const int rank = check<CorruptData>(H5Sget_simple_extent_ndims(space.get()), "cannot read the shape of " + owner);
   if (rank < 1) throw CorruptData(owner + " is not an array (it has no dimensions)");
   std::vector<hsize_t> extents(static_cast<std::size_t>(rank));
-  check<CorruptData>(H5Sget_simple_extent_dims(space.get(), extents.data(), nullptr), "cannot read the shape of " + owner);
+  check<CorruptData>(H5Sget_simple_extent_dims(space.get(), extents.data(), nullptr),
+                     "cannot read the shape of " + owner);
   piece.shape.extents.assign(extents.begin(), extents.end());
   std::uint64_t bytes = element_size(piece.shape.type);
   for (const hsize_t extent : extents) {

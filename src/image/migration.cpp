@@ -150,8 +150,7 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
     const double request_time[1] = {requested_at};
     const detail::ExtraPiece extra{kRequestTimeName, std::as_bytes(std::span(request_time)),
                                    ArrayShape{ElementType::kFloat64, {}}};
-    image = detail::build_state_image(_checkpoint, _comm, _checkpoint.version(), _checkpoint.capture(),
-                                      std::span(&extra, 1));
+    image = detail::build_current_image(_checkpoint, _comm, _checkpoint.version(), std::span(&extra, 1));
     _times.image_build_s = MPI_Wtime() - started;
     _times.image_bytes = image.size();
   }
@@ -178,7 +177,7 @@ void Migration::arrive() {
   }
   const double started = MPI_Wtime();
   const auto image = Image::view(handover.span());
-  _checkpoint.load_state(detail::state_of_image(image, _checkpoint));
+  detail::load_image(image, _checkpoint);
   _checkpoint.continue_from(image.info().checkpoint_id);
   _times = {};
   _times.image_open_s = MPI_Wtime() - started;

@@ -6,15 +6,18 @@
 
 namespace reprise::detail {
 
-ImageBytes build_state_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
-                             std::span<const std::byte> state, std::span<const ExtraPiece> extras) {
+namespace {
+
+/// An image of `pieces` (one per registration of `checkpoint`) plus `extras`.
+ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                       std::span<const std::span<const std::byte>> pieces, std::span<const ExtraPiece> extras) {
   const auto registrations = checkpoint.registrations();
-  const auto pieces = checkpoint.split_state(state);
   ImageInfo info;
   info.original_rank = comm.original_rank();
   info.world_size = comm.size();
   info.checkpoint_id = version;
-  std::size_t bytes = state.size();
+  std::size_t bytes = 0;
+  for (const auto piece : pieces) bytes += piece.size();
   for (const auto& extra : extras) bytes += extra.bytes.size();
   ImageBuilder builder(std::move(info), bytes);
   for (std::size_t i = 0; i < registrations.size(); ++i) builder.add(registrations[i].name, pieces[i], registrations[i].shape);
@@ -30,11 +33,10 @@ ImageBytes build_state_image(const Checkpoint& checkpoint, const Comm& comm, std
   return std::move(builder).finish();
 }
 
-std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint) {
-  const auto registrations = checkpoint.registrations();
+/// Every registered piece of `checkpoint` read from `image`, checksums checked.
+std::vector<std::vector<std::byte>> read_pieces(const Image& image, const Checkpoint& checkpoint) {
   std::vector<std::vector<std::byte>> pieces;
-  pieces.reserve(registrations.size());
-  for (const auto& registration : registrations) {
+  for (const auto& registration : checkpoint.registrations()) {
     if (!image.contains(registration.name)) {
       throw UsageError("reprise: the image of original rank " + std::to_string(image.info().original_rank.value()) +
                        " has no piece '" + registration.name +
@@ -42,6 +44,41 @@ std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& chec
     }
     pieces.push_back(image.read(registration.name));
   }
+  return pieces;
+}
+
+}  // namespace
+
+ImageBytes build_state_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                             std::span<const std::byte> state, std::span<const ExtraPiece> extras) {
+  const auto pieces = checkpoint.split_state(state);
+  return build_image(checkpoint, comm, version, pieces, extras);
+}
+
+ImageBytes build_current_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                               std::span<const ExtraPiece> extras) {
+  std::vector<std::span<const std::byte>> pieces;
+  std::vector<std::vector<std::byte>> serialized;  // Save/Load objects' bytes
+  serialized.reserve(checkpoint.registrations().size());
+  checkpoint.visit_current([&](const Checkpoint::CurrentPiece& piece) {
+    if (piece.in_place) {
+      pieces.push_back(piece.bytes);
+    } else {
+      serialized.emplace_back(piece.bytes.begin(), piece.bytes.end());
+      pieces.push_back(serialized.back());
+    }
+  });
+  return build_image(checkpoint, comm, version, pieces, extras);
+}
+
+void load_image(const Image& image, Checkpoint& checkpoint) {
+  const auto pieces = read_pieces(image, checkpoint);
+  const std::vector<std::span<const std::byte>> spans(pieces.begin(), pieces.end());
+  checkpoint.load_split(spans);
+}
+
+std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint) {
+  const auto pieces = read_pieces(image, checkpoint);
   const std::vector<std::span<const std::byte>> spans(pieces.begin(), pieces.end());
   return checkpoint.join_state(spans);
 }

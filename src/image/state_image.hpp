@@ -26,6 +26,16 @@ struct ExtraPiece {
 [[nodiscard]] ImageBytes build_state_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                                            std::span<const std::byte> state, std::span<const ExtraPiece> extras = {});
 
+/// The image of the registered state of `checkpoint` as it is now, for this
+/// process at `version`, plus `extras`: each piece copied once, into the image.
+[[nodiscard]] ImageBytes build_current_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                                             std::span<const ExtraPiece> extras = {});
+
+/// Sets the registered state of `checkpoint` from `image` (checksums
+/// checked, then every piece checked against its registration before any
+/// is loaded). `UsageError` naming a missing or unfitting piece.
+void load_image(const Image& image, Checkpoint& checkpoint);
+
 /// The serialized state of `checkpoint` that `image` holds: every registered
 /// piece by name, checksums checked. `UsageError` naming a missing piece.
 [[nodiscard]] std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <set>
@@ -14,6 +15,16 @@
 namespace reprise {
 
 namespace {
+
+/// Each time an original rank got a new process, with its memory empty: its
+/// failures and its moves (`Comm::migrate`), sorted.
+std::vector<OriginalRank> renewals(const Comm& comm) {
+  std::vector<OriginalRank> all;
+  std::merge(comm.failures().begin(), comm.failures().end(), comm.moves().begin(), comm.moves().end(),
+             std::back_inserter(all));
+  return all;
+}
+
 
 void put_u64(std::vector<std::byte>& out, std::uint64_t value) {
   const auto* bytes = reinterpret_cast<const std::byte*>(&value);
@@ -233,7 +244,7 @@ void Store::commit(StagedSubmit&& staged) {
   _lost.clear();
   _placement.emplace(std::move(staged.placement));
   _slots = std::move(staged.slots);
-  _baseline_failures = _comm.failures();
+  _baseline_renewals = renewals(_comm);
 }
 
 void Store::clear() noexcept {
@@ -243,7 +254,7 @@ void Store::clear() noexcept {
   _lost.clear();
   _placement.reset();
   _slots = {};
-  _baseline_failures.clear();
+  _baseline_renewals.clear();
 }
 
 PlacementConfig Store::placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const {
@@ -273,11 +284,11 @@ void Store::fetch_copies(const std::vector<BlockRange>& ranges) {
 
 
 bool Store::is_live(OriginalRank holder) const {
-  // A process that failed after the baseline lost its copies, even if a
-  // replacement now has its original rank (then it failed once more).
-  const auto& failures_now = _comm.failures();
-  const auto now = std::equal_range(failures_now.begin(), failures_now.end(), holder);
-  const auto then = std::equal_range(_baseline_failures.begin(), _baseline_failures.end(), holder);
+  // A process that failed or moved after the baseline lost its copies, even
+  // if a replacement now has its original rank (then it was renewed once more).
+  const auto renewals_now = renewals(_comm);
+  const auto now = std::equal_range(renewals_now.begin(), renewals_now.end(), holder);
+  const auto then = std::equal_range(_baseline_renewals.begin(), _baseline_renewals.end(), holder);
   return now.second - now.first == then.second - then.first && _comm.rank_of(holder).has_value();
 }
 
@@ -430,10 +441,10 @@ void Store::share_layout() {
       const auto& placement = _placement->config();
       layout = {placement.blocks,           static_cast<std::uint64_t>(_config.copies),
                 _config.block_bytes,        _config.bytes_per_permuted_range,
-                _config.seed,               _baseline_failures.size(),
+                _config.seed,               _baseline_renewals.size(),
                 _lost.size()};
       _slots.append_to(layout);
-      for (auto failed : _baseline_failures) layout.push_back(static_cast<std::uint64_t>(failed.value()));
+      for (auto failed : _baseline_renewals) layout.push_back(static_cast<std::uint64_t>(failed.value()));
       for (const auto& range : _lost) layout.insert(layout.end(), {range.begin.value, range.end.value});
       for (const auto& [first, extra] : _extra) {
         layout.insert(layout.end(), {extra.range.begin.value, extra.range.end.value, extra.holders.size()});
@@ -454,8 +465,8 @@ void Store::share_layout() {
   std::size_t at = 7;
   _slots = SlotLayout::read_from(layout, at);
   _placement.emplace(placement_config(layout[0], _slots.nodes()));
-  _baseline_failures.clear();
-  for (std::uint64_t i = 0; i < layout[5]; ++i) _baseline_failures.emplace_back(static_cast<int>(layout[at++]));
+  _baseline_renewals.clear();
+  for (std::uint64_t i = 0; i < layout[5]; ++i) _baseline_renewals.emplace_back(static_cast<int>(layout[at++]));
   _lost.clear();
   for (std::uint64_t i = 0; i < layout[6]; ++i, at += 2) _lost.push_back({BlockId{layout[at]}, BlockId{layout[at + 1]}});
   _extra.clear();
@@ -501,7 +512,7 @@ void Store::heal() try {
   _awaiting_copies = false;
   // Replacements hold their slots' copies again, the dead that were not
   // replaced are no members: from now on only later failures count.
-  _baseline_failures = _comm.failures();
+  _baseline_renewals = renewals(_comm);
   rereplicate();
   if (_lost != lost_before) {
     throw DataLost("reprise::Store::heal: every copy of blocks " + describe(_lost) +

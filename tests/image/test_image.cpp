@@ -72,7 +72,8 @@ std::vector<std::byte> rewritten(const ImageBytes& image, Change change) {
   change(file);
   H5Fclose(file);
   std::vector<std::byte> out(std::filesystem::file_size(path));
-  std::ifstream(path, std::ios::binary).read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
+  std::ifstream(path, std::ios::binary)
+      .read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size()));
   std::filesystem::remove(path);
   return out;
 }
@@ -176,7 +177,7 @@ TEST(Image, ExactBytesBackAcrossChunksAndAShortLastChunk) {
 TEST(Image, AllZeroPieceTakesNoSpace) {
   const std::vector<std::byte> zeros(64 * kMiB);
   const ImageBytes bytes = image_of("zeros", zeros);
-  EXPECT_LT(bytes.size(), 64U * 1024) << "the image holds chunks of zeros";
+  EXPECT_LT(bytes.size(), 4096U) << "the image holds chunks of zeros";
   const Image image = Image::view(bytes.span());
   EXPECT_EQ(image.dataset("zeros").bytes, zeros.size());
   EXPECT_EQ(image.read("zeros"), zeros);
