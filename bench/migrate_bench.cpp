@@ -25,7 +25,9 @@
 // a file that its successor reads. One JSON object per line, per (size,
 // migrating, via): the medians over the repetitions. spawn_s is the request
 // to the new process's MPI_Init done, less the image build (and for disk the
-// write): the negotiation, the spawn and the new process's start.
+// write): the negotiation, the spawn and the new process's start; 0 when the
+// new processes were spares (REPRISE_SPARES), started with the job;
+// moves_to_spares counts those moves.
 //
 //   migrate_bench [--sizes MIB[,MIB...]] [--migrating M[,M...]|all]
 //                 [--repetitions R] [--via memory,disk] [--dir DIR] [--copies C]
@@ -169,6 +171,7 @@ enum Field : std::size_t {
   kCheckpoint,
   kImageBytes,
   kCachedFraction,
+  kFromSpare,
   kFieldCount
 };
 using Fields = std::array<double, kFieldCount>;
@@ -303,6 +306,7 @@ void print(const Move& move, int processes, std::int64_t spares, const std::vect
   }
   Fields m{};
   for (std::size_t f = 0; f < kFieldCount; ++f) m[f] = median(columns[f]);
+  const auto from_spares = std::count(columns[kFromSpare].begin(), columns[kFromSpare].end(), 1.0);
   std::printf(
       "{\"bench\":\"migrate\",\"via\":\"%s\",\"processes\":%d,\"migrating\":%d,\"bytes_per_process\":%zu,"
       "\"response_s\":%.6f,\"evacuation_s\":%.6f,\"image_build_s\":%.6f,\"image_open_s\":%.6f,\"memcpy_s\":%.6f,"
@@ -310,8 +314,10 @@ void print(const Move& move, int processes, std::int64_t spares, const std::vect
       disk ? "disk" : "memory", processes, move.migrating, move.bytes, m[kResponse], m[kEvacuation], m[kImageBuild],
       m[kImageOpen], m[kMemcpy], m[kMemcpyFresh], m[kSpawn], m[kCheckpoint]);
   if (disk) std::printf("\"write_s\":%.6f,\"read_s\":%.6f,\"cached_fraction\":%.3f,", m[kWrite], m[kRead], m[kCachedFraction]);
-  std::printf("\"image_bytes\":%.0f,\"spares\":%lld,\"repetitions\":%zu,\"response_per_memcpy\":%.2f}\n",
-              m[kImageBytes], static_cast<long long>(spares), repetitions.size(), m[kResponse] / m[kMemcpy]);
+  std::printf("\"image_bytes\":%.0f,\"spares\":%lld,\"moves_to_spares\":%lld,\"repetitions\":%zu,"
+              "\"response_per_memcpy\":%.2f}\n",
+              m[kImageBytes], static_cast<long long>(spares), static_cast<long long>(from_spares), repetitions.size(),
+              m[kResponse] / m[kMemcpy]);
   std::fflush(stdout);
 }
 
@@ -455,7 +461,10 @@ class Bench {
                                    " is wrong after the move");
       }
       read_times(file_in(_progress, "times", _me), _fields);
-      _fields[kSpawn] = _started - _request_time - _fields[kImageBuild] - _fields[kWrite];
+      // A spare started with the job, before the request: nothing was spawned.
+      const bool from_spare = _started < _request_time;
+      _fields[kFromSpare] = from_spare ? 1 : 0;
+      _fields[kSpawn] = from_spare ? 0 : _started - _request_time - _fields[kImageBuild] - _fields[kWrite];
     }
     _fields[kCheckpoint] = time_once(_comm, [this] { _checkpoint.checkpoint(); });
     time_memcpy(_comm, move.bytes, _fields);
