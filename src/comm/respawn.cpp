@@ -14,7 +14,6 @@
 #include "comm_detail.hpp"
 #include "spares.hpp"
 #include "spawn.hpp"
-#include "requests.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
 #include "ulfm.hpp"
@@ -87,14 +86,21 @@ bool share_assignment(MPI_Comm merged, Assignment& assignment, OriginalRank& me)
   return true;
 }
 
-void tell_spawned(MPI_Comm inter, int word) {
+std::vector<MPI_Request> tell_spawned(MPI_Comm inter, int word) {
   static const int kWords[3] = {kJoinAbandon, kJoinGo, kJoinMigrate};
   int remote_size = 0;
   MPI_Comm_remote_size(inter, &remote_size);
+  std::vector<MPI_Request> told;
   for (int r = 0; r < remote_size; ++r) {
     MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Isend(&kWords[word], 1, MPI_INT, r, kJoinTag, inter, &request) == MPI_SUCCESS) detail::let_go(request);
+    if (MPI_Isend(&kWords[word], 1, MPI_INT, r, kJoinTag, inter, &request) == MPI_SUCCESS) told.push_back(request);
   }
+  return told;
+}
+
+void complete_told(std::vector<MPI_Request>& told) noexcept {
+  if (!told.empty()) MPI_Waitall(static_cast<int>(told.size()), told.data(), MPI_STATUSES_IGNORE);
+  told.clear();
 }
 
 void abandon(const char* why) {
@@ -173,19 +179,29 @@ void spawn_replacements(Comm& healed, const Command& command, int count, const S
   }
 }
 
+// The agreement on `inter` leaves it out of Open MPI's table of
+// communicator indices (complete_told says why): from there until `inter`
+// is freed, no communicator may be created, and nothing may keep it alive.
 MPI_Comm merge_replacements(Comm& healed, MPI_Comm& inter, int word) {
-  if (healed.rank().value() == 0) tell_spawned(inter, word);
+  std::vector<MPI_Request> told;
+  if (healed.rank().value() == 0) told = tell_spawned(inter, word);
   MPI_Comm merged = MPI_COMM_NULL;
   bool merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS;
-  healed.check(detail::ulfm::agree_on_step(inter, merged_ok), "respawn: agreement after MPI_Intercomm_merge");
+  const int rc = detail::ulfm::agree_on_step(inter, merged_ok);
+  // A process that is gone never receives its word: the revoke ends the send.
+  if (rc != MPI_SUCCESS || !merged_ok) detail::ulfm::revoke(inter);
+  complete_told(told);
+  healed.check(rc, "respawn: agreement after MPI_Intercomm_merge");
   MPI_Comm_free(&inter);
   return merged_ok ? merged : MPI_COMM_NULL;
 }
 
 void abandon_replacements(const Comm& healed, MPI_Comm& inter) {
   if (inter == MPI_COMM_NULL) return;
-  if (healed.rank().value() == 0) tell_spawned(inter, kJoinAbandon);
+  std::vector<MPI_Request> told;
+  if (healed.rank().value() == 0) told = tell_spawned(inter, kJoinAbandon);
   detail::ulfm::revoke(inter);
+  complete_told(told);
   MPI_Comm_free(&inter);
 }
 

@@ -37,8 +37,20 @@ inline constexpr int kJoinMigrate = 2;
 
 /// Sends `word` (one of kJoin*) to every spawned process without waiting: a
 /// spawned process may have given up on its own already, and a blocking send
-/// to it would never return.
-void tell_spawned(MPI_Comm inter, int word);
+/// to it would never return. Returns the sends; `complete_told` must end them
+/// before `inter` is freed (see there).
+[[nodiscard]] std::vector<MPI_Request> tell_spawned(MPI_Comm inter, int word);
+
+/// Waits for the sends of `tell_spawned`, which have completed or, on a
+/// revoked intercommunicator, end with an error. They must not outlive the
+/// intercommunicator's MPI_Comm_free: Open MPI 5.0's agreement on an
+/// intercommunicator (ERA's shadow communicator in coll/ftagree) drops the
+/// intercommunicator's entry from the table of communicator indices, so the
+/// index can be given to a new communicator; a send still holding the
+/// intercommunicator then destroys it later, and that clears the new
+/// communicator's entry, whose incoming messages are then never matched.
+/// Ignores errors: on failure the sends end in error by design.
+void complete_told(std::vector<MPI_Request>& told) noexcept;
 
 /// What the parents tell the processes they spawned, identical everywhere
 /// once shared: the communicator being rebuilt, and which original rank

@@ -79,6 +79,41 @@ TEST(Migrate, OneProcess) { migrate_and_check({OriginalRank{1}}, three_mib); }
 // Rank 0 (the root of the merged communicator) leaves too; one state is empty.
 TEST(Migrate, TwoProcessesAtOnce) { migrate_and_check({OriginalRank{0}, OriginalRank{3}}, uneven); }
 
+// The same original rank moves twice, the second time from the process
+// that took it the first time, with nobody else in the job: afterwards the
+// first process and the newest one exchange messages both ways.
+TEST(Migrate, TheSameRankTwice) {
+  const OriginalRank leaving{1};
+  auto comm = Comm::world();
+  // How many moves of `leaving` this process has seen: 0 in the first
+  // generation, 1 in the process that took over, 2 in its successor.
+  const auto moves_seen = [&] { return std::count(comm.moves().begin(), comm.moves().end(), leaving); };
+  if (comm.migrated_in()) {
+    const auto handover = comm.take_handover();
+    const auto expected = state_of(leaving, three_mib(leaving));
+    ASSERT_EQ(handover.size, expected.size());
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()));
+  }
+  while (moves_seen() < 2) {
+    const bool mine = comm.original_rank() == leaving;
+    const auto state = mine ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
+    auto moved = comm.migrate(std::vector{leaving}, state);
+    if (mine) comm.leave_after_migration();
+    ASSERT_TRUE(moved.has_value());
+    comm = std::move(*moved);
+  }
+  test::expect_working(comm);
+  std::vector<std::byte> payload(100, static_cast<std::byte>(comm.original_rank().value() + 1));
+  std::vector<OutgoingMessage> outgoing;
+  for (int rank = 0; rank < comm.size(); ++rank) outgoing.push_back({Rank{rank}, payload});
+  const auto incoming = comm.sparse_all_to_all(outgoing);
+  ASSERT_EQ(incoming.size(), static_cast<std::size_t>(comm.size()));
+  for (const auto& message : incoming) {
+    const auto from = comm.original_rank(message.source).value();
+    EXPECT_EQ(message.payload, std::vector<std::byte>(100, static_cast<std::byte>(from + 1)));
+  }
+}
+
 TEST(Migrate, DifferentListsAreAUsageErrorEverywhere) {
   auto comm = Comm::world();
   const std::vector<OriginalRank> leaving{OriginalRank{comm.rank().value() == 0 ? 1 : 2}};
