@@ -1,5 +1,6 @@
 #include "spares.hpp"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "comm_detail.hpp"
 #include "finalize.hpp"
@@ -41,6 +43,43 @@ int configured_spares() {
                      " is not a number of spare processes (a whole number, 0 or more)");
   }
   return value;
+}
+
+/// REPRISE_SPARE_WARM_MIB, in bytes (0 when unset).
+std::size_t configured_warm_bytes() {
+  const char* text = std::getenv("REPRISE_SPARE_WARM_MIB");
+  if (text == nullptr || *text == '\0') return 0;
+  const char* last = text + std::char_traits<char>::length(text);
+  std::size_t mib = 0;
+  const auto [end, error] = std::from_chars(text, last, mib);
+  constexpr std::size_t kMaxMib = std::size_t{1} << 30U;  // 1 PiB: a typing error, not a plan
+  if (error != std::errc{} || end != last || mib > kMaxMib) {
+    throw UsageError(std::string("REPRISE_SPARE_WARM_MIB=") + text +
+                     " is not a size in MiB (a whole number, 0 or more, below 2^30): how much heap memory each spare "
+                     "keeps resident for the state it may take over");
+  }
+  return mib << 20U;
+}
+
+/// Makes `bytes` of heap memory resident in this spare and keeps them so:
+/// malloc serves every size from its heap (never a fresh mmap) and never
+/// gives memory back, so the state a spare restores when it takes a rank
+/// lands in pages already mapped. The first touch of a page costs a page
+/// fault, about 14 memcpys of it on the machine of docs/PERFORMANCE.md.
+void warm_heap(std::size_t bytes) {
+  if (bytes == 0) return;
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
+  char* block = static_cast<char*>(std::malloc(bytes));
+  if (block == nullptr) {
+    std::fprintf(stderr, "reprise: spare process %d cannot keep %zu MiB warm (no memory); it waits without\n",
+                 static_cast<int>(::getpid()), bytes >> 20U);
+    return;
+  }
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  volatile char* touch = block;
+  for (std::size_t at = 0; at < bytes; at += page) touch[at] = 0;
+  std::free(block);
 }
 
 /// The pool without its dead members (MPIX_Comm_shrink, which also works
@@ -105,6 +144,7 @@ SparePool* spare_pool() {
   MPI_Comm_get_parent(&parent);
   if (parent != MPI_COMM_NULL) return nullptr;
   const int spares = configured_spares();
+  const std::size_t warm_bytes = configured_warm_bytes();
   if (spares == 0) return nullptr;
   int world_size = 0;
   int world_rank = 0;
@@ -117,6 +157,7 @@ SparePool* spare_pool() {
   pool.emplace();
   pool->original_size = world_size - spares;
   pool->my_original = world_rank < pool->original_size ? world_rank : -1;
+  pool->warm_bytes = warm_bytes;
   for (int r = 0; r < pool->original_size; ++r) pool->actives.push_back(r);
   for (int r = pool->original_size; r < world_size; ++r) pool->spares.push_back(r);
   MPI_Comm_dup(MPI_COMM_WORLD, &pool->pool);
@@ -301,6 +342,7 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
 
 Comm Comm::serve_as_spare() {
   detail::SparePool& sp = *detail::spare_pool();
+  warm_heap(std::exchange(sp.warm_bytes, 0));
   // The spare listens to each active process by name, not to MPI_ANY_SOURCE:
   // after a process failure a wildcard probe on the pool was seen to miss the
   // release word for good, while a probe of a named live source is not

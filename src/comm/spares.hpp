@@ -6,6 +6,7 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <vector>
 
 namespace reprise::detail {
@@ -19,6 +20,7 @@ struct SparePool {
   std::vector<int> spares;        // pool ranks of the spares, as last known
   std::vector<int> actives;       // pool ranks of the processes running the application, as last known
   bool usable = true;             // false once a respawn had to spawn (spawned processes are not in the pool)
+  std::size_t warm_bytes = 0;     // REPRISE_SPARE_WARM_MIB: heap a spare keeps resident while it waits
 };
 
 /// The pool, set up on first use from REPRISE_SPARES (collective over

@@ -33,16 +33,16 @@ TEST(Environment, ABadFinalizeTimeoutIsRefusedBeforeMpiStarts) {
   ::unsetenv("REPRISE_FINALIZE_TIMEOUT");
 }
 
-// What a process started alone says when Comm::world() reads REPRISE_SPARES=`value`:
-// the UsageError's text, or "accepted". In a child process, since MPI starts
-// only once per process.
-std::string spares_verdict(const char* value) {
+// What a process started alone says when Comm::world() reads `variable`=`value`
+// (a setting of the spare processes): the UsageError's text, or "accepted".
+// In a child process, since MPI starts only once per process.
+std::string spares_verdict(const char* variable, const char* value) {
   int pipe_ends[2];
   if (::pipe(pipe_ends) != 0) return "no pipe";
   const pid_t child = ::fork();
   if (child == 0) {
     ::close(pipe_ends[0]);
-    ::setenv("REPRISE_SPARES", value, 1);
+    ::setenv(variable, value, 1);
     std::string verdict = "accepted";
     int argc = 1;
     char name[] = "unit_environment";
@@ -71,13 +71,23 @@ std::string spares_verdict(const char* value) {
 
 TEST(Environment, ASpareCountThatIsNotANumberOrTooLargeIsRefused) {
   for (const char* bad : {"two", "-1", "2x", " 2", "1.5"}) {
-    EXPECT_EQ(spares_verdict(bad), std::string("REPRISE_SPARES=") + bad +
+    EXPECT_EQ(spares_verdict("REPRISE_SPARES", bad), std::string("REPRISE_SPARES=") + bad +
                                        " is not a number of spare processes (a whole number, 0 or more)");
   }
   for (const char* huge : {"4294967297", "2147483648", "99999999999999999999"}) {
-    EXPECT_EQ(spares_verdict(huge),
+    EXPECT_EQ(spares_verdict("REPRISE_SPARES", huge),
               std::string("REPRISE_SPARES=") + huge + " is too large: a job cannot have that many processes");
   }
+}
+
+TEST(Environment, ASpareWarmSizeThatIsNotAWholeNumberOfMiBIsRefused) {
+  for (const char* bad : {"lots", "-1", "1.5", "64M", "1073741825", "99999999999999999999"}) {
+    EXPECT_EQ(spares_verdict("REPRISE_SPARE_WARM_MIB", bad),
+              std::string("REPRISE_SPARE_WARM_MIB=") + bad +
+                  " is not a size in MiB (a whole number, 0 or more, below 2^30): how much heap memory each spare keeps "
+                  "resident for the state it may take over");
+  }
+  EXPECT_EQ(spares_verdict("REPRISE_SPARE_WARM_MIB", "64"), "accepted");
 }
 
 }  // namespace

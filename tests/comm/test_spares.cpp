@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
 #include "failure_helpers.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
@@ -23,6 +27,21 @@ bool was_spawned() {
   return world != 6;
 }
 
+/// This process's resident memory in MiB (VmRSS), -1 if unreadable.
+long resident_mib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6)) >> 10;
+  }
+  return -1;
+}
+
+/// REPRISE_SPARE_WARM_MIB as a number (0 when unset).
+long warm_mib() {
+  const char* text = std::getenv("REPRISE_SPARE_WARM_MIB");
+  return text == nullptr ? 0 : std::stol(text);
+}
+
 }  // namespace
 
 TEST(Spares, RespawnTakesSparesBeforeItSpawns) {
@@ -37,6 +56,8 @@ TEST(Spares, RespawnTakesSparesBeforeItSpawns) {
       if (comm.original_rank() == OriginalRank{epoch}) {
         EXPECT_TRUE(comm.is_replacement());
         EXPECT_FALSE(was_spawned()) << "the replacement of #" << epoch << " is spare number " << epoch;
+        // With REPRISE_SPARE_WARM_MIB, the heap it touched while waiting stayed resident.
+        EXPECT_GE(resident_mib(), warm_mib()) << "a spare taken over kept less resident memory than it was told to warm";
       }
     }
     kill_and_detect(comm, {OriginalRank{epoch + 1}});
