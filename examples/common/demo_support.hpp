@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "reprise/reprise.hpp"
 
 namespace demo {
@@ -122,6 +124,13 @@ inline Flag move_flag(MovePlan& plan) {
                 }
                 if (plan.rank < 0) throw reprise::UsageError("--move " + value + ": the rank is negative");
               }};
+}
+
+/// Where this process runs, as a move reports it: "pid N on HOST".
+inline std::string process_place() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "an unknown host");
+  return "pid " + std::to_string(::getpid()) + " on " + host;
 }
 
 /// For `main`, before MPI starts: if the command line asks for --help,

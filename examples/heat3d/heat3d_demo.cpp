@@ -18,7 +18,6 @@
 // ("nodeK@ITERATION": every process of node K at once).
 
 #include <mpi.h>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>
@@ -353,9 +352,9 @@ int main(int argc, char** argv) {
   if (comm.migrated_in()) {
     migration.arrive();
     const auto& times = migration.last_times();
-    std::printf("  #%d runs again in another process (pid %d): image opened and restored in %.1f ms, %.1f ms after "
+    std::printf("  #%d runs again in another process (%s): image opened and restored in %.1f ms, %.1f ms after "
                 "the request\n",
-                me.value(), static_cast<int>(::getpid()), 1e3 * times.image_open_s, 1e3 * times.response_s);
+                me.value(), demo::process_place().c_str(), 1e3 * times.image_open_s, 1e3 * times.response_s);
     std::fflush(stdout);
   }
 

@@ -12,7 +12,6 @@
 // REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule
 // ("nodeK@ITERATION": every process of node K at once).
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -185,9 +184,9 @@ int main(int argc, char** argv) {
   if (comm.migrated_in()) {
     migration.arrive();
     store.heal();  // takes over the copies its predecessor held
-    std::printf("  #%d runs again in another process (pid %d) at iteration %llu: image opened in %.1f ms, %.1f ms after "
+    std::printf("  #%d runs again in another process (%s) at iteration %llu: image opened in %.1f ms, %.1f ms after "
                 "the request\n",
-                me.value(), static_cast<int>(::getpid()), static_cast<unsigned long long>(iteration),
+                me.value(), demo::process_place().c_str(), static_cast<unsigned long long>(iteration),
                 1e3 * migration.last_times().image_open_s, 1e3 * migration.last_times().response_s);
     std::fflush(stdout);
   }
