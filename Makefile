@@ -106,8 +106,7 @@ test-asan-all: setup
 # with a memcpy baseline (docs/PERFORMANCE.md, "Live migration"): per size in
 # MiB of MIGRATE_SIZES, one job moves one process (3 repetitions), another
 # all of them (1 repetition), with MIGRATE_ARGS (--repetitions --via --dir
-# --copies). Short jobs because the third move of all processes in a job
-# can hang (docs/PERFORMANCE.md).
+# --copies).
 BENCH_ARGS ?=
 BENCH_RANKS ?= 4
 CHECKPOINT_ARGS ?=

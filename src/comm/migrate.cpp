@@ -158,6 +158,7 @@ Comm Comm::join_migration(MPI_Comm merged) {
     detail::abandon("a process failed during the migration");
   }
   MPI_Comm_free(&merged);
+  detail::ulfm::count_past_earlier_generations(plan.epoch);
   parts.original_size = plan.original_size;
   parts.epoch = plan.epoch;
   parts.failures = plan.failures;

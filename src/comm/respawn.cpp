@@ -291,6 +291,7 @@ Comm Comm::join_as_replacement(MPI_Comm parent) {
     detail::abandon("a process failed while joining");
   }
   MPI_Comm_free(&merged);
+  detail::ulfm::count_past_earlier_generations(assignment.epoch);
   parts.original_size = assignment.original_size;
   parts.epoch = assignment.epoch;
   parts.failures = assignment.failures;

@@ -383,7 +383,10 @@ Comm Comm::serve_as_spare() {
       PoolRound round;
       round.replacement = true;
       auto taken = take_from_pool(round, enough);
-      if (taken) return std::move(*taken);
+      if (taken) {
+        detail::ulfm::count_past_earlier_generations(taken->epoch());
+        return std::move(*taken);
+      }
       continue;
     }
     // Waiting costs no core: spares often share nodes with the workers.

@@ -107,6 +107,15 @@ int agree_on_step(MPI_Comm comm, bool& ok) {
   return agree(comm, ok);
 }
 
+void count_past_earlier_generations(std::uint64_t generation) {
+  if (!available()) return;
+  for (std::uint64_t i = 0; i < generation * kCommunicatorsPerGeneration; ++i) {
+    MPI_Comm counted = MPI_COMM_NULL;
+    if (MPI_Comm_dup(MPI_COMM_SELF, &counted) != MPI_SUCCESS) return;
+    MPI_Comm_free(&counted);
+  }
+}
+
 void fail_without_ulfm(std::string_view operation) {
   std::fprintf(stderr,
                "reprise: cannot %.*s: this build of reprise has no ULFM fault tolerance, so a process "

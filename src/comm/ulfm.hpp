@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <string_view>
 
 namespace reprise::detail::ulfm {
@@ -34,6 +35,22 @@ int iagree(MPI_Comm comm, int& value, MPI_Request& request);
 /// revokes first, so that members still inside the step's collectives leave
 /// them and join the agreement instead of waiting for it forever.
 int agree_on_step(MPI_Comm comm, bool& ok);
+/// For a process that joins a running job (a spawned replacement, the
+/// successor of a move, a spare taken over) in its `generation` (the
+/// communicator's epoch it joins): moves Open MPI's count of communicators
+/// this process created past those of earlier generations. Open MPI 5.0
+/// names an agreement by (communicator index, epoch, sequence number), and a
+/// new communicator's epoch is one more than the largest such count among
+/// its members, so a process that starts counting from zero repeats the
+/// names of earlier generations' agreements; a member that remembers the
+/// earlier agreement of that name answers the new one with its old result,
+/// one process leaves the agreement early and the others wait in it forever
+/// (docs/RELIABILITY.md, defect 22). Creating and freeing duplicates of
+/// MPI_COMM_SELF (2 us each here) counts without communicating.
+void count_past_earlier_generations(std::uint64_t generation);
+/// Communicators each generation is assumed to create, at most, before the
+/// next one joins: the count of `count_past_earlier_generations`.
+inline constexpr std::uint64_t kCommunicatorsPerGeneration = 256;
 /// Group of failed members known here; an empty group without ULFM.
 int get_failed(MPI_Comm comm, MPI_Group& failed);
 int ack_failed(MPI_Comm comm);

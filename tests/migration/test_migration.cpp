@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <functional>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,11 +88,22 @@ struct Seen {
   std::vector<MigrationRecord> history;
 };
 
-Seen run(std::uint64_t steps, const Ask& ask) {
+/// The bytes of original rank `me`'s ballast (state that only travels).
+std::vector<std::byte> ballast_of(OriginalRank me, std::size_t bytes) {
+  std::vector<std::byte> ballast(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) ballast[i] = static_cast<std::byte>((i * 131U + 7U * static_cast<unsigned>(me.value())) >> 3U);
+  return ballast;
+}
+
+/// `ballast_bytes`: a buffer of that many more bytes of state per process,
+/// which no step changes, so that each move carries a large image.
+Seen run(std::uint64_t steps, const Ask& ask, std::size_t ballast_bytes = 0) {
   auto comm = Comm::world();
   State state;
   Checkpoint checkpoint(comm);
   state.register_with(checkpoint);
+  std::vector<std::byte> ballast = ballast_of(comm.original_rank(), ballast_bytes);
+  if (ballast_bytes > 0) checkpoint.protect("ballast", std::span<std::byte>(ballast));
   Migration migration(comm, checkpoint);
   const bool arrived = comm.migrated_in();
   if (arrived) {
@@ -107,6 +119,7 @@ Seen run(std::uint64_t steps, const Ask& ask) {
     state.advance(comm, comm.original_rank());
   }
   expect_exact(state, comm.original_rank(), comm.original_size(), steps);
+  EXPECT_TRUE(ballast == ballast_of(comm.original_rank(), ballast_bytes)) << "original rank " << comm.original_rank().value();
   EXPECT_EQ(comm.size(), comm.original_size());
   return {arrived, comm.original_rank(), migration.history()};
 }
@@ -126,6 +139,23 @@ TEST(Migration, OneProcessMovesOnRequestAndTheRunEndsExact) {
   ASSERT_EQ(seen.history.size(), 1U);
   EXPECT_EQ(seen.history[0].moved, ranks({1}));
   EXPECT_EQ(seen.migrated_in, seen.me == OriginalRank{1});
+}
+
+// Every process asks to move at the same step, eight times over, each move
+// carrying 8 MiB per process: the processes of one generation meet only
+// their successors.
+// This hung at the third move or later (docs/RELIABILITY.md, defect 22).
+TEST(Migration, EveryProcessMovesEightTimes) {
+  constexpr std::uint64_t kMoves = 8;
+  const auto seen = run(
+      3 * kMoves + 2,
+      [](std::uint64_t step, OriginalRank, Migration& migration) {
+        if (step % 3 == 1 && step < 3 * kMoves) migration.request();  // every process asks for itself
+      },
+      std::size_t{8} << 20U);
+  EXPECT_TRUE(seen.migrated_in) << "only the last processes reach the end";
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_GE(seen.history[0].epoch, kMoves);
 }
 
 // Any process may ask for others: process 0 moves 2 and 3.
