@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <string>
@@ -375,6 +376,112 @@ TEST(MsglogMpi, ChildCommunicatorsHaveTheSameKeyInEveryMember) {
     EXPECT_EQ(lowest, highest);
   }
   MPI_Comm_free(&half);
+}
+
+TEST(MsglogMpi, EverySendModeAndCompletionCall) {
+  reprise::msglog::mark_checkpoint();
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  const int me = rank_of(MPI_COMM_WORLD);
+  const int size = size_of(MPI_COMM_WORLD);
+  const int next = (me + 1) % size;
+  const int previous = (me + size - 1) % size;
+  std::vector<int> got(8, -1);
+  std::vector<MPI_Request> receives(8, MPI_REQUEST_NULL);
+  for (int tag = 0; tag < 8; ++tag) {
+    MPI_Irecv(&got[static_cast<std::size_t>(tag)], 1, MPI_INT, previous, tag, MPI_COMM_WORLD,
+              &receives[static_cast<std::size_t>(tag)]);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // every receive is posted: ready sends are allowed
+  std::vector<char> attached(1024 + MPI_BSEND_OVERHEAD);
+  MPI_Buffer_attach(attached.data(), static_cast<int>(attached.size()));
+  const std::vector<int> values{100, 101, 102, 103, 104, 105, 106, 107};
+  MPI_Ssend(&values[0], 1, MPI_INT, next, 0, MPI_COMM_WORLD);
+  MPI_Bsend(&values[1], 1, MPI_INT, next, 1, MPI_COMM_WORLD);
+  MPI_Rsend(&values[2], 1, MPI_INT, next, 2, MPI_COMM_WORLD);
+  MPI_Request sends[3];
+  MPI_Issend(&values[3], 1, MPI_INT, next, 3, MPI_COMM_WORLD, &sends[0]);
+  MPI_Irsend(&values[4], 1, MPI_INT, next, 4, MPI_COMM_WORLD, &sends[1]);
+  MPI_Isend(&values[5], 1, MPI_INT, next, 5, MPI_COMM_WORLD, &sends[2]);
+  MPI_Request persistent = MPI_REQUEST_NULL;
+  MPI_Ssend_init(&values[6], 1, MPI_INT, next, 6, MPI_COMM_WORLD, &persistent);
+  MPI_Start(&persistent);
+  MPI_Request freed = MPI_REQUEST_NULL;
+  MPI_Isend(&values[7], 1, MPI_INT, next, 7, MPI_COMM_WORLD, &freed);
+  MPI_Request_free(&freed);
+  EXPECT_EQ(freed, MPI_REQUEST_NULL);
+  // Completion by Waitsome and Testsome until every receive is in.
+  int done = 0;
+  std::vector<int> indices(8);
+  std::vector<MPI_Status> statuses(8);
+  while (done < 8) {
+    int outcount = 0;
+    if (done % 2 == 0) {
+      MPI_Waitsome(8, receives.data(), &outcount, indices.data(), statuses.data());
+    } else {
+      MPI_Testsome(8, receives.data(), &outcount, indices.data(), statuses.data());
+    }
+    for (int k = 0; k < outcount; ++k) {
+      EXPECT_EQ(statuses[static_cast<std::size_t>(k)].MPI_TAG, indices[static_cast<std::size_t>(k)]);
+      int count = 0;
+      MPI_Get_count(&statuses[static_cast<std::size_t>(k)], MPI_INT, &count);
+      EXPECT_EQ(count, 1);
+    }
+    done += outcount;
+  }
+  for (int tag = 0; tag < 8; ++tag) EXPECT_EQ(got[static_cast<std::size_t>(tag)], 100 + tag);
+  int flag = 0;
+  while (flag == 0) MPI_Testall(3, sends, &flag, MPI_STATUSES_IGNORE);
+  MPI_Status sent;
+  MPI_Wait(&persistent, &sent);
+  int count = 0;
+  MPI_Get_count(&sent, MPI_INT, &count);
+  EXPECT_EQ(count, 1) << "a send's status counts the payload";
+  MPI_Request_free(&persistent);
+  void* detached = nullptr;
+  int detached_size = 0;
+  MPI_Buffer_detach(&detached, &detached_size);
+  EXPECT_EQ(detached, attached.data());
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.messages_logged - before.messages_logged, 8U);
+  EXPECT_EQ(after.messages_received - before.messages_received, 8U);
+  EXPECT_EQ(after.events_matching, before.events_matching);
+  EXPECT_GE(after.events_delivery - before.events_delivery, 1U) << "Waitsome over 8, Testsome, Testall";
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(MsglogMpi, FreeingAnActiveReceiveIsRefused) {
+  const int me = rank_of(MPI_COMM_WORLD);
+  int value = -1;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Irecv(&value, 1, MPI_INT, me, 31, MPI_COMM_WORLD, &request);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  testing::internal::CaptureStderr();
+  const int code = MPI_Request_free(&request);
+  const std::string said = testing::internal::GetCapturedStderr();
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  EXPECT_EQ(error_class(code), MPI_ERR_ARG);
+  EXPECT_NE(said.find("reprise msglog: MPI_Request_free: an active receive"), std::string::npos) << said;
+  MPI_Send(&me, 1, MPI_INT, me, 31, MPI_COMM_WORLD);
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  EXPECT_EQ(value, me);
+}
+
+TEST(MsglogMpi, TheBoundDiscardsWhenAskedTo) {
+  if (std::getenv("REPRISE_MSGLOG_WHEN_FULL") == nullptr) GTEST_SKIP() << "run by msglog_mpi_discard";
+  // REPRISE_MSGLOG_MAX_BYTES=10000, REPRISE_MSGLOG_WHEN_FULL=discard.
+  const int me = rank_of(MPI_COMM_WORLD);
+  const int size = size_of(MPI_COMM_WORLD);
+  std::vector<char> out(4000, 'd');
+  std::vector<char> in(4000);
+  for (int i = 0; i < 10; ++i) {
+    MPI_Sendrecv(out.data(), 4000, MPI_CHAR, (me + 1) % size, 0, in.data(), 4000, MPI_CHAR, (me + size - 1) % size,
+                 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    EXPECT_EQ(in[3999], 'd');
+    EXPECT_LE(reprise::msglog::counters().log_bytes_now, 10000U);
+  }
+  const reprise_msglog_counters counters = reprise::msglog::counters();
+  EXPECT_EQ(counters.messages_logged, 10U);
+  EXPECT_EQ(counters.log_bytes_discarded, 8U * 4012U) << "two entries fit";
 }
 
 TEST(MsglogMpi, ThousandCheckpointsKeepTheLogBounded) {
