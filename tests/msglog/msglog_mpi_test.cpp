@@ -32,6 +32,23 @@ int size_of(MPI_Comm comm) {
   return size;
 }
 
+/// This process's place in a ring over `comm`.
+struct Ring {
+  int me = 0;
+  int size = 1;
+  int next = 0;
+  int previous = 0;
+};
+
+Ring ring_of(MPI_Comm comm) {
+  Ring ring;
+  ring.me = rank_of(comm);
+  ring.size = size_of(comm);
+  ring.next = (ring.me + 1) % ring.size;
+  ring.previous = (ring.me + ring.size - 1) % ring.size;
+  return ring;
+}
+
 /// A duplicate of world whose errors come back as return codes.
 class Returning {
  public:
@@ -54,6 +71,19 @@ int error_class(int code) {
   return cls;
 }
 
+/// Runs `call` with world's errors returned, and checks it failed with
+/// `expected` and a line naming it (and saying `why`, if given).
+void expect_refused(const char* name, const std::function<int()>& call, int expected = MPI_ERR_UNSUPPORTED_OPERATION,
+                    const std::string& why = "") {
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  testing::internal::CaptureStderr();
+  const int code = call();
+  const std::string said = testing::internal::GetCapturedStderr();
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  EXPECT_EQ(error_class(code), expected) << name;
+  EXPECT_NE(said.find(std::string("reprise msglog: ") + name + ": " + why), std::string::npos) << said;
+}
+
 TEST(MsglogMpi, IsActiveAndInterposed) {
   ASSERT_TRUE(reprise::msglog::active());
   reprise_msglog_counters before{};
@@ -74,10 +104,7 @@ TEST(MsglogMpi, IsActiveAndInterposed) {
 TEST(MsglogMpi, DeterministicPatternsLogNoEventAndSendNothingToTheBuddy) {
   reprise::msglog::mark_checkpoint();
   const reprise_msglog_counters before = reprise::msglog::counters();
-  const int me = rank_of(MPI_COMM_WORLD);
-  const int size = size_of(MPI_COMM_WORLD);
-  const int next = (me + 1) % size;
-  const int previous = (me + size - 1) % size;
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
   std::vector<double> out(1000, me);
   std::vector<double> in(1000);
   // Blocking, non-blocking, Sendrecv, persistent, a Wait, a collective, and a Waitany over one request.
@@ -243,10 +270,7 @@ TEST(MsglogMpi, IprobeFailuresAreOneEvent) {
 }
 
 TEST(MsglogMpi, StatusesCountsAndDatatypesAsWithoutTheLog) {
-  const int me = rank_of(MPI_COMM_WORLD);
-  const int size = size_of(MPI_COMM_WORLD);
-  const int next = (me + 1) % size;
-  const int previous = (me + size - 1) % size;
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
   // Both receive paths: staged (small) and straight into the buffer (large).
   for (const int n : {6, 6000}) {
     std::vector<int> out(static_cast<std::size_t>(n));
@@ -381,10 +405,7 @@ TEST(MsglogMpi, ChildCommunicatorsHaveTheSameKeyInEveryMember) {
 TEST(MsglogMpi, EverySendModeAndCompletionCall) {
   reprise::msglog::mark_checkpoint();
   const reprise_msglog_counters before = reprise::msglog::counters();
-  const int me = rank_of(MPI_COMM_WORLD);
-  const int size = size_of(MPI_COMM_WORLD);
-  const int next = (me + 1) % size;
-  const int previous = (me + size - 1) % size;
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
   std::vector<int> got(8, -1);
   std::vector<MPI_Request> receives(8, MPI_REQUEST_NULL);
   for (int tag = 0; tag < 8; ++tag) {
@@ -454,13 +475,7 @@ TEST(MsglogMpi, FreeingAnActiveReceiveIsRefused) {
   int value = -1;
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Irecv(&value, 1, MPI_INT, me, 31, MPI_COMM_WORLD, &request);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  testing::internal::CaptureStderr();
-  const int code = MPI_Request_free(&request);
-  const std::string said = testing::internal::GetCapturedStderr();
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-  EXPECT_EQ(error_class(code), MPI_ERR_ARG);
-  EXPECT_NE(said.find("reprise msglog: MPI_Request_free: an active receive"), std::string::npos) << said;
+  expect_refused("MPI_Request_free", [&] { return MPI_Request_free(&request); }, MPI_ERR_ARG, "an active receive");
   MPI_Send(&me, 1, MPI_INT, me, 31, MPI_COMM_WORLD);
   MPI_Wait(&request, MPI_STATUS_IGNORE);
   EXPECT_EQ(value, me);
@@ -485,10 +500,7 @@ TEST(MsglogMpi, TheBoundDiscardsWhenAskedTo) {
 }
 
 TEST(MsglogMpi, ThousandCheckpointsKeepTheLogBounded) {
-  const int me = rank_of(MPI_COMM_WORLD);
-  const int size = size_of(MPI_COMM_WORLD);
-  const int next = (me + 1) % size;
-  const int previous = (me + size - 1) % size;
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
   MPI_Comm ring = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &ring);
   reprise::msglog::mark_checkpoint();
@@ -548,17 +560,6 @@ TEST(MsglogMpi, TheBoundFailsTheSendAfterTheHook) {
   EXPECT_EQ(hook_needed, 2012U);
   EXPECT_EQ(hook_bound, 1000U);
   EXPECT_EQ(reprise::msglog::counters().log_bytes_now, 0U) << "nothing was logged or sent";
-}
-
-/// Runs `call` with world's errors returned, and checks it was refused with a line naming it.
-void expect_refused(const char* name, const std::function<int()>& call) {
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  testing::internal::CaptureStderr();
-  const int code = call();
-  const std::string said = testing::internal::GetCapturedStderr();
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
-  EXPECT_EQ(error_class(code), MPI_ERR_UNSUPPORTED_OPERATION) << name;
-  EXPECT_NE(said.find(std::string("reprise msglog: ") + name + ": "), std::string::npos) << said;
 }
 
 TEST(MsglogMpi, UncoveredCallsAreRefusedByName) {
