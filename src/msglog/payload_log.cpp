@@ -23,12 +23,10 @@ std::size_t ChannelKeyHash::operator()(const ChannelKey& key) const noexcept {
   return static_cast<std::size_t>(mix64(key.communicator ^ static_cast<std::uint64_t>(static_cast<unsigned>(key.peer))));
 }
 
-std::shared_ptr<const LogEntry> PayloadLog::append(const ChannelKey& channel, LogEntry entry) {
-  auto shared = std::make_shared<const LogEntry>(std::move(entry));
-  _channels[channel].push_back(shared);
-  _bytes += shared->size;
+LogEntry PayloadLog::append(const ChannelKey& channel, LogEntry entry) {
+  _bytes += entry.size;
   _peak_bytes = std::max(_peak_bytes, _bytes);
-  return shared;
+  return _channels[channel].emplace_back(std::move(entry));
 }
 
 std::size_t PayloadLog::drop_consumed(const ChannelKey& channel, Sequence watermark,
@@ -36,10 +34,10 @@ std::size_t PayloadLog::drop_consumed(const ChannelKey& channel, Sequence waterm
   const auto found = _channels.find(channel);
   if (found == _channels.end()) return 0;
   std::size_t freed = 0;
-  std::erase_if(found->second, [&](const std::shared_ptr<const LogEntry>& entry) {
-    const bool consumed = sequence_before(entry->sequence, watermark) ||
-                          std::find(out_of_order.begin(), out_of_order.end(), entry->sequence) != out_of_order.end();
-    if (consumed) freed += entry->size;
+  std::erase_if(found->second, [&](const LogEntry& entry) {
+    const bool consumed = sequence_before(entry.sequence, watermark) ||
+                          std::find(out_of_order.begin(), out_of_order.end(), entry.sequence) != out_of_order.end();
+    if (consumed) freed += entry.size;
     return consumed;
   });
   if (found->second.empty()) _channels.erase(found);
@@ -52,7 +50,7 @@ std::size_t PayloadLog::discard_oldest(std::size_t bytes) {
   for (auto channel = _channels.begin(); channel != _channels.end() && freed < bytes;) {
     auto& entries = channel->second;
     while (!entries.empty() && freed < bytes) {
-      freed += entries.front()->size;
+      freed += entries.front().size;
       entries.pop_front();
     }
     channel = entries.empty() ? _channels.erase(channel) : std::next(channel);
@@ -66,7 +64,7 @@ std::size_t PayloadLog::count(const ChannelKey& channel) const {
   return found == _channels.end() ? 0 : found->second.size();
 }
 
-std::vector<std::shared_ptr<const LogEntry>> PayloadLog::entries(const ChannelKey& channel) const {
+std::vector<LogEntry> PayloadLog::entries(const ChannelKey& channel) const {
   const auto found = _channels.find(channel);
   if (found == _channels.end()) return {};
   return {found->second.begin(), found->second.end()};

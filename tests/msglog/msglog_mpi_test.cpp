@@ -349,6 +349,16 @@ TEST(MsglogMpi, TruncationAsWithoutTheLog) {
   }
 }
 
+TEST(MsglogMpi, ABadRankIsMpisError) {
+  const Returning returning;
+  const std::uint64_t logged = reprise::msglog::counters().messages_logged;
+  const int value = 1;
+  EXPECT_EQ(error_class(MPI_Send(&value, 1, MPI_INT, 99, 0, returning.comm())), MPI_ERR_RANK);
+  MPI_Request request = MPI_REQUEST_NULL;
+  EXPECT_EQ(error_class(MPI_Isend(&value, 1, MPI_INT, -5, 0, returning.comm(), &request)), MPI_ERR_RANK);
+  EXPECT_EQ(reprise::msglog::counters().messages_logged, logged);
+}
+
 TEST(MsglogMpi, MatchedProbeAndReceive) {
   reprise::msglog::mark_checkpoint();
   const reprise_msglog_counters before = reprise::msglog::counters();
