@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -55,11 +54,21 @@ struct LogEntry {
   std::size_t size = 0;                ///< bytes used of `bytes`
 };
 
+/// The entries of one channel, oldest first.
+struct ChannelLog {
+  std::deque<LogEntry> entries;
+};
+
 /// The log of every channel this process sends on, with its byte count.
 class PayloadLog {
  public:
-  /// Adds `entry`, sent on `channel`; returns it (its buffer shared with the send).
-  LogEntry append(const ChannelKey& channel, LogEntry entry);
+  /// The log of `channel`, made empty on first use; its address never
+  /// changes, so a sender may keep it.
+  ChannelLog& channel(const ChannelKey& channel) { return _channels[channel]; }
+  /// Adds `entry`, sent on the channel of `log`; returns it (its buffer shared with the send).
+  LogEntry append(ChannelLog& log, LogEntry entry);
+  /// Adds `entry`, sent on `channel`.
+  LogEntry append(const ChannelKey& key, LogEntry entry) { return append(channel(key), std::move(entry)); }
 
   /// Drops the entries of `channel` that the receiver consumed: numbers
   /// before `watermark`, and those of `out_of_order`. Returns the bytes freed.
@@ -73,8 +82,6 @@ class PayloadLog {
   [[nodiscard]] std::size_t count(const ChannelKey& channel) const;
   /// The entries of `channel` still held, oldest first.
   [[nodiscard]] std::vector<LogEntry> entries(const ChannelKey& channel) const;
-  /// Calls `visit` once per channel with entries held.
-  void for_each_channel(const std::function<void(const ChannelKey&, std::size_t entries)>& visit) const;
 
   /// Bytes the log holds now (headers included).
   [[nodiscard]] std::size_t bytes() const noexcept { return _bytes; }
@@ -82,7 +89,7 @@ class PayloadLog {
   [[nodiscard]] std::size_t peak_bytes() const noexcept { return _peak_bytes; }
 
  private:
-  std::unordered_map<ChannelKey, std::deque<LogEntry>, ChannelKeyHash> _channels;
+  std::unordered_map<ChannelKey, ChannelLog, ChannelKeyHash> _channels;
   std::size_t _bytes = 0;
   std::size_t _peak_bytes = 0;
 };

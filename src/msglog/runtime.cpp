@@ -250,7 +250,8 @@ int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int d
   ++_counters.messages_sent;
   ++_counters.messages_logged;
   _counters.bytes_logged += static_cast<std::uint64_t>(position);
-  logged = _log.append(ChannelKey{comm.key, dest}, std::move(entry));
+  if (sent_on.log == nullptr) sent_on.log = &_log.channel(ChannelKey{comm.key, dest});
+  logged = _log.append(*sent_on.log, std::move(entry));
   return MPI_SUCCESS;
 }
 
@@ -498,6 +499,9 @@ int Runtime::start(int count, MPI_Request* requests) {
       continue;
     }
     RequestRecord& record = found->second;
+    if (record.physical != MPI_REQUEST_NULL) {
+      throw UsageError("a persistent request was started again before it completed: complete it first");
+    }
     CommInfo* comm = find(record.comm);
     if (comm == nullptr) {
       throw UsageError("the communicator of a persistent request was freed before the request was started");

@@ -30,6 +30,7 @@ namespace reprise::detail {
 struct Channel {
   Sequence next_send = 0;              ///< the number the next message to the peer gets
   ReceiveWindow<Sequence> received;    ///< what this process consumed of the peer's messages
+  ChannelLog* log = nullptr;           ///< its entries in the payload log (made at the first send)
 };
 
 /// A communicator key's members and channels, kept after MPI_Comm_free
