@@ -19,7 +19,7 @@ namespace {
 
 constexpr std::uint64_t kWorldKey = 1;
 constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
-constexpr std::size_t kDefaultStagingBytes = 4096;
+constexpr std::size_t kDefaultStagingBytes = 65536;
 constexpr std::size_t kDetachedBeforeSweep = 16;
 
 std::unique_ptr<Runtime>& instance() {
