@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "mix.hpp"
 #include "reprise/error.hpp"
@@ -22,8 +23,10 @@ constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
 constexpr std::size_t kDefaultStagingBytes = 65536;
 constexpr std::size_t kDetachedBeforeSweep = 16;
 
-std::unique_ptr<Runtime>& instance() {
-  static std::unique_ptr<Runtime> runtime;
+/// The process's runtime. A plain pointer on purpose: a program that exits
+/// without MPI_Finalize must not run the destructor (MPI calls) at exit.
+Runtime*& instance() {
+  static Runtime* runtime = nullptr;
   return runtime;
 }
 
@@ -107,14 +110,14 @@ void set_payload(MPI_Status& status, MPI_Count payload) { PMPI_Status_set_elemen
 
 }  // namespace
 
-Runtime* Runtime::current() noexcept { return instance().get(); }
+Runtime* Runtime::current() noexcept { return instance(); }
 
 Runtime& Runtime::start() {
-  instance() = std::make_unique<Runtime>();
+  instance() = new Runtime();
   return *instance();
 }
 
-void Runtime::stop() { instance().reset(); }
+void Runtime::stop() { delete std::exchange(instance(), nullptr); }
 
 Runtime::Runtime()
     : _max_bytes(bytes_from_environment("REPRISE_MSGLOG_MAX_BYTES", kDefaultMaxBytes)),
