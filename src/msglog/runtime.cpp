@@ -58,28 +58,6 @@ int wire_count(std::size_t bytes) {
   return static_cast<int>(bytes);
 }
 
-/// Whether `count` elements of `type` are one run of bytes, in the order
-/// MPI packs them: a predefined type without holes (not the pair types of
-/// MINLOC/MAXLOC). Then MPI_Pack and MPI_Unpack are a memcpy of `bytes`
-/// (0 when not), without a convertor. A derived type always takes MPI's
-/// way: its type map may be out of address order.
-std::size_t contiguous_bytes(int count, MPI_Datatype type) {
-  int integers = 0;
-  int addresses = 0;
-  int types = 0;
-  int combiner = 0;
-  int size = 0;
-  MPI_Aint true_lower = 0;
-  MPI_Aint true_extent = 0;
-  if (count < 0 || PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) != MPI_SUCCESS ||
-      combiner != MPI_COMBINER_NAMED || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
-      PMPI_Type_get_true_extent(type, &true_lower, &true_extent) != MPI_SUCCESS || true_extent != size ||
-      true_lower != 0) {
-    return 0;
-  }
-  return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
-}
-
 /// Bytes in `status` (what MPI delivered, header included).
 MPI_Count received_bytes(const MPI_Status& status) {
   MPI_Count bytes = 0;
@@ -197,6 +175,25 @@ void Runtime::freed(MPI_Comm comm) noexcept {
   _last_found = {MPI_COMM_NULL, nullptr};
 }
 
+std::size_t Runtime::contiguous_bytes(int count, MPI_Datatype type) {
+  auto& cached = _contiguous[(reinterpret_cast<std::uintptr_t>(type) >> 4U) % _contiguous.size()];
+  if (cached.first != type) {
+    int integers = 0;
+    int addresses = 0;
+    int types = 0;
+    int combiner = 0;
+    int size = 0;
+    MPI_Aint true_lower = 0;
+    MPI_Aint true_extent = 0;
+    const bool run = PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) == MPI_SUCCESS &&
+                     combiner == MPI_COMBINER_NAMED && PMPI_Type_size(type, &size) == MPI_SUCCESS &&
+                     PMPI_Type_get_true_extent(type, &true_lower, &true_extent) == MPI_SUCCESS &&
+                     true_extent == size && true_lower == 0;
+    cached = {type, run ? static_cast<std::size_t>(size) : 0};
+  }
+  return count < 0 ? 0 : static_cast<std::size_t>(count) * cached.second;
+}
+
 // ---- sends ---------------------------------------------------------------
 
 void Runtime::make_room(std::size_t bytes) {
@@ -223,7 +220,7 @@ void Runtime::flush_determinants() {
 }
 
 int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                         LogEntry& logged) {
+                         const LogEntry*& logged) {
   const std::size_t run = contiguous_bytes(count, type);
   int packed = static_cast<int>(run);
   if (run == 0) {
@@ -254,43 +251,47 @@ int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int d
   ++_counters.messages_logged;
   _counters.bytes_logged += static_cast<std::uint64_t>(position);
   if (sent_on.log == nullptr) sent_on.log = &_log.channel(ChannelKey{comm.key, dest});
-  logged = _log.append(*sent_on.log, std::move(entry));
+  logged = &_log.append(*sent_on.log, std::move(entry));
   return MPI_SUCCESS;
 }
 
 int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
                   CommInfo& comm) {
   flush_determinants();
-  LogEntry entry;
+  const LogEntry* entry = nullptr;
   if (const int code = log_message(buffer, count, type, dest, tag, comm, entry); code != MPI_SUCCESS) return code;
-  const int bytes = wire_count(entry.size);
+  // The entry stays in the log during a blocking send: nothing changes the log meanwhile.
+  void* wire = entry->bytes.get();
+  const int bytes = wire_count(entry->size);
   switch (mode) {
     case SendMode::kSynchronous:
-      return PMPI_Ssend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+      return PMPI_Ssend(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
     case SendMode::kReady:
-      return PMPI_Rsend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+      return PMPI_Rsend(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
     case SendMode::kBuffered: {
       // The log's copy is the buffer: the send goes on from it, and the
       // application's buffer is free at once, as MPI_Bsend promises.
       MPI_Request request = MPI_REQUEST_NULL;
-      const int code = PMPI_Isend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical, &request);
-      if (code == MPI_SUCCESS) _detached.emplace_back(request, std::move(entry));
+      const int code = PMPI_Isend(wire, bytes, MPI_PACKED, dest, tag, comm.physical, &request);
+      if (code == MPI_SUCCESS) _detached.emplace_back(request, *entry);
       if (_detached.size() >= kDetachedBeforeSweep) release_detached();
       return code;
     }
     case SendMode::kStandard:
       break;
   }
-  return PMPI_Send(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+  return PMPI_Send(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
 }
 
 int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
   flush_determinants();
-  if (const int code = log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm,
-                                   record.entry);
+  const LogEntry* entry = nullptr;
+  if (const int code =
+          log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm, entry);
       code != MPI_SUCCESS) {
     return code;
   }
+  record.entry = *entry;  // held until the send completes
   void* bytes = record.entry.bytes.get();
   const int count = wire_count(record.entry.size);
   switch (record.mode) {
@@ -461,12 +462,14 @@ int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send
   // buffer may be both (MPI_Sendrecv_replace).
   flush_determinants();
   MPI_Request sent = MPI_REQUEST_NULL;
-  LogEntry entry;
+  LogEntry entry;  // held until the send completes
   if (dest != MPI_PROC_NULL) {
-    if (const int code = log_message(send_buffer, send_count, send_type, dest, send_tag, comm, entry);
+    const LogEntry* logged = nullptr;
+    if (const int code = log_message(send_buffer, send_count, send_type, dest, send_tag, comm, logged);
         code != MPI_SUCCESS) {
       return code;
     }
+    entry = *logged;
     if (const int code = PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, send_tag,
                                     comm.physical, &sent);
         code != MPI_SUCCESS) {

@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -194,8 +195,16 @@ class Runtime {
 
   /// Registers a communicator of `key` with `size` members, this process being `rank`.
   Members& add_members(std::uint64_t key, int rank, std::vector<int> world);
+  /// Logs a message; `logged` points to its entry until the log next changes.
   int log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                  LogEntry& logged);
+                  const LogEntry*& logged);
+  /// The bytes of `count` elements of `type` when they are one run of
+  /// bytes in the order MPI packs them (a predefined type without holes,
+  /// not a pair type of MINLOC/MAXLOC), else 0. Then packing is a memcpy,
+  /// without a convertor. A derived type always takes MPI's way (its type
+  /// map may be out of address order). Cached per handle: a predefined
+  /// type is never freed, and any handle reused is again a derived type.
+  std::size_t contiguous_bytes(int count, MPI_Datatype type);
   void make_room(std::size_t bytes);
   void flush_determinants();
   int post_send(RequestRecord& record, CommInfo& comm);
@@ -229,6 +238,7 @@ class Runtime {
   DeterminantLog _determinants;
   std::vector<std::pair<MPI_Request, LogEntry>> _detached;
   std::vector<std::byte> _scratch;  ///< the staging buffer of blocking receives
+  std::array<std::pair<MPI_Datatype, std::size_t>, 16> _contiguous{};  ///< contiguous_bytes' cache: type, element bytes
   MPI_Comm _internal = MPI_COMM_NULL;
   std::unique_ptr<BuddyLinks> _buddies;
   std::size_t _max_bytes;
