@@ -22,6 +22,20 @@ constexpr std::uint64_t kWorldKey = 1;
 constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
 constexpr std::size_t kDefaultStagingBytes = 65536;
 constexpr std::size_t kDetachedBeforeSweep = 16;
+constexpr std::size_t kGuardedPayloadOffset = 16;  // the header, then 4 unused bytes
+constexpr std::size_t kMostGuardedTypes = 64;
+
+/// Whether an error handler ends the process (so nothing runs after a truncation).
+bool fatal(MPI_Errhandler handler) { return handler == MPI_ERRORS_ARE_FATAL || handler == MPI_ERRORS_ABORT; }
+
+/// Whether `comm`'s error handler may return.
+bool errors_return(MPI_Comm comm) {
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  PMPI_Comm_get_errhandler(comm, &handler);
+  const bool returns = !fatal(handler);
+  PMPI_Errhandler_free(&handler);
+  return returns;
+}
 
 /// The process's runtime. A plain pointer on purpose: a program that exits
 /// without MPI_Finalize must not run the destructor (MPI calls) at exit.
@@ -112,22 +126,24 @@ Runtime::Runtime()
                                     .physical = MPI_COMM_WORLD,
                                     .rank = rank,
                                     .children = 0,
-                                    .members = &add_members(kWorldKey, rank, std::move(everyone))};
+                                    .members = &add_members(MPI_COMM_WORLD, kWorldKey, rank, std::move(everyone))};
   _buddies = std::make_unique<BuddyLinks>(_internal);
 }
 
 Runtime::~Runtime() {
   complete_detached();
+  for (auto& [packed, type] : _guarded_types) PMPI_Type_free(&type);
   // No process may still need its buddy once this one stops serving.
   PMPI_Barrier(_internal);
   _buddies.reset();
   PMPI_Comm_free(&_internal);
 }
 
-Members& Runtime::add_members(std::uint64_t key, int rank, std::vector<int> world) {
+Members& Runtime::add_members(MPI_Comm comm, std::uint64_t key, int rank, std::vector<int> world) {
   Members& members = _members[key];
   members.key = key;
   members.rank = rank;
+  members.errors_return = errors_return(comm);
   members.channels.resize(world.size());
   members.world = std::move(world);
   return members;
@@ -167,7 +183,11 @@ void Runtime::created(CommInfo& parent, MPI_Comm created) {
                              .physical = created,
                              .rank = rank,
                              .children = 0,
-                             .members = &add_members(key, rank, std::move(world_ranks))};
+                             .members = &add_members(created, key, rank, std::move(world_ranks))};
+}
+
+void Runtime::set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept {
+  comm.members->errors_return = !fatal(handler);
 }
 
 void Runtime::freed(MPI_Comm comm) noexcept {
@@ -344,13 +364,36 @@ std::byte* Runtime::staging_for(RequestRecord& record, std::size_t bytes, bool b
   return record.staging;
 }
 
+std::pair<MPI_Datatype, bool> Runtime::guarded_staging_type(int packed) {
+  if (const auto found = _guarded_types.find(packed); found != _guarded_types.end()) return {found->second, false};
+  int lengths[2] = {static_cast<int>(kWireHeaderBytes), packed};
+  MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(kGuardedPayloadOffset)};
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  PMPI_Type_create_hindexed(2, lengths, displacements, MPI_BYTE, &type);
+  PMPI_Type_commit(&type);
+  if (_guarded_types.size() >= kMostGuardedTypes) return {type, true};
+  _guarded_types.emplace(packed, type);
+  return {type, false};
+}
+
 Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record, bool blocking) {
   int packed = static_cast<int>(contiguous_bytes(record.count, record.type));
   if (packed == 0) PMPI_Pack_size(record.count, record.type, MPI_COMM_WORLD, &packed);
   if (static_cast<std::size_t>(packed) <= _staging_bytes) {
     // Small: into a staging buffer [header | packed payload], unpacked at completion.
-    const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
     record.staged = true;
+    if (record.members != nullptr && record.members->errors_return) {
+      // The program goes on after a truncation: the buffer must stay whole.
+      const auto [type, owned] = guarded_staging_type(packed);
+      record.payload_offset = kGuardedPayloadOffset;
+      return ReceiveTarget{
+          .buffer = staging_for(record, kGuardedPayloadOffset + static_cast<std::size_t>(packed), blocking),
+          .count = 1,
+          .type = type,
+          .owned_type = owned};
+    }
+    const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
+    record.payload_offset = kWireHeaderBytes;
     return ReceiveTarget{.buffer = staging_for(record, capacity, blocking),
                          .count = static_cast<int>(capacity),
                          .type = MPI_PACKED,
@@ -372,7 +415,7 @@ Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record, bool bloc
 }
 
 void Runtime::unpack(RequestRecord& record, MPI_Count payload) {
-  const std::byte* packed = record.staging + kWireHeaderBytes;
+  const std::byte* packed = record.staging + record.payload_offset;
   if (contiguous_bytes(record.count, record.type) > 0) {
     if (payload > 0) std::memcpy(record.buffer, packed, static_cast<std::size_t>(payload));
     return;
@@ -415,7 +458,9 @@ void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
   const MPI_Count payload = bytes - static_cast<MPI_Count>(kWireHeaderBytes);
   // A truncated message counts what was sent, as without the log; only
   // what the staging buffer holds is unpacked.
-  if (record.staged) unpack(record, std::min(payload, static_cast<MPI_Count>(record.capacity - kWireHeaderBytes)));
+  if (record.staged) {
+    unpack(record, std::min(payload, static_cast<MPI_Count>(record.capacity - record.payload_offset)));
+  }
   set_payload(status, payload);
   record.owned.reset();
   record.staging = nullptr;

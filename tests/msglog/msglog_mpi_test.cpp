@@ -335,7 +335,9 @@ TEST(MsglogMpi, TruncationAsWithoutTheLog) {
   const MPI_Comm comm = returning.comm();
   const int me = rank_of(comm);
   const int size = size_of(comm);
-  for (const int n : {10, 40000}) {
+  // Eager and staged; longer than the eager size and staged (Open MPI
+  // 5.0.11 writes such a message whole past a contiguous buffer); straight.
+  for (const int n : {10, 4000, 40000}) {
     std::vector<int> out(static_cast<std::size_t>(n));
     std::iota(out.begin(), out.end(), 0);
     std::vector<int> in(static_cast<std::size_t>(n), -1);
