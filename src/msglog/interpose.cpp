@@ -639,6 +639,179 @@ REPRISE_MSGLOG_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int
   return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
 }
 
+REPRISE_MSGLOG_EXPORT int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                                      MPI_Request* request) {
+  if (const int code = collective("MPI_Igather", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                       const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                                       MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Igatherv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                                       MPI_Request* request) {
+  if (const int code = collective("MPI_Iscatter", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                                        MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                                        int root, MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Iscatterv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Iallgather", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                          const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                                          MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Iallgatherv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Ialltoall", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                         MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                                         const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                                         MPI_Request* request) {
+  if (const int code = collective("MPI_Ialltoallv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                         request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                         const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                         const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                                         MPI_Request* request) {
+  if (const int code = collective("MPI_Ialltoallw", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
+                         request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                                      int root, MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Ireduce", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Ireduce_scatter", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                                                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                                                    MPI_Request* request) {
+  if (const int code = collective("MPI_Ireduce_scatter_block", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                                    MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Iscan", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                                      MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Iexscan", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                                                 void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const int code = collective("MPI_Neighbor_allgather", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                                                  void* recvbuf, const int recvcounts[], const int displs[],
+                                                  MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const int code = collective("MPI_Neighbor_allgatherv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                                                void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const int code = collective("MPI_Neighbor_alltoall", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                                 MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                                                 const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const int code = collective("MPI_Neighbor_alltoallv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                                 comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[],
+                                                 const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                                                 void* recvbuf, const int recvcounts[], const MPI_Aint rdispls[],
+                                                 const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  if (const int code = collective("MPI_Neighbor_alltoallw", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                                 comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                                                  void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                                                  MPI_Request* request) {
+  if (const int code = collective("MPI_Ineighbor_allgather", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                                                   void* recvbuf, const int recvcounts[], const int displs[],
+                                                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Ineighbor_allgatherv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+                                   request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                                                 void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                                                 MPI_Request* request) {
+  if (const int code = collective("MPI_Ineighbor_alltoall", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                                                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                                                  MPI_Request* request) {
+  if (const int code = collective("MPI_Ineighbor_alltoallv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
+                                  comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts[],
+                                                  const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
+                                                  void* recvbuf, const int recvcounts[], const MPI_Aint rdispls[],
+                                                  const MPI_Datatype recvtypes[], MPI_Comm comm,
+                                                  MPI_Request* request) {
+  if (const int code = collective("MPI_Ineighbor_alltoallw", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
+                                  comm, request);
+}
+
 // ---- refused -------------------------------------------------------------------------
 
 REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {

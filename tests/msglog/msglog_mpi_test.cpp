@@ -549,6 +549,33 @@ TEST(MsglogMpi, TheBoundDiscardsWhenAskedTo) {
   EXPECT_EQ(counters.log_bytes_discarded, 8U * 4012U) << "two entries fit";
 }
 
+TEST(MsglogMpi, ACollectiveCarriesThePendingEventsFirst) {
+  reprise::msglog::mark_checkpoint();
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  // A periodic ring as a Cartesian communicator (logged): a neighbourhood
+  // collective sends to both neighbours, rank 1 (rank 0's buddy) among them.
+  const int dims[1] = {size};
+  const int periods[1] = {1};
+  MPI_Comm ring = MPI_COMM_NULL;
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+  if (me == 0) {
+    int flag = 1;
+    MPI_Iprobe(MPI_ANY_SOURCE, 77, ring, &flag, MPI_STATUS_IGNORE);
+    ASSERT_EQ(flag, 0) << "nobody sends with tag 77";
+  }
+  const int mine = me;
+  std::vector<int> theirs(2, -1);
+  MPI_Neighbor_allgather(&mine, 1, MPI_INT, theirs.data(), 1, MPI_INT, ring);
+  EXPECT_EQ(theirs[0], previous);
+  EXPECT_EQ(theirs[1], next);
+  // Rank 1 got rank 0's contribution, so rank 0's open run reached it before.
+  if (me == 1) {
+    EXPECT_EQ(reprise::msglog::held_determinants(0), 1U);
+  }
+  MPI_Comm_free(&ring);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(MsglogMpi, ThousandCheckpointsKeepTheLogBounded) {
   const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
   MPI_Comm ring = MPI_COMM_NULL;
