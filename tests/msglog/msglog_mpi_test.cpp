@@ -576,6 +576,30 @@ TEST(MsglogMpi, ACollectiveCarriesThePendingEventsFirst) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+TEST(MsglogMpi, TheBuddyAcknowledgesWhileBlockedInMpi) {
+  reprise::msglog::mark_checkpoint();
+  const int me = rank_of(MPI_COMM_WORLD);
+  if (me == 0) {
+    // A reception from any source (from itself): one event, pending.
+    const int mine = 5;
+    int got = -1;
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Isend(&mine, 1, MPI_INT, 0, 88, MPI_COMM_WORLD, &request);
+    MPI_Recv(&got, 1, MPI_INT, MPI_ANY_SOURCE, 88, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    EXPECT_EQ(got, 5);
+    // Rank 1, the buddy, is blocked in MPI_Recv from here: its thread must
+    // acknowledge the event before this send may leave.
+    MPI_Send(&got, 1, MPI_INT, 1, 89, MPI_COMM_WORLD);
+  } else if (me == 1) {
+    int got = -1;
+    MPI_Recv(&got, 1, MPI_INT, 0, 89, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    EXPECT_EQ(got, 5);
+    EXPECT_EQ(reprise::msglog::held_determinants(0), 1U);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(MsglogMpi, ThousandCheckpointsKeepTheLogBounded) {
   const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
   MPI_Comm ring = MPI_COMM_NULL;
