@@ -132,13 +132,13 @@ void BuddyLinks::request(std::uint32_t kind, std::span<const std::byte> body) {
   if (!write_all(_to_buddy, frame.data(), frame.size()) || !read_all(_to_buddy, &ack, 1)) {
     fail("the buddy (rank " + std::to_string(_buddy) + ") did not acknowledge");
   }
-  ++_batches_sent;
 }
 
 void BuddyLinks::store(std::span<const Event> events) {
   std::vector<std::byte> body;
   encode_events(events, body);
   request(kStore, body);
+  ++_batches_sent;
 }
 
 void BuddyLinks::forget_before(std::uint64_t clock) {

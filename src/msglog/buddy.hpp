@@ -43,10 +43,8 @@ class BuddyLinks {
 
   /// The events this process holds for `rank` (its predecessor), oldest first.
   [[nodiscard]] std::vector<Event> held_for(int rank) const;
-  /// Batches this process sent to its buddy (each one acknowledged).
+  /// Batches of determinants this process sent to its buddy (each one acknowledged).
   [[nodiscard]] std::uint64_t batches_sent() const noexcept { return _batches_sent; }
-  /// This process's buddy.
-  [[nodiscard]] int buddy() const noexcept { return _buddy; }
 
  private:
   void serve();

@@ -845,6 +845,7 @@ reprise_msglog_counters Runtime::counters() const noexcept {
   counters.events_delivery = _determinants.delivery_events();
   counters.log_bytes_now = _log.bytes();
   counters.log_bytes_peak = _log.peak_bytes();
+  counters.determinant_batches = _buddies->batches_sent();
   return counters;
 }
 

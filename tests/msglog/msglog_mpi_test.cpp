@@ -146,6 +146,7 @@ TEST(MsglogMpi, DeterministicPatternsLogNoEventAndSendNothingToTheBuddy) {
   const reprise_msglog_counters after = reprise::msglog::counters();
   EXPECT_EQ(after.events_matching, before.events_matching);
   EXPECT_EQ(after.events_delivery, before.events_delivery);
+  EXPECT_EQ(after.determinant_batches, before.determinant_batches) << "no extra message";
   // Per round: 1 + 1 + 1 + 2 + 1 messages.
   EXPECT_EQ(after.messages_logged - before.messages_logged, 3U * 6U);
   EXPECT_EQ(after.messages_received - before.messages_received, 3U * 6U);
@@ -179,6 +180,7 @@ TEST(MsglogMpi, AnySourceLogsOneMatchingEventPerReception) {
   EXPECT_EQ(after.events_delivery, before.events_delivery);
   // The barrier is a collective: process 0's events reach its buddy, rank 1, first.
   MPI_Barrier(MPI_COMM_WORLD);
+  EXPECT_EQ(reprise::msglog::counters().determinant_batches - before.determinant_batches, me == 0 ? 1U : 0U);
   if (me == 1) {
     EXPECT_EQ(reprise::msglog::held_determinants(0), static_cast<std::size_t>(kPerPeer * (size - 1)));
   }
