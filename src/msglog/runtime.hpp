@@ -114,7 +114,7 @@ class Runtime {
   /// Registers `created`, made from `parent` by a collective over it (every
   /// member calls this, `created` MPI_COMM_NULL where it is not a member).
   void created(CommInfo& parent, MPI_Comm created);
-  /// Forgets `comm` (its channels and log entries stay until a checkpoint).
+  /// Forgets the handle `comm` (its log entries stay until a checkpoint, its channels for good).
   void freed(MPI_Comm comm) noexcept;
 
   // Point-to-point on a logged communicator; each returns an MPI error code.
@@ -132,6 +132,8 @@ class Runtime {
   /// A persistent send (`receive` false, in `mode`) or receive.
   int persistent(bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type, int peer, int tag,
                  MPI_Comm app, const CommInfo& comm, MPI_Request* request);
+  /// MPI_Start/MPI_Startall: posts each persistent request of the log anew
+  /// (a request the log does not track goes to PMPI_Start).
   int start(int count, MPI_Request* requests);
   /// Whether `request` is one of the log's (the application's handle).
   [[nodiscard]] bool tracks(MPI_Request request) const { return _requests.contains(request); }
