@@ -57,6 +57,12 @@ std::size_t PayloadLog::discard_oldest(std::size_t bytes) {
   return freed;
 }
 
+void PayloadLog::forget_empty(std::uint64_t key) {
+  std::erase_if(_channels, [key](const auto& channel) {
+    return channel.first.communicator == key && channel.second.entries.empty();
+  });
+}
+
 std::size_t PayloadLog::count(const ChannelKey& channel) const {
   const auto found = _channels.find(channel);
   return found == _channels.end() ? 0 : found->second.entries.size();

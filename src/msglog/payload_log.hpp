@@ -80,6 +80,9 @@ class PayloadLog {
   /// (or the log is empty); returns the bytes freed.
   std::size_t discard_oldest(std::size_t bytes);
 
+  /// Forgets the (empty) logs of the communicator `key`'s channels.
+  void forget_empty(std::uint64_t key);
+
   /// How many entries of `channel` are held.
   [[nodiscard]] std::size_t count(const ChannelKey& channel) const;
   /// The entries of `channel` still held, oldest first.

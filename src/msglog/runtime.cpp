@@ -191,8 +191,27 @@ void Runtime::set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept {
 }
 
 void Runtime::freed(MPI_Comm comm) noexcept {
-  _comms.erase(comm);
+  const auto found = _comms.find(comm);
+  if (found == _comms.end()) return;
+  found->second.members->freed = true;
+  _comms.erase(found);
   _last_found = {MPI_COMM_NULL, nullptr};
+}
+
+void Runtime::forget_freed() {
+  std::erase_if(_members, [this](const auto& entry) {
+    const Members& members = entry.second;
+    if (!members.freed) return false;
+    for (const Channel& channel : members.channels) {
+      if (channel.log != nullptr && !channel.log->entries.empty()) return false;
+    }
+    const auto uses = [&members](const auto& used) { return used.second.members == &members; };
+    if (std::any_of(_requests.begin(), _requests.end(), uses)) return false;
+    const auto matched = [&members](const auto& message) { return message.second == &members; };
+    if (std::any_of(_messages.begin(), _messages.end(), matched)) return false;
+    _log.forget_empty(members.key);
+    return true;
+  });
 }
 
 std::size_t Runtime::contiguous_bytes(int count, MPI_Datatype type) {
@@ -830,6 +849,7 @@ void Runtime::mark_checkpoint() {
     _log.drop_consumed(ChannelKey{communicator, receiver}, watermark, out_of_order);
   }
   if (!in.ok()) throw CorruptData("reprise msglog: a checkpoint's consumed watermarks were cut short");
+  forget_freed();
   // The checkpoint covers every event so far: none is pending any more,
   // and the buddy may drop what it holds.
   _determinants.clear_pending();

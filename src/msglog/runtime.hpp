@@ -42,6 +42,7 @@ struct Members {
   std::vector<int> world;              ///< each member's world rank
   std::vector<Channel> channels;       ///< one per member (the peer's rank)
   bool errors_return = false;          ///< its error handler may return (not MPI_ERRORS_ARE_FATAL/ABORT)
+  bool freed = false;                  ///< the application freed the communicator
 };
 
 /// A communicator the application created or uses, as the log knows it.
@@ -114,7 +115,8 @@ class Runtime {
   /// Registers `created`, made from `parent` by a collective over it (every
   /// member calls this, `created` MPI_COMM_NULL where it is not a member).
   void created(CommInfo& parent, MPI_Comm created);
-  /// Forgets the handle `comm` (its log entries stay until a checkpoint, its channels for good).
+  /// Forgets the handle `comm`; its channels and log entries stay until a
+  /// checkpoint finds nothing of them is needed any more.
   void freed(MPI_Comm comm) noexcept;
 
   // Point-to-point on a logged communicator; each returns an MPI error code.
@@ -239,6 +241,9 @@ class Runtime {
   /// `count`), whose statuses are the batch's first `count`.
   void finish_all(MPI_Request* requests, Batch& batch, int count, const int* indices);
   void release_detached();
+  /// After a checkpoint: drops the members and channels of freed
+  /// communicators with nothing logged and no request or matched message left.
+  void forget_freed();
 
   std::unordered_map<MPI_Comm, CommInfo> _comms;
   std::pair<MPI_Comm, CommInfo*> _last_found{MPI_COMM_NULL, nullptr};  ///< the last hit of find()

@@ -640,6 +640,23 @@ TEST(MsglogMpi, ThousandCheckpointsKeepTheLogBounded) {
   MPI_Comm_free(&ring);
 }
 
+TEST(MsglogMpi, FreedCommunicatorsAreForgottenAtCheckpoints) {
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  reprise::msglog::mark_checkpoint();
+  const std::size_t channels = reprise::msglog::channel_states().size();
+  for (int i = 0; i < 200; ++i) {
+    MPI_Comm copy = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &copy);
+    int value = i;
+    MPI_Sendrecv_replace(&value, 1, MPI_INT, next, 0, previous, 0, copy, MPI_STATUS_IGNORE);
+    EXPECT_EQ(value, i);
+    EXPECT_GT(reprise::msglog::channel_states().size(), channels) << "the copy's channel is there";
+    MPI_Comm_free(&copy);
+    reprise::msglog::mark_checkpoint();
+    ASSERT_EQ(reprise::msglog::channel_states().size(), channels) << "round " << i;
+  }
+}
+
 TEST(MsglogMpi, TheBoundFailsTheSendAfterTheHook) {
   const Returning returning;
   const MPI_Comm comm = returning.comm();
