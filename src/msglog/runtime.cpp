@@ -20,7 +20,7 @@ namespace {
 
 constexpr std::uint64_t kWorldKey = 1;
 constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
-constexpr std::size_t kDefaultStagingBytes = 65536;
+constexpr std::size_t kDefaultStagingBytes = 32768;
 constexpr std::size_t kDetachedBeforeSweep = 16;
 constexpr std::size_t kGuardedPayloadOffset = 16;  // the header, then 4 unused bytes
 constexpr std::size_t kMostGuardedTypes = 64;

@@ -274,7 +274,7 @@ TEST(MsglogMpi, IprobeFailuresAreOneEvent) {
 TEST(MsglogMpi, StatusesCountsAndDatatypesAsWithoutTheLog) {
   const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
   // Both receive paths: staged (small) and straight into the buffer (above
-  // the default REPRISE_MSGLOG_STAGING_BYTES, 64 KiB).
+  // the default REPRISE_MSGLOG_STAGING_BYTES, 32 KiB).
   for (const int n : {6, 20000}) {
     std::vector<int> out(static_cast<std::size_t>(n));
     std::iota(out.begin(), out.end(), me * 100000);
