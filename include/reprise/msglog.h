@@ -1,0 +1,26 @@
+#pragma once
+/** \file
+ * The C interface of reprise's message log (libreprise_msglog.so, docs/ARCHITECTURE.md §16):
+ * counters any program can read, also through dlsym(RTLD_DEFAULT, "reprise_msglog_get_counters")
+ * when the library is preloaded. Fields are only ever added at the end. */
+
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+/** Counters of this process's message log (cumulative since MPI_Init, except the log_bytes ones). */
+typedef struct reprise_msglog_counters {
+  uint64_t messages_sent;      /**< application point-to-point messages sent */
+  uint64_t messages_received;  /**< application receptions completed */
+  uint64_t messages_logged;    /**< messages copied into the sender-based log */
+  uint64_t bytes_logged;       /**< payload bytes copied into the log */
+  uint64_t events_matching;    /**< matching events logged (MPI_ANY_SOURCE receptions) */
+  uint64_t events_delivery;    /**< delivery events logged (Test*, Waitany, Waitsome, Iprobe outcomes) */
+  uint64_t log_bytes_now;      /**< bytes the log holds now */
+  uint64_t log_bytes_peak;     /**< most bytes the log held at once */
+} reprise_msglog_counters;
+/** Fills *counters; returns 0 when the message log is active in this process, nonzero otherwise. */
+int reprise_msglog_get_counters(reprise_msglog_counters* counters);
+#ifdef __cplusplus
+}
+#endif
