@@ -9,8 +9,8 @@
 // with its counters: that file differs between the two runs by design.
 
 #include <dlfcn.h>
-#include <mpi.h>
 #include <fcntl.h>
+#include <mpi.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "reprise/msglog.h"
+
 namespace msglog_diff {
 
 /// A check of the program that did not hold (or an MPI call that failed).
@@ -30,17 +32,11 @@ struct CheckFailed : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// The counters of libreprise_msglog.so, field for field as
-/// `include/reprise/msglog.h` declares them; read through the C function the
-/// library exports, found at run time so that the program also runs without it.
-struct LogCounters {
-  std::uint64_t messages_sent, messages_received, messages_logged, bytes_logged, events_matching, events_delivery,
-      log_bytes_now, log_bytes_peak;
-};
-using GetCounters = int (*)(LogCounters*);
-
-/// The library's counters when the log is active in this process.
-inline bool read_log_counters(LogCounters& counters) {
+/// The counters of libreprise_msglog.so when the log is active in this
+/// process: the C function it exports, found at run time so that the
+/// program also runs without the library.
+inline bool read_log_counters(reprise_msglog_counters& counters) {
+  using GetCounters = int (*)(reprise_msglog_counters*);
   const auto get = reinterpret_cast<GetCounters>(::dlsym(RTLD_DEFAULT, "reprise_msglog_get_counters"));
   return get != nullptr && get(&counters) == 0;
 }
@@ -119,7 +115,7 @@ class Transcript {
   void write(const std::string& prefix) const {
     const std::string path = prefix + "." + std::to_string(_rank);
     std::ofstream(path, std::ios::binary) << _text;
-    LogCounters c{};
+    reprise_msglog_counters c{};
     std::ofstream log(path + ".log");
     if (read_log_counters(c)) {
       log << "active messages_sent " << c.messages_sent << " messages_received " << c.messages_received
