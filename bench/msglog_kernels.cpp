@@ -270,13 +270,7 @@ std::pair<double, std::uint64_t> timed(const std::string& kernel, MPI_Comm comm,
 }
 
 void run(const Options& options, bool logged) {
-  int rank = 0;
-  int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size < 2) throw std::runtime_error("msglog_kernels needs at least 2 processes");
-  MPI_Comm plain_comm = PlainCalls::dup(MPI_COMM_WORLD);
-  MPI_Comm logged_comm = logged ? LoggedCalls::dup(MPI_COMM_WORLD) : MPI_COMM_NULL;
+  const MsglogJob job("msglog_kernels", logged);
   for (const auto& kernel : options.kernels) {
     std::vector<double> plain_times;
     std::vector<double> logged_times;
@@ -285,13 +279,13 @@ void run(const Options& options, bool logged) {
     // Repetition 0 warms up and is left out of the figures.
     for (int repetition = 0; repetition <= options.repetitions; ++repetition) {
       const auto plain_once = [&] {
-        const auto [time, checksum] = timed<PlainCalls>(kernel, plain_comm, options.scale);
+        const auto [time, checksum] = timed<PlainCalls>(kernel, job.plain_comm, options.scale);
         if (repetition > 0) plain_times.push_back(time);
         return checksum;
       };
       const auto logged_once = [&] {
         const auto before = log_totals();
-        const auto [time, checksum] = timed<LoggedCalls>(kernel, logged_comm, options.scale);
+        const auto [time, checksum] = timed<LoggedCalls>(kernel, job.logged_comm, options.scale);
         const auto after = log_totals();
         if (repetition > 0) {
           logged_times.push_back(time);
@@ -309,7 +303,7 @@ void run(const Options& options, bool logged) {
       const auto second = plain_first ? logged_once() : plain_once();
       if (first != second) throw std::runtime_error(kernel + ": the logged run's result differs from the plain run's");
     }
-    if (rank != 0) continue;
+    if (job.rank != 0) continue;
     const double runs = options.repetitions;
     const double plain_s = median(plain_times);
     const double logged_s = logged ? median(logged_times) : 0;
@@ -324,8 +318,6 @@ void run(const Options& options, bool logged) {
         json_or_null(logged, logged_s / plain_s - 1).c_str());
     std::fflush(stdout);
   }
-  PlainCalls::free(&plain_comm);
-  if (logged) LoggedCalls::free(&logged_comm);
 }
 
 }  // namespace

@@ -109,13 +109,8 @@ std::vector<std::size_t> sizes_of(const Options& options) {
 }
 
 void run(const Options& options, bool logged) {
-  int rank = 0;
-  int size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  if (size < 2) throw std::runtime_error("msglog_pingpong needs 2 processes");
-  MPI_Comm plain_comm = PlainCalls::dup(MPI_COMM_WORLD);
-  MPI_Comm logged_comm = logged ? LoggedCalls::dup(MPI_COMM_WORLD) : MPI_COMM_NULL;
+  const MsglogJob job("msglog_pingpong", logged);
+  const int rank = job.rank;
   for (const auto& test : options.tests) {
     const bool any_source = test == "pingpong_any";
     for (const auto bytes : sizes_of(options)) {
@@ -130,13 +125,13 @@ void run(const Options& options, bool logged) {
       // allocations) and is left out of the figures.
       for (int repetition = 0; repetition <= options.repetitions; ++repetition) {
         const auto plain_once = [&] {
-          const double t = ping_pong<PlainCalls>(plain_comm, rank, buffer, round_trips, any_source);
+          const double t = ping_pong<PlainCalls>(job.plain_comm, rank, buffer, round_trips, any_source);
           if (repetition > 0) plain_times.push_back(t);
         };
         const auto logged_once = [&] {
           if (!logged) return;
           const auto before = log_totals();
-          const double t = ping_pong<LoggedCalls>(logged_comm, rank, buffer, round_trips, any_source);
+          const double t = ping_pong<LoggedCalls>(job.logged_comm, rank, buffer, round_trips, any_source);
           const auto after = log_totals();
           if (repetition > 0) {
             logged_times.push_back(t);
@@ -166,8 +161,6 @@ void run(const Options& options, bool logged) {
       std::fflush(stdout);
     }
   }
-  PlainCalls::free(&plain_comm);
-  if (logged) LoggedCalls::free(&logged_comm);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include "bench_support.hpp"
@@ -113,6 +114,32 @@ struct MpiCalls {
 using PlainCalls = MpiCalls<false>;
 using LoggedCalls = MpiCalls<true>;
 
+/// The job as a message-log benchmark sees it: this process's rank, the
+/// number of processes (at least 2), and a communicator for each way of
+/// calling (the logged one only when the log is active), freed at the end.
+class MsglogJob {
+ public:
+  MsglogJob(const char* name, bool log_active) : logged(log_active) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size < 2) throw std::runtime_error(std::string(name) + " needs at least 2 processes");
+    plain_comm = PlainCalls::dup(MPI_COMM_WORLD);
+    if (logged) logged_comm = LoggedCalls::dup(MPI_COMM_WORLD);
+  }
+  ~MsglogJob() {
+    PlainCalls::free(&plain_comm);
+    if (logged) LoggedCalls::free(&logged_comm);
+  }
+  MsglogJob(const MsglogJob&) = delete;
+  MsglogJob& operator=(const MsglogJob&) = delete;
+
+  bool logged;
+  int rank = 0;
+  int size = 0;
+  MPI_Comm plain_comm = MPI_COMM_NULL;
+  MPI_Comm logged_comm = MPI_COMM_NULL;
+};
+
 /// The message log's counters, summed over every process.
 struct LogTotals {
   std::uint64_t messages_received = 0;
@@ -171,6 +198,7 @@ int run_msglog_main(const char* name, const char* usage, int argc, char** argv, 
   using reprise::inject::Outcome;
   reprise::inject::record_outcome(Outcome::kRunning, me);
   int status = 0;
+  std::string failure;
   if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     if (rank == 0) std::fputs(usage, stdout);
   } else {
@@ -187,13 +215,15 @@ int run_msglog_main(const char* name, const char* usage, int argc, char** argv, 
     } catch (const BadOption& error) {
       if (rank == 0) std::fprintf(stderr, "%s: %s\n%s", name, error.what(), usage);
       status = 2;
+      failure = error.what();
     } catch (const std::exception& error) {
       std::fprintf(stderr, "%s: %s\n", name, error.what());
       status = 1;
+      failure = error.what();
     }
   }
   if (status != 0) {
-    reprise::inject::record_outcome(Outcome::kFailed, me, status == 2 ? "bad command line" : "error");
+    reprise::inject::record_outcome(Outcome::kFailed, me, failure);
     MPI_Abort(MPI_COMM_WORLD, status);
   }
   MPI_Finalize();
