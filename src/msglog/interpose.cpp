@@ -1,19 +1,733 @@
 // The PMPI entry points of libreprise_msglog.so: every MPI call the message
-// log intercepts (docs/ARCHITECTURE.md §16).
+// log intercepts (docs/ARCHITECTURE.md §16). Calls on a communicator the log
+// knows go through the Runtime; calls on any other (MPI_COMM_SELF,
+// intercommunicators, the runtime's own) pass straight to PMPI. A call the
+// log cannot cover is refused: a line on stderr naming it and what to do,
+// then the communicator's error handler with MPI_ERR_UNSUPPORTED_OPERATION
+// (fatal by default; with MPI_ERRORS_RETURN the call returns that class).
 
 #include <mpi.h>
 
+#include <cstdio>
+#include <new>
+
+#include "reprise/error.hpp"
 #include "runtime.hpp"
 
 #define REPRISE_MSGLOG_EXPORT extern "C" __attribute__((visibility("default")))
 
-REPRISE_MSGLOG_EXPORT int MPI_Init(int* argc, char*** argv) {
-  const int code = PMPI_Init(argc, argv);
-  if (code == MPI_SUCCESS) reprise::detail::Runtime::start();
+namespace {
+
+using reprise::detail::CommInfo;
+using reprise::detail::Runtime;
+using reprise::detail::SendMode;
+
+constexpr const char* kRma =
+    "one-sided communication (MPI_Win_*) is not supported by the message log (libreprise_msglog.so): use "
+    "point-to-point messages, or run without the library";
+constexpr const char* kIo =
+    "MPI-IO (MPI_File_*) is not supported by the message log (libreprise_msglog.so): write files with the C or "
+    "C++ library, or run without the library";
+constexpr const char* kNewComm =
+    "this way of making a communicator is not supported by the message log (libreprise_msglog.so), whose "
+    "messages on it would go unlogged: use MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type, MPI_Comm_create, "
+    "MPI_Cart_create or MPI_Cart_sub";
+
+/// The logged communicator behind `comm`, or nullptr: the call passes straight to MPI.
+CommInfo* logged(MPI_Comm comm) noexcept {
+  Runtime* runtime = Runtime::current();
+  return runtime == nullptr ? nullptr : runtime->find(comm);
+}
+
+/// One line on stderr naming `call`, then `comm`'s error handler.
+int report(const char* call, const char* what, MPI_Comm comm, int error_class) {
+  std::fprintf(stderr, "reprise msglog: %s: %s\n", call, what);
+  std::fflush(stderr);
+  PMPI_Comm_call_errhandler(comm, error_class);
+  return error_class;
+}
+
+/// Refuses `call`, which the message log does not cover.
+int refuse(const char* call, const char* what, MPI_Comm comm = MPI_COMM_WORLD) {
+  return report(call, what, comm, MPI_ERR_UNSUPPORTED_OPERATION);
+}
+
+/// Runs `body`; a reprise error it raises is reported as `call`'s.
+template <class Body>
+int guarded(const char* call, MPI_Comm comm, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const reprise::Error& error) {
+    return report(call, error.what(), comm, error.mpi_error_class());
+  } catch (const std::bad_alloc&) {
+    return report(call, "out of memory", comm, MPI_ERR_NO_MEM);
+  }
+}
+
+/// Before a collective on `comm`: the pending determinants reach the
+/// buddy; returns the physical communicator to call.
+int collective(const char* call, MPI_Comm& comm) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return MPI_SUCCESS;
+  const int code = guarded(call, comm, [&] {
+    Runtime::current()->before_collective();
+    return MPI_SUCCESS;
+  });
+  comm = info->physical;
   return code;
 }
 
+/// After `make` created `*created` from `parent` (collective over it).
+template <class Make>
+int create(const char* call, MPI_Comm parent, MPI_Comm* created, Make&& make) {
+  CommInfo* info = logged(parent);
+  if (info == nullptr) return make(parent);
+  return guarded(call, parent, [&] {
+    Runtime::current()->before_collective();
+    const int code = make(info->physical);
+    if (code == MPI_SUCCESS) Runtime::current()->created(*info, *created);
+    return code;
+  });
+}
+
+int start_runtime() {
+  try {
+    Runtime::start();
+    return MPI_SUCCESS;
+  } catch (const reprise::Error& error) {
+    std::fprintf(stderr, "reprise msglog: MPI_Init: %s\n", error.what());
+    std::fflush(stderr);
+    return PMPI_Abort(MPI_COMM_WORLD, error.mpi_error_class());
+  }
+}
+
+}  // namespace
+
+// ---- initialization ----------------------------------------------------------
+
+REPRISE_MSGLOG_EXPORT int MPI_Init(int* argc, char*** argv) {
+  const int code = PMPI_Init(argc, argv);
+  return code == MPI_SUCCESS ? start_runtime() : code;
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  const int code = PMPI_Init_thread(argc, argv, required, provided);
+  if (code != MPI_SUCCESS) return code;
+  if (required == MPI_THREAD_MULTIPLE) {
+    return refuse("MPI_Init_thread",
+                  "MPI_THREAD_MULTIPLE is not supported by the message log (libreprise_msglog.so), whose state "
+                  "is not locked: ask for MPI_THREAD_SERIALIZED or less (one thread in MPI at a time), or run "
+                  "without the library");
+  }
+  return start_runtime();
+}
+
 REPRISE_MSGLOG_EXPORT int MPI_Finalize() {
-  reprise::detail::Runtime::stop();
+  Runtime::stop();
   return PMPI_Finalize();
+}
+
+// ---- point-to-point ------------------------------------------------------------
+
+namespace {
+int send(const char* call, SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
+         MPI_Comm comm) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || dest == MPI_PROC_NULL) {
+    switch (mode) {
+      case SendMode::kSynchronous:
+        return PMPI_Ssend(buffer, count, type, dest, tag, comm);
+      case SendMode::kReady:
+        return PMPI_Rsend(buffer, count, type, dest, tag, comm);
+      case SendMode::kBuffered:
+        return PMPI_Bsend(buffer, count, type, dest, tag, comm);
+      case SendMode::kStandard:
+        break;
+    }
+    return PMPI_Send(buffer, count, type, dest, tag, comm);
+  }
+  return guarded(call, comm, [&] { return Runtime::current()->send(mode, buffer, count, type, dest, tag, *info); });
+}
+
+int isend(const char* call, SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
+          MPI_Comm comm, MPI_Request* request) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || dest == MPI_PROC_NULL) {
+    switch (mode) {
+      case SendMode::kSynchronous:
+        return PMPI_Issend(buffer, count, type, dest, tag, comm, request);
+      case SendMode::kReady:
+        return PMPI_Irsend(buffer, count, type, dest, tag, comm, request);
+      case SendMode::kStandard:
+      case SendMode::kBuffered:
+        break;
+    }
+    return PMPI_Isend(buffer, count, type, dest, tag, comm, request);
+  }
+  return guarded(call, comm, [&] {
+    return Runtime::current()->isend(mode, buffer, count, type, dest, tag, comm, *info, request);
+  });
+}
+
+int persistent(const char* call, bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type,
+               int peer, int tag, MPI_Comm comm, MPI_Request* request) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || peer == MPI_PROC_NULL) {
+    if (receive) return PMPI_Recv_init(const_cast<void*>(buffer), count, type, peer, tag, comm, request);
+    switch (mode) {
+      case SendMode::kSynchronous:
+        return PMPI_Ssend_init(buffer, count, type, peer, tag, comm, request);
+      case SendMode::kReady:
+        return PMPI_Rsend_init(buffer, count, type, peer, tag, comm, request);
+      case SendMode::kStandard:
+      case SendMode::kBuffered:
+        break;
+    }
+    return PMPI_Send_init(buffer, count, type, peer, tag, comm, request);
+  }
+  return guarded(call, comm, [&] {
+    return Runtime::current()->persistent(receive, mode, buffer, count, type, peer, tag, comm, *info, request);
+  });
+}
+}  // namespace
+
+REPRISE_MSGLOG_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send("MPI_Send", SendMode::kStandard, buf, count, type, dest, tag, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send("MPI_Ssend", SendMode::kSynchronous, buf, count, type, dest, tag, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send("MPI_Rsend", SendMode::kReady, buf, count, type, dest, tag, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+  return send("MPI_Bsend", SendMode::kBuffered, buf, count, type, dest, tag, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                    MPI_Request* request) {
+  return isend("MPI_Isend", SendMode::kStandard, buf, count, type, dest, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                     MPI_Request* request) {
+  return isend("MPI_Issend", SendMode::kSynchronous, buf, count, type, dest, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                     MPI_Request* request) {
+  return isend("MPI_Irsend", SendMode::kReady, buf, count, type, dest, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                   MPI_Status* status) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Recv(buf, count, type, source, tag, comm, status);
+  return guarded("MPI_Recv", comm,
+                 [&] { return Runtime::current()->recv(buf, count, type, source, tag, *info, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                    MPI_Request* request) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
+  return guarded("MPI_Irecv", comm,
+                 [&] { return Runtime::current()->irecv(buf, count, type, source, tag, comm, *info, request); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
+                                       int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,
+                                       int recvtag, MPI_Comm comm, MPI_Status* status) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr) {
+    return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                         comm, status);
+  }
+  return guarded("MPI_Sendrecv", comm, [&] {
+    return Runtime::current()->sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
+                                        source, recvtag, *info, status);
+  });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
+                                               int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+  return guarded("MPI_Sendrecv_replace", comm, [&] {
+    return Runtime::current()->sendrecv(buf, count, type, dest, sendtag, buf, count, type, source, recvtag, *info,
+                                        status);
+  });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                                        MPI_Comm comm, MPI_Request* request) {
+  return persistent("MPI_Send_init", false, SendMode::kStandard, buf, count, type, dest, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                                         MPI_Comm comm, MPI_Request* request) {
+  return persistent("MPI_Ssend_init", false, SendMode::kSynchronous, buf, count, type, dest, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                                         MPI_Comm comm, MPI_Request* request) {
+  return persistent("MPI_Rsend_init", false, SendMode::kReady, buf, count, type, dest, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
+                                        MPI_Request* request) {
+  return persistent("MPI_Recv_init", true, SendMode::kStandard, buf, count, type, source, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Start(MPI_Request* request) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Start(request);
+  return guarded("MPI_Start", MPI_COMM_WORLD, [&] { return runtime->start(1, request); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Startall(int count, MPI_Request requests[]) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Startall(count, requests);
+  return guarded("MPI_Startall", MPI_COMM_WORLD, [&] { return runtime->start(count, requests); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Request_free(MPI_Request* request) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Request_free(request);
+  return guarded("MPI_Request_free", MPI_COMM_WORLD, [&] { return runtime->request_free(request); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  Runtime* runtime = Runtime::current();
+  if (runtime != nullptr && runtime->tracks(request)) {
+    return refuse("MPI_Request_get_status",
+                  "not supported on the message log's requests (libreprise_msglog.so): use MPI_Test");
+  }
+  return PMPI_Request_get_status(request, flag, status);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Buffer_detach(void* buffer, int* size) {
+  if (Runtime* runtime = Runtime::current(); runtime != nullptr) runtime->complete_detached();
+  return PMPI_Buffer_detach(buffer, size);
+}
+
+// ---- completion ----------------------------------------------------------------
+
+REPRISE_MSGLOG_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Wait(request, status);
+  return guarded("MPI_Wait", MPI_COMM_WORLD, [&] { return runtime->wait(request, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Waitall(count, requests, statuses);
+  return guarded("MPI_Waitall", MPI_COMM_WORLD, [&] { return runtime->waitall(count, requests, statuses); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Waitany(count, requests, index, status);
+  return guarded("MPI_Waitany", MPI_COMM_WORLD, [&] { return runtime->any(true, count, requests, index, nullptr, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                                       MPI_Status statuses[]) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
+  return guarded("MPI_Waitsome", MPI_COMM_WORLD,
+                 [&] { return runtime->some(true, incount, requests, outcount, indices, statuses); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Test(request, flag, status);
+  return guarded("MPI_Test", MPI_COMM_WORLD, [&] { return runtime->test(request, flag, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Testall(count, requests, flag, statuses);
+  return guarded("MPI_Testall", MPI_COMM_WORLD, [&] { return runtime->testall(count, requests, flag, statuses); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Testany(count, requests, index, flag, status);
+  return guarded("MPI_Testany", MPI_COMM_WORLD,
+                 [&] { return runtime->any(false, count, requests, index, flag, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                                       MPI_Status statuses[]) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+  return guarded("MPI_Testsome", MPI_COMM_WORLD,
+                 [&] { return runtime->some(false, incount, requests, outcount, indices, statuses); });
+}
+
+// ---- probes ----------------------------------------------------------------------
+
+REPRISE_MSGLOG_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Probe(source, tag, comm, status);
+  return guarded("MPI_Probe", comm, [&] { return Runtime::current()->probe(source, tag, *info, nullptr, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Iprobe(source, tag, comm, flag, status);
+  return guarded("MPI_Iprobe", comm, [&] { return Runtime::current()->iprobe(source, tag, *info, flag, nullptr, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Mprobe(source, tag, comm, message, status);
+  return guarded("MPI_Mprobe", comm,
+                 [&] { return Runtime::current()->probe(source, tag, *info, message, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
+                                      MPI_Status* status) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Improbe(source, tag, comm, flag, message, status);
+  return guarded("MPI_Improbe", comm,
+                 [&] { return Runtime::current()->iprobe(source, tag, *info, flag, message, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
+                                    MPI_Status* status) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Mrecv(buf, count, type, message, status);
+  return guarded("MPI_Mrecv", MPI_COMM_WORLD, [&] { return runtime->mrecv(buf, count, type, message, status); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Imrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
+                                     MPI_Request* request) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr) return PMPI_Imrecv(buf, count, type, message, request);
+  return guarded("MPI_Imrecv", MPI_COMM_WORLD, [&] { return runtime->imrecv(buf, count, type, message, request); });
+}
+
+// ---- communicators -----------------------------------------------------------------
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+  return create("MPI_Comm_dup", comm, newcomm, [&](MPI_Comm parent) { return PMPI_Comm_dup(parent, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
+  return create("MPI_Comm_dup_with_info", comm, newcomm,
+                [&](MPI_Comm parent) { return PMPI_Comm_dup_with_info(parent, info, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  return create("MPI_Comm_split", comm, newcomm,
+                [&](MPI_Comm parent) { return PMPI_Comm_split(parent, color, key, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
+                                              MPI_Comm* newcomm) {
+  return create("MPI_Comm_split_type", comm, newcomm,
+                [&](MPI_Comm parent) { return PMPI_Comm_split_type(parent, split_type, key, info, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+  return create("MPI_Comm_create", comm, newcomm,
+                [&](MPI_Comm parent) { return PMPI_Comm_create(parent, group, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[],
+                                          int reorder, MPI_Comm* newcomm) {
+  return create("MPI_Cart_create", comm, newcomm,
+                [&](MPI_Comm parent) { return PMPI_Cart_create(parent, ndims, dims, periods, reorder, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
+  return create("MPI_Cart_sub", comm, newcomm,
+                [&](MPI_Comm parent) { return PMPI_Cart_sub(parent, remain_dims, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
+  if (Runtime* runtime = Runtime::current(); runtime != nullptr && *comm != MPI_COMM_WORLD) runtime->freed(*comm);
+  return PMPI_Comm_free(comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+  if (logged(comm) != nullptr) return refuse("MPI_Comm_idup", kNewComm, comm);
+  return PMPI_Comm_idup(comm, newcomm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm,
+                                                  MPI_Request* request) {
+  if (logged(comm) != nullptr) return refuse("MPI_Comm_idup_with_info", kNewComm, comm);
+  return PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+  if (logged(comm) != nullptr) return refuse("MPI_Comm_create_group", kNewComm, comm);
+  return PMPI_Comm_create_group(comm, group, tag, newcomm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm bridge_comm,
+                                               int remote_leader, int tag, MPI_Comm* newintercomm) {
+  if (logged(local_comm) != nullptr) return refuse("MPI_Intercomm_create", kNewComm, local_comm);
+  return PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],
+                                           int reorder, MPI_Comm* newcomm) {
+  if (logged(comm) != nullptr) return refuse("MPI_Graph_create", kNewComm, comm);
+  return PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
+                                                const int destinations[], const int weights[], MPI_Info info,
+                                                int reorder, MPI_Comm* newcomm) {
+  if (logged(comm) != nullptr) return refuse("MPI_Dist_graph_create", kNewComm, comm);
+  return PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+                                                         const int sourceweights[], int outdegree,
+                                                         const int destinations[], const int destweights[],
+                                                         MPI_Info info, int reorder, MPI_Comm* newcomm) {
+  if (logged(comm) != nullptr) return refuse("MPI_Dist_graph_create_adjacent", kNewComm, comm);
+  return PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations,
+                                         destweights, info, reorder, newcomm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_spawn(const char* command, char* argv[], int maxprocs, MPI_Info info, int root,
+                                         MPI_Comm comm, MPI_Comm* intercomm, int errcodes[]) {
+  if (logged(comm) != nullptr) return refuse("MPI_Comm_spawn", kNewComm, comm);
+  return PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, errcodes);
+}
+
+// ---- collectives: the physical communicator, after the pending determinants --------
+
+REPRISE_MSGLOG_EXPORT int MPI_Barrier(MPI_Comm comm) {
+  if (const int code = collective("MPI_Barrier", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Barrier(comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  if (const int code = collective("MPI_Bcast", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Bcast(buffer, count, type, root, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                                     int root, MPI_Comm comm) {
+  if (const int code = collective("MPI_Reduce", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                                        MPI_Comm comm) {
+  if (const int code = collective("MPI_Allreduce", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                     int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (const int code = collective("MPI_Gather", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                      const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                                      MPI_Comm comm) {
+  if (const int code = collective("MPI_Gatherv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (const int code = collective("MPI_Scatter", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                                       MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                                       int root, MPI_Comm comm) {
+  if (const int code = collective("MPI_Scatterv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const int code = collective("MPI_Allgather", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                         const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                                         MPI_Comm comm) {
+  if (const int code = collective("MPI_Allgatherv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                                       int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const int code = collective("MPI_Alltoall", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                        MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                                        const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  if (const int code = collective("MPI_Alltoallv", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                                        const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                        const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  if (const int code = collective("MPI_Alltoallw", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                                             MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (const int code = collective("MPI_Reduce_scatter", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                                                   MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (const int code = collective("MPI_Reduce_scatter_block", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                                   MPI_Comm comm) {
+  if (const int code = collective("MPI_Scan", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                                     MPI_Comm comm) {
+  if (const int code = collective("MPI_Exscan", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Ibarrier", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ibarrier(comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
+                                     MPI_Request* request) {
+  if (const int code = collective("MPI_Ibcast", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Ibcast(buffer, count, type, root, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
+                                         MPI_Comm comm, MPI_Request* request) {
+  if (const int code = collective("MPI_Iallreduce", comm); code != MPI_SUCCESS) return code;
+  return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+}
+
+// ---- refused -------------------------------------------------------------------------
+
+REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {
+  if (Runtime::current() == nullptr) return PMPI_Cancel(request);
+  return refuse("MPI_Cancel",
+                "cancelling is not supported by the message log (libreprise_msglog.so): a cancelled send would stay "
+                "logged, a cancelled receive would leave its sequence number unconsumed; complete the request "
+                "instead, or run without the library");
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                     MPI_Request* request) {
+  if (logged(comm) != nullptr) {
+    return refuse("MPI_Ibsend", "not supported by the message log (libreprise_msglog.so): use MPI_Isend or MPI_Bsend",
+                  comm);
+  }
+  return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                                         MPI_Comm comm, MPI_Request* request) {
+  if (logged(comm) != nullptr) {
+    return refuse("MPI_Bsend_init",
+                  "not supported by the message log (libreprise_msglog.so): use MPI_Send_init or MPI_Bsend", comm);
+  }
+  return PMPI_Bsend_init(buf, count, type, dest, tag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
+                                        int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,
+                                        int recvtag, MPI_Comm comm, MPI_Request* request) {
+  if (logged(comm) != nullptr) {
+    return refuse("MPI_Isendrecv",
+                  "not supported by the message log (libreprise_msglog.so): use MPI_Isend and MPI_Irecv", comm);
+  }
+  return PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                        comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
+                                                int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
+  if (logged(comm) != nullptr) {
+    return refuse("MPI_Isendrecv_replace",
+                  "not supported by the message log (libreprise_msglog.so): use MPI_Sendrecv_replace", comm);
+  }
+  return PMPI_Isendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Psend_init(const void* buf, int partitions, MPI_Count count, MPI_Datatype type,
+                                         int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (logged(comm) != nullptr) {
+    return refuse("MPI_Psend_init",
+                  "partitioned communication is not supported by the message log (libreprise_msglog.so): use "
+                  "MPI_Send_init",
+                  comm);
+  }
+  return PMPI_Psend_init(buf, partitions, count, type, dest, tag, comm, info, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Precv_init(void* buf, int partitions, MPI_Count count, MPI_Datatype type, int source,
+                                         int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  if (logged(comm) != nullptr) {
+    return refuse("MPI_Precv_init",
+                  "partitioned communication is not supported by the message log (libreprise_msglog.so): use "
+                  "MPI_Recv_init",
+                  comm);
+  }
+  return PMPI_Precv_init(buf, partitions, count, type, source, tag, comm, info, request);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                                         MPI_Win* win) {
+  if (Runtime::current() != nullptr) return refuse("MPI_Win_create", kRma, comm);
+  return PMPI_Win_create(base, size, disp_unit, info, comm, win);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void* baseptr,
+                                           MPI_Win* win) {
+  if (Runtime::current() != nullptr) return refuse("MPI_Win_allocate", kRma, comm);
+  return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                                                  void* baseptr, MPI_Win* win) {
+  if (Runtime::current() != nullptr) return refuse("MPI_Win_allocate_shared", kRma, comm);
+  return PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win* win) {
+  if (Runtime::current() != nullptr) return refuse("MPI_Win_create_dynamic", kRma, comm);
+  return PMPI_Win_create_dynamic(info, comm, win);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File* fh) {
+  if (Runtime::current() != nullptr) return refuse("MPI_File_open", kIo, comm);
+  return PMPI_File_open(comm, filename, amode, info, fh);
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_File_delete(const char* filename, MPI_Info info) {
+  if (Runtime::current() != nullptr) return refuse("MPI_File_delete", kIo);
+  return PMPI_File_delete(filename, info);
 }

@@ -1,14 +1,87 @@
 #include "runtime.hpp"
 
-#include <memory>
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <string_view>
+
+#include "mix.hpp"
+#include "reprise/error.hpp"
+#include "words.hpp"
 
 namespace reprise::detail {
 
 namespace {
+
+constexpr std::uint64_t kWorldKey = 1;
+constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
+constexpr std::size_t kDefaultStagingBytes = 4096;
+constexpr std::size_t kDetachedBeforeSweep = 16;
+
 std::unique_ptr<Runtime>& instance() {
   static std::unique_ptr<Runtime> runtime;
   return runtime;
 }
+
+/// A byte count from the environment variable `name`, or `fallback`.
+std::size_t bytes_from_environment(const char* name, std::size_t fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  const std::string_view view(text);
+  std::size_t value = 0;
+  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value);
+  if (error != std::errc{} || end != view.data() + view.size()) {
+    throw UsageError(std::string(name) + "='" + text + "': expected a number of bytes");
+  }
+  return value;
+}
+
+WhenFull when_full_from_environment() {
+  const char* text = std::getenv("REPRISE_MSGLOG_WHEN_FULL");
+  if (text == nullptr || std::string_view(text).empty() || std::string_view(text) == "error") return WhenFull::kError;
+  if (std::string_view(text) == "discard") return WhenFull::kDiscard;
+  throw UsageError(std::string("REPRISE_MSGLOG_WHEN_FULL='") + text + "': expected 'error' or 'discard'");
+}
+
+int wire_count(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(INT_MAX)) {
+    throw UsageError("a message of " + std::to_string(bytes) +
+                     " bytes with the log's header does not fit an int count: send it in pieces under 2 GiB");
+  }
+  return static_cast<int>(bytes);
+}
+
+/// Bytes in `status` (what MPI delivered, header included).
+MPI_Count received_bytes(const MPI_Status& status) {
+  MPI_Count bytes = 0;
+  PMPI_Get_elements_x(&status, MPI_BYTE, &bytes);
+  return bytes;
+}
+
+/// A record of the operation an application call asks for.
+RequestRecord make_record(bool receive, const void* buffer, int count, MPI_Datatype type, int peer, int tag,
+                          MPI_Comm app, std::uint64_t communicator, SendMode mode = SendMode::kStandard) {
+  RequestRecord record;
+  record.receive = receive;
+  record.send_buffer = buffer;
+  record.buffer = const_cast<void*>(buffer);
+  record.count = count;
+  record.type = type;
+  record.peer = peer;
+  record.tag = tag;
+  record.comm = app;
+  record.communicator = communicator;
+  record.mode = mode;
+  return record;
+}
+
+/// Makes `status` count `payload` bytes, as MPI would have without the header.
+void set_payload(MPI_Status& status, MPI_Count payload) { PMPI_Status_set_elements_x(&status, MPI_BYTE, payload); }
+
 }  // namespace
 
 Runtime* Runtime::current() noexcept { return instance().get(); }
@@ -18,7 +91,639 @@ Runtime& Runtime::start() {
   return *instance();
 }
 
-void Runtime::stop() noexcept { instance().reset(); }
+void Runtime::stop() { instance().reset(); }
+
+Runtime::Runtime()
+    : _max_bytes(bytes_from_environment("REPRISE_MSGLOG_MAX_BYTES", kDefaultMaxBytes)),
+      _when_full(when_full_from_environment()),
+      _staging_bytes(bytes_from_environment("REPRISE_MSGLOG_STAGING_BYTES", kDefaultStagingBytes)) {
+  int rank = 0;
+  int size = 1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  PMPI_Comm_dup(MPI_COMM_WORLD, &_internal);
+  _comms[MPI_COMM_WORLD] = CommInfo{.key = kWorldKey, .physical = MPI_COMM_WORLD, .rank = rank, .children = 0};
+  Members& world = _members[kWorldKey];
+  world.rank = rank;
+  world.world.resize(static_cast<std::size_t>(size));
+  std::iota(world.world.begin(), world.world.end(), 0);
+  _buddies = std::make_unique<BuddyLinks>(_internal);
+}
+
+Runtime::~Runtime() {
+  complete_detached();
+  // No process may still need its buddy once this one stops serving.
+  PMPI_Barrier(_internal);
+  _buddies.reset();
+  PMPI_Comm_free(&_internal);
+}
+
+CommInfo* Runtime::find(MPI_Comm comm) noexcept {
+  const auto found = _comms.find(comm);
+  return found == _comms.end() ? nullptr : &found->second;
+}
+
+void Runtime::created(CommInfo& parent, MPI_Comm created) {
+  // Every member of the parent counts the collective, members of the new
+  // communicator or not, so the key is the same in every member.
+  const std::uint64_t key = mix64(parent.key ^ mix64(++parent.children)) | 1U;
+  if (created == MPI_COMM_NULL) return;
+  int inter = 0;
+  PMPI_Comm_test_inter(created, &inter);
+  if (inter != 0) return;
+  int rank = 0;
+  int size = 0;
+  PMPI_Comm_rank(created, &rank);
+  PMPI_Comm_size(created, &size);
+  Members members{.rank = rank, .world = std::vector<int>(static_cast<std::size_t>(size))};
+  std::vector<int> ranks(static_cast<std::size_t>(size));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  MPI_Group group = MPI_GROUP_NULL;
+  MPI_Group world = MPI_GROUP_NULL;
+  PMPI_Comm_group(created, &group);
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  PMPI_Group_translate_ranks(group, size, ranks.data(), world, members.world.data());
+  PMPI_Group_free(&group);
+  PMPI_Group_free(&world);
+  _members[key] = std::move(members);
+  _comms[created] = CommInfo{.key = key, .physical = created, .rank = rank, .children = 0};
+}
+
+void Runtime::freed(MPI_Comm comm) noexcept { _comms.erase(comm); }
+
+// ---- sends ---------------------------------------------------------------
+
+void Runtime::make_room(std::size_t bytes) {
+  if (_log.bytes() + bytes <= _max_bytes) return;
+  if (_full_hook) _full_hook(_log.bytes() + bytes, _max_bytes);
+  if (_log.bytes() + bytes <= _max_bytes) return;
+  if (_when_full == WhenFull::kDiscard) {
+    const std::size_t over = _log.bytes() + bytes - _max_bytes;
+    _counters.log_bytes_discarded += _log.discard_oldest(over);
+    return;
+  }
+  throw MpiError("the sender-based log would hold " + std::to_string(_log.bytes() + bytes) +
+                     " bytes, over REPRISE_MSGLOG_MAX_BYTES=" + std::to_string(_max_bytes) +
+                     ": take checkpoints more often (reprise::msglog::mark_checkpoint frees what receivers consumed), "
+                     "raise the bound, or set REPRISE_MSGLOG_WHEN_FULL=discard for a run that needs no recovery",
+                 MPI_ERR_NO_MEM);
+}
+
+void Runtime::flush_determinants() {
+  if (!_determinants.has_pending()) return;
+  const std::vector<Event> events = _determinants.take_pending();
+  _buddies->store(events);
+  _events_since_checkpoint = true;
+}
+
+int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
+                         std::shared_ptr<const LogEntry>& logged) {
+  int packed = 0;
+  if (const int code = PMPI_Pack_size(count, type, comm.physical, &packed); code != MPI_SUCCESS) return code;
+  const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
+  make_room(capacity);
+  Channel& sent_on = channel(comm.key, dest);
+  LogEntry entry{.sequence = sent_on.next_send,
+                 .tag = tag,
+                 .bytes = std::make_unique_for_overwrite<std::byte[]>(capacity),
+                 .size = capacity};
+  write_header(entry.bytes.get(), WireHeader{.communicator = comm.key, .sequence = sent_on.next_send});
+  int position = 0;
+  if (const int code = PMPI_Pack(buffer, count, type, entry.bytes.get() + kWireHeaderBytes, packed, &position,
+                                 comm.physical);
+      code != MPI_SUCCESS) {
+    return code;
+  }
+  entry.size = kWireHeaderBytes + static_cast<std::size_t>(position);
+  sent_on.next_send = sequence_next(sent_on.next_send);
+  ++_counters.messages_sent;
+  ++_counters.messages_logged;
+  _counters.bytes_logged += static_cast<std::uint64_t>(position);
+  logged = _log.append(ChannelKey{comm.key, dest}, std::move(entry));
+  return MPI_SUCCESS;
+}
+
+int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
+                  CommInfo& comm) {
+  flush_determinants();
+  std::shared_ptr<const LogEntry> entry;
+  if (const int code = log_message(buffer, count, type, dest, tag, comm, entry); code != MPI_SUCCESS) return code;
+  const int bytes = wire_count(entry->size);
+  switch (mode) {
+    case SendMode::kSynchronous:
+      return PMPI_Ssend(entry->bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+    case SendMode::kReady:
+      return PMPI_Rsend(entry->bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+    case SendMode::kBuffered: {
+      // The log's copy is the buffer: the send goes on from it, and the
+      // application's buffer is free at once, as MPI_Bsend promises.
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int code = PMPI_Isend(entry->bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical, &request);
+      if (code == MPI_SUCCESS) _detached.emplace_back(request, std::move(entry));
+      if (_detached.size() >= kDetachedBeforeSweep) release_detached();
+      return code;
+    }
+    case SendMode::kStandard:
+      break;
+  }
+  return PMPI_Send(entry->bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+}
+
+int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
+  flush_determinants();
+  if (const int code = log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm,
+                                   record.entry);
+      code != MPI_SUCCESS) {
+    return code;
+  }
+  void* bytes = record.entry->bytes.get();
+  const int count = wire_count(record.entry->size);
+  switch (record.mode) {
+    case SendMode::kSynchronous:
+      return PMPI_Issend(bytes, count, MPI_PACKED, record.peer, record.tag, comm.physical, &record.physical);
+    case SendMode::kReady:
+      return PMPI_Irsend(bytes, count, MPI_PACKED, record.peer, record.tag, comm.physical, &record.physical);
+    case SendMode::kStandard:
+    case SendMode::kBuffered:
+      break;
+  }
+  return PMPI_Isend(bytes, count, MPI_PACKED, record.peer, record.tag, comm.physical, &record.physical);
+}
+
+int Runtime::isend(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, MPI_Comm app,
+                   CommInfo& comm, MPI_Request* request) {
+  RequestRecord record = make_record(false, buffer, count, type, dest, tag, app, comm.key, mode);
+  const int code = post_send(record, comm);
+  if (code != MPI_SUCCESS) return code;
+  *request = record.physical;
+  _requests.insert_or_assign(record.physical, std::move(record));
+  return code;
+}
+
+void Runtime::release_detached() {
+  std::erase_if(_detached, [](auto& detached) {
+    int done = 0;
+    PMPI_Test(&detached.first, &done, MPI_STATUS_IGNORE);
+    return done != 0;
+  });
+}
+
+void Runtime::complete_detached() {
+  for (auto& detached : _detached) PMPI_Wait(&detached.first, MPI_STATUS_IGNORE);
+  _detached.clear();
+}
+
+// ---- receives ------------------------------------------------------------
+
+Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record) const {
+  int packed = 0;
+  PMPI_Pack_size(record.count, record.type, MPI_COMM_WORLD, &packed);
+  if (static_cast<std::size_t>(packed) <= _staging_bytes) {
+    // Small: into a staging buffer [header | packed payload], unpacked at completion.
+    const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
+    record.staging = std::make_unique_for_overwrite<std::byte[]>(capacity);
+    record.staged = true;
+    return ReceiveTarget{.buffer = record.staging.get(), .count = static_cast<int>(capacity), .type = MPI_PACKED, .owned_type = false};
+  }
+  // Large: straight into the application's buffer, through a datatype of
+  // the header (its own small buffer) followed by the buffer, at absolute
+  // addresses: no copy, and MPI itself truncates and counts as without the log.
+  record.staging = std::make_unique_for_overwrite<std::byte[]>(kWireHeaderBytes);
+  record.staged = false;
+  int lengths[2] = {static_cast<int>(kWireHeaderBytes), record.count};
+  MPI_Aint displacements[2] = {0, 0};
+  PMPI_Get_address(record.staging.get(), &displacements[0]);
+  PMPI_Get_address(record.buffer, &displacements[1]);
+  MPI_Datatype types[2] = {MPI_BYTE, record.type};
+  MPI_Datatype combined = MPI_DATATYPE_NULL;
+  PMPI_Type_create_struct(2, lengths, displacements, types, &combined);
+  PMPI_Type_commit(&combined);
+  return ReceiveTarget{.buffer = MPI_BOTTOM, .count = 1, .type = combined, .owned_type = true};
+}
+
+void Runtime::unpack(RequestRecord& record, MPI_Count payload) {
+  int element = 0;
+  PMPI_Pack_size(1, record.type, MPI_COMM_WORLD, &element);
+  if (element == 0 || payload == 0) return;
+  const std::byte* packed = record.staging.get() + kWireHeaderBytes;
+  const auto whole = static_cast<int>(payload / element);
+  const auto rest = static_cast<std::size_t>(payload % element);
+  int position = 0;
+  if (whole > 0) {
+    PMPI_Unpack(packed, static_cast<int>(payload), &position, record.buffer, whole, record.type, MPI_COMM_WORLD);
+  }
+  if (rest == 0) return;
+  // A partial element: MPI fills its first basic elements and leaves the
+  // rest alone. Pack the element as it is, lay the received bytes over
+  // its start, and unpack it back.
+  MPI_Aint lower = 0;
+  MPI_Aint extent = 0;
+  PMPI_Type_get_extent(record.type, &lower, &extent);
+  void* target = static_cast<std::byte*>(record.buffer) + static_cast<MPI_Aint>(whole) * extent;
+  std::vector<std::byte> scratch(static_cast<std::size_t>(element));
+  int at = 0;
+  PMPI_Pack(target, 1, record.type, scratch.data(), element, &at, MPI_COMM_WORLD);
+  std::memcpy(scratch.data(), packed + position, rest);
+  at = 0;
+  PMPI_Unpack(scratch.data(), element, &at, target, 1, record.type, MPI_COMM_WORLD);
+}
+
+void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
+  const MPI_Count bytes = received_bytes(status);
+  if (bytes == MPI_UNDEFINED || bytes < static_cast<MPI_Count>(kWireHeaderBytes)) return;
+  const WireHeader header = read_header(record.staging.get());
+  if (header.communicator != record.communicator) {
+    throw MpiError("a message from rank " + std::to_string(status.MPI_SOURCE) +
+                       " came without the message log's header: every process of the job must run with "
+                       "libreprise_msglog.so",
+                   MPI_ERR_INTERN);
+  }
+  const MPI_Count payload = bytes - static_cast<MPI_Count>(kWireHeaderBytes);
+  if (record.staged) unpack(record, payload);
+  set_payload(status, payload);
+  record.staging.reset();
+  channel(header.communicator, status.MPI_SOURCE).received.consume(header.sequence);
+  const std::uint64_t clock = _determinants.tick();
+  if (record.peer == MPI_ANY_SOURCE && !record.matched_already) _determinants.matching(clock, status.MPI_SOURCE);
+  ++_counters.messages_received;
+}
+
+int Runtime::recv(void* buffer, int count, MPI_Datatype type, int source, int tag, CommInfo& comm,
+                  MPI_Status* status) {
+  RequestRecord record = make_record(true, buffer, count, type, source, tag, MPI_COMM_NULL, comm.key);
+  MPI_Status local;
+  MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  ReceiveTarget target = prepare_receive(record);
+  const int code = PMPI_Recv(target.buffer, target.count, target.type, source, tag, comm.physical, &out);
+  if (target.owned_type) PMPI_Type_free(&target.type);
+  finish_receive(record, out);
+  return code;
+}
+
+int Runtime::post_receive(RequestRecord& record, const CommInfo& comm) {
+  ReceiveTarget target = prepare_receive(record);
+  const int code =
+      PMPI_Irecv(target.buffer, target.count, target.type, record.peer, record.tag, comm.physical, &record.physical);
+  if (target.owned_type) PMPI_Type_free(&target.type);
+  return code;
+}
+
+int Runtime::irecv(void* buffer, int count, MPI_Datatype type, int source, int tag, MPI_Comm app, CommInfo& comm,
+                   MPI_Request* request) {
+  RequestRecord record = make_record(true, buffer, count, type, source, tag, app, comm.key);
+  const int code = post_receive(record, comm);
+  if (code != MPI_SUCCESS) return code;
+  *request = record.physical;
+  _requests.insert_or_assign(record.physical, std::move(record));
+  return code;
+}
+
+int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send_type, int dest, int send_tag,
+                      void* receive_buffer, int receive_count, MPI_Datatype receive_type, int source, int receive_tag,
+                      CommInfo& comm, MPI_Status* status) {
+  // The log's copy is taken before the receive is posted, so the same
+  // buffer may be both (MPI_Sendrecv_replace).
+  flush_determinants();
+  MPI_Request sent = MPI_REQUEST_NULL;
+  std::shared_ptr<const LogEntry> entry;
+  if (dest != MPI_PROC_NULL) {
+    if (const int code = log_message(send_buffer, send_count, send_type, dest, send_tag, comm, entry);
+        code != MPI_SUCCESS) {
+      return code;
+    }
+    if (const int code = PMPI_Isend(entry->bytes.get(), wire_count(entry->size), MPI_PACKED, dest, send_tag,
+                                    comm.physical, &sent);
+        code != MPI_SUCCESS) {
+      return code;
+    }
+  }
+  const int received = source == MPI_PROC_NULL
+                           ? PMPI_Recv(receive_buffer, receive_count, receive_type, source, receive_tag,
+                                       comm.physical, status)
+                           : recv(receive_buffer, receive_count, receive_type, source, receive_tag, comm, status);
+  const int code = PMPI_Wait(&sent, MPI_STATUS_IGNORE);
+  return received != MPI_SUCCESS ? received : code;
+}
+
+int Runtime::persistent(bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type, int peer,
+                        int tag, MPI_Comm app, const CommInfo& comm, MPI_Request* request) {
+  // The application's handle is an inactive persistent request of MPI's
+  // own (so MPI_Request_free and the like accept it); every start posts a
+  // new operation, with a new log entry, recorded as `physical`.
+  const int code = PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, request);
+  if (code != MPI_SUCCESS) return code;
+  RequestRecord record = make_record(receive, buffer, count, type, peer, tag, app, comm.key, mode);
+  record.persistent = true;
+  _requests.insert_or_assign(*request, std::move(record));
+  return MPI_SUCCESS;
+}
+
+int Runtime::start(int count, MPI_Request* requests) {
+  for (int i = 0; i < count; ++i) {
+    const auto found = _requests.find(requests[i]);
+    if (found == _requests.end()) {
+      if (const int code = PMPI_Start(&requests[i]); code != MPI_SUCCESS) return code;
+      continue;
+    }
+    RequestRecord& record = found->second;
+    CommInfo* comm = find(record.comm);
+    if (comm == nullptr) {
+      throw UsageError("the communicator of a persistent request was freed before the request was started");
+    }
+    const int code = record.receive ? post_receive(record, *comm) : post_send(record, *comm);
+    if (code != MPI_SUCCESS) return code;
+  }
+  return MPI_SUCCESS;
+}
+
+int Runtime::request_free(MPI_Request* request) {
+  const auto found = _requests.find(*request);
+  if (found == _requests.end()) return PMPI_Request_free(request);
+  RequestRecord& record = found->second;
+  if (record.physical != MPI_REQUEST_NULL) {
+    if (record.receive) {
+      throw UsageError("an active receive cannot be freed under the message log, which must see it consumed: "
+                       "complete it with MPI_Wait or MPI_Test first");
+    }
+    _detached.emplace_back(record.physical, std::move(record.entry));
+  }
+  const bool persistent = record.persistent;
+  _requests.erase(found);
+  if (persistent) return PMPI_Request_free(request);
+  *request = MPI_REQUEST_NULL;
+  return MPI_SUCCESS;
+}
+
+// ---- completion ------------------------------------------------------------
+
+std::vector<MPI_Request> Runtime::physical_requests(int count, const MPI_Request* requests) const {
+  std::vector<MPI_Request> physical(requests, requests + count);
+  for (MPI_Request& request : physical) {
+    const auto found = _requests.find(request);
+    if (found != _requests.end()) request = found->second.physical;
+  }
+  return physical;
+}
+
+void Runtime::finish(MPI_Request& request, MPI_Request before, MPI_Request after, MPI_Status& status) {
+  const auto found = _requests.find(request);
+  if (found == _requests.end()) {
+    request = after;
+    return;
+  }
+  if (before == MPI_REQUEST_NULL || after != MPI_REQUEST_NULL) return;  // inactive, or not complete
+  RequestRecord& record = found->second;
+  if (record.receive) {
+    finish_receive(record, status);
+  } else if (record.entry) {
+    set_payload(status, static_cast<MPI_Count>(record.entry->size - kWireHeaderBytes));
+  }
+  record.entry.reset();
+  record.physical = MPI_REQUEST_NULL;
+  if (!record.persistent) {
+    _requests.erase(found);
+    request = MPI_REQUEST_NULL;
+  }
+}
+
+void Runtime::choice(std::uint64_t active, bool succeeded, std::vector<int> outcome) {
+  if (active == 0) return;
+  const std::uint64_t clock = _determinants.tick();
+  if (succeeded) {
+    _determinants.delivery(clock, std::move(outcome));
+  } else {
+    _determinants.unsuccessful(clock);
+  }
+}
+
+namespace {
+std::uint64_t active_count(const std::vector<MPI_Request>& physical) {
+  return static_cast<std::uint64_t>(std::count_if(physical.begin(), physical.end(),
+                                                  [](MPI_Request r) { return r != MPI_REQUEST_NULL; }));
+}
+}  // namespace
+
+int Runtime::wait(MPI_Request* request, MPI_Status* status) {
+  const auto found = _requests.find(*request);
+  if (found == _requests.end()) return PMPI_Wait(request, status);
+  MPI_Request physical = found->second.physical;
+  const MPI_Request before = physical;
+  MPI_Status local;
+  MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  const int code = PMPI_Wait(&physical, &out);
+  finish(*request, before, physical, out);
+  return code;
+}
+
+Runtime::Batch Runtime::batch(int count, const MPI_Request* requests, MPI_Status* statuses) const {
+  Batch batch{.physical = physical_requests(count, requests), .before = {}, .local = {}, .statuses = statuses};
+  batch.before = batch.physical;
+  if (statuses == MPI_STATUSES_IGNORE) {
+    batch.local.resize(static_cast<std::size_t>(count));
+    batch.statuses = batch.local.data();
+  }
+  return batch;
+}
+
+void Runtime::finish_all(MPI_Request* requests, Batch& batch, int count, const int* indices) {
+  for (int k = 0; k < count; ++k) {
+    const int i = indices == nullptr ? k : indices[k];
+    finish(requests[i], batch.before[i], batch.physical[i], batch.statuses[k]);
+  }
+}
+
+int Runtime::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
+  if (_requests.empty()) return PMPI_Waitall(count, requests, statuses);
+  Batch all = batch(count, requests, statuses);
+  const int code = PMPI_Waitall(count, all.physical.data(), all.statuses);
+  finish_all(requests, all, count, nullptr);
+  return code;
+}
+
+int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* statuses) {
+  Batch all = batch(count, requests, statuses);
+  const int code = PMPI_Testall(count, all.physical.data(), flag, all.statuses);
+  choice(active_count(all.before), *flag != 0, {count});
+  if (*flag != 0) finish_all(requests, all, count, nullptr);
+  return code;
+}
+
+int Runtime::any(bool blocking, int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
+  MPI_Status local;
+  MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  Batch one = batch(count, requests, &out);
+  int done = 1;
+  const int code = blocking ? PMPI_Waitany(count, one.physical.data(), index, &out)
+                            : PMPI_Testany(count, one.physical.data(), index, &done, &out);
+  if (flag != nullptr) *flag = done;
+  const bool completed = done != 0 && *index != MPI_UNDEFINED;
+  // A wait over one active request makes no choice.
+  const std::uint64_t active = active_count(one.before);
+  if (!blocking || active > 1) choice(active, completed, {completed ? *index : MPI_UNDEFINED});
+  if (completed) finish(requests[*index], one.before[*index], one.physical[*index], out);
+  return code;
+}
+
+int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount, int* indices,
+                  MPI_Status* statuses) {
+  Batch some = batch(count, requests, statuses);
+  const int code = blocking ? PMPI_Waitsome(count, some.physical.data(), outcount, indices, some.statuses)
+                            : PMPI_Testsome(count, some.physical.data(), outcount, indices, some.statuses);
+  if (*outcount == MPI_UNDEFINED) return code;
+  const std::uint64_t active = active_count(some.before);
+  if (!blocking || active > 1) choice(active, *outcount > 0, std::vector<int>(indices, indices + *outcount));
+  finish_all(requests, some, *outcount, indices);
+  return code;
+}
+
+int Runtime::test(MPI_Request* request, int* flag, MPI_Status* status) {
+  const auto found = _requests.find(*request);
+  MPI_Request physical = found == _requests.end() ? *request : found->second.physical;
+  const MPI_Request before = physical;
+  MPI_Status local;
+  MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  const int code = PMPI_Test(&physical, flag, &out);
+  choice(before == MPI_REQUEST_NULL ? 0 : 1, *flag != 0, {0});
+  if (*flag != 0) finish(*request, before, physical, out);
+  return code;
+}
+
+// ---- probes ----------------------------------------------------------------
+
+void Runtime::fix_probe_status(MPI_Status& status) {
+  const MPI_Count bytes = received_bytes(status);
+  if (bytes != MPI_UNDEFINED && bytes >= static_cast<MPI_Count>(kWireHeaderBytes)) {
+    set_payload(status, bytes - static_cast<MPI_Count>(kWireHeaderBytes));
+  }
+}
+
+int Runtime::probe(int source, int tag, CommInfo& comm, MPI_Message* message, MPI_Status* status) {
+  MPI_Status local;
+  MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  const int code = message == nullptr ? PMPI_Probe(source, tag, comm.physical, &out)
+                                      : PMPI_Mprobe(source, tag, comm.physical, message, &out);
+  if (code != MPI_SUCCESS) return code;
+  fix_probe_status(out);
+  if (source == MPI_ANY_SOURCE) choice(1, true, {out.MPI_SOURCE});
+  if (message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.key;
+  return code;
+}
+
+int Runtime::iprobe(int source, int tag, CommInfo& comm, int* flag, MPI_Message* message, MPI_Status* status) {
+  MPI_Status local;
+  MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  const int code = message == nullptr ? PMPI_Iprobe(source, tag, comm.physical, flag, &out)
+                                      : PMPI_Improbe(source, tag, comm.physical, flag, message, &out);
+  if (code != MPI_SUCCESS) return code;
+  if (*flag != 0) fix_probe_status(out);
+  choice(1, *flag != 0, {*flag != 0 ? out.MPI_SOURCE : MPI_UNDEFINED});
+  if (*flag != 0 && message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.key;
+  return code;
+}
+
+RequestRecord* Runtime::matched(MPI_Message message, RequestRecord& record) {
+  const auto found = _messages.find(message);
+  if (found == _messages.end()) return nullptr;
+  record.communicator = found->second;
+  record.matched_already = true;
+  _messages.erase(found);
+  return &record;
+}
+
+int Runtime::mrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
+  RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, 0);
+  if (matched(*message, record) == nullptr) return PMPI_Mrecv(buffer, count, type, message, status);
+  MPI_Status local;
+  MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  ReceiveTarget target = prepare_receive(record);
+  const int code = PMPI_Mrecv(target.buffer, target.count, target.type, message, &out);
+  if (target.owned_type) PMPI_Type_free(&target.type);
+  finish_receive(record, out);
+  return code;
+}
+
+int Runtime::imrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
+  RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, 0);
+  if (matched(*message, record) == nullptr) return PMPI_Imrecv(buffer, count, type, message, request);
+  ReceiveTarget target = prepare_receive(record);
+  const int code = PMPI_Imrecv(target.buffer, target.count, target.type, message, &record.physical);
+  if (target.owned_type) PMPI_Type_free(&target.type);
+  if (code != MPI_SUCCESS) return code;
+  *request = record.physical;
+  _requests.insert_or_assign(record.physical, std::move(record));
+  return code;
+}
+
+// ---- checkpoints and state -------------------------------------------------
+
+void Runtime::mark_checkpoint() {
+  int size = 1;
+  PMPI_Comm_size(_internal, &size);
+  // What this process consumed, sent to each sender: communicator key, my
+  // rank in it, the watermark, then the numbers consumed out of order.
+  std::vector<std::vector<std::byte>> outgoing(static_cast<std::size_t>(size));
+  for (const auto& [key, state] : _channels) {
+    const auto members = _members.find(key.communicator);
+    if (members == _members.end()) continue;
+    const ReceiveWindow<Sequence>& received = state.received;
+    if (received.next() == 0 && received.out_of_order().empty()) continue;
+    auto& words = outgoing[static_cast<std::size_t>(members->second.world[static_cast<std::size_t>(key.peer)])];
+    append_word(words, key.communicator);
+    append_word(words, static_cast<std::uint64_t>(members->second.rank));
+    append_word(words, received.next());
+    append_word(words, received.out_of_order().size());
+    for (const Sequence s : received.out_of_order()) append_word(words, s);
+  }
+  std::vector<int> send_counts(static_cast<std::size_t>(size));
+  std::vector<int> send_offsets(static_cast<std::size_t>(size));
+  std::vector<std::byte> send_bytes;
+  for (std::size_t r = 0; r < outgoing.size(); ++r) {
+    send_offsets[r] = static_cast<int>(send_bytes.size());
+    send_counts[r] = static_cast<int>(outgoing[r].size());
+    send_bytes.insert(send_bytes.end(), outgoing[r].begin(), outgoing[r].end());
+  }
+  std::vector<int> receive_counts(static_cast<std::size_t>(size));
+  std::vector<int> receive_offsets(static_cast<std::size_t>(size));
+  PMPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, _internal);
+  std::exclusive_scan(receive_counts.begin(), receive_counts.end(), receive_offsets.begin(), 0);
+  std::vector<std::byte> receive_bytes(
+      static_cast<std::size_t>(receive_offsets.back() + receive_counts.back()));
+  PMPI_Alltoallv(send_bytes.data(), send_counts.data(), send_offsets.data(), MPI_BYTE, receive_bytes.data(),
+                 receive_counts.data(), receive_offsets.data(), MPI_BYTE, _internal);
+  WordReader in(receive_bytes);
+  std::vector<Sequence> out_of_order;
+  while (in.ok() && in.remaining() > 0) {
+    const std::uint64_t communicator = in.word();
+    const auto receiver = static_cast<int>(in.word());
+    const auto watermark = static_cast<Sequence>(in.word());
+    const std::uint64_t extras = in.word();
+    out_of_order.clear();
+    for (std::uint64_t i = 0; i < extras && in.ok(); ++i) out_of_order.push_back(static_cast<Sequence>(in.word()));
+    _log.drop_consumed(ChannelKey{communicator, receiver}, watermark, out_of_order);
+  }
+  if (!in.ok()) throw CorruptData("reprise msglog: a checkpoint's consumed watermarks were cut short");
+  // The checkpoint covers every event so far: none is pending any more,
+  // and the buddy may drop what it holds.
+  _determinants.clear_pending();
+  if (_events_since_checkpoint) {
+    _buddies->forget_before(_determinants.clock() + 1);
+    _events_since_checkpoint = false;
+  }
+}
+
+reprise_msglog_counters Runtime::counters() const noexcept {
+  reprise_msglog_counters counters = _counters;
+  counters.events_matching = _determinants.matching_events();
+  counters.events_delivery = _determinants.delivery_events();
+  counters.log_bytes_now = _log.bytes();
+  counters.log_bytes_peak = _log.peak_bytes();
+  return counters;
+}
+
+void Runtime::for_each_channel(
+    const std::function<void(const ChannelKey&, const Channel&, std::size_t logged)>& visit) const {
+  for (const auto& [key, state] : _channels) visit(key, state, _log.count(key));
+}
 
 }  // namespace reprise::detail
 

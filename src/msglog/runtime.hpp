@@ -1,26 +1,223 @@
 #pragma once
 // The message log's state in this process: one Runtime, made at MPI_Init by
 // the interposed entry points (interpose.cpp) and reached from the C and C++
-// interfaces (docs/ARCHITECTURE.md §16).
+// interfaces (docs/ARCHITECTURE.md §16). It owns the communicator table
+// (application handle → physical communicator), the request table, the
+// channels and their sequence numbers, the payload log, the determinants
+// and the buddy links. Every method is called with MPI initialized, from
+// one thread at a time (MPI_THREAD_MULTIPLE is refused).
 
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "buddy.hpp"
+#include "determinants.hpp"
+#include "payload_log.hpp"
 #include "reprise/msglog.h"
+#include "sequence.hpp"
 
 namespace reprise::detail {
+
+/// A communicator the application created or uses, as the log knows it.
+struct CommInfo {
+  std::uint64_t key = 0;               ///< the same in every member: world is 1, a child mixes its parent's
+  MPI_Comm physical = MPI_COMM_NULL;   ///< the communicator the calls go to now
+  int rank = 0;                        ///< this process's rank in it
+  std::uint64_t children = 0;          ///< communicators made from it so far (a collective count)
+};
+
+/// How a send goes on the wire.
+enum class SendMode : std::uint8_t { kStandard, kSynchronous, kReady, kBuffered };
+
+/// One send or receive channel's state.
+struct Channel {
+  Sequence next_send = 0;              ///< the number the next message to the peer gets
+  ReceiveWindow<Sequence> received;    ///< what this process consumed of the peer's messages
+};
+
+/// A request the log tracks: what its completion must finish, and for a
+/// persistent one what each start posts. The application's handle is the
+/// key of the table; `physical` is the request MPI completes.
+struct RequestRecord {
+  bool receive = false;
+  bool persistent = false;
+  MPI_Request physical = MPI_REQUEST_NULL;
+  // The call's arguments (a persistent request posts them at every start).
+  const void* send_buffer = nullptr;
+  void* buffer = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int peer = 0;                        ///< destination, or the source as posted (maybe MPI_ANY_SOURCE)
+  int tag = 0;
+  MPI_Comm comm = MPI_COMM_NULL;       ///< the application's handle
+  std::uint64_t communicator = 0;      ///< its key
+  SendMode mode = SendMode::kStandard;
+  // The active operation.
+  std::shared_ptr<const LogEntry> entry;        ///< a send's log entry (its wire buffer)
+  std::unique_ptr<std::byte[]> staging;         ///< a receive's [header | packed payload], or the header alone
+  bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
+  bool matched_already = false;                 ///< an MPI_Imrecv: its probe logged the match
+};
+
+/// What to do when the payload log reaches its bound.
+enum class WhenFull : std::uint8_t { kError, kDiscard };
 
 /// Everything the message log keeps in one process.
 class Runtime {
  public:
   /// The process's runtime, or nullptr before MPI_Init or after MPI_Finalize.
   static Runtime* current() noexcept;
-  /// Makes the process's runtime (from the interposed MPI_Init).
+  /// Makes the process's runtime (from the interposed MPI_Init, MPI initialized).
   static Runtime& start();
-  /// Ends it (from the interposed MPI_Finalize).
-  static void stop() noexcept;
+  /// Ends it (from the interposed MPI_Finalize, before PMPI_Finalize).
+  static void stop();
 
+  Runtime();
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// The logged communicator behind the application's `comm`, or nullptr
+  /// when calls on it pass straight to MPI (MPI_COMM_SELF, intercommunicators,
+  /// the runtime's own).
+  [[nodiscard]] CommInfo* find(MPI_Comm comm) noexcept;
+  /// Registers `created`, made from `parent` by a collective over it (every
+  /// member calls this, `created` MPI_COMM_NULL where it is not a member).
+  void created(CommInfo& parent, MPI_Comm created);
+  /// Forgets `comm` (its channels and log entries stay until a checkpoint).
+  void freed(MPI_Comm comm) noexcept;
+
+  // Point-to-point on a logged communicator; each returns an MPI error code.
+  int send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm);
+  int isend(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, MPI_Comm app,
+            CommInfo& comm, MPI_Request* request);
+  int recv(void* buffer, int count, MPI_Datatype type, int source, int tag, CommInfo& comm, MPI_Status* status);
+  int irecv(void* buffer, int count, MPI_Datatype type, int source, int tag, MPI_Comm app, CommInfo& comm,
+            MPI_Request* request);
+  /// The send buffer is copied into the log before the receive is posted,
+  /// so both may be the same buffer (MPI_Sendrecv_replace).
+  int sendrecv(const void* send_buffer, int send_count, MPI_Datatype send_type, int dest, int send_tag,
+               void* receive_buffer, int receive_count, MPI_Datatype receive_type, int source, int receive_tag,
+               CommInfo& comm, MPI_Status* status);
+  /// A persistent send (`receive` false, in `mode`) or receive.
+  int persistent(bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type, int peer, int tag,
+                 MPI_Comm app, const CommInfo& comm, MPI_Request* request);
+  int start(int count, MPI_Request* requests);
+  /// Whether `request` is one of the log's (the application's handle).
+  [[nodiscard]] bool tracks(MPI_Request request) const { return _requests.contains(request); }
+  int request_free(MPI_Request* request);
+
+  // The Wait/Test families over any requests (those the log does not track pass through).
+  int wait(MPI_Request* request, MPI_Status* status);
+  int waitall(int count, MPI_Request* requests, MPI_Status* statuses);
+  int test(MPI_Request* request, int* flag, MPI_Status* status);
+  int testall(int count, MPI_Request* requests, int* flag, MPI_Status* statuses);
+  /// MPI_Waitany (`blocking`, `flag` may be nullptr) or MPI_Testany.
+  int any(bool blocking, int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status);
+  /// MPI_Waitsome (`blocking`) or MPI_Testsome.
+  int some(bool blocking, int count, MPI_Request* requests, int* outcount, int* indices, MPI_Status* statuses);
+
+  // Probes on a logged communicator (the status counts the payload only).
+  /// MPI_Probe (`message` nullptr) or MPI_Mprobe.
+  int probe(int source, int tag, CommInfo& comm, MPI_Message* message, MPI_Status* status);
+  /// MPI_Iprobe (`message` nullptr) or MPI_Improbe.
+  int iprobe(int source, int tag, CommInfo& comm, int* flag, MPI_Message* message, MPI_Status* status);
+  /// MPI_Mrecv on a message of a logged communicator (MPI knows which from the handle).
+  /// Matched messages of communicators the log does not know pass through.
+  int mrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status);
+  int imrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request);
+
+  /// Before a collective on a logged communicator: the pending determinants
+  /// reach the buddy (a collective is a send).
+  void before_collective() { flush_determinants(); }
+  /// Completes the buffered sends still in flight (MPI_Buffer_detach, MPI_Finalize).
+  void complete_detached();
+
+  /// Marks a checkpoint: collective over every process (see msglog.hpp).
+  void mark_checkpoint();
   /// The counters, as the C interface returns them.
-  [[nodiscard]] reprise_msglog_counters counters() const noexcept { return _counters; }
+  [[nodiscard]] reprise_msglog_counters counters() const noexcept;
+  /// Every channel with state (see msglog.hpp's ChannelState).
+  void for_each_channel(const std::function<void(const ChannelKey&, const Channel&, std::size_t logged)>& visit) const;
+  /// The determinants this process holds for `rank` (its predecessor).
+  [[nodiscard]] std::vector<Event> held_for(int rank) const { return _buddies->held_for(rank); }
+  /// The payload log's bound, in bytes.
+  void set_max_bytes(std::size_t bytes) noexcept { _max_bytes = bytes; }
+  /// Called when a send would pass the bound (with the bytes needed and the bound).
+  void set_full_hook(std::function<void(std::size_t, std::size_t)> hook) { _full_hook = std::move(hook); }
 
  private:
+  /// Where MPI receives a message: a staging buffer, or a datatype over
+  /// the header and the application's buffer (`owned_type`, freed once posted).
+  struct ReceiveTarget {
+    void* buffer = nullptr;
+    int count = 0;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    bool owned_type = false;
+  };
+
+  /// The physical side of an application's array of requests, for one
+  /// Wait/Test call: what MPI completes, as it was before, the statuses.
+  struct Batch {
+    std::vector<MPI_Request> physical;
+    std::vector<MPI_Request> before;
+    std::vector<MPI_Status> local;
+    MPI_Status* statuses = nullptr;
+  };
+
+  Channel& channel(std::uint64_t communicator, int peer) { return _channels[ChannelKey{communicator, peer}]; }
+  int log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
+                  std::shared_ptr<const LogEntry>& logged);
+  void make_room(std::size_t bytes);
+  void flush_determinants();
+  int post_send(RequestRecord& record, CommInfo& comm);
+  [[nodiscard]] ReceiveTarget prepare_receive(RequestRecord& record) const;
+  int post_receive(RequestRecord& record, const CommInfo& comm);
+  void unpack(RequestRecord& record, MPI_Count payload);
+  void finish_receive(RequestRecord& record, MPI_Status& status);
+  static void fix_probe_status(MPI_Status& status);
+  /// After MPI completed (or not) `before` into `after`: finishes the
+  /// application's `request` if it is the log's, else hands `after` back.
+  void finish(MPI_Request& request, MPI_Request before, MPI_Request after, MPI_Status& status);
+  /// A non-deterministic call over `active` requests (none: no choice).
+  void choice(std::uint64_t active, bool succeeded, std::vector<int> outcome);
+  RequestRecord* matched(MPI_Message message, RequestRecord& record);
+  [[nodiscard]] std::vector<MPI_Request> physical_requests(int count, const MPI_Request* requests) const;
+  [[nodiscard]] Batch batch(int count, const MPI_Request* requests, MPI_Status* statuses) const;
+  /// finish() for the `count` requests at `indices` (nullptr: the first
+  /// `count`), whose statuses are the batch's first `count`.
+  void finish_all(MPI_Request* requests, Batch& batch, int count, const int* indices);
+  void release_detached();
+
+  std::unordered_map<MPI_Comm, CommInfo> _comms;
+  /// Per communicator key (kept after MPI_Comm_free, for the checkpoints):
+  /// this process's rank in it and each member's world rank.
+  struct Members {
+    int rank = 0;
+    std::vector<int> world;
+  };
+  std::unordered_map<std::uint64_t, Members> _members;
+  std::unordered_map<MPI_Request, RequestRecord> _requests;
+  std::unordered_map<MPI_Message, std::uint64_t> _messages;          ///< matched messages (Mprobe) → communicator key
+  std::unordered_map<ChannelKey, Channel, ChannelKeyHash> _channels;
+  PayloadLog _log;
+  DeterminantLog _determinants;
+  std::vector<std::pair<MPI_Request, std::shared_ptr<const LogEntry>>> _detached;
+  MPI_Comm _internal = MPI_COMM_NULL;
+  std::unique_ptr<BuddyLinks> _buddies;
+  std::size_t _max_bytes;
+  WhenFull _when_full;
+  std::size_t _staging_bytes;
+  std::function<void(std::size_t, std::size_t)> _full_hook;
+  bool _events_since_checkpoint = false;
   reprise_msglog_counters _counters{};
 };
 

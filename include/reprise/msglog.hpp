@@ -1,0 +1,65 @@
+#pragma once
+/// \file
+/// The C++ interface of reprise's message log, libreprise_msglog.so
+/// (docs/ARCHITECTURE.md §16): sender-based payload logging with
+/// pessimistic logging of the non-deterministic events, interposed on MPI
+/// through PMPI. These functions are defined in libreprise_msglog.so only
+/// (not in libreprise): link it to call them.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "reprise/msglog.h"
+
+namespace reprise::msglog {
+
+/// Whether the message log is active in this process: the library is
+/// linked or preloaded, and MPI is initialized and not finalized.
+[[nodiscard]] bool active() noexcept;
+
+/// The counters of this process (all zero when the log is not active).
+[[nodiscard]] reprise_msglog_counters counters() noexcept;
+
+/// One channel between this process and a peer on one communicator: what
+/// this process sent on it and what it consumed of the peer's messages.
+/// Part 2 reads it at a checkpoint to resend exactly what a replaced
+/// process is missing.
+struct ChannelState {
+  std::uint64_t communicator = 0;  ///< the communicator's key, the same in every member (world: 1)
+  int peer = 0;                    ///< the peer's rank in that communicator
+  std::uint32_t next_to_send = 0;  ///< the sequence number of the next message to the peer
+  std::uint32_t consumed = 0;      ///< watermark: every message of the peer numbered before it was consumed
+  std::vector<std::uint32_t> consumed_out_of_order;  ///< numbers at or after the watermark consumed already
+  std::size_t logged_messages = 0;                   ///< messages to the peer still held in the log
+};
+
+/// Every channel this process has sent or received on. UsageError when
+/// the log is not active.
+[[nodiscard]] std::vector<ChannelState> channel_states();
+
+/// Marks a checkpoint. Collective over every process of MPI_COMM_WORLD;
+/// call it once the application's state at this point is safely saved and
+/// no older checkpoint will be restarted from. Each receiver tells each
+/// sender what it consumed; senders drop those log entries; the buddies drop
+/// the determinants the checkpoint covers. UsageError when not active.
+void mark_checkpoint();
+
+/// Sets the bound of the payload log, in bytes (REPRISE_MSGLOG_MAX_BYTES,
+/// default 1 GiB). UsageError when not active.
+void set_max_bytes(std::size_t bytes);
+
+/// Calls `hook(bytes_needed, max_bytes)` when a send would take the log past
+/// its bound, before what REPRISE_MSGLOG_WHEN_FULL says happens (the send
+/// fails with MPI_ERR_NO_MEM, or the oldest entries are discarded) if the
+/// log still does not fit. An empty function removes it. UsageError when
+/// not active.
+void on_log_full(std::function<void(std::size_t bytes_needed, std::size_t max_bytes)> hook);
+
+/// How many determinants this process holds for `rank`, the process whose
+/// checkpoint buddy it is (rank + 1 mod size is the buddy of rank).
+/// UsageError when not active.
+[[nodiscard]] std::size_t held_determinants(int rank);
+
+}  // namespace reprise::msglog

@@ -1,0 +1,208 @@
+#include "buddy.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "reprise/error.hpp"
+#include "words.hpp"
+
+namespace reprise::detail {
+
+namespace {
+
+constexpr std::uint32_t kStore = 1;
+constexpr std::uint32_t kForget = 2;
+constexpr std::size_t kAddressBytes = 64;  // a port, then the host name
+constexpr std::size_t kFrameHeaderBytes = 16;
+
+[[noreturn]] void fail(const std::string& what) {
+  throw MpiError("reprise msglog: buddy link: " + what + ": " + std::strerror(errno), MPI_ERR_OTHER);
+}
+
+bool write_all(int fd, const std::byte* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t done = ::send(fd, data, size, MSG_NOSIGNAL);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return false;
+    data += done;
+    size -= static_cast<std::size_t>(done);
+  }
+  return true;
+}
+
+bool read_all(int fd, std::byte* data, std::size_t size) {
+  while (size > 0) {
+    const ssize_t done = ::recv(fd, data, size, 0);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return false;
+    data += done;
+    size -= static_cast<std::size_t>(done);
+  }
+  return true;
+}
+
+std::string host_name() {
+  char name[kAddressBytes - sizeof(std::uint16_t)] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) fail("gethostname");
+  return name;
+}
+
+}  // namespace
+
+BuddyLinks::BuddyLinks(MPI_Comm comm) {
+  int size = 1;
+  PMPI_Comm_rank(comm, &_rank);
+  PMPI_Comm_size(comm, &size);
+  _buddy = (_rank + 1) % size;
+
+  _listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (_listener < 0) fail("socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t length = sizeof address;
+  if (::bind(_listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(_listener, 16) != 0 || ::getsockname(_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    fail("listen");
+  }
+  if (::pipe2(_wake, O_CLOEXEC) != 0) fail("pipe2");
+
+  // My address goes to my predecessor, whose buddy I am; my buddy's comes from it.
+  std::vector<std::byte> mine(kAddressBytes);
+  const std::uint16_t port = ntohs(address.sin_port);
+  std::memcpy(mine.data(), &port, sizeof port);
+  const std::string host = host_name();
+  std::memcpy(mine.data() + sizeof port, host.data(), host.size());
+  _buddy_address.resize(kAddressBytes);
+  PMPI_Sendrecv(mine.data(), static_cast<int>(kAddressBytes), MPI_BYTE, (_rank + size - 1) % size, 0,
+                _buddy_address.data(), static_cast<int>(kAddressBytes), MPI_BYTE, _buddy, 0, comm, MPI_STATUS_IGNORE);
+  _server = std::thread([this] { serve(); });
+}
+
+BuddyLinks::~BuddyLinks() {
+  if (_to_buddy >= 0) ::close(_to_buddy);
+  const char stop = 1;
+  while (::write(_wake[1], &stop, 1) < 0 && errno == EINTR) {
+  }
+  _server.join();
+  for (const int fd : _clients) ::close(fd);
+  ::close(_listener);
+  ::close(_wake[0]);
+  ::close(_wake[1]);
+}
+
+void BuddyLinks::connect_to_buddy() {
+  std::uint16_t port = 0;
+  std::memcpy(&port, _buddy_address.data(), sizeof port);
+  const std::string host(reinterpret_cast<const char*>(_buddy_address.data() + sizeof port));
+  const std::string target = host == host_name() ? "127.0.0.1" : host;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(target.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || found == nullptr) {
+    fail("cannot resolve the buddy's host " + target);
+  }
+  _to_buddy = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool connected = _to_buddy >= 0 && ::connect(_to_buddy, found->ai_addr, found->ai_addrlen) == 0;
+  ::freeaddrinfo(found);
+  if (!connected) fail("cannot connect to the buddy (rank " + std::to_string(_buddy) + ") at " + target);
+  const int on = 1;
+  ::setsockopt(_to_buddy, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+void BuddyLinks::request(std::uint32_t kind, std::span<const std::byte> body) {
+  if (_to_buddy < 0) connect_to_buddy();
+  std::vector<std::byte> frame;
+  frame.reserve(kFrameHeaderBytes + body.size());
+  append_word(frame, (std::uint64_t{kind} << 32U) | static_cast<std::uint32_t>(_rank));
+  append_word(frame, body.size());
+  frame.insert(frame.end(), body.begin(), body.end());
+  std::byte ack{};
+  if (!write_all(_to_buddy, frame.data(), frame.size()) || !read_all(_to_buddy, &ack, 1)) {
+    fail("the buddy (rank " + std::to_string(_buddy) + ") did not acknowledge");
+  }
+  ++_batches_sent;
+}
+
+void BuddyLinks::store(std::span<const Event> events) {
+  std::vector<std::byte> body;
+  encode_events(events, body);
+  request(kStore, body);
+}
+
+void BuddyLinks::forget_before(std::uint64_t clock) {
+  std::vector<std::byte> body;
+  append_word(body, clock);
+  request(kForget, body);
+}
+
+std::vector<Event> BuddyLinks::held_for(int rank) const {
+  const std::lock_guard lock(_mutex);
+  const auto found = _held.find(rank);
+  return found == _held.end() ? std::vector<Event>{} : found->second;
+}
+
+bool BuddyLinks::answer(int fd) {
+  std::byte head[kFrameHeaderBytes];
+  if (!read_all(fd, head, sizeof head)) return false;
+  const std::uint64_t first = word_at(head, 0);
+  const auto kind = static_cast<std::uint32_t>(first >> 32U);
+  const auto rank = static_cast<int>(static_cast<std::uint32_t>(first));
+  std::vector<std::byte> body(word_at(head, sizeof(std::uint64_t)));
+  if (!read_all(fd, body.data(), body.size())) return false;
+  {
+    const std::lock_guard lock(_mutex);
+    auto& held = _held[rank];
+    if (kind == kStore) {
+      auto events = decode_events(body);
+      held.insert(held.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+    } else if (kind == kForget) {
+      const std::uint64_t clock = word_at(body, 0);
+      std::erase_if(held, [clock](const Event& event) { return event.clock < clock; });
+    }
+  }
+  const std::byte ack{1};
+  return write_all(fd, &ack, 1);
+}
+
+void BuddyLinks::serve() {
+  for (;;) {
+    std::vector<pollfd> watched{{_wake[0], POLLIN, 0}, {_listener, POLLIN, 0}};
+    for (const int fd : _clients) watched.push_back({fd, POLLIN, 0});
+    if (::poll(watched.data(), watched.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (watched[0].revents != 0) return;
+    if (watched[1].revents != 0) {
+      const int client = ::accept4(_listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client >= 0) _clients.push_back(client);
+    }
+    for (std::size_t i = 2; i < watched.size(); ++i) {
+      if (watched[i].revents == 0) continue;
+      bool kept = false;
+      try {
+        kept = answer(watched[i].fd);
+      } catch (const Error&) {
+        kept = false;
+      }
+      if (!kept) {
+        ::close(watched[i].fd);
+        std::erase(_clients, watched[i].fd);
+      }
+    }
+  }
+}
+
+}  // namespace reprise::detail

@@ -1,0 +1,70 @@
+#pragma once
+// Where a process's determinants are held: in the memory of its checkpoint
+// buddy (rank + 1 mod size of MPI_COMM_WORLD), which acknowledges each
+// batch. The batches travel over a TCP connection, outside MPI, to a thread
+// of the buddy blocked in poll(): the buddy answers whatever its
+// application thread is doing (blocked in MPI_Recv or in a collective), so
+// the sender's wait for the acknowledgement cannot deadlock, and MPI sees
+// no extra message. Addresses are exchanged once, at MPI_Init, on the
+// runtime's own communicator.
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "determinants.hpp"
+
+namespace reprise::detail {
+
+/// One process's end of the buddy links: the client that sends its own
+/// determinants to its buddy, and the server that holds those of the
+/// processes whose buddy it is.
+class BuddyLinks {
+ public:
+  /// Listens, exchanges addresses over `comm` (collective), starts the
+  /// server thread. The buddy of rank r is rank (r + 1) mod size.
+  explicit BuddyLinks(MPI_Comm comm);
+  ~BuddyLinks();
+  BuddyLinks(const BuddyLinks&) = delete;
+  BuddyLinks& operator=(const BuddyLinks&) = delete;
+
+  /// Sends `events` to the buddy and waits for its acknowledgement (the
+  /// first call connects). MpiError if the buddy cannot be reached.
+  void store(std::span<const Event> events);
+  /// Tells the buddy to drop this process's events before `clock` (a
+  /// checkpoint covers them), and waits for its acknowledgement.
+  void forget_before(std::uint64_t clock);
+
+  /// The events this process holds for `rank` (its predecessor), oldest first.
+  [[nodiscard]] std::vector<Event> held_for(int rank) const;
+  /// Batches this process sent to its buddy (each one acknowledged).
+  [[nodiscard]] std::uint64_t batches_sent() const noexcept { return _batches_sent; }
+  /// This process's buddy.
+  [[nodiscard]] int buddy() const noexcept { return _buddy; }
+
+ private:
+  void serve();
+  void connect_to_buddy();
+  void request(std::uint32_t kind, std::span<const std::byte> body);
+  bool answer(int fd);
+
+  int _rank = 0;
+  int _buddy = 0;
+  int _listener = -1;
+  int _wake[2] = {-1, -1};
+  int _to_buddy = -1;
+  std::vector<std::byte> _buddy_address;
+  std::uint64_t _batches_sent = 0;
+  mutable std::mutex _mutex;
+  std::map<int, std::vector<Event>> _held;
+  std::vector<int> _clients;
+  std::thread _server;
+};
+
+}  // namespace reprise::detail

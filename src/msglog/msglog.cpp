@@ -1,0 +1,57 @@
+// The C++ interface (include/reprise/msglog.hpp), over the process's Runtime.
+
+#include "reprise/msglog.hpp"
+
+#include "reprise/error.hpp"
+#include "runtime.hpp"
+
+#define REPRISE_MSGLOG_API __attribute__((visibility("default")))
+
+namespace reprise::msglog {
+
+namespace {
+detail::Runtime& runtime(const char* call) {
+  detail::Runtime* runtime = detail::Runtime::current();
+  if (runtime == nullptr) {
+    throw UsageError(std::string("reprise::msglog::") + call +
+                     ": the message log is not active (link or preload libreprise_msglog.so, between MPI_Init and "
+                     "MPI_Finalize)");
+  }
+  return *runtime;
+}
+}  // namespace
+
+REPRISE_MSGLOG_API bool active() noexcept { return detail::Runtime::current() != nullptr; }
+
+REPRISE_MSGLOG_API reprise_msglog_counters counters() noexcept {
+  const detail::Runtime* runtime = detail::Runtime::current();
+  return runtime == nullptr ? reprise_msglog_counters{} : runtime->counters();
+}
+
+REPRISE_MSGLOG_API std::vector<ChannelState> channel_states() {
+  std::vector<ChannelState> states;
+  runtime("channel_states").for_each_channel([&](const detail::ChannelKey& key, const detail::Channel& channel,
+                                                 std::size_t logged) {
+    ChannelState state;
+    state.communicator = key.communicator;
+    state.peer = key.peer;
+    state.next_to_send = channel.next_send;
+    state.consumed = channel.received.next();
+    state.consumed_out_of_order = channel.received.out_of_order();
+    state.logged_messages = logged;
+    states.push_back(std::move(state));
+  });
+  return states;
+}
+
+REPRISE_MSGLOG_API void mark_checkpoint() { runtime("mark_checkpoint").mark_checkpoint(); }
+
+REPRISE_MSGLOG_API void set_max_bytes(std::size_t bytes) { runtime("set_max_bytes").set_max_bytes(bytes); }
+
+REPRISE_MSGLOG_API void on_log_full(std::function<void(std::size_t, std::size_t)> hook) {
+  runtime("on_log_full").set_full_hook(std::move(hook));
+}
+
+REPRISE_MSGLOG_API std::size_t held_determinants(int rank) { return runtime("held_determinants").held_for(rank).size(); }
+
+}  // namespace reprise::msglog

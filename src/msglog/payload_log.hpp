@@ -1,0 +1,90 @@
+#pragma once
+// The sender-based payload log: a copy of every application message this
+// process sent, [header | packed payload], which is also the buffer that
+// goes on the wire. Entries stay until the receiver's checkpoint has
+// consumed them (drop_consumed), within a byte bound the runtime enforces.
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "sequence.hpp"
+
+namespace reprise::detail {
+
+/// The sequence number type of the wire format.
+using Sequence = std::uint32_t;
+
+/// The header every logged message starts with, on the wire and in the log.
+struct WireHeader {
+  std::uint64_t communicator = 0;  ///< the communicator's key, the same in every member
+  Sequence sequence = 0;           ///< the number of the message on its channel
+};
+
+/// Bytes of a header on the wire (no padding: the payload follows at once).
+inline constexpr std::size_t kWireHeaderBytes = sizeof(std::uint64_t) + sizeof(Sequence);
+
+/// Writes `header` into the first kWireHeaderBytes of `out`.
+void write_header(std::byte* out, const WireHeader& header) noexcept;
+/// Reads the header at the start of `in`.
+[[nodiscard]] WireHeader read_header(const std::byte* in) noexcept;
+
+/// A channel: a communicator's key and the peer's rank in it.
+struct ChannelKey {
+  std::uint64_t communicator = 0;
+  int peer = 0;
+  friend bool operator==(const ChannelKey&, const ChannelKey&) = default;
+};
+
+/// Hash of a ChannelKey, for the channel tables.
+struct ChannelKeyHash {
+  std::size_t operator()(const ChannelKey& key) const noexcept;
+};
+
+/// One logged message. Shared: a send still in flight holds its entry, so
+/// the wire buffer outlives a garbage collection that drops it from the log.
+struct LogEntry {
+  Sequence sequence = 0;
+  int tag = 0;
+  std::unique_ptr<std::byte[]> bytes;  ///< header, then the packed payload (not zeroed first)
+  std::size_t size = 0;                ///< bytes used of `bytes`
+};
+
+/// The log of every channel this process sends on, with its byte count.
+class PayloadLog {
+ public:
+  /// Adds `entry`, sent on `channel`; returns it (shared with the send).
+  std::shared_ptr<const LogEntry> append(const ChannelKey& channel, LogEntry entry);
+
+  /// Drops the entries of `channel` that the receiver consumed: numbers
+  /// before `watermark`, and those of `out_of_order`. Returns the bytes freed.
+  std::size_t drop_consumed(const ChannelKey& channel, Sequence watermark, std::span<const Sequence> out_of_order);
+
+  /// Drops the oldest entries, channel by channel, until `bytes` are freed
+  /// (or the log is empty); returns the bytes freed.
+  std::size_t discard_oldest(std::size_t bytes);
+
+  /// How many entries of `channel` are held.
+  [[nodiscard]] std::size_t count(const ChannelKey& channel) const;
+  /// The entries of `channel` still held, oldest first.
+  [[nodiscard]] std::vector<std::shared_ptr<const LogEntry>> entries(const ChannelKey& channel) const;
+  /// Calls `visit` once per channel with entries held.
+  void for_each_channel(const std::function<void(const ChannelKey&, std::size_t entries)>& visit) const;
+
+  /// Bytes the log holds now (headers included).
+  [[nodiscard]] std::size_t bytes() const noexcept { return _bytes; }
+  /// Most bytes it held at once.
+  [[nodiscard]] std::size_t peak_bytes() const noexcept { return _peak_bytes; }
+
+ private:
+  std::unordered_map<ChannelKey, std::deque<std::shared_ptr<const LogEntry>>, ChannelKeyHash> _channels;
+  std::size_t _bytes = 0;
+  std::size_t _peak_bytes = 0;
+};
+
+}  // namespace reprise::detail
