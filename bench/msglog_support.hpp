@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -184,13 +185,18 @@ inline std::string json_or_null(bool known, double value, const char* format = "
 inline std::string json_or_null(bool known, std::uint64_t value) { return known ? std::to_string(value) : "null"; }
 
 /// The main of a message-log benchmark: MPI_Init (not MPI_Init_thread: the
-/// log refuses MPI_THREAD_MULTIPLE), the outcome for scripts/reprise-run,
+/// log refuses MPI_THREAD_MULTIPLE), after setting REPRISE_MSGLOG_WHEN_FULL
+/// to discard unless the caller set it (the benchmarks take no checkpoint,
+/// so the log only grows: at its bound it drops its oldest entries instead
+/// of failing the send; every message is still copied into it), the
+/// outcome for scripts/reprise-run,
 /// `--help`, `parse(argc, argv)` (a BadOption: usage, exit 2) and
 /// `run(options, logged)` (any other exception: exit 1), where `logged`
 /// says whether the log is active in every process; if not, process 0 says
 /// so on stderr.
 template <class Parse, class Run>
 int run_msglog_main(const char* name, const char* usage, int argc, char** argv, Parse parse, Run run) {
+  ::setenv("REPRISE_MSGLOG_WHEN_FULL", "discard", 0);
   MPI_Init(&argc, &argv);
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

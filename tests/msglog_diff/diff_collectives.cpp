@@ -1,7 +1,8 @@
 // The common collectives on MPI_COMM_WORLD, each result digested: Barrier,
 // Bcast (of a derived datatype too), Reduce and Allreduce (predefined ops,
 // MPI_MAXLOC, a user-defined op, MPI_IN_PLACE), Gather(v), Scatter(v),
-// Allgather(v), Alltoall(v), Scan, and a zero-count Allreduce; with a ring
+// Allgather(v), Alltoall(v), Alltoallw, Scan, Exscan, Reduce_scatter(_block),
+// and a zero-count Allreduce; with a ring
 // of point-to-point messages between them, so that collectives and
 // application messages interleave. Reductions use integers and doubles
 // whose sums are exact, so the order of a reduction cannot show.
@@ -82,6 +83,21 @@ void reductions(Transcript& t) {
   MPI_Scan(&one, &scan, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   t.line("scan", scan);
   t.check(scan == (t.rank() + 1) * (t.rank() + 2) / 2, "scan of 1..rank+1");
+  int exscan = -1;
+  MPI_Exscan(&one, &exscan, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (t.rank() > 0) t.line("exscan", exscan);  // undefined on process 0
+
+  // Process r gets r + 1 of the sums (Reduce_scatter) or 3 (the _block form).
+  const auto size = static_cast<std::size_t>(t.size());
+  std::vector<int> counts(size);
+  for (std::size_t r = 0; r < size; ++r) counts[r] = static_cast<int>(r) + 1;
+  const auto many = msglog_diff::pattern(t.rank() + 5, 3 * size + size * (size + 1) / 2);
+  std::vector<int> share(size + 3, -1);
+  MPI_Reduce_scatter(many.data(), share.data(), counts.data(), MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  t.bytes("reduce_scatter", share.data(), share.size() * sizeof(int));
+  std::fill(share.begin(), share.end(), -1);
+  MPI_Reduce_scatter_block(many.data(), share.data(), 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  t.bytes("reduce_scatter_block", share.data(), share.size() * sizeof(int));
 }
 
 void gathers_and_scatters(Transcript& t) {
@@ -144,6 +160,27 @@ void all_to_all(Transcript& t) {
   MPI_Alltoallv(out.data(), send_counts.data(), send_displacements.data(), MPI_INT, in.data(), receive_counts.data(),
                 receive_displacements.data(), MPI_INT, MPI_COMM_WORLD);
   t.bytes("alltoallv", in.data(), in.size() * sizeof(int));
+  // Alltoallw: to process r, one int for even r, a pair of ints (a derived
+  // type) for odd r; displacements in bytes.
+  MPI_Datatype pair = MPI_DATATYPE_NULL;
+  MPI_Type_contiguous(2, MPI_INT, &pair);
+  MPI_Type_commit(&pair);
+  std::vector<MPI_Datatype> send_types(send_counts.size());
+  std::vector<MPI_Datatype> receive_types(send_counts.size());
+  for (int r = 0; r < size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    send_counts[i] = 1;
+    receive_counts[i] = 1;
+    send_types[i] = r % 2 == 0 ? MPI_INT : pair;
+    receive_types[i] = t.rank() % 2 == 0 ? MPI_INT : pair;
+    send_displacements[i] = 3 * r * static_cast<int>(sizeof(int));
+    receive_displacements[i] = 3 * r * static_cast<int>(sizeof(int));
+  }
+  std::fill(in.begin(), in.end(), -1);
+  MPI_Alltoallw(out.data(), send_counts.data(), send_displacements.data(), send_types.data(), in.data(),
+                receive_counts.data(), receive_displacements.data(), receive_types.data(), MPI_COMM_WORLD);
+  t.bytes("alltoallw", in.data(), in.size() * sizeof(int));
+  MPI_Type_free(&pair);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Communicators an application makes (MPI_Comm_dup, MPI_Comm_split, with
-// MPI_UNDEFINED too, MPI_Comm_create from a group) and messages on them:
+// MPI_UNDEFINED too, MPI_Comm_split_type, MPI_Comm_create from a group,
+// MPI_Cart_create and MPI_Cart_sub) and messages on them:
 // ranks, sizes, comparisons, group translation, wildcard receives, the same
 // tag on two communicators kept apart, a collective on each, the largest
 // tag MPI_TAG_UB allows, then MPI_Comm_free.
@@ -98,6 +99,27 @@ void largest_tag(Transcript& t, MPI_Comm comm) {
   t.check(status.MPI_TAG == *tag_ub, "the status carries the largest tag");
 }
 
+/// Coordinates and the neighbours MPI_Cart_shift names along each
+/// dimension, and a value exchanged with them.
+void cart_neighbours(Transcript& t, MPI_Comm grid) {
+  int rank = 0;
+  MPI_Comm_rank(grid, &rank);
+  std::array<int, 2> coordinates{};
+  MPI_Cart_coords(grid, rank, 2, coordinates.data());
+  for (int dimension = 0; dimension < 2; ++dimension) {
+    int source = 0;
+    int destination = 0;
+    MPI_Cart_shift(grid, dimension, 1, &source, &destination);
+    const int value = t.rank() * 10 + dimension;
+    int received = -1;
+    auto status = msglog_diff::blank_status();
+    MPI_Sendrecv(&value, 1, MPI_INT, destination, 9, &received, 1, MPI_INT, source, 9, grid, &status);
+    t.line("cart_shift", "coordinates", coordinates[0], coordinates[1], "dimension", dimension, "source", source,
+           "destination", destination, "received", received);
+    t.status("cart_shift", status, MPI_INT);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,12 +154,32 @@ int main(int argc, char** argv) {
     MPI_Group_free(&without_first);
     MPI_Group_free(&world_group);
 
+    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    describe(t, "split_type_shared", node);
+    ring(t, "split_type_shared", node);
+
+    // A periodic 2 x (size/2) grid (1 x size for an odd size), its neighbours
+    // by MPI_Cart_shift, and its rows by MPI_Cart_sub.
+    std::array<int, 2> dims{t.size() % 2 == 0 ? 2 : 1, 0};
+    MPI_Dims_create(t.size(), 2, dims.data());
+    const std::array<int, 2> periodic{1, 1};
+    MPI_Comm grid = MPI_COMM_NULL;
+    MPI_Cart_create(MPI_COMM_WORLD, 2, dims.data(), periodic.data(), 0, &grid);
+    describe(t, "cart", grid);
+    cart_neighbours(t, grid);
+    const std::array<int, 2> keep_row{0, 1};
+    MPI_Comm row = MPI_COMM_NULL;
+    MPI_Cart_sub(grid, keep_row.data(), &row);
+    describe(t, "cart_sub_row", row);
+    ring(t, "cart_sub_row", row);
+
     MPI_Comm dup_of_split = MPI_COMM_NULL;
     MPI_Comm_dup(halves, &dup_of_split);
     describe(t, "dup_of_split", dup_of_split);
     ring(t, "dup_of_split", dup_of_split);
 
-    for (MPI_Comm* comm : {&dup, &halves, &without_last, &created, &dup_of_split}) {
+    for (MPI_Comm* comm : {&dup, &halves, &without_last, &created, &node, &grid, &row, &dup_of_split}) {
       if (*comm != MPI_COMM_NULL) MPI_Comm_free(comm);
       t.check(*comm == MPI_COMM_NULL, "MPI_Comm_free");
     }
