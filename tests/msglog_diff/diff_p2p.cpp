@@ -1,9 +1,9 @@
 // Point-to-point as an application sees it: blocking, non-blocking and
 // persistent sends and receives around a ring of processes, MPI_ANY_SOURCE
 // and MPI_ANY_TAG, zero-byte and rendezvous-sized messages, non-contiguous
-// derived datatypes, truncation with MPI_ERRORS_RETURN, MPI_Get_count and
-// MPI_Get_elements on partial elements, Sendrecv, Sendrecv_replace and
-// MPI_PROC_NULL. Every receive's status and data go to the transcript.
+// derived datatypes, MPI_Get_count and MPI_Get_elements on partial
+// elements, Sendrecv, Sendrecv_replace and MPI_PROC_NULL (truncation is
+// diff_truncation's). Every receive's status and data go to the transcript.
 
 #include <algorithm>
 #include <array>
@@ -241,51 +241,6 @@ void derived_types(Transcript& t) {
   MPI_Type_free(&raw_item);
 }
 
-/// A message longer than the receive buffer, on a communicator returning
-/// errors: MPI_Recv, MPI_Wait, and MPI_Waitall (MPI_ERR_IN_STATUS) each
-/// report MPI_ERR_TRUNCATE with the sender and the tag in the status.
-void truncation(Transcript& t) {
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  const int next = msglog_diff::next_of(t.rank(), t.size());
-  const int previous = msglog_diff::previous_of(t.rank(), t.size());
-  const auto out = msglog_diff::pattern(t.rank() + 110, 10);
-  std::array<MPI_Request, 4> sends{};
-  for (int i = 0; i < 4; ++i) {
-    MPI_Isend(out.data(), 10, MPI_INT, next, 110 + i, comm, &sends[static_cast<std::size_t>(i)]);
-  }
-  std::vector<int> in(10, -1);
-  auto status = msglog_diff::blank_status();
-  int code = MPI_Recv(in.data(), 4, MPI_INT, previous, 110, comm, &status);
-  t.line("recv_truncated", "class", msglog_diff::error_class(code));
-  t.check(msglog_diff::error_class(code) == MPI_ERR_TRUNCATE, "MPI_Recv reports MPI_ERR_TRUNCATE");
-  t.status("recv_truncated", status, MPI_INT);
-  t.bytes("data", in.data(), in.size() * sizeof(int));
-
-  MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Irecv(in.data(), 3, MPI_INT, previous, 111, comm, &request);
-  status = msglog_diff::blank_status();
-  code = MPI_Wait(&request, &status);
-  t.line("wait_truncated", "class", msglog_diff::error_class(code), "freed", request == MPI_REQUEST_NULL);
-  t.status("wait_truncated", status, MPI_INT);
-
-  std::array<int, 10> whole{};
-  std::array<MPI_Request, 2> requests{};
-  MPI_Irecv(whole.data(), 10, MPI_INT, previous, 112, comm, &requests[0]);
-  MPI_Irecv(in.data(), 2, MPI_INT, previous, 113, comm, &requests[1]);
-  std::array<MPI_Status, 2> statuses{msglog_diff::blank_status(), msglog_diff::blank_status()};
-  code = MPI_Waitall(2, requests.data(), statuses.data());
-  t.line("waitall_truncated", "class", msglog_diff::error_class(code), "errors",
-         msglog_diff::error_class(statuses[0].MPI_ERROR), msglog_diff::error_class(statuses[1].MPI_ERROR));
-  t.check(msglog_diff::error_class(code) == MPI_ERR_IN_STATUS, "MPI_Waitall reports MPI_ERR_IN_STATUS");
-  t.status("waitall_whole", statuses[0], MPI_INT);
-  t.status("waitall_truncated", statuses[1], MPI_INT);
-  t.bytes("data", whole.data(), sizeof(whole));
-  MPI_Waitall(4, sends.data(), MPI_STATUSES_IGNORE);
-  MPI_Comm_free(&comm);
-}
-
 /// MPI_Get_count and MPI_Get_elements on a message that is not a whole
 /// number of the receive type: 5 ints into pairs of ints.
 void partial_elements(Transcript& t) {
@@ -356,7 +311,6 @@ int main(int argc, char** argv) {
     nonblocking(t, true);
     persistent(t);
     derived_types(t);
-    truncation(t);
     partial_elements(t);
     sendrecv(t);
   });
