@@ -1,5 +1,6 @@
 #include "determinants.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -77,6 +78,8 @@ std::vector<Event> DeterminantLog::take_pending() {
     _pending.push_back(std::move(*_run));
     _run.reset();
     ++_delivery_events;
+    std::stable_sort(_pending.begin(), _pending.end(),
+                     [](const Event& a, const Event& b) { return a.clock < b.clock; });
   }
   return std::exchange(_pending, {});
 }

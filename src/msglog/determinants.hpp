@@ -53,8 +53,8 @@ class DeterminantLog {
 
   /// Whether anything must reach the buddy before the next send.
   [[nodiscard]] bool has_pending() const noexcept { return !_pending.empty() || _run.has_value(); }
-  /// The events to send to the buddy, an open run closed into one event
-  /// (the next failure opens a new run); nothing stays pending.
+  /// The events to send to the buddy in clock order, an open run closed
+  /// into one event (the next failure opens a new run); nothing stays pending.
   [[nodiscard]] std::vector<Event> take_pending();
   /// Forgets everything pending (a checkpoint covers it).
   void clear_pending() noexcept;

@@ -282,6 +282,7 @@ Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record) const {
     // Small: into a staging buffer [header | packed payload], unpacked at completion.
     const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
     record.staging = std::make_unique_for_overwrite<std::byte[]>(capacity);
+    record.capacity = capacity;
     record.staged = true;
     return ReceiveTarget{.buffer = record.staging.get(), .count = static_cast<int>(capacity), .type = MPI_PACKED, .owned_type = false};
   }
@@ -289,6 +290,7 @@ Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record) const {
   // the header (its own small buffer) followed by the buffer, at absolute
   // addresses: no copy, and MPI itself truncates and counts as without the log.
   record.staging = std::make_unique_for_overwrite<std::byte[]>(kWireHeaderBytes);
+  record.capacity = kWireHeaderBytes;
   record.staged = false;
   int lengths[2] = {static_cast<int>(kWireHeaderBytes), record.count};
   MPI_Aint displacements[2] = {0, 0};
@@ -339,7 +341,9 @@ void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
                    MPI_ERR_INTERN);
   }
   const MPI_Count payload = bytes - static_cast<MPI_Count>(kWireHeaderBytes);
-  if (record.staged) unpack(record, payload);
+  // A truncated message counts what was sent, as without the log; only
+  // what the staging buffer holds is unpacked.
+  if (record.staged) unpack(record, std::min(payload, static_cast<MPI_Count>(record.capacity - kWireHeaderBytes)));
   set_payload(status, payload);
   record.staging.reset();
   channel(header.communicator, status.MPI_SOURCE).received.consume(header.sequence);

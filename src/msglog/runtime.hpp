@@ -63,6 +63,7 @@ struct RequestRecord {
   // The active operation.
   std::shared_ptr<const LogEntry> entry;        ///< a send's log entry (its wire buffer)
   std::unique_ptr<std::byte[]> staging;         ///< a receive's [header | packed payload], or the header alone
+  std::size_t capacity = 0;                     ///< bytes of `staging`
   bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
   bool matched_already = false;                 ///< an MPI_Imrecv: its probe logged the match
 };

@@ -1,0 +1,589 @@
+// The message log with real processes (libreprise_msglog.so linked in
+// front of MPI): which events each pattern logs, what the application sees
+// of statuses, counts and truncation, the garbage collection over 1000
+// checkpoints, the log's bound, and the refusal of uncovered calls.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reprise/msglog.h"
+#include "reprise/msglog.hpp"
+
+namespace {
+
+int rank_of(MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  return rank;
+}
+
+int size_of(MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  return size;
+}
+
+/// This process's place in a ring over `comm`.
+struct Ring {
+  int me = 0;
+  int size = 1;
+  int next = 0;
+  int previous = 0;
+};
+
+Ring ring_of(MPI_Comm comm) {
+  Ring ring;
+  ring.me = rank_of(comm);
+  ring.size = size_of(comm);
+  ring.next = (ring.me + 1) % ring.size;
+  ring.previous = (ring.me + ring.size - 1) % ring.size;
+  return ring;
+}
+
+/// A duplicate of world whose errors come back as return codes.
+class Returning {
+ public:
+  Returning() {
+    MPI_Comm_dup(MPI_COMM_WORLD, &_comm);
+    MPI_Comm_set_errhandler(_comm, MPI_ERRORS_RETURN);
+  }
+  ~Returning() { MPI_Comm_free(&_comm); }
+  Returning(const Returning&) = delete;
+  Returning& operator=(const Returning&) = delete;
+  [[nodiscard]] MPI_Comm comm() const { return _comm; }
+
+ private:
+  MPI_Comm _comm = MPI_COMM_NULL;
+};
+
+int error_class(int code) {
+  int cls = 0;
+  MPI_Error_class(code, &cls);
+  return cls;
+}
+
+/// Runs `call` with world's errors returned, and checks it failed with
+/// `expected` and a line naming it (and saying `why`, if given).
+void expect_refused(const char* name, const std::function<int()>& call, int expected = MPI_ERR_UNSUPPORTED_OPERATION,
+                    const std::string& why = "") {
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  testing::internal::CaptureStderr();
+  const int code = call();
+  const std::string said = testing::internal::GetCapturedStderr();
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  EXPECT_EQ(error_class(code), expected) << name;
+  EXPECT_NE(said.find(std::string("reprise msglog: ") + name + ": " + why), std::string::npos) << said;
+}
+
+TEST(MsglogMpi, IsActiveAndInterposed) {
+  ASSERT_TRUE(reprise::msglog::active());
+  reprise_msglog_counters before{};
+  ASSERT_EQ(reprise_msglog_get_counters(&before), 0);
+  const int me = rank_of(MPI_COMM_WORLD);
+  const int size = size_of(MPI_COMM_WORLD);
+  int value = me;
+  int got = -1;
+  MPI_Sendrecv(&value, 1, MPI_INT, (me + 1) % size, 0, &got, 1, MPI_INT, (me + size - 1) % size, 0, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+  EXPECT_EQ(got, (me + size - 1) % size);
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.messages_sent, before.messages_sent + 1);
+  EXPECT_EQ(after.messages_received, before.messages_received + 1);
+  EXPECT_EQ(after.bytes_logged, before.bytes_logged + sizeof(int));
+}
+
+TEST(MsglogMpi, DeterministicPatternsLogNoEventAndSendNothingToTheBuddy) {
+  reprise::msglog::mark_checkpoint();
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  std::vector<double> out(1000, me);
+  std::vector<double> in(1000);
+  // Blocking, non-blocking, Sendrecv, persistent, a Wait, a collective, and a Waitany over one request.
+  for (int round = 0; round < 3; ++round) {
+    if (me % 2 == 0) {
+      MPI_Send(out.data(), 10, MPI_DOUBLE, next, 1, MPI_COMM_WORLD);
+      MPI_Recv(in.data(), 10, MPI_DOUBLE, previous, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(in.data(), 10, MPI_DOUBLE, previous, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(out.data(), 10, MPI_DOUBLE, next, 1, MPI_COMM_WORLD);
+    }
+    MPI_Request requests[2];
+    MPI_Irecv(in.data(), 1000, MPI_DOUBLE, previous, 2, MPI_COMM_WORLD, &requests[0]);
+    MPI_Isend(out.data(), 1000, MPI_DOUBLE, next, 2, MPI_COMM_WORLD, &requests[1]);
+    MPI_Waitall(2, requests, MPI_STATUSES_IGNORE);
+    EXPECT_EQ(in[999], previous);
+    MPI_Sendrecv(out.data(), 5, MPI_DOUBLE, next, 3, in.data(), 5, MPI_DOUBLE, previous, 3, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    MPI_Request persistent[2];
+    MPI_Recv_init(in.data(), 7, MPI_DOUBLE, previous, 4, MPI_COMM_WORLD, &persistent[0]);
+    MPI_Send_init(out.data(), 7, MPI_DOUBLE, next, 4, MPI_COMM_WORLD, &persistent[1]);
+    for (int start = 0; start < 2; ++start) {
+      MPI_Startall(2, persistent);
+      MPI_Waitall(2, persistent, MPI_STATUSES_IGNORE);
+    }
+    MPI_Request_free(&persistent[0]);
+    MPI_Request_free(&persistent[1]);
+    MPI_Request single = MPI_REQUEST_NULL;
+    MPI_Irecv(in.data(), 1, MPI_DOUBLE, previous, 5, MPI_COMM_WORLD, &single);
+    MPI_Send(out.data(), 1, MPI_DOUBLE, next, 5, MPI_COMM_WORLD);
+    int index = -1;
+    MPI_Waitany(1, &single, &index, MPI_STATUS_IGNORE);
+    EXPECT_EQ(index, 0);
+    double sum = 0;
+    const double one = 1;
+    MPI_Allreduce(&one, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    EXPECT_EQ(sum, size);
+  }
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.events_matching, before.events_matching);
+  EXPECT_EQ(after.events_delivery, before.events_delivery);
+  // Per round: 1 + 1 + 1 + 2 + 1 messages.
+  EXPECT_EQ(after.messages_logged - before.messages_logged, 3U * 6U);
+  EXPECT_EQ(after.messages_received - before.messages_received, 3U * 6U);
+  EXPECT_EQ(after.bytes_logged - before.bytes_logged, 3U * (10U + 1000U + 5U + 14U + 1U) * sizeof(double));
+  EXPECT_EQ(reprise::msglog::held_determinants(previous), 0U);
+}
+
+TEST(MsglogMpi, AnySourceLogsOneMatchingEventPerReception) {
+  reprise::msglog::mark_checkpoint();
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  const int me = rank_of(MPI_COMM_WORLD);
+  const int size = size_of(MPI_COMM_WORLD);
+  constexpr int kPerPeer = 4;
+  if (me == 0) {
+    std::vector<int> from(static_cast<std::size_t>(size), 0);
+    for (int i = 0; i < kPerPeer * (size - 1); ++i) {
+      int value = -1;
+      MPI_Status status;
+      MPI_Recv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 9, MPI_COMM_WORLD, &status);
+      EXPECT_EQ(value, status.MPI_SOURCE * 100 + from[static_cast<std::size_t>(status.MPI_SOURCE)]++);
+    }
+  } else {
+    for (int i = 0; i < kPerPeer; ++i) {
+      const int value = me * 100 + i;
+      MPI_Send(&value, 1, MPI_INT, 0, 9, MPI_COMM_WORLD);
+    }
+  }
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  const std::uint64_t expected = me == 0 ? static_cast<std::uint64_t>(kPerPeer * (size - 1)) : 0U;
+  EXPECT_EQ(after.events_matching - before.events_matching, expected);
+  EXPECT_EQ(after.events_delivery, before.events_delivery);
+  // The barrier is a collective: process 0's events reach its buddy, rank 1, first.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 1) {
+    EXPECT_EQ(reprise::msglog::held_determinants(0), static_cast<std::size_t>(kPerPeer * (size - 1)));
+  }
+  reprise::msglog::mark_checkpoint();
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 1) {
+    EXPECT_EQ(reprise::msglog::held_determinants(0), 0U) << "the checkpoint covers them";
+  }
+}
+
+TEST(MsglogMpi, TestsThatFailAreMergedIntoTheirSuccess) {
+  reprise::msglog::mark_checkpoint();
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  const int me = rank_of(MPI_COMM_WORLD);
+  int value = 0;
+  std::uint64_t expected = 0;
+  if (me == 0) {
+    // A first test fails for sure (rank 1 sends only when told to); the
+    // message telling it is a send, so that run of one failure is flushed
+    // as an event; the next run ends in the success: a second event.
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Irecv(&value, 1, MPI_INT, 1, 3, MPI_COMM_WORLD, &request);
+    int flag = 0;
+    int index = -1;
+    MPI_Testany(1, &request, &index, &flag, MPI_STATUS_IGNORE);
+    ASSERT_EQ(flag, 0);
+    const int go = 1;
+    MPI_Send(&go, 1, MPI_INT, 1, 2, MPI_COMM_WORLD);
+    while (flag == 0) MPI_Testany(1, &request, &index, &flag, MPI_STATUS_IGNORE);
+    EXPECT_EQ(value, 42);
+    // Waitany over two active requests: a choice, a third event.
+    int values[2] = {0, 0};
+    MPI_Request two[2];
+    MPI_Irecv(&values[0], 1, MPI_INT, 1, 4, MPI_COMM_WORLD, &two[0]);
+    MPI_Irecv(&values[1], 1, MPI_INT, 1, 5, MPI_COMM_WORLD, &two[1]);
+    MPI_Waitany(2, two, &index, MPI_STATUS_IGNORE);
+    MPI_Wait(&two[1 - index], MPI_STATUS_IGNORE);
+    EXPECT_EQ(values[0] + values[1], 9);
+    expected = 3;
+  } else if (me == 1) {
+    int go = 0;
+    MPI_Recv(&go, 1, MPI_INT, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    value = 42;
+    MPI_Send(&value, 1, MPI_INT, 0, 3, MPI_COMM_WORLD);
+    const int four = 4;
+    const int five = 5;
+    MPI_Send(&four, 1, MPI_INT, 0, 4, MPI_COMM_WORLD);
+    MPI_Send(&five, 1, MPI_INT, 0, 5, MPI_COMM_WORLD);
+  }
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.events_delivery - before.events_delivery, expected);
+  EXPECT_EQ(after.events_matching, before.events_matching);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (me == 1) {
+    EXPECT_EQ(reprise::msglog::held_determinants(0), 3U) << "flushed at the send and at the barrier";
+  }
+}
+
+TEST(MsglogMpi, IprobeFailuresAreOneEvent) {
+  reprise::msglog::mark_checkpoint();
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  const int me = rank_of(MPI_COMM_WORLD);
+  const int size = size_of(MPI_COMM_WORLD);
+  if (me == 0) {
+    int flag = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, &flag, &status);
+    ASSERT_EQ(flag, 0) << "nobody sent yet";
+    MPI_Bcast(&flag, 1, MPI_INT, 0, MPI_COMM_WORLD);  // a collective: the run of one failure is flushed
+    while (flag == 0) MPI_Iprobe(MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, &flag, &status);
+    int count = 0;
+    MPI_Get_count(&status, MPI_INT, &count);
+    EXPECT_EQ(count, 3);
+    int values[3];
+    MPI_Recv(values, 3, MPI_INT, status.MPI_SOURCE, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    EXPECT_EQ(values[2], status.MPI_SOURCE);
+  } else {
+    int flag = 0;
+    MPI_Bcast(&flag, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (me == size - 1) {
+      const int values[3] = {me, me, me};
+      MPI_Send(values, 3, MPI_INT, 0, 7, MPI_COMM_WORLD);
+    }
+  }
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.events_delivery - before.events_delivery, me == 0 ? 2U : 0U);
+  EXPECT_EQ(after.events_matching, before.events_matching) << "the receive names its source";
+}
+
+TEST(MsglogMpi, StatusesCountsAndDatatypesAsWithoutTheLog) {
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  // Both receive paths: staged (small) and straight into the buffer (large).
+  for (const int n : {6, 6000}) {
+    std::vector<int> out(static_cast<std::size_t>(n));
+    std::iota(out.begin(), out.end(), me * 100000);
+    // 1. Fewer elements than the buffer holds: count, elements, source, tag.
+    std::vector<int> in(static_cast<std::size_t>(2 * n), -1);
+    MPI_Status status;
+    MPI_Sendrecv(out.data(), n, MPI_INT, next, 11, in.data(), 2 * n, MPI_INT, MPI_ANY_SOURCE, MPI_ANY_TAG,
+                 MPI_COMM_WORLD, &status);
+    int count = 0;
+    MPI_Get_count(&status, MPI_INT, &count);
+    EXPECT_EQ(count, n);
+    MPI_Get_elements(&status, MPI_INT, &count);
+    EXPECT_EQ(count, n);
+    EXPECT_EQ(status.MPI_SOURCE, previous);
+    EXPECT_EQ(status.MPI_TAG, 11);
+    EXPECT_EQ(in[static_cast<std::size_t>(n - 1)], previous * 100000 + n - 1);
+    EXPECT_EQ(in[static_cast<std::size_t>(n)], -1);
+    // 2. A strided type on the receive side: every other int, gaps untouched.
+    MPI_Datatype strided = MPI_DATATYPE_NULL;
+    MPI_Type_vector(n, 1, 2, MPI_INT, &strided);
+    MPI_Type_commit(&strided);
+    std::fill(in.begin(), in.end(), -1);
+    MPI_Sendrecv(out.data(), n, MPI_INT, next, 12, in.data(), 1, strided, previous, 12, MPI_COMM_WORLD, &status);
+    MPI_Get_count(&status, strided, &count);
+    EXPECT_EQ(count, 1);
+    EXPECT_EQ(in[2], previous * 100000 + 1);
+    EXPECT_EQ(in[1], -1);
+    EXPECT_EQ(in[static_cast<std::size_t>(2 * n - 2)], previous * 100000 + n - 1);
+    MPI_Type_free(&strided);
+    // 3. A partial element: 2n+1 ints into pairs; Get_count says undefined,
+    //    Get_elements the ints, and the pair's second int is left alone.
+    std::vector<int> odd(static_cast<std::size_t>(2 * n + 1), me);
+    MPI_Datatype pair = MPI_DATATYPE_NULL;
+    MPI_Type_contiguous(2, MPI_INT, &pair);
+    MPI_Type_commit(&pair);
+    std::fill(in.begin(), in.end(), -1);
+    in.resize(static_cast<std::size_t>(2 * n + 2), -1);
+    MPI_Sendrecv(odd.data(), 2 * n + 1, MPI_INT, next, 13, in.data(), n + 1, pair, previous, 13, MPI_COMM_WORLD,
+                 &status);
+    MPI_Get_count(&status, pair, &count);
+    EXPECT_EQ(count, MPI_UNDEFINED);
+    MPI_Get_elements(&status, pair, &count);
+    EXPECT_EQ(count, 2 * n + 1);
+    EXPECT_EQ(in[static_cast<std::size_t>(2 * n)], previous);
+    EXPECT_EQ(in[static_cast<std::size_t>(2 * n + 1)], -1);
+    MPI_Type_free(&pair);
+    // 4. A probe counts the payload only.
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Isend(out.data(), n, MPI_INT, next, 14, MPI_COMM_WORLD, &request);
+    MPI_Probe(previous, 14, MPI_COMM_WORLD, &status);
+    MPI_Get_count(&status, MPI_INT, &count);
+    EXPECT_EQ(count, n);
+    MPI_Recv(in.data(), n, MPI_INT, previous, 14, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+}
+
+TEST(MsglogMpi, TruncationAsWithoutTheLog) {
+  const Returning returning;
+  const MPI_Comm comm = returning.comm();
+  const int me = rank_of(comm);
+  const int size = size_of(comm);
+  for (const int n : {10, 10000}) {
+    std::vector<int> out(static_cast<std::size_t>(n));
+    std::iota(out.begin(), out.end(), 0);
+    std::vector<int> in(static_cast<std::size_t>(n), -1);
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Isend(out.data(), n, MPI_INT, (me + 1) % size, 0, comm, &request);
+    MPI_Status status;
+    const int code = MPI_Recv(in.data(), n / 2, MPI_INT, (me + size - 1) % size, 0, comm, &status);
+    EXPECT_EQ(error_class(code), MPI_ERR_TRUNCATE);
+    EXPECT_EQ(in[static_cast<std::size_t>(n / 2 - 1)], n / 2 - 1);
+    EXPECT_EQ(in[static_cast<std::size_t>(n / 2)], -1);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  }
+}
+
+TEST(MsglogMpi, MatchedProbeAndReceive) {
+  reprise::msglog::mark_checkpoint();
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  const int me = rank_of(MPI_COMM_WORLD);
+  const int size = size_of(MPI_COMM_WORLD);
+  const int value = me + 1000;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Isend(&value, 1, MPI_INT, (me + 1) % size, 21, MPI_COMM_WORLD, &request);
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  MPI_Mprobe(MPI_ANY_SOURCE, 21, MPI_COMM_WORLD, &message, &status);
+  int count = 0;
+  MPI_Get_count(&status, MPI_INT, &count);
+  EXPECT_EQ(count, 1);
+  int got = -1;
+  MPI_Mrecv(&got, 1, MPI_INT, &message, &status);
+  EXPECT_EQ(got, (me + size - 1) % size + 1000);
+  EXPECT_EQ(status.MPI_SOURCE, (me + size - 1) % size);
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.events_delivery - before.events_delivery, 1U) << "the probe's match";
+  EXPECT_EQ(after.events_matching, before.events_matching) << "the receive took the probed message";
+}
+
+TEST(MsglogMpi, ChildCommunicatorsHaveTheSameKeyInEveryMember) {
+  const int me = rank_of(MPI_COMM_WORLD);
+  std::vector<std::uint64_t> older;
+  for (const auto& channel : reprise::msglog::channel_states()) older.push_back(channel.communicator);
+  MPI_Comm half = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, me % 2, me, &half);
+  const int rank = rank_of(half);
+  const int size = size_of(half);
+  if (size > 1) {
+    int value = rank;
+    MPI_Sendrecv_replace(&value, 1, MPI_INT, (rank + 1) % size, 0, (rank + size - 1) % size, 0, half,
+                         MPI_STATUS_IGNORE);
+    EXPECT_EQ(value, (rank + size - 1) % size);
+  }
+  std::uint64_t key = 0;
+  for (const auto& channel : reprise::msglog::channel_states()) {
+    if (std::find(older.begin(), older.end(), channel.communicator) == older.end()) key = channel.communicator;
+  }
+  std::uint64_t lowest = 0;
+  std::uint64_t highest = 0;
+  MPI_Allreduce(&key, &lowest, 1, MPI_UINT64_T, MPI_MIN, half);
+  MPI_Allreduce(&key, &highest, 1, MPI_UINT64_T, MPI_MAX, half);
+  if (size > 1) {
+    EXPECT_NE(key, 0U);
+    EXPECT_EQ(lowest, highest);
+  }
+  MPI_Comm_free(&half);
+}
+
+TEST(MsglogMpi, EverySendModeAndCompletionCall) {
+  reprise::msglog::mark_checkpoint();
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  std::vector<int> got(8, -1);
+  std::vector<MPI_Request> receives(8, MPI_REQUEST_NULL);
+  for (int tag = 0; tag < 8; ++tag) {
+    MPI_Irecv(&got[static_cast<std::size_t>(tag)], 1, MPI_INT, previous, tag, MPI_COMM_WORLD,
+              &receives[static_cast<std::size_t>(tag)]);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // every receive is posted: ready sends are allowed
+  std::vector<char> attached(1024 + MPI_BSEND_OVERHEAD);
+  MPI_Buffer_attach(attached.data(), static_cast<int>(attached.size()));
+  const std::vector<int> values{100, 101, 102, 103, 104, 105, 106, 107};
+  MPI_Ssend(&values[0], 1, MPI_INT, next, 0, MPI_COMM_WORLD);
+  MPI_Bsend(&values[1], 1, MPI_INT, next, 1, MPI_COMM_WORLD);
+  MPI_Rsend(&values[2], 1, MPI_INT, next, 2, MPI_COMM_WORLD);
+  MPI_Request sends[3];
+  MPI_Issend(&values[3], 1, MPI_INT, next, 3, MPI_COMM_WORLD, &sends[0]);
+  MPI_Irsend(&values[4], 1, MPI_INT, next, 4, MPI_COMM_WORLD, &sends[1]);
+  MPI_Isend(&values[5], 1, MPI_INT, next, 5, MPI_COMM_WORLD, &sends[2]);
+  MPI_Request persistent = MPI_REQUEST_NULL;
+  MPI_Ssend_init(&values[6], 1, MPI_INT, next, 6, MPI_COMM_WORLD, &persistent);
+  MPI_Start(&persistent);
+  MPI_Request freed = MPI_REQUEST_NULL;
+  MPI_Isend(&values[7], 1, MPI_INT, next, 7, MPI_COMM_WORLD, &freed);
+  MPI_Request_free(&freed);
+  EXPECT_EQ(freed, MPI_REQUEST_NULL);
+  // Completion by Waitsome and Testsome until every receive is in.
+  int done = 0;
+  std::vector<int> indices(8);
+  std::vector<MPI_Status> statuses(8);
+  while (done < 8) {
+    int outcount = 0;
+    if (done % 2 == 0) {
+      MPI_Waitsome(8, receives.data(), &outcount, indices.data(), statuses.data());
+    } else {
+      MPI_Testsome(8, receives.data(), &outcount, indices.data(), statuses.data());
+    }
+    for (int k = 0; k < outcount; ++k) {
+      EXPECT_EQ(statuses[static_cast<std::size_t>(k)].MPI_TAG, indices[static_cast<std::size_t>(k)]);
+      int count = 0;
+      MPI_Get_count(&statuses[static_cast<std::size_t>(k)], MPI_INT, &count);
+      EXPECT_EQ(count, 1);
+    }
+    done += outcount;
+  }
+  for (int tag = 0; tag < 8; ++tag) EXPECT_EQ(got[static_cast<std::size_t>(tag)], 100 + tag);
+  int flag = 0;
+  while (flag == 0) MPI_Testall(3, sends, &flag, MPI_STATUSES_IGNORE);
+  MPI_Status sent;
+  MPI_Wait(&persistent, &sent);
+  int count = 0;
+  MPI_Get_count(&sent, MPI_INT, &count);
+  EXPECT_EQ(count, 1) << "a send's status counts the payload";
+  MPI_Request_free(&persistent);
+  void* detached = nullptr;
+  int detached_size = 0;
+  MPI_Buffer_detach(&detached, &detached_size);
+  EXPECT_EQ(detached, attached.data());
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.messages_logged - before.messages_logged, 8U);
+  EXPECT_EQ(after.messages_received - before.messages_received, 8U);
+  EXPECT_EQ(after.events_matching, before.events_matching);
+  EXPECT_GE(after.events_delivery - before.events_delivery, 1U) << "Waitsome over 8, Testsome, Testall";
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(MsglogMpi, FreeingAnActiveReceiveIsRefused) {
+  const int me = rank_of(MPI_COMM_WORLD);
+  int value = -1;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Irecv(&value, 1, MPI_INT, me, 31, MPI_COMM_WORLD, &request);
+  expect_refused("MPI_Request_free", [&] { return MPI_Request_free(&request); }, MPI_ERR_ARG, "an active receive");
+  MPI_Send(&me, 1, MPI_INT, me, 31, MPI_COMM_WORLD);
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  EXPECT_EQ(value, me);
+}
+
+TEST(MsglogMpi, TheBoundDiscardsWhenAskedTo) {
+  if (std::getenv("REPRISE_MSGLOG_WHEN_FULL") == nullptr) GTEST_SKIP() << "run by msglog_mpi_discard";
+  // REPRISE_MSGLOG_MAX_BYTES=10000, REPRISE_MSGLOG_WHEN_FULL=discard.
+  const int me = rank_of(MPI_COMM_WORLD);
+  const int size = size_of(MPI_COMM_WORLD);
+  std::vector<char> out(4000, 'd');
+  std::vector<char> in(4000);
+  for (int i = 0; i < 10; ++i) {
+    MPI_Sendrecv(out.data(), 4000, MPI_CHAR, (me + 1) % size, 0, in.data(), 4000, MPI_CHAR, (me + size - 1) % size,
+                 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    EXPECT_EQ(in[3999], 'd');
+    EXPECT_LE(reprise::msglog::counters().log_bytes_now, 10000U);
+  }
+  const reprise_msglog_counters counters = reprise::msglog::counters();
+  EXPECT_EQ(counters.messages_logged, 10U);
+  EXPECT_EQ(counters.log_bytes_discarded, 8U * 4012U) << "two entries fit";
+}
+
+TEST(MsglogMpi, ThousandCheckpointsKeepTheLogBounded) {
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  MPI_Comm ring = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &ring);
+  reprise::msglog::mark_checkpoint();
+  std::vector<char> out(3000, 'x');
+  std::vector<char> in(3000);
+  std::uint64_t most_held = 0;
+  constexpr int kCheckpoints = 1000;
+  for (int i = 0; i < kCheckpoints; ++i) {
+    // Two messages a round, one received from any source (an event).
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Irecv(in.data(), 3000, MPI_CHAR, MPI_ANY_SOURCE, 0, ring, &request);
+    MPI_Send(out.data(), 3000, MPI_CHAR, next, 0, ring);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(out.data(), 100, MPI_CHAR, next, 1, in.data(), 100, MPI_CHAR, previous, 1, ring, MPI_STATUS_IGNORE);
+    most_held = std::max<std::uint64_t>(most_held, reprise::msglog::counters().log_bytes_now);
+    reprise::msglog::mark_checkpoint();
+    ASSERT_EQ(reprise::msglog::counters().log_bytes_now, 0U) << "checkpoint " << i;
+    ASSERT_LE(reprise::msglog::held_determinants(previous), 1U) << "checkpoint " << i;
+  }
+  EXPECT_LE(most_held, 3100U + 2U * 12U);
+  EXPECT_GE(reprise::msglog::counters().log_bytes_peak, 3100U);
+  // The channels' numbers went on: 2 per round to `next`, from `previous`.
+  bool seen_next = false;
+  bool seen_previous = false;
+  for (const auto& channel : reprise::msglog::channel_states()) {
+    if (channel.communicator == 1 || channel.logged_messages != 0) continue;
+    if (channel.peer == next && channel.next_to_send == 2U * kCheckpoints) seen_next = true;
+    if (channel.peer == previous && channel.consumed == 2U * kCheckpoints && channel.consumed_out_of_order.empty()) {
+      seen_previous = true;
+    }
+  }
+  EXPECT_TRUE(seen_next);
+  EXPECT_TRUE(seen_previous);
+  MPI_Comm_free(&ring);
+}
+
+TEST(MsglogMpi, TheBoundFailsTheSendAfterTheHook) {
+  const Returning returning;
+  const MPI_Comm comm = returning.comm();
+  reprise::msglog::mark_checkpoint();
+  std::size_t hook_needed = 0;
+  std::size_t hook_bound = 0;
+  reprise::msglog::set_max_bytes(1000);
+  reprise::msglog::on_log_full([&](std::size_t needed, std::size_t bound) {
+    hook_needed = needed;
+    hook_bound = bound;
+  });
+  std::vector<char> big(2000, 'b');
+  testing::internal::CaptureStderr();
+  const int code = MPI_Send(big.data(), 2000, MPI_CHAR, 0, 0, comm);
+  const std::string said = testing::internal::GetCapturedStderr();
+  reprise::msglog::on_log_full({});
+  reprise::msglog::set_max_bytes(std::size_t{1} << 30U);
+  EXPECT_EQ(error_class(code), MPI_ERR_NO_MEM);
+  EXPECT_NE(said.find("reprise msglog: MPI_Send: "), std::string::npos) << said;
+  EXPECT_NE(said.find("REPRISE_MSGLOG_MAX_BYTES=1000"), std::string::npos) << said;
+  EXPECT_EQ(hook_needed, 2012U);
+  EXPECT_EQ(hook_bound, 1000U);
+  EXPECT_EQ(reprise::msglog::counters().log_bytes_now, 0U) << "nothing was logged or sent";
+}
+
+TEST(MsglogMpi, UncoveredCallsAreRefusedByName) {
+  int memory[4] = {};
+  MPI_Win window = MPI_WIN_NULL;
+  expect_refused("MPI_Win_create", [&] {
+    return MPI_Win_create(memory, sizeof memory, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &window);
+  });
+  EXPECT_EQ(window, MPI_WIN_NULL);
+  MPI_File file = MPI_FILE_NULL;
+  expect_refused("MPI_File_open", [&] {
+    return MPI_File_open(MPI_COMM_WORLD, "/tmp/reprise_msglog_refused", MPI_MODE_RDONLY, MPI_INFO_NULL, &file);
+  });
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Irecv(memory, 1, MPI_INT, MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &request);
+  expect_refused("MPI_Cancel", [&] { return MPI_Cancel(&request); });
+  MPI_Comm copy = MPI_COMM_NULL;
+  MPI_Request duplication = MPI_REQUEST_NULL;
+  expect_refused("MPI_Comm_idup", [&] { return MPI_Comm_idup(MPI_COMM_WORLD, &copy, &duplication); });
+  // Complete the receive the cancel left: every process sends itself tag 99.
+  const int me = rank_of(MPI_COMM_WORLD);
+  MPI_Send(&me, 1, MPI_INT, me, 99, MPI_COMM_WORLD);
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  EXPECT_EQ(memory[0], me);
+}
+
+}  // namespace

@@ -1,0 +1,182 @@
+// The message log's pieces without MPI processes: sequence numbers across
+// wrap-around (a narrow counter type), the payload log's bytes and garbage
+// collection, the merging of unsuccessful tests into one determinant.
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "determinants.hpp"
+#include "payload_log.hpp"
+#include "reprise/error.hpp"
+#include "sequence.hpp"
+
+namespace {
+
+using reprise::detail::ChannelKey;
+using reprise::detail::DeterminantLog;
+using reprise::detail::Event;
+using reprise::detail::EventKind;
+using reprise::detail::LogEntry;
+using reprise::detail::PayloadLog;
+using reprise::detail::ReceiveWindow;
+using reprise::detail::Sequence;
+using reprise::detail::sequence_before;
+using reprise::detail::sequence_next;
+
+TEST(SequenceNumbers, OrderAcrossTheWrap) {
+  EXPECT_TRUE(sequence_before<std::uint8_t>(250, 3));
+  EXPECT_FALSE(sequence_before<std::uint8_t>(3, 250));
+  EXPECT_TRUE(sequence_before<std::uint8_t>(255, 0));
+  EXPECT_FALSE(sequence_before<std::uint8_t>(7, 7));
+  EXPECT_EQ(sequence_next<std::uint8_t>(255), 0);
+  EXPECT_TRUE(sequence_before<std::uint32_t>(0xFFFFFFF0U, 5U));
+}
+
+TEST(SequenceNumbers, InOrderConsumptionWrapsFourTimes) {
+  ReceiveWindow<std::uint8_t> window;
+  std::uint8_t s = 0;
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_TRUE(window.consume(s));
+    ASSERT_FALSE(window.consume(s)) << "message " << i << " taken twice";
+    s = sequence_next(s);
+  }
+  EXPECT_EQ(window.next(), static_cast<std::uint8_t>(1000 % 256));
+  EXPECT_TRUE(window.out_of_order().empty());
+  EXPECT_FALSE(window.consumed(s));
+}
+
+TEST(SequenceNumbers, OutOfOrderAcrossTheWrap) {
+  ReceiveWindow<std::uint8_t> window;
+  for (int i = 0; i < 250; ++i) window.consume(static_cast<std::uint8_t>(i));
+  ASSERT_EQ(window.next(), 250);
+  // Messages with other tags overtake: 252, 254, then 1 (after the wrap).
+  EXPECT_TRUE(window.consume(252));
+  EXPECT_TRUE(window.consume(1));
+  EXPECT_TRUE(window.consume(254));
+  EXPECT_EQ(window.out_of_order(), (std::vector<std::uint8_t>{252, 254, 1}));
+  EXPECT_TRUE(window.consumed(1));
+  EXPECT_FALSE(window.consumed(0));
+  EXPECT_FALSE(window.consume(254));
+  for (const int s : {250, 251, 253}) EXPECT_TRUE(window.consume(static_cast<std::uint8_t>(s)));
+  EXPECT_EQ(window.next(), 255);
+  EXPECT_EQ(window.out_of_order(), (std::vector<std::uint8_t>{1}));
+  EXPECT_TRUE(window.consume(255));
+  EXPECT_TRUE(window.consume(0));
+  EXPECT_EQ(window.next(), 2);
+  EXPECT_TRUE(window.out_of_order().empty());
+}
+
+LogEntry entry(Sequence sequence, std::size_t size) {
+  LogEntry logged;
+  logged.sequence = sequence;
+  logged.bytes = std::make_unique<std::byte[]>(size);
+  logged.size = size;
+  return logged;
+}
+
+TEST(PayloadLog, CountsBytesAndDropsWhatWasConsumed) {
+  PayloadLog log;
+  const ChannelKey to_1{1, 1};
+  const ChannelKey to_2{1, 2};
+  for (Sequence s = 0; s < 10; ++s) log.append(to_1, entry(s, 100));
+  for (Sequence s = 0; s < 5; ++s) log.append(to_2, entry(s, 10));
+  EXPECT_EQ(log.bytes(), 1050U);
+  EXPECT_EQ(log.peak_bytes(), 1050U);
+  // Receiver 1 consumed 0..5 and, out of order, 7.
+  const std::vector<Sequence> out_of_order{7};
+  EXPECT_EQ(log.drop_consumed(to_1, 6, out_of_order), 700U);
+  EXPECT_EQ(log.count(to_1), 3U);
+  std::vector<Sequence> left;
+  for (const auto& kept : log.entries(to_1)) left.push_back(kept->sequence);
+  EXPECT_EQ(left, (std::vector<Sequence>{6, 8, 9}));
+  EXPECT_EQ(log.bytes(), 350U);
+  EXPECT_EQ(log.peak_bytes(), 1050U);
+  EXPECT_EQ(log.drop_consumed(to_2, 5, {}), 50U);
+  EXPECT_EQ(log.count(to_2), 0U);
+  EXPECT_EQ(log.drop_consumed(ChannelKey{9, 9}, 100, {}), 0U);
+}
+
+TEST(PayloadLog, DropsAcrossTheWrapOfTheSequenceType) {
+  PayloadLog log;
+  const ChannelKey channel{7, 0};
+  Sequence s = 0xFFFFFFFEU;
+  for (int i = 0; i < 4; ++i, s = sequence_next(s)) log.append(channel, entry(s, 8));
+  // Consumed 0xFFFFFFFE, 0xFFFFFFFF and 0: the watermark wrapped to 1.
+  EXPECT_EQ(log.drop_consumed(channel, 1, {}), 24U);
+  ASSERT_EQ(log.count(channel), 1U);
+  EXPECT_EQ(log.entries(channel).front()->sequence, 1U);
+}
+
+TEST(PayloadLog, AnEntryInFlightOutlivesItsCollection) {
+  PayloadLog log;
+  auto in_flight = log.append(ChannelKey{1, 0}, entry(0, 64));
+  std::memset(in_flight->bytes.get(), 0x5A, 64);
+  log.drop_consumed(ChannelKey{1, 0}, 1, {});
+  EXPECT_EQ(log.bytes(), 0U);
+  EXPECT_EQ(in_flight->bytes[63], std::byte{0x5A});
+}
+
+TEST(PayloadLog, DiscardsTheOldestAtTheBound) {
+  PayloadLog log;
+  for (Sequence s = 0; s < 4; ++s) log.append(ChannelKey{1, 0}, entry(s, 100));
+  EXPECT_EQ(log.discard_oldest(150), 200U);
+  EXPECT_EQ(log.bytes(), 200U);
+  EXPECT_EQ(log.entries(ChannelKey{1, 0}).front()->sequence, 2U);
+}
+
+TEST(Determinants, ARunOfFailedTestsIsOneEventWithItsOutcome) {
+  DeterminantLog log;
+  for (int i = 0; i < 5; ++i) log.unsuccessful(log.tick());
+  EXPECT_TRUE(log.has_pending());
+  EXPECT_EQ(log.delivery_events(), 0U) << "an open run is not an event yet";
+  log.delivery(log.tick(), {2});
+  EXPECT_EQ(log.delivery_events(), 1U);
+  const std::vector<Event> events = log.take_pending();
+  ASSERT_EQ(events.size(), 1U);
+  EXPECT_EQ(events[0].kind, EventKind::kDelivery);
+  EXPECT_EQ(events[0].clock, 1U);
+  EXPECT_EQ(events[0].failures, 5U);
+  EXPECT_EQ(events[0].outcome, std::vector<int>{2});
+  EXPECT_FALSE(log.has_pending());
+}
+
+TEST(Determinants, AFlushClosesTheOpenRun) {
+  DeterminantLog log;
+  log.unsuccessful(log.tick());
+  log.unsuccessful(log.tick());
+  log.matching(log.tick(), 3);
+  const std::vector<Event> first = log.take_pending();
+  ASSERT_EQ(first.size(), 2U);
+  EXPECT_EQ(first[0].kind, EventKind::kDelivery) << "the run began first (clock order)";
+  EXPECT_EQ(first[0].failures, 2U);
+  EXPECT_TRUE(first[0].outcome.empty());
+  EXPECT_EQ(first[1].kind, EventKind::kMatching);
+  EXPECT_EQ(first[1].source, 3);
+  // The next failure opens a new run.
+  log.unsuccessful(log.tick());
+  log.delivery(log.tick(), {0});
+  const std::vector<Event> second = log.take_pending();
+  ASSERT_EQ(second.size(), 1U);
+  EXPECT_EQ(second[0].clock, 4U);
+  EXPECT_EQ(second[0].failures, 1U);
+  EXPECT_EQ(log.matching_events(), 1U);
+  EXPECT_EQ(log.delivery_events(), 2U);
+}
+
+TEST(Determinants, EncodeDecodeRoundTripAndCutInput) {
+  DeterminantLog log;
+  log.matching(log.tick(), 4);
+  log.unsuccessful(log.tick());
+  log.delivery(log.tick(), {1, 5, -1});
+  const std::vector<Event> events = log.take_pending();
+  std::vector<std::byte> bytes;
+  reprise::detail::encode_events(events, bytes);
+  EXPECT_EQ(reprise::detail::decode_events(bytes), events);
+  bytes.resize(bytes.size() - 3);
+  EXPECT_THROW((void)reprise::detail::decode_events(bytes), reprise::CorruptData);
+}
+
+}  // namespace
