@@ -25,7 +25,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <sstream>
 #include <stdexcept>
 #include <string>

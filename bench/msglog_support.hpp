@@ -32,8 +32,6 @@ namespace bench {
 /// so that no message of one is ever received by the other.
 template <bool kLogged>
 struct MpiCalls {
-  static constexpr const char* kName = kLogged ? "logged" : "plain";
-
   static MPI_Comm dup(MPI_Comm comm) {
     MPI_Comm copy = MPI_COMM_NULL;
     if constexpr (kLogged) {
