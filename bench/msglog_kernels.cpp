@@ -100,7 +100,7 @@ struct Place {
 template <class Calls>
 std::uint64_t cg(const Place& at, int scale) {
   constexpr std::size_t kLocal = 2048;
-  const int iterations = 500 * scale;
+  const int iterations = 2000 * scale;
   std::vector<double> x(kLocal, 0.0);
   std::vector<double> r(kLocal, 1.0);
   std::vector<double> p(kLocal + 2, 0.0);  // with a ghost value at each end
@@ -143,7 +143,7 @@ std::uint64_t cg(const Place& at, int scale) {
   return bits_of(rr);
 }
 
-/// Process 0 hands out 500 tasks per worker, one at a time to whoever
+/// Process 0 hands out 2000 tasks per worker, one at a time to whoever
 /// returns a result (MPI_ANY_SOURCE); the sum of the results' bits.
 template <class Calls>
 std::uint64_t master_worker(const Place& at, int scale) {
@@ -153,7 +153,7 @@ std::uint64_t master_worker(const Place& at, int scale) {
   constexpr int kWork = 2000;
   const int workers = at.size - 1;
   if (at.rank == 0) {
-    const int tasks = 500 * workers * scale;
+    const int tasks = 2000 * workers * scale;
     int next = 0;
     std::uint64_t sum = 0;
     for (int worker = 1; worker <= workers; ++worker, ++next) Calls::send(&next, 1, MPI_INT, worker, kTask, at.comm);
@@ -182,7 +182,7 @@ std::uint64_t master_worker(const Place& at, int scale) {
 }
 
 /// Blocks of 64 values flow down the chain of processes (each computes on
-/// what the one above sent) and back up, 100 blocks per sweep, 20 sweeps;
+/// what the one above sent) and back up, 100 blocks per sweep, 80 sweeps;
 /// this process's last values' bits.
 template <class Calls>
 std::uint64_t wavefront(const Place& at, int scale) {
@@ -191,7 +191,7 @@ std::uint64_t wavefront(const Place& at, int scale) {
   constexpr int kWork = 20;
   std::vector<double> edge(kBlock, 1.0 + at.rank);
   std::uint64_t checksum = 0;
-  for (int sweep = 0; sweep < 20 * scale; ++sweep) {
+  for (int sweep = 0; sweep < 80 * scale; ++sweep) {
     const bool down = sweep % 2 == 0;
     const int from = down ? at.rank - 1 : at.rank + 1;
     const int to = down ? at.rank + 1 : at.rank - 1;
@@ -207,7 +207,7 @@ std::uint64_t wavefront(const Place& at, int scale) {
   return checksum;
 }
 
-/// 100 rounds: receives of 256 ints from every other process, sends to all,
+/// 400 rounds: receives of 256 ints from every other process, sends to all,
 /// then MPI_Testsome until all arrived, computing between polls; the sum of
 /// what arrived.
 template <class Calls>
@@ -222,7 +222,7 @@ std::uint64_t testsome(const Place& at, int scale) {
   std::vector<int> indices(others);
   std::uint64_t sum = 0;
   double busy = 0;
-  for (int round = 0; round < 100 * scale; ++round) {
+  for (int round = 0; round < 400 * scale; ++round) {
     for (int i = 0; i < kCount; ++i) out[static_cast<std::size_t>(i)] = at.rank * 1000 + round + i;
     for (std::size_t k = 0; k < others; ++k) {
       const int peer = (at.rank + 1 + static_cast<int>(k)) % at.size;
