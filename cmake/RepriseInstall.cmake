@@ -1,7 +1,8 @@
 # cmake --install: headers, libreprise.so and libreprise.a, the CMake package
 # (find_package(reprise) -> reprise::reprise, reprise::reprise_static), a
 # pkg-config file, the launcher reprise-run with the launcher's fd guard, the
-# preloaded heap, the licence. docs/INSTALL.md says how to use them.
+# preloaded heap, the message log (libreprise_msglog.so), the licence.
+# docs/INSTALL.md says how to use them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -35,5 +36,5 @@ install(FILES ${PROJECT_BINARY_DIR}/reprise.pc DESTINATION ${CMAKE_INSTALL_LIBDI
 # reprise-run finds the guard at ../libexec/reprise/ from its own place.
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/reprise-run DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS reprise_prte_fd_guard LIBRARY DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/reprise)
-install(TARGETS reprise_heap LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS reprise_heap reprise_msglog_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})

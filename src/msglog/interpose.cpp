@@ -133,7 +133,7 @@ namespace {
 int send(const char* call, SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
          MPI_Comm comm) {
   CommInfo* info = logged(comm);
-  if (info == nullptr || dest == MPI_PROC_NULL) {
+  if (info == nullptr || !info->has(dest)) {
     switch (mode) {
       case SendMode::kSynchronous:
         return PMPI_Ssend(buffer, count, type, dest, tag, comm);
@@ -152,7 +152,7 @@ int send(const char* call, SendMode mode, const void* buffer, int count, MPI_Dat
 int isend(const char* call, SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
           MPI_Comm comm, MPI_Request* request) {
   CommInfo* info = logged(comm);
-  if (info == nullptr || dest == MPI_PROC_NULL) {
+  if (info == nullptr || !info->has(dest)) {
     switch (mode) {
       case SendMode::kSynchronous:
         return PMPI_Issend(buffer, count, type, dest, tag, comm, request);
@@ -172,7 +172,7 @@ int isend(const char* call, SendMode mode, const void* buffer, int count, MPI_Da
 int persistent(const char* call, bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type,
                int peer, int tag, MPI_Comm comm, MPI_Request* request) {
   CommInfo* info = logged(comm);
-  if (info == nullptr || peer == MPI_PROC_NULL) {
+  if (info == nullptr || (!receive && !info->has(peer)) || peer == MPI_PROC_NULL) {
     if (receive) return PMPI_Recv_init(const_cast<void*>(buffer), count, type, peer, tag, comm, request);
     switch (mode) {
       case SendMode::kSynchronous:
@@ -242,7 +242,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_D
                                        int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,
                                        int recvtag, MPI_Comm comm, MPI_Status* status) {
   CommInfo* info = logged(comm);
-  if (info == nullptr) {
+  if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
     return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                          comm, status);
   }
@@ -255,7 +255,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_D
 REPRISE_MSGLOG_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
                                                int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
   CommInfo* info = logged(comm);
-  if (info == nullptr) return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+  if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
+    return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
+  }
   return guarded("MPI_Sendrecv_replace", comm, [&] {
     return Runtime::current()->sendrecv(buf, count, type, dest, sendtag, buf, count, type, source, recvtag, *info,
                                         status);

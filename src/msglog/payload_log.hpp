@@ -7,7 +7,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -46,20 +45,30 @@ struct ChannelKeyHash {
   std::size_t operator()(const ChannelKey& key) const noexcept;
 };
 
-/// One logged message. Shared: a send still in flight holds its entry, so
-/// the wire buffer outlives a garbage collection that drops it from the log.
+/// One logged message. Its buffer is shared: a send still in flight holds
+/// it, so it outlives a garbage collection that drops the entry.
 struct LogEntry {
   Sequence sequence = 0;
   int tag = 0;
-  std::unique_ptr<std::byte[]> bytes;  ///< header, then the packed payload (not zeroed first)
+  std::shared_ptr<std::byte[]> bytes;  ///< header, then the packed payload (not zeroed first)
   std::size_t size = 0;                ///< bytes used of `bytes`
+};
+
+/// The entries of one channel, oldest first.
+struct ChannelLog {
+  std::deque<LogEntry> entries;
 };
 
 /// The log of every channel this process sends on, with its byte count.
 class PayloadLog {
  public:
-  /// Adds `entry`, sent on `channel`; returns it (shared with the send).
-  std::shared_ptr<const LogEntry> append(const ChannelKey& channel, LogEntry entry);
+  /// The log of `channel`, made empty on first use; its address never
+  /// changes, so a sender may keep it.
+  ChannelLog& channel(const ChannelKey& channel) { return _channels[channel]; }
+  /// Adds `entry`, sent on the channel of `log`; returns it (its buffer shared with the send).
+  LogEntry append(ChannelLog& log, LogEntry entry);
+  /// Adds `entry`, sent on `channel`.
+  LogEntry append(const ChannelKey& key, LogEntry entry) { return append(channel(key), std::move(entry)); }
 
   /// Drops the entries of `channel` that the receiver consumed: numbers
   /// before `watermark`, and those of `out_of_order`. Returns the bytes freed.
@@ -72,9 +81,7 @@ class PayloadLog {
   /// How many entries of `channel` are held.
   [[nodiscard]] std::size_t count(const ChannelKey& channel) const;
   /// The entries of `channel` still held, oldest first.
-  [[nodiscard]] std::vector<std::shared_ptr<const LogEntry>> entries(const ChannelKey& channel) const;
-  /// Calls `visit` once per channel with entries held.
-  void for_each_channel(const std::function<void(const ChannelKey&, std::size_t entries)>& visit) const;
+  [[nodiscard]] std::vector<LogEntry> entries(const ChannelKey& channel) const;
 
   /// Bytes the log holds now (headers included).
   [[nodiscard]] std::size_t bytes() const noexcept { return _bytes; }
@@ -82,7 +89,7 @@ class PayloadLog {
   [[nodiscard]] std::size_t peak_bytes() const noexcept { return _peak_bytes; }
 
  private:
-  std::unordered_map<ChannelKey, std::deque<std::shared_ptr<const LogEntry>>, ChannelKeyHash> _channels;
+  std::unordered_map<ChannelKey, ChannelLog, ChannelKeyHash> _channels;
   std::size_t _bytes = 0;
   std::size_t _peak_bytes = 0;
 };

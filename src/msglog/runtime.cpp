@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "mix.hpp"
 #include "reprise/error.hpp"
@@ -19,11 +20,13 @@ namespace {
 
 constexpr std::uint64_t kWorldKey = 1;
 constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
-constexpr std::size_t kDefaultStagingBytes = 4096;
+constexpr std::size_t kDefaultStagingBytes = 65536;
 constexpr std::size_t kDetachedBeforeSweep = 16;
 
-std::unique_ptr<Runtime>& instance() {
-  static std::unique_ptr<Runtime> runtime;
+/// The process's runtime. A plain pointer on purpose: a program that exits
+/// without MPI_Finalize must not run the destructor (MPI calls) at exit.
+Runtime*& instance() {
+  static Runtime* runtime = nullptr;
   return runtime;
 }
 
@@ -55,6 +58,28 @@ int wire_count(std::size_t bytes) {
   return static_cast<int>(bytes);
 }
 
+/// Whether `count` elements of `type` are one run of bytes, in the order
+/// MPI packs them: a predefined type without holes (not the pair types of
+/// MINLOC/MAXLOC). Then MPI_Pack and MPI_Unpack are a memcpy of `bytes`
+/// (0 when not), without a convertor. A derived type always takes MPI's
+/// way: its type map may be out of address order.
+std::size_t contiguous_bytes(int count, MPI_Datatype type) {
+  int integers = 0;
+  int addresses = 0;
+  int types = 0;
+  int combiner = 0;
+  int size = 0;
+  MPI_Aint true_lower = 0;
+  MPI_Aint true_extent = 0;
+  if (count < 0 || PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) != MPI_SUCCESS ||
+      combiner != MPI_COMBINER_NAMED || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
+      PMPI_Type_get_true_extent(type, &true_lower, &true_extent) != MPI_SUCCESS || true_extent != size ||
+      true_lower != 0) {
+    return 0;
+  }
+  return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
+}
+
 /// Bytes in `status` (what MPI delivered, header included).
 MPI_Count received_bytes(const MPI_Status& status) {
   MPI_Count bytes = 0;
@@ -64,7 +89,7 @@ MPI_Count received_bytes(const MPI_Status& status) {
 
 /// A record of the operation an application call asks for.
 RequestRecord make_record(bool receive, const void* buffer, int count, MPI_Datatype type, int peer, int tag,
-                          MPI_Comm app, std::uint64_t communicator, SendMode mode = SendMode::kStandard) {
+                          MPI_Comm app, Members* members, SendMode mode = SendMode::kStandard) {
   RequestRecord record;
   record.receive = receive;
   record.send_buffer = buffer;
@@ -74,7 +99,8 @@ RequestRecord make_record(bool receive, const void* buffer, int count, MPI_Datat
   record.peer = peer;
   record.tag = tag;
   record.comm = app;
-  record.communicator = communicator;
+  record.communicator = members == nullptr ? 0 : members->key;
+  record.members = members;
   record.mode = mode;
   return record;
 }
@@ -84,14 +110,14 @@ void set_payload(MPI_Status& status, MPI_Count payload) { PMPI_Status_set_elemen
 
 }  // namespace
 
-Runtime* Runtime::current() noexcept { return instance().get(); }
+Runtime* Runtime::current() noexcept { return instance(); }
 
 Runtime& Runtime::start() {
-  instance() = std::make_unique<Runtime>();
+  instance() = new Runtime();
   return *instance();
 }
 
-void Runtime::stop() { instance().reset(); }
+void Runtime::stop() { delete std::exchange(instance(), nullptr); }
 
 Runtime::Runtime()
     : _max_bytes(bytes_from_environment("REPRISE_MSGLOG_MAX_BYTES", kDefaultMaxBytes)),
@@ -102,11 +128,13 @@ Runtime::Runtime()
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
   PMPI_Comm_dup(MPI_COMM_WORLD, &_internal);
-  _comms[MPI_COMM_WORLD] = CommInfo{.key = kWorldKey, .physical = MPI_COMM_WORLD, .rank = rank, .children = 0};
-  Members& world = _members[kWorldKey];
-  world.rank = rank;
-  world.world.resize(static_cast<std::size_t>(size));
-  std::iota(world.world.begin(), world.world.end(), 0);
+  std::vector<int> everyone(static_cast<std::size_t>(size));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  _comms[MPI_COMM_WORLD] = CommInfo{.key = kWorldKey,
+                                    .physical = MPI_COMM_WORLD,
+                                    .rank = rank,
+                                    .children = 0,
+                                    .members = &add_members(kWorldKey, rank, std::move(everyone))};
   _buddies = std::make_unique<BuddyLinks>(_internal);
 }
 
@@ -118,9 +146,21 @@ Runtime::~Runtime() {
   PMPI_Comm_free(&_internal);
 }
 
+Members& Runtime::add_members(std::uint64_t key, int rank, std::vector<int> world) {
+  Members& members = _members[key];
+  members.key = key;
+  members.rank = rank;
+  members.channels.resize(world.size());
+  members.world = std::move(world);
+  return members;
+}
+
 CommInfo* Runtime::find(MPI_Comm comm) noexcept {
+  if (comm == _last_found.first) return _last_found.second;
   const auto found = _comms.find(comm);
-  return found == _comms.end() ? nullptr : &found->second;
+  if (found == _comms.end()) return nullptr;
+  _last_found = {comm, &found->second};
+  return &found->second;
 }
 
 void Runtime::created(CommInfo& parent, MPI_Comm created) {
@@ -135,21 +175,27 @@ void Runtime::created(CommInfo& parent, MPI_Comm created) {
   int size = 0;
   PMPI_Comm_rank(created, &rank);
   PMPI_Comm_size(created, &size);
-  Members members{.rank = rank, .world = std::vector<int>(static_cast<std::size_t>(size))};
+  std::vector<int> world_ranks(static_cast<std::size_t>(size));
   std::vector<int> ranks(static_cast<std::size_t>(size));
   std::iota(ranks.begin(), ranks.end(), 0);
   MPI_Group group = MPI_GROUP_NULL;
   MPI_Group world = MPI_GROUP_NULL;
   PMPI_Comm_group(created, &group);
   PMPI_Comm_group(MPI_COMM_WORLD, &world);
-  PMPI_Group_translate_ranks(group, size, ranks.data(), world, members.world.data());
+  PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
   PMPI_Group_free(&group);
   PMPI_Group_free(&world);
-  _members[key] = std::move(members);
-  _comms[created] = CommInfo{.key = key, .physical = created, .rank = rank, .children = 0};
+  _comms[created] = CommInfo{.key = key,
+                             .physical = created,
+                             .rank = rank,
+                             .children = 0,
+                             .members = &add_members(key, rank, std::move(world_ranks))};
 }
 
-void Runtime::freed(MPI_Comm comm) noexcept { _comms.erase(comm); }
+void Runtime::freed(MPI_Comm comm) noexcept {
+  _comms.erase(comm);
+  _last_found = {MPI_COMM_NULL, nullptr};
+}
 
 // ---- sends ---------------------------------------------------------------
 
@@ -177,48 +223,57 @@ void Runtime::flush_determinants() {
 }
 
 int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                         std::shared_ptr<const LogEntry>& logged) {
-  int packed = 0;
-  if (const int code = PMPI_Pack_size(count, type, comm.physical, &packed); code != MPI_SUCCESS) return code;
+                         LogEntry& logged) {
+  const std::size_t run = contiguous_bytes(count, type);
+  int packed = static_cast<int>(run);
+  if (run == 0) {
+    if (const int code = PMPI_Pack_size(count, type, comm.physical, &packed); code != MPI_SUCCESS) return code;
+  }
   const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
   make_room(capacity);
-  Channel& sent_on = channel(comm.key, dest);
+  Channel& sent_on = comm.members->channels[static_cast<std::size_t>(dest)];
   LogEntry entry{.sequence = sent_on.next_send,
                  .tag = tag,
-                 .bytes = std::make_unique_for_overwrite<std::byte[]>(capacity),
+                 .bytes = std::make_shared_for_overwrite<std::byte[]>(capacity),
                  .size = capacity};
   write_header(entry.bytes.get(), WireHeader{.communicator = comm.key, .sequence = sent_on.next_send});
-  int position = 0;
-  if (const int code = PMPI_Pack(buffer, count, type, entry.bytes.get() + kWireHeaderBytes, packed, &position,
-                                 comm.physical);
-      code != MPI_SUCCESS) {
-    return code;
+  int position = packed;
+  if (run > 0) {
+    std::memcpy(entry.bytes.get() + kWireHeaderBytes, buffer, run);
+  } else {
+    position = 0;
+    if (const int code = PMPI_Pack(buffer, count, type, entry.bytes.get() + kWireHeaderBytes, packed, &position,
+                                   comm.physical);
+        code != MPI_SUCCESS) {
+      return code;
+    }
   }
   entry.size = kWireHeaderBytes + static_cast<std::size_t>(position);
   sent_on.next_send = sequence_next(sent_on.next_send);
   ++_counters.messages_sent;
   ++_counters.messages_logged;
   _counters.bytes_logged += static_cast<std::uint64_t>(position);
-  logged = _log.append(ChannelKey{comm.key, dest}, std::move(entry));
+  if (sent_on.log == nullptr) sent_on.log = &_log.channel(ChannelKey{comm.key, dest});
+  logged = _log.append(*sent_on.log, std::move(entry));
   return MPI_SUCCESS;
 }
 
 int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
                   CommInfo& comm) {
   flush_determinants();
-  std::shared_ptr<const LogEntry> entry;
+  LogEntry entry;
   if (const int code = log_message(buffer, count, type, dest, tag, comm, entry); code != MPI_SUCCESS) return code;
-  const int bytes = wire_count(entry->size);
+  const int bytes = wire_count(entry.size);
   switch (mode) {
     case SendMode::kSynchronous:
-      return PMPI_Ssend(entry->bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+      return PMPI_Ssend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
     case SendMode::kReady:
-      return PMPI_Rsend(entry->bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+      return PMPI_Rsend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
     case SendMode::kBuffered: {
       // The log's copy is the buffer: the send goes on from it, and the
       // application's buffer is free at once, as MPI_Bsend promises.
       MPI_Request request = MPI_REQUEST_NULL;
-      const int code = PMPI_Isend(entry->bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical, &request);
+      const int code = PMPI_Isend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical, &request);
       if (code == MPI_SUCCESS) _detached.emplace_back(request, std::move(entry));
       if (_detached.size() >= kDetachedBeforeSweep) release_detached();
       return code;
@@ -226,7 +281,7 @@ int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype typ
     case SendMode::kStandard:
       break;
   }
-  return PMPI_Send(entry->bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+  return PMPI_Send(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
 }
 
 int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
@@ -236,8 +291,8 @@ int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
       code != MPI_SUCCESS) {
     return code;
   }
-  void* bytes = record.entry->bytes.get();
-  const int count = wire_count(record.entry->size);
+  void* bytes = record.entry.bytes.get();
+  const int count = wire_count(record.entry.size);
   switch (record.mode) {
     case SendMode::kSynchronous:
       return PMPI_Issend(bytes, count, MPI_PACKED, record.peer, record.tag, comm.physical, &record.physical);
@@ -252,7 +307,7 @@ int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
 
 int Runtime::isend(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, MPI_Comm app,
                    CommInfo& comm, MPI_Request* request) {
-  RequestRecord record = make_record(false, buffer, count, type, dest, tag, app, comm.key, mode);
+  RequestRecord record = make_record(false, buffer, count, type, dest, tag, app, comm.members, mode);
   const int code = post_send(record, comm);
   if (code != MPI_SUCCESS) return code;
   *request = record.physical;
@@ -275,26 +330,38 @@ void Runtime::complete_detached() {
 
 // ---- receives ------------------------------------------------------------
 
-Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record) const {
-  int packed = 0;
-  PMPI_Pack_size(record.count, record.type, MPI_COMM_WORLD, &packed);
+std::byte* Runtime::staging_for(RequestRecord& record, std::size_t bytes, bool blocking) {
+  record.capacity = bytes;
+  if (blocking) {
+    // One blocking receive at a time: the runtime's buffer, kept between calls.
+    if (_scratch.size() < bytes) _scratch.resize(bytes);
+    record.staging = _scratch.data();
+    return record.staging;
+  }
+  record.owned = std::make_unique_for_overwrite<std::byte[]>(bytes);
+  record.staging = record.owned.get();
+  return record.staging;
+}
+
+Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record, bool blocking) {
+  int packed = static_cast<int>(contiguous_bytes(record.count, record.type));
+  if (packed == 0) PMPI_Pack_size(record.count, record.type, MPI_COMM_WORLD, &packed);
   if (static_cast<std::size_t>(packed) <= _staging_bytes) {
     // Small: into a staging buffer [header | packed payload], unpacked at completion.
     const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
-    record.staging = std::make_unique_for_overwrite<std::byte[]>(capacity);
-    record.capacity = capacity;
     record.staged = true;
-    return ReceiveTarget{.buffer = record.staging.get(), .count = static_cast<int>(capacity), .type = MPI_PACKED, .owned_type = false};
+    return ReceiveTarget{.buffer = staging_for(record, capacity, blocking),
+                         .count = static_cast<int>(capacity),
+                         .type = MPI_PACKED,
+                         .owned_type = false};
   }
   // Large: straight into the application's buffer, through a datatype of
   // the header (its own small buffer) followed by the buffer, at absolute
   // addresses: no copy, and MPI itself truncates and counts as without the log.
-  record.staging = std::make_unique_for_overwrite<std::byte[]>(kWireHeaderBytes);
-  record.capacity = kWireHeaderBytes;
   record.staged = false;
   int lengths[2] = {static_cast<int>(kWireHeaderBytes), record.count};
   MPI_Aint displacements[2] = {0, 0};
-  PMPI_Get_address(record.staging.get(), &displacements[0]);
+  PMPI_Get_address(staging_for(record, kWireHeaderBytes, blocking), &displacements[0]);
   PMPI_Get_address(record.buffer, &displacements[1]);
   MPI_Datatype types[2] = {MPI_BYTE, record.type};
   MPI_Datatype combined = MPI_DATATYPE_NULL;
@@ -304,10 +371,14 @@ Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record) const {
 }
 
 void Runtime::unpack(RequestRecord& record, MPI_Count payload) {
+  const std::byte* packed = record.staging + kWireHeaderBytes;
+  if (contiguous_bytes(record.count, record.type) > 0) {
+    if (payload > 0) std::memcpy(record.buffer, packed, static_cast<std::size_t>(payload));
+    return;
+  }
   int element = 0;
   PMPI_Pack_size(1, record.type, MPI_COMM_WORLD, &element);
   if (element == 0 || payload == 0) return;
-  const std::byte* packed = record.staging.get() + kWireHeaderBytes;
   const auto whole = static_cast<int>(payload / element);
   const auto rest = static_cast<std::size_t>(payload % element);
   int position = 0;
@@ -333,7 +404,7 @@ void Runtime::unpack(RequestRecord& record, MPI_Count payload) {
 void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
   const MPI_Count bytes = received_bytes(status);
   if (bytes == MPI_UNDEFINED || bytes < static_cast<MPI_Count>(kWireHeaderBytes)) return;
-  const WireHeader header = read_header(record.staging.get());
+  const WireHeader header = read_header(record.staging);
   if (header.communicator != record.communicator) {
     throw MpiError("a message from rank " + std::to_string(status.MPI_SOURCE) +
                        " came without the message log's header: every process of the job must run with "
@@ -345,8 +416,9 @@ void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
   // what the staging buffer holds is unpacked.
   if (record.staged) unpack(record, std::min(payload, static_cast<MPI_Count>(record.capacity - kWireHeaderBytes)));
   set_payload(status, payload);
-  record.staging.reset();
-  channel(header.communicator, status.MPI_SOURCE).received.consume(header.sequence);
+  record.owned.reset();
+  record.staging = nullptr;
+  record.members->channels[static_cast<std::size_t>(status.MPI_SOURCE)].received.consume(header.sequence);
   const std::uint64_t clock = _determinants.tick();
   if (record.peer == MPI_ANY_SOURCE && !record.matched_already) _determinants.matching(clock, status.MPI_SOURCE);
   ++_counters.messages_received;
@@ -354,10 +426,10 @@ void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
 
 int Runtime::recv(void* buffer, int count, MPI_Datatype type, int source, int tag, CommInfo& comm,
                   MPI_Status* status) {
-  RequestRecord record = make_record(true, buffer, count, type, source, tag, MPI_COMM_NULL, comm.key);
+  RequestRecord record = make_record(true, buffer, count, type, source, tag, MPI_COMM_NULL, comm.members);
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  ReceiveTarget target = prepare_receive(record);
+  ReceiveTarget target = prepare_receive(record, true);
   const int code = PMPI_Recv(target.buffer, target.count, target.type, source, tag, comm.physical, &out);
   if (target.owned_type) PMPI_Type_free(&target.type);
   finish_receive(record, out);
@@ -365,7 +437,7 @@ int Runtime::recv(void* buffer, int count, MPI_Datatype type, int source, int ta
 }
 
 int Runtime::post_receive(RequestRecord& record, const CommInfo& comm) {
-  ReceiveTarget target = prepare_receive(record);
+  ReceiveTarget target = prepare_receive(record, false);
   const int code =
       PMPI_Irecv(target.buffer, target.count, target.type, record.peer, record.tag, comm.physical, &record.physical);
   if (target.owned_type) PMPI_Type_free(&target.type);
@@ -374,7 +446,7 @@ int Runtime::post_receive(RequestRecord& record, const CommInfo& comm) {
 
 int Runtime::irecv(void* buffer, int count, MPI_Datatype type, int source, int tag, MPI_Comm app, CommInfo& comm,
                    MPI_Request* request) {
-  RequestRecord record = make_record(true, buffer, count, type, source, tag, app, comm.key);
+  RequestRecord record = make_record(true, buffer, count, type, source, tag, app, comm.members);
   const int code = post_receive(record, comm);
   if (code != MPI_SUCCESS) return code;
   *request = record.physical;
@@ -389,13 +461,13 @@ int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send
   // buffer may be both (MPI_Sendrecv_replace).
   flush_determinants();
   MPI_Request sent = MPI_REQUEST_NULL;
-  std::shared_ptr<const LogEntry> entry;
+  LogEntry entry;
   if (dest != MPI_PROC_NULL) {
     if (const int code = log_message(send_buffer, send_count, send_type, dest, send_tag, comm, entry);
         code != MPI_SUCCESS) {
       return code;
     }
-    if (const int code = PMPI_Isend(entry->bytes.get(), wire_count(entry->size), MPI_PACKED, dest, send_tag,
+    if (const int code = PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, send_tag,
                                     comm.physical, &sent);
         code != MPI_SUCCESS) {
       return code;
@@ -416,7 +488,7 @@ int Runtime::persistent(bool receive, SendMode mode, const void* buffer, int cou
   // new operation, with a new log entry, recorded as `physical`.
   const int code = PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, request);
   if (code != MPI_SUCCESS) return code;
-  RequestRecord record = make_record(receive, buffer, count, type, peer, tag, app, comm.key, mode);
+  RequestRecord record = make_record(receive, buffer, count, type, peer, tag, app, comm.members, mode);
   record.persistent = true;
   _requests.insert_or_assign(*request, std::move(record));
   return MPI_SUCCESS;
@@ -430,6 +502,9 @@ int Runtime::start(int count, MPI_Request* requests) {
       continue;
     }
     RequestRecord& record = found->second;
+    if (record.physical != MPI_REQUEST_NULL) {
+      throw UsageError("a persistent request was started again before it completed: complete it first");
+    }
     CommInfo* comm = find(record.comm);
     if (comm == nullptr) {
       throw UsageError("the communicator of a persistent request was freed before the request was started");
@@ -479,10 +554,10 @@ void Runtime::finish(MPI_Request& request, MPI_Request before, MPI_Request after
   RequestRecord& record = found->second;
   if (record.receive) {
     finish_receive(record, status);
-  } else if (record.entry) {
-    set_payload(status, static_cast<MPI_Count>(record.entry->size - kWireHeaderBytes));
+  } else if (record.entry.bytes) {
+    set_payload(status, static_cast<MPI_Count>(record.entry.size - kWireHeaderBytes));
   }
-  record.entry.reset();
+  record.entry = {};
   record.physical = MPI_REQUEST_NULL;
   if (!record.persistent) {
     _requests.erase(found);
@@ -609,7 +684,7 @@ int Runtime::probe(int source, int tag, CommInfo& comm, MPI_Message* message, MP
   if (code != MPI_SUCCESS) return code;
   fix_probe_status(out);
   if (source == MPI_ANY_SOURCE) choice(1, true, {out.MPI_SOURCE});
-  if (message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.key;
+  if (message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.members;
   return code;
 }
 
@@ -621,25 +696,26 @@ int Runtime::iprobe(int source, int tag, CommInfo& comm, int* flag, MPI_Message*
   if (code != MPI_SUCCESS) return code;
   if (*flag != 0) fix_probe_status(out);
   choice(1, *flag != 0, {*flag != 0 ? out.MPI_SOURCE : MPI_UNDEFINED});
-  if (*flag != 0 && message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.key;
+  if (*flag != 0 && message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.members;
   return code;
 }
 
 RequestRecord* Runtime::matched(MPI_Message message, RequestRecord& record) {
   const auto found = _messages.find(message);
   if (found == _messages.end()) return nullptr;
-  record.communicator = found->second;
+  record.communicator = found->second->key;
+  record.members = found->second;
   record.matched_already = true;
   _messages.erase(found);
   return &record;
 }
 
 int Runtime::mrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
-  RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, 0);
+  RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, nullptr);
   if (matched(*message, record) == nullptr) return PMPI_Mrecv(buffer, count, type, message, status);
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  ReceiveTarget target = prepare_receive(record);
+  ReceiveTarget target = prepare_receive(record, true);
   const int code = PMPI_Mrecv(target.buffer, target.count, target.type, message, &out);
   if (target.owned_type) PMPI_Type_free(&target.type);
   finish_receive(record, out);
@@ -647,9 +723,9 @@ int Runtime::mrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* mess
 }
 
 int Runtime::imrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
-  RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, 0);
+  RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, nullptr);
   if (matched(*message, record) == nullptr) return PMPI_Imrecv(buffer, count, type, message, request);
-  ReceiveTarget target = prepare_receive(record);
+  ReceiveTarget target = prepare_receive(record, false);
   const int code = PMPI_Imrecv(target.buffer, target.count, target.type, message, &record.physical);
   if (target.owned_type) PMPI_Type_free(&target.type);
   if (code != MPI_SUCCESS) return code;
@@ -666,17 +742,17 @@ void Runtime::mark_checkpoint() {
   // What this process consumed, sent to each sender: communicator key, my
   // rank in it, the watermark, then the numbers consumed out of order.
   std::vector<std::vector<std::byte>> outgoing(static_cast<std::size_t>(size));
-  for (const auto& [key, state] : _channels) {
-    const auto members = _members.find(key.communicator);
-    if (members == _members.end()) continue;
-    const ReceiveWindow<Sequence>& received = state.received;
-    if (received.next() == 0 && received.out_of_order().empty()) continue;
-    auto& words = outgoing[static_cast<std::size_t>(members->second.world[static_cast<std::size_t>(key.peer)])];
-    append_word(words, key.communicator);
-    append_word(words, static_cast<std::uint64_t>(members->second.rank));
-    append_word(words, received.next());
-    append_word(words, received.out_of_order().size());
-    for (const Sequence s : received.out_of_order()) append_word(words, s);
+  for (const auto& [key, members] : _members) {
+    for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
+      const ReceiveWindow<Sequence>& received = members.channels[peer].received;
+      if (received.next() == 0 && received.out_of_order().empty()) continue;
+      auto& words = outgoing[static_cast<std::size_t>(members.world[peer])];
+      append_word(words, key);
+      append_word(words, static_cast<std::uint64_t>(members.rank));
+      append_word(words, received.next());
+      append_word(words, received.out_of_order().size());
+      for (const Sequence s : received.out_of_order()) append_word(words, s);
+    }
   }
   std::vector<int> send_counts(static_cast<std::size_t>(size));
   std::vector<int> send_offsets(static_cast<std::size_t>(size));
@@ -726,7 +802,18 @@ reprise_msglog_counters Runtime::counters() const noexcept {
 
 void Runtime::for_each_channel(
     const std::function<void(const ChannelKey&, const Channel&, std::size_t logged)>& visit) const {
-  for (const auto& [key, state] : _channels) visit(key, state, _log.count(key));
+  for (const auto& [key, members] : _members) {
+    for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
+      const Channel& channel = members.channels[peer];
+      const ChannelKey channel_key{key, static_cast<int>(peer)};
+      const std::size_t logged = _log.count(channel_key);
+      if (channel.next_send == 0 && channel.received.next() == 0 && channel.received.out_of_order().empty() &&
+          logged == 0) {
+        continue;
+      }
+      visit(channel_key, channel, logged);
+    }
+  }
 }
 
 }  // namespace reprise::detail

@@ -26,22 +26,38 @@
 
 namespace reprise::detail {
 
+/// One send or receive channel's state.
+struct Channel {
+  Sequence next_send = 0;              ///< the number the next message to the peer gets
+  ReceiveWindow<Sequence> received;    ///< what this process consumed of the peer's messages
+  ChannelLog* log = nullptr;           ///< its entries in the payload log (made at the first send)
+};
+
+/// A communicator key's members and channels, kept after MPI_Comm_free
+/// (the checkpoints still need them).
+struct Members {
+  std::uint64_t key = 0;               ///< the communicator's key
+  int rank = 0;                        ///< this process's rank in it
+  std::vector<int> world;              ///< each member's world rank
+  std::vector<Channel> channels;       ///< one per member (the peer's rank)
+};
+
 /// A communicator the application created or uses, as the log knows it.
 struct CommInfo {
   std::uint64_t key = 0;               ///< the same in every member: world is 1, a child mixes its parent's
   MPI_Comm physical = MPI_COMM_NULL;   ///< the communicator the calls go to now
   int rank = 0;                        ///< this process's rank in it
   std::uint64_t children = 0;          ///< communicators made from it so far (a collective count)
+  Members* members = nullptr;          ///< its members and channels (owned by the runtime)
+
+  /// Whether `peer` names a member (else the call goes to MPI as it is, which reports the error).
+  [[nodiscard]] bool has(int peer) const noexcept {
+    return peer >= 0 && static_cast<std::size_t>(peer) < members->channels.size();
+  }
 };
 
 /// How a send goes on the wire.
 enum class SendMode : std::uint8_t { kStandard, kSynchronous, kReady, kBuffered };
-
-/// One send or receive channel's state.
-struct Channel {
-  Sequence next_send = 0;              ///< the number the next message to the peer gets
-  ReceiveWindow<Sequence> received;    ///< what this process consumed of the peer's messages
-};
 
 /// A request the log tracks: what its completion must finish, and for a
 /// persistent one what each start posts. The application's handle is the
@@ -59,10 +75,12 @@ struct RequestRecord {
   int tag = 0;
   MPI_Comm comm = MPI_COMM_NULL;       ///< the application's handle
   std::uint64_t communicator = 0;      ///< its key
+  Members* members = nullptr;          ///< its members and channels
   SendMode mode = SendMode::kStandard;
   // The active operation.
-  std::shared_ptr<const LogEntry> entry;        ///< a send's log entry (its wire buffer)
-  std::unique_ptr<std::byte[]> staging;         ///< a receive's [header | packed payload], or the header alone
+  LogEntry entry;                               ///< a send's log entry (its wire buffer)
+  std::byte* staging = nullptr;                 ///< a receive's [header | packed payload], or the header alone
+  std::unique_ptr<std::byte[]> owned;           ///< `staging` of a non-blocking receive (a blocking one uses the runtime's)
   std::size_t capacity = 0;                     ///< bytes of `staging`
   bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
   bool matched_already = false;                 ///< an MPI_Imrecv: its probe logged the match
@@ -174,13 +192,17 @@ class Runtime {
     MPI_Status* statuses = nullptr;
   };
 
-  Channel& channel(std::uint64_t communicator, int peer) { return _channels[ChannelKey{communicator, peer}]; }
+  /// Registers a communicator of `key` with `size` members, this process being `rank`.
+  Members& add_members(std::uint64_t key, int rank, std::vector<int> world);
   int log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                  std::shared_ptr<const LogEntry>& logged);
+                  LogEntry& logged);
   void make_room(std::size_t bytes);
   void flush_determinants();
   int post_send(RequestRecord& record, CommInfo& comm);
-  [[nodiscard]] ReceiveTarget prepare_receive(RequestRecord& record) const;
+  /// A staging buffer of `bytes` for `record`: the runtime's own for a
+  /// blocking receive, else one the record owns.
+  std::byte* staging_for(RequestRecord& record, std::size_t bytes, bool blocking);
+  [[nodiscard]] ReceiveTarget prepare_receive(RequestRecord& record, bool blocking);
   int post_receive(RequestRecord& record, const CommInfo& comm);
   void unpack(RequestRecord& record, MPI_Count payload);
   void finish_receive(RequestRecord& record, MPI_Status& status);
@@ -199,19 +221,14 @@ class Runtime {
   void release_detached();
 
   std::unordered_map<MPI_Comm, CommInfo> _comms;
-  /// Per communicator key (kept after MPI_Comm_free, for the checkpoints):
-  /// this process's rank in it and each member's world rank.
-  struct Members {
-    int rank = 0;
-    std::vector<int> world;
-  };
+  std::pair<MPI_Comm, CommInfo*> _last_found{MPI_COMM_NULL, nullptr};  ///< the last hit of find()
   std::unordered_map<std::uint64_t, Members> _members;
   std::unordered_map<MPI_Request, RequestRecord> _requests;
-  std::unordered_map<MPI_Message, std::uint64_t> _messages;          ///< matched messages (Mprobe) → communicator key
-  std::unordered_map<ChannelKey, Channel, ChannelKeyHash> _channels;
+  std::unordered_map<MPI_Message, Members*> _messages;               ///< matched messages (Mprobe)
   PayloadLog _log;
   DeterminantLog _determinants;
-  std::vector<std::pair<MPI_Request, std::shared_ptr<const LogEntry>>> _detached;
+  std::vector<std::pair<MPI_Request, LogEntry>> _detached;
+  std::vector<std::byte> _scratch;  ///< the staging buffer of blocking receives
   MPI_Comm _internal = MPI_COMM_NULL;
   std::unique_ptr<BuddyLinks> _buddies;
   std::size_t _max_bytes;

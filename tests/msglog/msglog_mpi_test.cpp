@@ -271,8 +271,9 @@ TEST(MsglogMpi, IprobeFailuresAreOneEvent) {
 
 TEST(MsglogMpi, StatusesCountsAndDatatypesAsWithoutTheLog) {
   const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
-  // Both receive paths: staged (small) and straight into the buffer (large).
-  for (const int n : {6, 6000}) {
+  // Both receive paths: staged (small) and straight into the buffer (above
+  // the default REPRISE_MSGLOG_STAGING_BYTES, 64 KiB).
+  for (const int n : {6, 20000}) {
     std::vector<int> out(static_cast<std::size_t>(n));
     std::iota(out.begin(), out.end(), me * 100000);
     // 1. Fewer elements than the buffer holds: count, elements, source, tag.
@@ -334,7 +335,7 @@ TEST(MsglogMpi, TruncationAsWithoutTheLog) {
   const MPI_Comm comm = returning.comm();
   const int me = rank_of(comm);
   const int size = size_of(comm);
-  for (const int n : {10, 10000}) {
+  for (const int n : {10, 40000}) {
     std::vector<int> out(static_cast<std::size_t>(n));
     std::iota(out.begin(), out.end(), 0);
     std::vector<int> in(static_cast<std::size_t>(n), -1);
@@ -347,6 +348,16 @@ TEST(MsglogMpi, TruncationAsWithoutTheLog) {
     EXPECT_EQ(in[static_cast<std::size_t>(n / 2)], -1);
     MPI_Wait(&request, MPI_STATUS_IGNORE);
   }
+}
+
+TEST(MsglogMpi, ABadRankIsMpisError) {
+  const Returning returning;
+  const std::uint64_t logged = reprise::msglog::counters().messages_logged;
+  const int value = 1;
+  EXPECT_EQ(error_class(MPI_Send(&value, 1, MPI_INT, 99, 0, returning.comm())), MPI_ERR_RANK);
+  MPI_Request request = MPI_REQUEST_NULL;
+  EXPECT_EQ(error_class(MPI_Isend(&value, 1, MPI_INT, -5, 0, returning.comm(), &request)), MPI_ERR_RANK);
+  EXPECT_EQ(reprise::msglog::counters().messages_logged, logged);
 }
 
 TEST(MsglogMpi, MatchedProbeAndReceive) {

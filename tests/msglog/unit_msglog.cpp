@@ -72,7 +72,7 @@ TEST(SequenceNumbers, OutOfOrderAcrossTheWrap) {
 LogEntry entry(Sequence sequence, std::size_t size) {
   LogEntry logged;
   logged.sequence = sequence;
-  logged.bytes = std::make_unique<std::byte[]>(size);
+  logged.bytes = std::make_shared<std::byte[]>(size);
   logged.size = size;
   return logged;
 }
@@ -90,7 +90,7 @@ TEST(PayloadLog, CountsBytesAndDropsWhatWasConsumed) {
   EXPECT_EQ(log.drop_consumed(to_1, 6, out_of_order), 700U);
   EXPECT_EQ(log.count(to_1), 3U);
   std::vector<Sequence> left;
-  for (const auto& kept : log.entries(to_1)) left.push_back(kept->sequence);
+  for (const auto& kept : log.entries(to_1)) left.push_back(kept.sequence);
   EXPECT_EQ(left, (std::vector<Sequence>{6, 8, 9}));
   EXPECT_EQ(log.bytes(), 350U);
   EXPECT_EQ(log.peak_bytes(), 1050U);
@@ -107,16 +107,17 @@ TEST(PayloadLog, DropsAcrossTheWrapOfTheSequenceType) {
   // Consumed 0xFFFFFFFE, 0xFFFFFFFF and 0: the watermark wrapped to 1.
   EXPECT_EQ(log.drop_consumed(channel, 1, {}), 24U);
   ASSERT_EQ(log.count(channel), 1U);
-  EXPECT_EQ(log.entries(channel).front()->sequence, 1U);
+  EXPECT_EQ(log.entries(channel).front().sequence, 1U);
 }
 
 TEST(PayloadLog, AnEntryInFlightOutlivesItsCollection) {
   PayloadLog log;
-  auto in_flight = log.append(ChannelKey{1, 0}, entry(0, 64));
-  std::memset(in_flight->bytes.get(), 0x5A, 64);
+  const LogEntry in_flight = log.append(ChannelKey{1, 0}, entry(0, 64));
+  std::memset(in_flight.bytes.get(), 0x5A, 64);
   log.drop_consumed(ChannelKey{1, 0}, 1, {});
   EXPECT_EQ(log.bytes(), 0U);
-  EXPECT_EQ(in_flight->bytes[63], std::byte{0x5A});
+  EXPECT_EQ(in_flight.bytes[63], std::byte{0x5A});
+  EXPECT_EQ(in_flight.bytes.use_count(), 1) << "the log let go of it";
 }
 
 TEST(PayloadLog, DiscardsTheOldestAtTheBound) {
@@ -124,7 +125,7 @@ TEST(PayloadLog, DiscardsTheOldestAtTheBound) {
   for (Sequence s = 0; s < 4; ++s) log.append(ChannelKey{1, 0}, entry(s, 100));
   EXPECT_EQ(log.discard_oldest(150), 200U);
   EXPECT_EQ(log.bytes(), 200U);
-  EXPECT_EQ(log.entries(ChannelKey{1, 0}).front()->sequence, 2U);
+  EXPECT_EQ(log.entries(ChannelKey{1, 0}).front().sequence, 2U);
 }
 
 TEST(Determinants, ARunOfFailedTestsIsOneEventWithItsOutcome) {
