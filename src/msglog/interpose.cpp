@@ -452,6 +452,14 @@ REPRISE_MSGLOG_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], M
                 [&](MPI_Comm parent) { return PMPI_Cart_sub(parent, remain_dims, newcomm); });
 }
 
+REPRISE_MSGLOG_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
+  const int code = PMPI_Comm_set_errhandler(comm, handler);
+  if (CommInfo* info = logged(comm); info != nullptr && code == MPI_SUCCESS) {
+    Runtime::current()->set_errhandler(*info, handler);
+  }
+  return code;
+}
+
 REPRISE_MSGLOG_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
   if (Runtime* runtime = Runtime::current(); runtime != nullptr && *comm != MPI_COMM_WORLD) runtime->freed(*comm);
   return PMPI_Comm_free(comm);

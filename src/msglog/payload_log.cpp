@@ -23,7 +23,7 @@ std::size_t ChannelKeyHash::operator()(const ChannelKey& key) const noexcept {
   return static_cast<std::size_t>(mix64(key.communicator ^ static_cast<std::uint64_t>(static_cast<unsigned>(key.peer))));
 }
 
-LogEntry PayloadLog::append(ChannelLog& log, LogEntry entry) {
+const LogEntry& PayloadLog::append(ChannelLog& log, LogEntry entry) {
   _bytes += entry.size;
   _peak_bytes = std::max(_peak_bytes, _bytes);
   return log.entries.emplace_back(std::move(entry));

@@ -65,10 +65,12 @@ class PayloadLog {
   /// The log of `channel`, made empty on first use; its address never
   /// changes, so a sender may keep it.
   ChannelLog& channel(const ChannelKey& channel) { return _channels[channel]; }
-  /// Adds `entry`, sent on the channel of `log`; returns it (its buffer shared with the send).
-  LogEntry append(ChannelLog& log, LogEntry entry);
+  /// Adds `entry`, sent on the channel of `log`; returns it, valid until
+  /// the log next changes (a send still in flight keeps a copy: its buffer
+  /// is shared).
+  const LogEntry& append(ChannelLog& log, LogEntry entry);
   /// Adds `entry`, sent on `channel`.
-  LogEntry append(const ChannelKey& key, LogEntry entry) { return append(channel(key), std::move(entry)); }
+  const LogEntry& append(const ChannelKey& key, LogEntry entry) { return append(channel(key), std::move(entry)); }
 
   /// Drops the entries of `channel` that the receiver consumed: numbers
   /// before `watermark`, and those of `out_of_order`. Returns the bytes freed.

@@ -22,6 +22,20 @@ constexpr std::uint64_t kWorldKey = 1;
 constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
 constexpr std::size_t kDefaultStagingBytes = 65536;
 constexpr std::size_t kDetachedBeforeSweep = 16;
+constexpr std::size_t kGuardedPayloadOffset = 16;  // the header, then 4 unused bytes
+constexpr std::size_t kMostGuardedTypes = 64;
+
+/// Whether an error handler ends the process (so nothing runs after a truncation).
+bool fatal(MPI_Errhandler handler) { return handler == MPI_ERRORS_ARE_FATAL || handler == MPI_ERRORS_ABORT; }
+
+/// Whether `comm`'s error handler may return.
+bool errors_return(MPI_Comm comm) {
+  MPI_Errhandler handler = MPI_ERRHANDLER_NULL;
+  PMPI_Comm_get_errhandler(comm, &handler);
+  const bool returns = !fatal(handler);
+  PMPI_Errhandler_free(&handler);
+  return returns;
+}
 
 /// The process's runtime. A plain pointer on purpose: a program that exits
 /// without MPI_Finalize must not run the destructor (MPI calls) at exit.
@@ -56,28 +70,6 @@ int wire_count(std::size_t bytes) {
                      " bytes with the log's header does not fit an int count: send it in pieces under 2 GiB");
   }
   return static_cast<int>(bytes);
-}
-
-/// Whether `count` elements of `type` are one run of bytes, in the order
-/// MPI packs them: a predefined type without holes (not the pair types of
-/// MINLOC/MAXLOC). Then MPI_Pack and MPI_Unpack are a memcpy of `bytes`
-/// (0 when not), without a convertor. A derived type always takes MPI's
-/// way: its type map may be out of address order.
-std::size_t contiguous_bytes(int count, MPI_Datatype type) {
-  int integers = 0;
-  int addresses = 0;
-  int types = 0;
-  int combiner = 0;
-  int size = 0;
-  MPI_Aint true_lower = 0;
-  MPI_Aint true_extent = 0;
-  if (count < 0 || PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) != MPI_SUCCESS ||
-      combiner != MPI_COMBINER_NAMED || PMPI_Type_size(type, &size) != MPI_SUCCESS ||
-      PMPI_Type_get_true_extent(type, &true_lower, &true_extent) != MPI_SUCCESS || true_extent != size ||
-      true_lower != 0) {
-    return 0;
-  }
-  return static_cast<std::size_t>(count) * static_cast<std::size_t>(size);
 }
 
 /// Bytes in `status` (what MPI delivered, header included).
@@ -134,22 +126,24 @@ Runtime::Runtime()
                                     .physical = MPI_COMM_WORLD,
                                     .rank = rank,
                                     .children = 0,
-                                    .members = &add_members(kWorldKey, rank, std::move(everyone))};
+                                    .members = &add_members(MPI_COMM_WORLD, kWorldKey, rank, std::move(everyone))};
   _buddies = std::make_unique<BuddyLinks>(_internal);
 }
 
 Runtime::~Runtime() {
   complete_detached();
+  for (auto& [packed, type] : _guarded_types) PMPI_Type_free(&type);
   // No process may still need its buddy once this one stops serving.
   PMPI_Barrier(_internal);
   _buddies.reset();
   PMPI_Comm_free(&_internal);
 }
 
-Members& Runtime::add_members(std::uint64_t key, int rank, std::vector<int> world) {
+Members& Runtime::add_members(MPI_Comm comm, std::uint64_t key, int rank, std::vector<int> world) {
   Members& members = _members[key];
   members.key = key;
   members.rank = rank;
+  members.errors_return = errors_return(comm);
   members.channels.resize(world.size());
   members.world = std::move(world);
   return members;
@@ -189,12 +183,35 @@ void Runtime::created(CommInfo& parent, MPI_Comm created) {
                              .physical = created,
                              .rank = rank,
                              .children = 0,
-                             .members = &add_members(key, rank, std::move(world_ranks))};
+                             .members = &add_members(created, key, rank, std::move(world_ranks))};
+}
+
+void Runtime::set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept {
+  comm.members->errors_return = !fatal(handler);
 }
 
 void Runtime::freed(MPI_Comm comm) noexcept {
   _comms.erase(comm);
   _last_found = {MPI_COMM_NULL, nullptr};
+}
+
+std::size_t Runtime::contiguous_bytes(int count, MPI_Datatype type) {
+  auto& cached = _contiguous[(reinterpret_cast<std::uintptr_t>(type) >> 4U) % _contiguous.size()];
+  if (cached.first != type) {
+    int integers = 0;
+    int addresses = 0;
+    int types = 0;
+    int combiner = 0;
+    int size = 0;
+    MPI_Aint true_lower = 0;
+    MPI_Aint true_extent = 0;
+    const bool run = PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) == MPI_SUCCESS &&
+                     combiner == MPI_COMBINER_NAMED && PMPI_Type_size(type, &size) == MPI_SUCCESS &&
+                     PMPI_Type_get_true_extent(type, &true_lower, &true_extent) == MPI_SUCCESS &&
+                     true_extent == size && true_lower == 0;
+    cached = {type, run ? static_cast<std::size_t>(size) : 0};
+  }
+  return count < 0 ? 0 : static_cast<std::size_t>(count) * cached.second;
 }
 
 // ---- sends ---------------------------------------------------------------
@@ -223,7 +240,7 @@ void Runtime::flush_determinants() {
 }
 
 int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                         LogEntry& logged) {
+                         const LogEntry*& logged) {
   const std::size_t run = contiguous_bytes(count, type);
   int packed = static_cast<int>(run);
   if (run == 0) {
@@ -254,43 +271,47 @@ int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int d
   ++_counters.messages_logged;
   _counters.bytes_logged += static_cast<std::uint64_t>(position);
   if (sent_on.log == nullptr) sent_on.log = &_log.channel(ChannelKey{comm.key, dest});
-  logged = _log.append(*sent_on.log, std::move(entry));
+  logged = &_log.append(*sent_on.log, std::move(entry));
   return MPI_SUCCESS;
 }
 
 int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
                   CommInfo& comm) {
   flush_determinants();
-  LogEntry entry;
+  const LogEntry* entry = nullptr;
   if (const int code = log_message(buffer, count, type, dest, tag, comm, entry); code != MPI_SUCCESS) return code;
-  const int bytes = wire_count(entry.size);
+  // The entry stays in the log during a blocking send: nothing changes the log meanwhile.
+  void* wire = entry->bytes.get();
+  const int bytes = wire_count(entry->size);
   switch (mode) {
     case SendMode::kSynchronous:
-      return PMPI_Ssend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+      return PMPI_Ssend(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
     case SendMode::kReady:
-      return PMPI_Rsend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+      return PMPI_Rsend(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
     case SendMode::kBuffered: {
       // The log's copy is the buffer: the send goes on from it, and the
       // application's buffer is free at once, as MPI_Bsend promises.
       MPI_Request request = MPI_REQUEST_NULL;
-      const int code = PMPI_Isend(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical, &request);
-      if (code == MPI_SUCCESS) _detached.emplace_back(request, std::move(entry));
+      const int code = PMPI_Isend(wire, bytes, MPI_PACKED, dest, tag, comm.physical, &request);
+      if (code == MPI_SUCCESS) _detached.emplace_back(request, *entry);
       if (_detached.size() >= kDetachedBeforeSweep) release_detached();
       return code;
     }
     case SendMode::kStandard:
       break;
   }
-  return PMPI_Send(entry.bytes.get(), bytes, MPI_PACKED, dest, tag, comm.physical);
+  return PMPI_Send(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
 }
 
 int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
   flush_determinants();
-  if (const int code = log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm,
-                                   record.entry);
+  const LogEntry* entry = nullptr;
+  if (const int code =
+          log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm, entry);
       code != MPI_SUCCESS) {
     return code;
   }
+  record.entry = *entry;  // held until the send completes
   void* bytes = record.entry.bytes.get();
   const int count = wire_count(record.entry.size);
   switch (record.mode) {
@@ -343,13 +364,36 @@ std::byte* Runtime::staging_for(RequestRecord& record, std::size_t bytes, bool b
   return record.staging;
 }
 
+std::pair<MPI_Datatype, bool> Runtime::guarded_staging_type(int packed) {
+  if (const auto found = _guarded_types.find(packed); found != _guarded_types.end()) return {found->second, false};
+  int lengths[2] = {static_cast<int>(kWireHeaderBytes), packed};
+  MPI_Aint displacements[2] = {0, static_cast<MPI_Aint>(kGuardedPayloadOffset)};
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  PMPI_Type_create_hindexed(2, lengths, displacements, MPI_BYTE, &type);
+  PMPI_Type_commit(&type);
+  if (_guarded_types.size() >= kMostGuardedTypes) return {type, true};
+  _guarded_types.emplace(packed, type);
+  return {type, false};
+}
+
 Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record, bool blocking) {
   int packed = static_cast<int>(contiguous_bytes(record.count, record.type));
   if (packed == 0) PMPI_Pack_size(record.count, record.type, MPI_COMM_WORLD, &packed);
   if (static_cast<std::size_t>(packed) <= _staging_bytes) {
     // Small: into a staging buffer [header | packed payload], unpacked at completion.
-    const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
     record.staged = true;
+    if (record.members != nullptr && record.members->errors_return) {
+      // The program goes on after a truncation: the buffer must stay whole.
+      const auto [type, owned] = guarded_staging_type(packed);
+      record.payload_offset = kGuardedPayloadOffset;
+      return ReceiveTarget{
+          .buffer = staging_for(record, kGuardedPayloadOffset + static_cast<std::size_t>(packed), blocking),
+          .count = 1,
+          .type = type,
+          .owned_type = owned};
+    }
+    const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
+    record.payload_offset = kWireHeaderBytes;
     return ReceiveTarget{.buffer = staging_for(record, capacity, blocking),
                          .count = static_cast<int>(capacity),
                          .type = MPI_PACKED,
@@ -371,7 +415,7 @@ Runtime::ReceiveTarget Runtime::prepare_receive(RequestRecord& record, bool bloc
 }
 
 void Runtime::unpack(RequestRecord& record, MPI_Count payload) {
-  const std::byte* packed = record.staging + kWireHeaderBytes;
+  const std::byte* packed = record.staging + record.payload_offset;
   if (contiguous_bytes(record.count, record.type) > 0) {
     if (payload > 0) std::memcpy(record.buffer, packed, static_cast<std::size_t>(payload));
     return;
@@ -414,7 +458,9 @@ void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
   const MPI_Count payload = bytes - static_cast<MPI_Count>(kWireHeaderBytes);
   // A truncated message counts what was sent, as without the log; only
   // what the staging buffer holds is unpacked.
-  if (record.staged) unpack(record, std::min(payload, static_cast<MPI_Count>(record.capacity - kWireHeaderBytes)));
+  if (record.staged) {
+    unpack(record, std::min(payload, static_cast<MPI_Count>(record.capacity - record.payload_offset)));
+  }
   set_payload(status, payload);
   record.owned.reset();
   record.staging = nullptr;
@@ -461,12 +507,14 @@ int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send
   // buffer may be both (MPI_Sendrecv_replace).
   flush_determinants();
   MPI_Request sent = MPI_REQUEST_NULL;
-  LogEntry entry;
+  LogEntry entry;  // held until the send completes
   if (dest != MPI_PROC_NULL) {
-    if (const int code = log_message(send_buffer, send_count, send_type, dest, send_tag, comm, entry);
+    const LogEntry* logged = nullptr;
+    if (const int code = log_message(send_buffer, send_count, send_type, dest, send_tag, comm, logged);
         code != MPI_SUCCESS) {
       return code;
     }
+    entry = *logged;
     if (const int code = PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, send_tag,
                                     comm.physical, &sent);
         code != MPI_SUCCESS) {

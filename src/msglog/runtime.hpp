@@ -9,6 +9,7 @@
 
 #include <mpi.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,6 +41,7 @@ struct Members {
   int rank = 0;                        ///< this process's rank in it
   std::vector<int> world;              ///< each member's world rank
   std::vector<Channel> channels;       ///< one per member (the peer's rank)
+  bool errors_return = false;          ///< its error handler may return (not MPI_ERRORS_ARE_FATAL/ABORT)
 };
 
 /// A communicator the application created or uses, as the log knows it.
@@ -82,6 +84,7 @@ struct RequestRecord {
   std::byte* staging = nullptr;                 ///< a receive's [header | packed payload], or the header alone
   std::unique_ptr<std::byte[]> owned;           ///< `staging` of a non-blocking receive (a blocking one uses the runtime's)
   std::size_t capacity = 0;                     ///< bytes of `staging`
+  std::size_t payload_offset = 0;               ///< where the payload starts in `staging`
   bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
   bool matched_already = false;                 ///< an MPI_Imrecv: its probe logged the match
 };
@@ -170,6 +173,8 @@ class Runtime {
   [[nodiscard]] std::vector<Event> held_for(int rank) const { return _buddies->held_for(rank); }
   /// The payload log's bound, in bytes.
   void set_max_bytes(std::size_t bytes) noexcept { _max_bytes = bytes; }
+  /// `comm`'s error handler is now `handler` (MPI_Comm_set_errhandler).
+  void set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept;
   /// Called when a send would pass the bound (with the bytes needed and the bound).
   void set_full_hook(std::function<void(std::size_t, std::size_t)> hook) { _full_hook = std::move(hook); }
 
@@ -192,10 +197,23 @@ class Runtime {
     MPI_Status* statuses = nullptr;
   };
 
-  /// Registers a communicator of `key` with `size` members, this process being `rank`.
-  Members& add_members(std::uint64_t key, int rank, std::vector<int> world);
+  /// Registers the communicator `comm` of `key`, its members' world ranks `world`.
+  Members& add_members(MPI_Comm comm, std::uint64_t key, int rank, std::vector<int> world);
+  /// A datatype over a staging buffer [header | 4 unused bytes | `packed` bytes], and whether
+  /// the caller frees it (else it is cached). Not contiguous, so Open MPI stops a longer
+  /// message at the buffer's end, where with a contiguous buffer Open MPI 5.0.11 writes a
+  /// truncated message whole, past the end (§16).
+  std::pair<MPI_Datatype, bool> guarded_staging_type(int packed);
+  /// Logs a message; `logged` points to its entry until the log next changes.
   int log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                  LogEntry& logged);
+                  const LogEntry*& logged);
+  /// The bytes of `count` elements of `type` when they are one run of
+  /// bytes in the order MPI packs them (a predefined type without holes,
+  /// not a pair type of MINLOC/MAXLOC), else 0. Then packing is a memcpy,
+  /// without a convertor. A derived type always takes MPI's way (its type
+  /// map may be out of address order). Cached per handle: a predefined
+  /// type is never freed, and any handle reused is again a derived type.
+  std::size_t contiguous_bytes(int count, MPI_Datatype type);
   void make_room(std::size_t bytes);
   void flush_determinants();
   int post_send(RequestRecord& record, CommInfo& comm);
@@ -229,6 +247,8 @@ class Runtime {
   DeterminantLog _determinants;
   std::vector<std::pair<MPI_Request, LogEntry>> _detached;
   std::vector<std::byte> _scratch;  ///< the staging buffer of blocking receives
+  std::array<std::pair<MPI_Datatype, std::size_t>, 16> _contiguous{};  ///< contiguous_bytes' cache: type, element bytes
+  std::unordered_map<int, MPI_Datatype> _guarded_types;  ///< guarded_staging_type's cache, by payload bytes
   MPI_Comm _internal = MPI_COMM_NULL;
   std::unique_ptr<BuddyLinks> _buddies;
   std::size_t _max_bytes;
