@@ -107,6 +107,15 @@ test-asan-all: setup
 # MiB of MIGRATE_SIZES, one job moves one process (3 repetitions), another
 # all of them (1 repetition), with MIGRATE_ARGS (--repetitions --via --dir
 # --copies).
+# The message log's benchmarks (docs/PERFORMANCE.md, "Message logging") run
+# with libreprise_msglog.so preloaded and measure each MPI call plain (PMPI)
+# and logged (MPI, intercepted) in the same run, alternating repetitions:
+# msglog_pingpong on 2 processes, 1 byte to 1 MiB by factors of 4, named
+# and MPI_ANY_SOURCE receives, with a memcpy baseline, with
+# MSGLOG_PINGPONG_ARGS (--max-bytes --factor --repetitions --tests);
+# msglog_kernels (cg, master_worker, wavefront, testsome: the share of
+# messages that make an event) on MSGLOG_RANKS processes with
+# MSGLOG_KERNELS_ARGS (--kernels --repetitions --scale).
 BENCH_ARGS ?=
 BENCH_RANKS ?= 4
 CHECKPOINT_ARGS ?=
@@ -116,6 +125,10 @@ TRAP_ARGS ?=
 MIGRATE_ARGS ?=
 MIGRATE_RANKS ?= 3
 MIGRATE_SIZES ?= 1 8
+MSGLOG_PINGPONG_ARGS ?=
+MSGLOG_KERNELS_ARGS ?=
+MSGLOG_RANKS ?= 4
+MSGLOG_PRELOAD = LD_PRELOAD=$(CURDIR)/$(BUILD)/src/libreprise_msglog.so
 bench: build
 	@scripts/reprise-run -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
 	@for n in $(CHECKPOINT_RANKS); do \
@@ -136,6 +149,10 @@ bench: build
 	  scripts/reprise-run -n $(MIGRATE_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/migrate_bench \
 	    --sizes $$s --migrating all --repetitions 1 $(MIGRATE_ARGS) || exit 1; \
 	done
+	@scripts/reprise-run -n 2 --quiet --timeout 600 -- env $(MSGLOG_PRELOAD) $(BUILD)/bench/msglog_pingpong \
+	  $(MSGLOG_PINGPONG_ARGS)
+	@scripts/reprise-run -n $(MSGLOG_RANKS) --quiet --timeout 600 -- env $(MSGLOG_PRELOAD) $(BUILD)/bench/msglog_kernels \
+	  $(MSGLOG_KERNELS_ARGS)
 
 # The chaos campaign (docs/RELIABILITY.md): CHAOS_SEEDS seeded scenarios of
 # store, variable store, checkpoint/driver and incremental checkpoints with
