@@ -65,11 +65,21 @@ BuddyLinks::BuddyLinks(MPI_Comm comm) {
   PMPI_Comm_size(comm, &size);
   _buddy = (_rank + 1) % size;
 
+  // Who connects to me is my predecessor: on my host, I listen on the
+  // loopback address only, so that no other machine can reach the port.
+  const std::string host = host_name();
+  std::vector<char> mine_host(kAddressBytes, '\0');
+  std::vector<char> predecessor_host(kAddressBytes, '\0');
+  std::memcpy(mine_host.data(), host.data(), host.size());
+  PMPI_Sendrecv(mine_host.data(), static_cast<int>(kAddressBytes), MPI_CHAR, _buddy, 1, predecessor_host.data(),
+                static_cast<int>(kAddressBytes), MPI_CHAR, (_rank + size - 1) % size, 1, comm, MPI_STATUS_IGNORE);
+  const bool predecessor_here = host == std::string(predecessor_host.data());
+
   _listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (_listener < 0) fail("socket");
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  address.sin_addr.s_addr = htonl(predecessor_here ? INADDR_LOOPBACK : INADDR_ANY);
   socklen_t length = sizeof address;
   if (::bind(_listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       ::listen(_listener, 16) != 0 || ::getsockname(_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
@@ -81,7 +91,6 @@ BuddyLinks::BuddyLinks(MPI_Comm comm) {
   std::vector<std::byte> mine(kAddressBytes);
   const std::uint16_t port = ntohs(address.sin_port);
   std::memcpy(mine.data(), &port, sizeof port);
-  const std::string host = host_name();
   std::memcpy(mine.data() + sizeof port, host.data(), host.size());
   _buddy_address.resize(kAddressBytes);
   PMPI_Sendrecv(mine.data(), static_cast<int>(kAddressBytes), MPI_BYTE, (_rank + size - 1) % size, 0,
