@@ -565,6 +565,9 @@ int Runtime::start(int count, MPI_Request* requests) {
   for (int i = 0; i < count; ++i) {
     const auto found = _requests.find(requests[i]);
     if (found == _requests.end()) {
+      // A persistent collective (or an operation the log does not follow):
+      // like every collective, it waits until the buddy holds the events.
+      flush_determinants();
       if (const int code = PMPI_Start(&requests[i]); code != MPI_SUCCESS) return code;
       continue;
     }

@@ -578,6 +578,32 @@ TEST(MsglogMpi, ACollectiveCarriesThePendingEventsFirst) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
+// A persistent collective (MPI-4) is a collective too: its start carries
+// the pending events to the buddy first.
+TEST(MsglogMpi, APersistentCollectiveCarriesThePendingEventsFirst) {
+  reprise::msglog::mark_checkpoint();
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  if (me == 0) {
+    int flag = 1;
+    MPI_Iprobe(MPI_ANY_SOURCE, 77, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+    ASSERT_EQ(flag, 0) << "nobody sends with tag 77";
+  }
+  const int mine = me + 1;
+  int sum = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Allreduce_init(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &request),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Start(&request), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(sum, size * (size + 1) / 2);
+  // Rank 1 has rank 0's contribution, so rank 0's open run reached it before.
+  if (me == 1) {
+    EXPECT_EQ(reprise::msglog::held_determinants(0), 1U);
+  }
+  MPI_Request_free(&request);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 TEST(MsglogMpi, TheBuddyAcknowledgesWhileBlockedInMpi) {
   reprise::msglog::mark_checkpoint();
   const int me = rank_of(MPI_COMM_WORLD);
