@@ -184,10 +184,11 @@ int main(int argc, char** argv) {
   if (comm.migrated_in()) {
     migration.arrive();
     store.heal();  // takes over the copies its predecessor held
-    std::printf("  #%d runs again in another process (%s) at iteration %llu: image opened in %.1f ms, %.1f ms after "
-                "the request\n",
+    const auto& times = migration.last_times();
+    std::printf("  #%d runs again in another process (%s) at iteration %llu: image opened in %.2f ms, state restored "
+                "in %.1f ms, %.1f ms after the request\n",
                 me.value(), demo::process_place().c_str(), static_cast<unsigned long long>(iteration),
-                1e3 * migration.last_times().image_open_s, 1e3 * migration.last_times().response_s);
+                1e3 * times.image_open_s, 1e3 * times.restore_s, 1e3 * times.response_s);
     std::fflush(stdout);
   }
   const auto start = std::chrono::steady_clock::now();

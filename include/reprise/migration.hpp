@@ -44,7 +44,8 @@ struct MigrationTimes {
   double response_s = 0;     ///< request to the new process running again, its state restored and checkpointed (in the new process)
   double evacuation_s = 0;   ///< request to the leaving process free to exit (in the leaving one)
   double image_build_s = 0;  ///< building the image (in the leaving process)
-  double image_open_s = 0;   ///< opening the image and restoring the state (in the new process)
+  double image_open_s = 0;   ///< opening the image where it arrived, without copying it (in the new process)
+  double restore_s = 0;      ///< checking its checksums and copying the state into the registered memory (in the new process)
   std::uint64_t image_bytes = 0;  ///< size of the image sent
 };
 

@@ -177,10 +177,12 @@ void Migration::arrive() {
   }
   const double started = MPI_Wtime();
   const auto image = Image::view(handover.span());
+  const double opened = MPI_Wtime();
   detail::load_image(image, _checkpoint);
   _checkpoint.continue_from(image.info().checkpoint_id);
   _times = {};
-  _times.image_open_s = MPI_Wtime() - started;
+  _times.image_open_s = opened - started;
+  _times.restore_s = MPI_Wtime() - opened;
   _times.image_bytes = handover.size;
   const auto request_time = image.read_array<double>(kRequestTimeName);
   _checkpoint.checkpoint();

@@ -109,6 +109,7 @@ Seen run(std::uint64_t steps, const Ask& ask, std::size_t ballast_bytes = 0) {
   if (arrived) {
     migration.arrive();
     EXPECT_GT(migration.last_times().image_open_s, 0.0);
+    EXPECT_GT(migration.last_times().restore_s, 0.0);
     EXPECT_GT(migration.last_times().response_s, 0.0);
   } else {
     checkpoint.checkpoint();
