@@ -8,14 +8,20 @@
 // - pingpong_any: every receive is MPI_Irecv from MPI_ANY_SOURCE completed
 //   by MPI_Waitany (the paper's altered NetPIPE: a matching and a delivery
 //   event per message).
+// After each repetition (both ways) every process marks a checkpoint in the
+// log (reprise_msglog_mark_checkpoint, untimed), as an application that
+// checkpoints does, so the log is collected and reuses its memory
+// ("log":"collected"); with --log growing it never is, and grows (up to its
+// bound, REPRISE_MSGLOG_MAX_BYTES) into memory the process never touched.
 // Beside them, a memcpy of the same bytes in the same run. events: the
 // matching and delivery events the log counted in all processes during the
 // logged repetitions (null without the log). Processes other than 0 and 1
 // only wait. One JSON object per line and size:
 //   {"bench":"msglog","test":"pingpong","bytes":B,"plain_us":..,"logged_us":..,
-//    "overhead":..,"events":..,"memcpy_us":..}
+//    "overhead":..,"events":..,"memcpy_us":..,"log":"collected"|"growing"}
 //
 //   msglog_pingpong [--max-bytes B] [--factor 2|4] [--repetitions R] [--tests pingpong,pingpong_any]
+//                   [--log collected|growing]
 
 #include <algorithm>
 #include <sstream>
@@ -30,6 +36,7 @@ using namespace bench;
 
 constexpr const char* kUsage =
     "usage: msglog_pingpong [--max-bytes B] [--factor 2|4] [--repetitions R] [--tests pingpong,pingpong_any]\n"
+    "                       [--log collected|growing]\n"
     "  (run on 2 processes, with LD_PRELOAD=libreprise_msglog.so for the logged figures)\n";
 // Each repetition moves about this many bytes each way, within these many round trips.
 constexpr std::size_t kBytesPerRepetition = std::size_t{16} << 20U;
@@ -43,6 +50,7 @@ struct Options {
   std::size_t factor = 4;
   int repetitions = 21;
   std::vector<std::string> tests{"pingpong", "pingpong_any"};
+  bool collected = true;  // a checkpoint marked after every repetition
 };
 
 Options parse(int argc, char** argv) {
@@ -63,6 +71,9 @@ Options parse(int argc, char** argv) {
         if (test != "pingpong" && test != "pingpong_any") throw BadOption("--tests takes pingpong and/or pingpong_any");
         options.tests.push_back(test);
       }
+    } else if (flag == "--log") {
+      if (value != "collected" && value != "growing") throw BadOption("--log takes collected or growing");
+      options.collected = value == "collected";
     } else {
       throw BadOption("unknown flag " + flag);
     }
@@ -145,6 +156,7 @@ void run(const Options& options, bool logged) {
           logged_once();
           plain_once();
         }
+        if (options.collected) mark_log_checkpoint();
         const auto start = Clock::now();
         for (std::size_t i = 0; i < round_trips; ++i) copy();
         if (repetition > 0) memcpy_times.push_back(seconds(start) / static_cast<double>(round_trips));
@@ -154,10 +166,10 @@ void run(const Options& options, bool logged) {
       const double logged_us = logged ? 1e6 * median(logged_times) : 0;
       std::printf(
           "{\"bench\":\"msglog\",\"test\":\"%s\",\"bytes\":%zu,\"plain_us\":%.4g,\"logged_us\":%s,\"overhead\":%s,"
-          "\"events\":%s,\"memcpy_us\":%.4g}\n",
+          "\"events\":%s,\"memcpy_us\":%.4g,\"log\":\"%s\"}\n",
           test.c_str(), bytes, plain_us, json_or_null(logged, logged_us).c_str(),
           json_or_null(logged, logged_us / plain_us - 1).c_str(),
-          json_or_null(logged, events).c_str(), 1e6 * median(memcpy_times));
+          json_or_null(logged, events).c_str(), 1e6 * median(memcpy_times), options.collected ? "collected" : "growing");
       std::fflush(stdout);
     }
   }

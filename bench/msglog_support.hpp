@@ -152,6 +152,18 @@ inline bool read_log_counters(reprise_msglog_counters& counters) {
   return get != nullptr && get(&counters) == 0;
 }
 
+/// Collective over every process: marks a checkpoint in the log (it frees
+/// what receivers consumed), as an application that checkpoints would. Does
+/// nothing where the log is not active (then it is nowhere).
+inline void mark_log_checkpoint() {
+  using Mark = int (*)();
+  const auto mark = reinterpret_cast<Mark>(::dlsym(RTLD_DEFAULT, "reprise_msglog_mark_checkpoint"));
+  if (mark == nullptr) return;
+  if (const int code = mark(); code != 0 && code != -1) {
+    throw std::runtime_error("reprise_msglog_mark_checkpoint failed with MPI error class " + std::to_string(code));
+  }
+}
+
 /// Collective (plain, not logged): whether the log is active in every process.
 inline bool log_active_everywhere() {
   reprise_msglog_counters counters{};

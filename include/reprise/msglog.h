@@ -1,7 +1,7 @@
 #pragma once
 /** \file
  * The C interface of reprise's message log (libreprise_msglog.so, docs/ARCHITECTURE.md §16):
- * counters any program can read, also through dlsym(RTLD_DEFAULT, "reprise_msglog_get_counters")
+ * counters any program can read, and checkpoint marks, also through dlsym(RTLD_DEFAULT, name)
  * when the library is preloaded. Fields are only ever added at the end. */
 
 #include <stdint.h>
@@ -23,6 +23,11 @@ typedef struct reprise_msglog_counters {
 } reprise_msglog_counters;
 /** Fills *counters; returns 0 when the message log is active in this process, nonzero otherwise. */
 int reprise_msglog_get_counters(reprise_msglog_counters* counters);
+
+/** Marks a checkpoint, as reprise::msglog::mark_checkpoint does (collective over every process of
+ * MPI_COMM_WORLD; the log frees what receivers consumed). Returns 0 on success; -1 when the message
+ * log is not active; else the MPI error class of what failed, its message printed on stderr. */
+int reprise_msglog_mark_checkpoint(void);
 #ifdef __cplusplus
 }
 #endif

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <numeric>
 #include <string>
 #include <string_view>
@@ -20,6 +22,9 @@ namespace {
 
 constexpr std::uint64_t kWorldKey = 1;
 constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
+/// The most address space the log's arena reserves; a larger bound is
+/// still honoured, the entries past it coming from the heap.
+constexpr std::size_t kMostArenaBytes = std::size_t{64} << 30U;
 constexpr std::size_t kDefaultStagingBytes = 32768;
 constexpr std::size_t kDetachedBeforeSweep = 16;
 constexpr std::size_t kGuardedPayloadOffset = 16;  // the header, then 4 unused bytes
@@ -113,6 +118,7 @@ void Runtime::stop() { delete std::exchange(instance(), nullptr); }
 
 Runtime::Runtime()
     : _max_bytes(bytes_from_environment("REPRISE_MSGLOG_MAX_BYTES", kDefaultMaxBytes)),
+      _arena(std::min(_max_bytes, kMostArenaBytes)),
       _when_full(when_full_from_environment()),
       _staging_bytes(bytes_from_environment("REPRISE_MSGLOG_STAGING_BYTES", kDefaultStagingBytes)) {
   int rank = 0;
@@ -270,7 +276,7 @@ int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int d
   Channel& sent_on = comm.members->channels[static_cast<std::size_t>(dest)];
   LogEntry entry{.sequence = sent_on.next_send,
                  .tag = tag,
-                 .bytes = std::make_shared_for_overwrite<std::byte[]>(capacity),
+                 .bytes = _arena.allocate(capacity),
                  .size = capacity};
   write_header(entry.bytes.get(), WireHeader{.communicator = comm.key, .sequence = sent_on.next_send});
   int position = packed;
@@ -895,4 +901,19 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_get_counter
   if (runtime == nullptr || counters == nullptr) return 1;
   *counters = runtime->counters();
   return 0;
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_mark_checkpoint(void) {
+  reprise::detail::Runtime* runtime = reprise::detail::Runtime::current();
+  if (runtime == nullptr) return -1;
+  try {
+    runtime->mark_checkpoint();
+    return 0;
+  } catch (const reprise::Error& error) {
+    std::fprintf(stderr, "reprise_msglog_mark_checkpoint: %s\n", error.what());
+    return error.mpi_error_class() != MPI_SUCCESS ? error.mpi_error_class() : MPI_ERR_OTHER;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "reprise_msglog_mark_checkpoint: %s\n", error.what());
+    return MPI_ERR_OTHER;
+  }
 }

@@ -21,6 +21,7 @@
 
 #include "buddy.hpp"
 #include "determinants.hpp"
+#include "log_arena.hpp"
 #include "payload_log.hpp"
 #include "reprise/msglog.h"
 #include "sequence.hpp"
@@ -245,6 +246,8 @@ class Runtime {
   /// communicators with nothing logged and no request or matched message left.
   void forget_freed();
 
+  std::size_t _max_bytes;
+  LogArena _arena;  ///< the entries' memory: first, so that it outlives every entry
   std::unordered_map<MPI_Comm, CommInfo> _comms;
   std::pair<MPI_Comm, CommInfo*> _last_found{MPI_COMM_NULL, nullptr};  ///< the last hit of find()
   std::unordered_map<std::uint64_t, Members> _members;
@@ -258,7 +261,6 @@ class Runtime {
   std::unordered_map<int, MPI_Datatype> _guarded_types;  ///< guarded_staging_type's cache, by payload bytes
   MPI_Comm _internal = MPI_COMM_NULL;
   std::unique_ptr<BuddyLinks> _buddies;
-  std::size_t _max_bytes;
   WhenFull _when_full;
   std::size_t _staging_bytes;
   std::function<void(std::size_t, std::size_t)> _full_hook;

@@ -1,14 +1,19 @@
 // The message log's pieces without MPI processes: sequence numbers across
 // wrap-around (a narrow counter type), the payload log's bytes and garbage
-// collection, the merging of unsuccessful tests into one determinant.
+// collection, the ring its entries' memory comes from, the merging of
+// unsuccessful tests into one determinant.
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <random>
 #include <vector>
 
 #include "determinants.hpp"
+#include "log_arena.hpp"
 #include "payload_log.hpp"
 #include "reprise/error.hpp"
 #include "sequence.hpp"
@@ -19,6 +24,7 @@ using reprise::detail::ChannelKey;
 using reprise::detail::DeterminantLog;
 using reprise::detail::Event;
 using reprise::detail::EventKind;
+using reprise::detail::LogArena;
 using reprise::detail::LogEntry;
 using reprise::detail::PayloadLog;
 using reprise::detail::ReceiveWindow;
@@ -126,6 +132,105 @@ TEST(PayloadLog, DiscardsTheOldestAtTheBound) {
   EXPECT_EQ(log.discard_oldest(150), 200U);
   EXPECT_EQ(log.bytes(), 200U);
   EXPECT_EQ(log.entries(ChannelKey{1, 0}).front().sequence, 2U);
+}
+
+/// A buffer of the arena filled with bytes that depend on `tag`.
+struct Filled {
+  std::shared_ptr<std::byte[]> bytes;
+  std::size_t size = 0;
+  unsigned tag = 0;
+};
+
+Filled fill(LogArena& arena, std::size_t size, unsigned tag) {
+  Filled filled{arena.allocate(size), size, tag};
+  for (std::size_t i = 0; i < size; ++i) filled.bytes[i] = static_cast<std::byte>((tag * 131U + i) & 0xFFU);
+  return filled;
+}
+
+bool intact(const Filled& filled) {
+  for (std::size_t i = 0; i < filled.size; ++i) {
+    if (filled.bytes[i] != static_cast<std::byte>((filled.tag * 131U + i) & 0xFFU)) return false;
+  }
+  return true;
+}
+
+TEST(LogArena, AReleasedBufferIsReusedInPlace) {
+  LogArena arena(std::size_t{64} << 20);
+  ASSERT_GT(arena.capacity(), 0U);
+  const std::byte* first = arena.allocate(100000).get();  // released at once
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(arena.allocate(100000).get(), first);
+  EXPECT_EQ(arena.live_buffers(), 0U);
+  EXPECT_EQ(arena.heap_buffers(), 0U);
+  EXPECT_LE(arena.touched_bytes(), 100000U + 64U);
+}
+
+TEST(LogArena, BuffersReleasedInAnyOrderNeverOverlapAndMemoryStaysBounded) {
+  // A log of a few MiB alive, mostly oldest released first, some out of
+  // order: 512 MiB go through a ring whose memory stays at its first soft end.
+  LogArena arena(std::size_t{1} << 30);
+  std::mt19937 random(7);
+  std::deque<Filled> held;
+  unsigned tag = 0;
+  std::size_t total = 0;
+  while (total < (std::size_t{512} << 20)) {
+    const std::size_t size = std::size_t{1} << (random() % 18);  // 1 B to 128 KiB
+    held.push_back(fill(arena, size, ++tag));
+    total += size;
+    if (held.size() > 64) {
+      const std::size_t at = random() % 4 == 0 ? random() % held.size() : 0;
+      ASSERT_TRUE(intact(held[at])) << "buffer " << held[at].tag << " was overwritten";
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  }
+  for (const Filled& filled : held) ASSERT_TRUE(intact(filled));
+  EXPECT_LE(arena.live_buffers(), held.size());
+  EXPECT_LE(arena.touched_bytes(), std::size_t{40} << 20);
+  EXPECT_LT(arena.heap_buffers(), total / 1000);
+  held.clear();
+  EXPECT_EQ(arena.live_buffers(), 0U);
+}
+
+TEST(LogArena, ARingKeptNearlyFullNeverHandsOutMemoryStillHeld) {
+  // 2 MiB of ring and up to more than that held, released mostly in order:
+  // the ring wraps, its head runs up to its tail, and the rest goes to the heap.
+  LogArena arena(std::size_t{2} << 20);
+  std::mt19937 random(11);
+  std::deque<Filled> held;
+  for (unsigned tag = 1; tag < 10000; ++tag) {
+    held.push_back(fill(arena, 1 + random() % (64 << 10), tag));
+    const std::size_t keep = std::size_t{20} << (tag / 1000 % 3);  // 20, 40 or 80 held: 0.6 to 2.5 MiB
+    while (held.size() > keep) {
+      const std::size_t at = random() % 8 == 0 ? random() % held.size() : 0;
+      ASSERT_TRUE(intact(held[at])) << "buffer " << held[at].tag << " was overwritten";
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  }
+  for (const Filled& filled : held) ASSERT_TRUE(intact(filled));
+  EXPECT_GT(arena.heap_buffers(), 0U);    // it did run full
+  EXPECT_LT(arena.heap_buffers(), 5000U);  // and the ring served most
+}
+
+TEST(LogArena, AnOldBufferStillHeldSendsTheRestToTheHeapWhenTheRingIsFull) {
+  LogArena arena(std::size_t{2} << 20);  // one huge page
+  const Filled old = fill(arena, 1000, 1);
+  std::vector<Filled> later;
+  for (unsigned i = 0; i < 40; ++i) later.push_back(fill(arena, 100000, 2 + i));  // 4 MB: more than the ring
+  EXPECT_GT(arena.heap_buffers(), 0U);
+  EXPECT_LE(arena.touched_bytes(), arena.capacity());
+  EXPECT_TRUE(intact(old));
+  for (const Filled& filled : later) EXPECT_TRUE(intact(filled));
+  later.clear();
+  // Everything after the old buffer is free again; the ring wraps in front of it.
+  for (unsigned i = 0; i < 100; ++i) EXPECT_TRUE(intact(fill(arena, 100000, 100 + i)));
+  EXPECT_TRUE(intact(old));
+}
+
+TEST(LogArena, WithoutAReservationEveryBufferComesFromTheHeap) {
+  LogArena arena(0);
+  EXPECT_EQ(arena.capacity(), 0U);
+  const Filled filled = fill(arena, 4096, 3);
+  EXPECT_TRUE(intact(filled));
+  EXPECT_EQ(arena.heap_buffers(), 1U);
 }
 
 TEST(Determinants, ARunOfFailedTestsIsOneEventWithItsOutcome) {
