@@ -4,7 +4,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -16,6 +15,7 @@
 #include <exception>
 #include <system_error>
 
+#include "checksum.hpp"
 #include "reprise/element_type.hpp"
 #include "reprise/error.hpp"
 #include "reprise/image.hpp"
@@ -157,8 +157,6 @@ class MappedFile {
   std::size_t _size = 0;
 };
 
-[[nodiscard]] std::uint64_t hash_of(std::span<const std::byte> bytes) { return XXH3_64bits(bytes.data(), bytes.size()); }
-
 /// A version's manifest: who wrote it, what was registered, each file's
 /// size and hash, and each process's blocks ranges.
 struct Manifest {
@@ -208,7 +206,7 @@ void append_text(std::vector<std::byte>& out, std::string_view text) {
       detail::append_word(out, range.end.value);
     }
   }
-  detail::append_word(out, hash_of(out));
+  detail::append_word(out, detail::checksum64(out));
   return out;
 }
 
@@ -219,7 +217,7 @@ void append_text(std::vector<std::byte>& out, std::string_view text) {
   };
   if (bytes.size() < 2 * sizeof(std::uint64_t)) throw corrupt("is truncated");
   const auto body = bytes.first(bytes.size() - sizeof(std::uint64_t));
-  if (hash_of(body) != detail::word_at(bytes, body.size())) throw corrupt("is damaged (its checksum differs)");
+  if (detail::checksum64(body) != detail::word_at(bytes, body.size())) throw corrupt("is damaged (its checksum differs)");
   detail::WordReader in(body);
   if (in.word() != kManifestMagic) throw corrupt("is not a reprise disk-level manifest");
   const auto format = in.word();
@@ -277,7 +275,7 @@ void append_text(std::vector<std::byte>& out, std::string_view text) {
       return path.string() + " is " + std::to_string(bytes.size()) + " bytes, its manifest says " +
              std::to_string(manifest.file_bytes[m]) + " (truncated?)";
     }
-    if (hash_of(bytes) != manifest.file_hashes[m]) {
+    if (detail::checksum64(bytes) != manifest.file_hashes[m]) {
       return path.string() + " is damaged: its checksum differs from its manifest's";
     }
     const auto image = Image::view(bytes);
@@ -426,7 +424,7 @@ void DiskLevel::write(std::uint64_t version) {
   std::vector<std::uint64_t> record{0};  // an errno (0: written), the file's bytes and hash, its blocks ranges
   try {
     const auto image = build_image(_checkpoint, _comm, version);
-    record.insert(record.end(), {image.size(), hash_of(image.span())});
+    record.insert(record.end(), {image.size(), detail::checksum64(image.span())});
     for (const auto& registration : _checkpoint.registrations()) {
       if (registration.blocks) {
         record.insert(record.end(), {registration.blocks->range.begin.value, registration.blocks->range.end.value});

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
@@ -15,6 +14,7 @@
 #include <set>
 #include <type_traits>
 
+#include "checksum.hpp"
 #include "hdf5.hpp"
 #include "reprise/error.hpp"
 #include "reprise/version.hpp"
@@ -81,8 +81,6 @@ void replace_quietly(std::unique_ptr<State>& state, std::type_identity_t<std::un
   const hdf5::QuietErrors quiet;
   state = std::move(next);
 }
-
-std::uint64_t checksum_of(std::span<const std::byte> bytes) noexcept { return XXH3_64bits(bytes.data(), bytes.size()); }
 
 /// `a * b`, or `UsageError` naming `what` if it does not fit 64 bits.
 std::uint64_t times(std::uint64_t a, std::uint64_t b, const std::string& what) {
@@ -290,7 +288,7 @@ void ImageBuilder::add(std::string_view name, std::span<const std::byte> bytes, 
       H5Dcreate2(_state->state.get(), key.c_str(), type, space.get(), H5P_DEFAULT, creation.get(), H5P_DEFAULT),
       what));
   if (!bytes.empty()) write_chunks(dataset.get(), type, bytes, extents, rows_per_chunk, what);
-  const std::uint64_t checksum = checksum_of(bytes);
+  const std::uint64_t checksum = detail::checksum64(bytes);
   hdf5::write_attribute(dataset.get(), "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &checksum);
   hdf5::write_string_attribute(dataset.get(), "element_type", element_type_name(shape.type));
   _state->names.insert(key);
@@ -565,7 +563,7 @@ void Image::read(std::string_view name, std::span<std::byte> out) const try {
     check<CorruptData>(
         H5Dread(dataset.get(), stored_type(piece.shape.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), what);
   }
-  const std::uint64_t checksum = checksum_of(out);
+  const std::uint64_t checksum = detail::checksum64(out);
   if (checksum != piece.checksum) {
     throw CorruptData("piece '" + piece.name + "' checksum mismatch: its bytes hash to " + std::to_string(checksum) +
                       ", the image recorded " + std::to_string(piece.checksum) + " (the image is damaged)");

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <utility>
 
+#include "checksum.hpp"
 #include "reprise/error.hpp"
 #include "words.hpp"
 
@@ -194,7 +195,7 @@ class VersionFile {
     if (magic != kMagic) damaged("is not a reprise version file (it does not start with RPRSINC3)");
     const std::size_t body = _mapping.size() - 16;
     if (word_at(body + 8) != kMagic) damaged("is truncated or damaged at its end (its end marker is missing)");
-    if (word_at(body) != XXH3_64bits(_mapping.data(), body)) {
+    if (word_at(body) != detail::checksum64({_mapping.data(), body})) {
       damaged("is corrupt: its XXH3-64 checksum does not match its contents");
     }
     // The checksum holds: what follows can fail only for a file written
