@@ -119,7 +119,11 @@ class Checkpoint {
           values.resize(bytes.size() / sizeof(T));
           if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
         },
-        sizeof(T), shape_of<T>(), [&values] { return std::as_bytes(std::span(values)); });
+        sizeof(T), shape_of<T>(), [&values] { return std::as_bytes(std::span(values)); },
+        [&values](std::size_t bytes) {
+          values.resize(bytes / sizeof(T));
+          return std::as_writable_bytes(std::span(values));
+        });
   }
 
   /// Registers a fixed-size typed array, restored in place, whose element
@@ -151,7 +155,7 @@ class Checkpoint {
 
   /// Registers any object through a serializer pair.
   void protect(std::string name, Save save, Load load) {
-    protect(std::move(name), std::move(save), std::move(load), 1, ArrayShape{}, {});
+    protect(std::move(name), std::move(save), std::move(load), 1, ArrayShape{}, {}, {});
   }
 
   /// Collective: stores every process's registered state as a new version,
@@ -235,6 +239,15 @@ class Checkpoint {
   /// (not collective), after every check `split_state` makes: `UsageError`,
   /// with nothing changed, if they do not fit.
   void load_split(std::span<const std::span<const std::byte>> pieces);
+  /// Sets the registered state in place (not collective), a piece of
+  /// `sizes[i]` bytes per registration: after every check `load_split`
+  /// makes on those sizes (`UsageError`, nothing changed), calls
+  /// `fill(i, memory)` in order with the piece's own memory (a vector first
+  /// resized to hold it) or, for a Save/Load object, a buffer it then loads.
+  /// So a state read from an image is copied once. If `fill` throws, the
+  /// pieces before it are loaded already: check what fills them first.
+  void load_in_place(std::span<const std::size_t> sizes,
+                     const std::function<void(std::size_t index, std::span<std::byte> memory)>& fill);
   /// Sets the registered state from a serialized state (not collective):
   /// checks it like `split_state` first, so nothing changes on an error.
   void load_state(std::span<const std::byte> state);
@@ -271,6 +284,7 @@ class Checkpoint {
     ArrayShape shape;
     std::optional<BlockHolding> blocks;
     std::function<std::span<const std::byte>()> view;  // the bytes in place; empty for Save/Load objects
+    std::function<std::span<std::byte>(std::size_t)> place;  // made to hold that many bytes, in place; idem
   };
   template <class T>
   [[nodiscard]] static ArrayShape shape_of() {
@@ -281,7 +295,8 @@ class Checkpoint {
     }
   }
   void protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape,
-               std::function<std::span<const std::byte>()> view);
+               std::function<std::span<const std::byte>()> view,
+               std::function<std::span<std::byte>(std::size_t)> place);
   void check_piece(const Item& item, std::size_t length, const std::string& where) const;
   void protect_fixed(std::string name, std::span<std::byte> buffer, ArrayShape shape, std::optional<BlockHolding> blocks);
   void add(Item item);

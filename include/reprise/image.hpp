@@ -164,8 +164,13 @@ class Image {
     return values;
   }
 
-  /// Reads every piece and checks its checksum; `CorruptData` naming the
-  /// first piece that does not match.
+  /// Reads a piece into `out` without checking its checksum, for a caller
+  /// that ran `verify()` on this image first (so each byte is read once to
+  /// check it and once to copy it). `UsageError` for another size.
+  void read_unverified(std::string_view name, std::span<std::byte> out) const;
+
+  /// Checks every piece's checksum where it lies in the image (no copy);
+  /// `CorruptData` naming the first piece that does not match.
   void verify() const;
 
  private:

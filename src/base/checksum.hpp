@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 namespace reprise::detail {
@@ -15,5 +16,22 @@ namespace reprise::detail {
 /// XXH3-64 of `bytes` (seed 0): what XXH3_64bits returns, computed with the
 /// fastest kernel this processor runs.
 [[nodiscard]] std::uint64_t checksum64(std::span<const std::byte> bytes) noexcept;
+
+/// checksum64 of bytes given in parts: update() with each, in order, then
+/// digest(). The same value as checksum64 of the parts joined.
+class ChecksumStream {
+ public:
+  ChecksumStream();
+  ~ChecksumStream();
+  ChecksumStream(const ChecksumStream&) = delete;
+  ChecksumStream& operator=(const ChecksumStream&) = delete;
+
+  void update(std::span<const std::byte> bytes) noexcept;
+  [[nodiscard]] std::uint64_t digest() const noexcept;
+
+ private:
+  struct State;
+  std::unique_ptr<State> _state;
+};
 
 }  // namespace reprise::detail

@@ -77,7 +77,8 @@ void Checkpoint::protect_fixed(std::string name, std::span<std::byte> buffer, Ar
        [buffer](std::span<const std::byte> bytes) {
          if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
        },
-       buffer.size(), unit, std::move(shape), blocks, [buffer] { return std::span<const std::byte>(buffer); }});
+       buffer.size(), unit, std::move(shape), blocks, [buffer] { return std::span<const std::byte>(buffer); },
+       [buffer](std::size_t) { return buffer; }});
 }
 
 void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, BlockRange mine, std::span<std::byte> data) {
@@ -93,8 +94,10 @@ void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, Block
 }
 
 void Checkpoint::protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape,
-                         std::function<std::span<const std::byte>()> view) {
-  add({std::move(name), std::move(save), std::move(load), 0, unit, std::move(shape), std::nullopt, std::move(view)});
+                         std::function<std::span<const std::byte>()> view,
+                         std::function<std::span<std::byte>(std::size_t)> place) {
+  add({std::move(name), std::move(save), std::move(load), 0, unit, std::move(shape), std::nullopt, std::move(view),
+       std::move(place)});
 }
 
 std::vector<Registration> Checkpoint::registrations() const {
@@ -139,6 +142,28 @@ void Checkpoint::load_split(std::span<const std::span<const std::byte>> pieces) 
   for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(pieces[i]);
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::load_split");
+}
+
+void Checkpoint::load_in_place(std::span<const std::size_t> sizes,
+                               const std::function<void(std::size_t, std::span<std::byte>)>& fill) try {
+  const std::string where = std::string(kWhere) + "::load_in_place";
+  if (sizes.size() != _items.size()) {
+    throw UsageError(where + ": " + std::to_string(sizes.size()) + " pieces for " + std::to_string(_items.size()) +
+                     " registrations; give one piece per registration, in order");
+  }
+  for (std::size_t i = 0; i < _items.size(); ++i) check_piece(_items[i], sizes[i], where);
+  std::vector<std::byte> scratch;
+  for (std::size_t i = 0; i < _items.size(); ++i) {
+    if (_items[i].place) {
+      fill(i, _items[i].place(sizes[i]));
+    } else {
+      scratch.resize(sizes[i]);
+      fill(i, scratch);
+      _items[i].load(scratch);
+    }
+  }
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::load_in_place");
 }
 
 std::vector<std::span<const std::byte>> Checkpoint::split_state(std::span<const std::byte> state) const {

@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 #include <type_traits>
 
@@ -328,6 +330,7 @@ ImageBytes ImageBuilder::finish() && try {
 
 struct Image::State {
   ImageBytes owned;  // before the file: the file reads it until it closes
+  std::span<const std::byte> bytes;  // the whole image (owned's, or the caller's)
   hdf5::File file;
   ImageInfo info;
   std::vector<ImageDataset> datasets;
@@ -450,6 +453,7 @@ Image Image::view(std::span<const std::byte> bytes) try {
   const hdf5::QuietErrors quiet;
   check_whole_file(bytes);
   auto state = std::make_unique<State>();
+  state->bytes = bytes;
   state->file = hdf5::open_in_place(bytes);
   state->info = read_info(state->file.get());
   const std::string what = "no /state group: not a reprise image";
@@ -546,30 +550,148 @@ void Image::check_type(std::string_view name, ElementType type) const {
   }
 }
 
+namespace {
+
+/// One chunk of a piece as the image stores it: the bytes of the piece it
+/// holds and where they lie in the image (nullptr: never written, all zero).
+struct StoredChunk {
+  std::size_t offset = 0;  // in the piece
+  std::size_t bytes = 0;
+  const std::byte* stored = nullptr;
+};
+
+/// The chunks of `piece` (open as `dataset`), in the order of its bytes, when
+/// they can be used where they lie in `image`: chunked by whole rows, no
+/// filter, on a little-endian processor (the stored types are little-endian).
+/// nullopt otherwise: read the piece through HDF5. `CorruptData` for a chunk
+/// recorded outside the image.
+std::optional<std::vector<StoredChunk>> stored_chunks(hid_t dataset, const ImageDataset& piece,
+                                                      std::span<const std::byte> image) {
+  if constexpr (std::endian::native != std::endian::little) return std::nullopt;
+  std::vector<StoredChunk> chunks;
+  if (piece.bytes == 0) return chunks;
+  const std::string what = "cannot read the layout of piece '" + piece.name + "'";
+  const hdf5::PropertyList creation(check<CorruptData>(H5Dget_create_plist(dataset), what));
+  if (H5Pget_layout(creation.get()) != H5D_CHUNKED || H5Pget_nfilters(creation.get()) != 0) return std::nullopt;
+  const auto& extents = piece.shape.extents;
+  const int rank = static_cast<int>(extents.size());
+  std::vector<hsize_t> chunk(extents.size());
+  if (H5Pget_chunk(creation.get(), rank, chunk.data()) != rank || chunk[0] == 0) return std::nullopt;
+  for (std::size_t d = 1; d < extents.size(); ++d) {
+    if (chunk[d] != extents[d]) return std::nullopt;
+  }
+  const std::uint64_t rows = extents[0];
+  const std::size_t row_bytes = piece.bytes / rows;
+  const std::size_t chunk_bytes = chunk[0] * row_bytes;
+  std::vector<hsize_t> at(extents.size(), 0);
+  for (std::uint64_t first = 0; first < rows; first += chunk[0]) {
+    at[0] = first;
+    unsigned filters = 0;
+    haddr_t address = HADDR_UNDEF;
+    hsize_t size = 0;
+    check<CorruptData>(H5Dget_chunk_info_by_coord(dataset, at.data(), &filters, &address, &size), what);
+    StoredChunk part{first * row_bytes, std::min<std::uint64_t>(chunk[0], rows - first) * row_bytes, nullptr};
+    if (address != HADDR_UNDEF) {
+      if (filters != 0 || size != chunk_bytes || address > image.size() || size > image.size() - address) {
+        throw CorruptData("piece '" + piece.name + "': its chunk at row " + std::to_string(first) +
+                          " lies outside the image's " + std::to_string(image.size()) +
+                          " bytes (the image is damaged)");
+      }
+      part.stored = image.data() + address;
+    }
+    chunks.push_back(part);
+  }
+  return chunks;
+}
+
+/// The dataset of `piece` in `file`, without a chunk cache (each chunk goes
+/// straight from the image into the caller's buffer).
+hdf5::Dataset open_piece(hid_t file, const ImageDataset& piece) {
+  const std::string what = "cannot read piece '" + piece.name + "'";
+  const hdf5::PropertyList access(check<CorruptData>(H5Pcreate(H5P_DATASET_ACCESS), what));
+  check<CorruptData>(H5Pset_chunk_cache(access.get(), 0, 0, H5D_CHUNK_CACHE_W0_DEFAULT), what);
+  const std::string path = std::string(kStateGroup) + "/" + piece.name;
+  return hdf5::Dataset(check<CorruptData>(H5Dopen2(file, path.c_str(), access.get()), what));
+}
+
+/// Copies `piece` into `out` (its exact size), its checksum not checked.
+void copy_piece(hid_t file, const ImageDataset& piece, std::span<const std::byte> image, std::span<std::byte> out) {
+  if (out.empty()) return;
+  const hdf5::Dataset dataset = open_piece(file, piece);
+  if (const auto chunks = stored_chunks(dataset.get(), piece, image)) {
+    for (const StoredChunk& part : *chunks) {
+      if (part.stored != nullptr) {
+        std::memcpy(out.data() + part.offset, part.stored, part.bytes);
+      } else {
+        std::memset(out.data() + part.offset, 0, part.bytes);
+      }
+    }
+    return;
+  }
+  check<CorruptData>(H5Dread(dataset.get(), stored_type(piece.shape.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()),
+                     "cannot read piece '" + piece.name + "'");
+}
+
+/// `CorruptData` if `checksum`, of `piece`'s bytes, is not the one it recorded.
+void check_checksum(const ImageDataset& piece, std::uint64_t checksum) {
+  if (checksum != piece.checksum) {
+    throw CorruptData("piece '" + piece.name + "' checksum mismatch: its bytes hash to " + std::to_string(checksum) +
+                      ", the image recorded " + std::to_string(piece.checksum) + " (the image is damaged)");
+  }
+}
+
+/// Checks `piece`'s checksum where its chunks lie in the image (no copy);
+/// through a copy when they cannot be used in place.
+void verify_piece(hid_t file, const ImageDataset& piece, std::span<const std::byte> image) {
+  const hdf5::Dataset dataset = open_piece(file, piece);
+  const auto chunks = stored_chunks(dataset.get(), piece, image);
+  if (!chunks) {
+    std::vector<std::byte> copy(piece.bytes);
+    copy_piece(file, piece, image, copy);
+    check_checksum(piece, detail::checksum64(copy));
+    return;
+  }
+  bool one_run = !chunks->empty() && chunks->front().stored != nullptr;
+  for (std::size_t i = 1; one_run && i < chunks->size(); ++i) {
+    one_run = (*chunks)[i].stored == (*chunks)[i - 1].stored + (*chunks)[i - 1].bytes;
+  }
+  if (chunks->empty() || one_run) {
+    check_checksum(piece, detail::checksum64({chunks->empty() ? nullptr : chunks->front().stored, piece.bytes}));
+    return;
+  }
+  static constexpr std::array<std::byte, 65536> kZeros{};
+  detail::ChecksumStream stream;
+  for (const StoredChunk& part : *chunks) {
+    if (part.stored != nullptr) {
+      stream.update({part.stored, part.bytes});
+      continue;
+    }
+    for (std::size_t done = 0; done < part.bytes; done += kZeros.size()) {
+      stream.update({kZeros.data(), std::min(kZeros.size(), part.bytes - done)});
+    }
+  }
+  check_checksum(piece, stream.digest());
+}
+
+}  // namespace
+
 void Image::read(std::string_view name, std::span<std::byte> out) const try {
+  read_unverified(name, out);
+  check_checksum(dataset(name), detail::checksum64(out));
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Image::read");
+}
+
+void Image::read_unverified(std::string_view name, std::span<std::byte> out) const try {
   const ImageDataset& piece = dataset(name);
   if (out.size() != piece.bytes) {
     throw UsageError("piece '" + piece.name + "' has " + std::to_string(piece.bytes) + " bytes but the buffer has " +
                      std::to_string(out.size()) + "; pass a buffer of its exact size (ImageDataset::bytes)");
   }
   const hdf5::QuietErrors quiet;
-  if (!out.empty()) {
-    const std::string what = "cannot read piece '" + piece.name + "'";
-    // No chunk cache: each chunk goes from the image straight into `out`.
-    const hdf5::PropertyList access(check<CorruptData>(H5Pcreate(H5P_DATASET_ACCESS), what));
-    check<CorruptData>(H5Pset_chunk_cache(access.get(), 0, 0, H5D_CHUNK_CACHE_W0_DEFAULT), what);
-    const std::string path = std::string(kStateGroup) + "/" + piece.name;
-    const hdf5::Dataset dataset(check<CorruptData>(H5Dopen2(_state->file.get(), path.c_str(), access.get()), what));
-    check<CorruptData>(
-        H5Dread(dataset.get(), stored_type(piece.shape.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), what);
-  }
-  const std::uint64_t checksum = detail::checksum64(out);
-  if (checksum != piece.checksum) {
-    throw CorruptData("piece '" + piece.name + "' checksum mismatch: its bytes hash to " + std::to_string(checksum) +
-                      ", the image recorded " + std::to_string(piece.checksum) + " (the image is damaged)");
-  }
+  copy_piece(_state->file.get(), piece, _state->bytes, out);
 } catch (const Error&) {
-  detail::rethrow_naming("reprise::Image::read");
+  detail::rethrow_naming("reprise::Image::read_unverified");
 }
 
 std::vector<std::byte> Image::read(std::string_view name) const {
@@ -579,11 +701,8 @@ std::vector<std::byte> Image::read(std::string_view name) const {
 }
 
 void Image::verify() const try {
-  std::vector<std::byte> buffer;
-  for (const ImageDataset& piece : _state->datasets) {
-    buffer.resize(piece.bytes);
-    read(piece.name, buffer);
-  }
+  const hdf5::QuietErrors quiet;
+  for (const ImageDataset& piece : _state->datasets) verify_piece(_state->file.get(), piece, _state->bytes);
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Image::verify");
 }

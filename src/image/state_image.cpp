@@ -33,15 +33,19 @@ ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint
   return std::move(builder).finish();
 }
 
+/// `UsageError` unless `image` has a piece `name`.
+void require_piece(const Image& image, const std::string& name) {
+  if (!image.contains(name)) {
+    throw UsageError("reprise: the image of original rank " + std::to_string(image.info().original_rank.value()) +
+                     " has no piece '" + name + "'; it was written by a program that registers other pieces");
+  }
+}
+
 /// Every registered piece of `checkpoint` read from `image`, checksums checked.
 std::vector<std::vector<std::byte>> read_pieces(const Image& image, const Checkpoint& checkpoint) {
   std::vector<std::vector<std::byte>> pieces;
   for (const auto& registration : checkpoint.registrations()) {
-    if (!image.contains(registration.name)) {
-      throw UsageError("reprise: the image of original rank " + std::to_string(image.info().original_rank.value()) +
-                       " has no piece '" + registration.name +
-                       "'; it was written by a program that registers other pieces");
-    }
+    require_piece(image, registration.name);
     pieces.push_back(image.read(registration.name));
   }
   return pieces;
@@ -72,9 +76,18 @@ ImageBytes build_current_image(const Checkpoint& checkpoint, const Comm& comm, s
 }
 
 void load_image(const Image& image, Checkpoint& checkpoint) {
-  const auto pieces = read_pieces(image, checkpoint);
-  const std::vector<std::span<const std::byte>> spans(pieces.begin(), pieces.end());
-  checkpoint.load_split(spans);
+  const auto registrations = checkpoint.registrations();
+  std::vector<std::size_t> sizes;
+  sizes.reserve(registrations.size());
+  for (const auto& registration : registrations) {
+    require_piece(image, registration.name);
+    sizes.push_back(image.dataset(registration.name).bytes);
+  }
+  // Every checksum where the image lies, then one copy into the registered memory.
+  image.verify();
+  checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
+    image.read_unverified(registrations[index].name, memory);
+  });
 }
 
 std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint) {

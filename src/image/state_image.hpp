@@ -31,9 +31,11 @@ struct ExtraPiece {
 [[nodiscard]] ImageBytes build_current_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                                              std::span<const ExtraPiece> extras = {});
 
-/// Sets the registered state of `checkpoint` from `image` (checksums
-/// checked, then every piece checked against its registration before any
-/// is loaded). `UsageError` naming a missing or unfitting piece.
+/// Sets the registered state of `checkpoint` from `image`: every checksum
+/// checked where the image lies and every piece against its registration
+/// before any is loaded, then each piece copied once, into the registered
+/// memory. `UsageError` naming a missing or unfitting piece, `CorruptData`
+/// for a damaged one; either way nothing is loaded.
 void load_image(const Image& image, Checkpoint& checkpoint);
 
 /// The serialized state of `checkpoint` that `image` holds: every registered

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -38,6 +39,23 @@ TEST(Checksum, EqualsXxh3OnLargeInputs) {
   for (const std::size_t length : {std::size_t{1} << 20, std::size_t{8} << 20, bytes.size()}) {
     EXPECT_EQ(checksum64({bytes.data(), length}), XXH3_64bits(bytes.data(), length));
   }
+}
+
+TEST(Checksum, AStreamOfPartsEqualsTheWhole) {
+  const auto bytes = random_bytes((std::size_t{3} << 20) + 77, 4);
+  for (const std::uint64_t seed : {5, 6, 7}) {
+    reprise::detail::ChecksumStream stream;
+    std::uint64_t state = seed;
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const std::size_t part = std::min<std::size_t>(bytes.size() - done, reprise::detail::splitmix64(state) % 300000);
+      stream.update({bytes.data() + done, part});
+      done += part;
+    }
+    EXPECT_EQ(stream.digest(), XXH3_64bits(bytes.data(), bytes.size()));
+  }
+  const reprise::detail::ChecksumStream empty;
+  EXPECT_EQ(empty.digest(), XXH3_64bits(nullptr, 0));
 }
 
 TEST(Checksum, ChangesWithAnyByte) {

@@ -227,6 +227,49 @@ TEST(Checkpoint, BadInputIsRefusedEverywhere) {
   }
 }
 
+TEST(Checkpoint, LoadInPlaceFillsTheRegisteredMemoryOnceAndRefusesWrongSizes) {
+  Protected p;
+  State source;
+  source.fill(p.comm.original_rank(), 5);
+  std::vector<std::byte> meta;
+  State saved = p.state;  // what a refused load must leave
+  // Sizes that do not fit: the buffer's is fixed, the vector's a whole number of doubles.
+  const auto never = [](std::size_t, std::span<std::byte>) { ADD_FAILURE() << "filled after a refused size"; };
+  const std::vector<std::size_t> short_grid{source.grid.size() - 1, source.values.size() * sizeof(double), 4};
+  EXPECT_THROW(p.checkpoint.load_in_place(short_grid, never), UsageError);
+  const std::vector<std::size_t> odd_values{source.grid.size(), 13, 4};
+  EXPECT_THROW(p.checkpoint.load_in_place(odd_values, never), UsageError);
+  EXPECT_THROW(p.checkpoint.load_in_place(std::vector<std::size_t>{1, 2}, never), UsageError);
+  EXPECT_EQ(p.state.grid, saved.grid);
+  EXPECT_EQ(p.state.values, saved.values);
+
+  // The source's own serialized meta, then every piece filled where it lives.
+  State serializer = source;
+  Checkpoint other(p.comm);
+  serializer.protect_in(other);
+  other.visit_current([&](const Checkpoint::CurrentPiece& piece) {
+    if (piece.index == 2) meta.assign(piece.bytes.begin(), piece.bytes.end());
+  });
+  const std::vector<std::size_t> sizes{source.grid.size(), source.values.size() * sizeof(double), meta.size()};
+  std::vector<std::size_t> filled;
+  p.checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
+    filled.push_back(index);
+    ASSERT_EQ(memory.size(), sizes[index]);
+    if (index == 0) {
+      EXPECT_EQ(memory.data(), p.state.grid.data()) << "the buffer is filled where it lives";
+      std::memcpy(memory.data(), source.grid.data(), memory.size());
+    } else if (index == 1) {
+      EXPECT_EQ(static_cast<void*>(memory.data()), static_cast<void*>(p.state.values.data()))
+          << "the vector is resized and filled where it lives";
+      std::memcpy(memory.data(), source.values.data(), memory.size());
+    } else {
+      std::memcpy(memory.data(), meta.data(), memory.size());
+    }
+  });
+  EXPECT_EQ(filled, (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_EQ(p.state.differences(p.comm.original_rank(), 5), 0U);
+}
+
 TEST(Checkpoint, AReplacementWithAnotherBufferSizeIsRefused) {
   auto comm = Comm::world();
   const OriginalRank victim{1};

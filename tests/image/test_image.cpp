@@ -193,6 +193,45 @@ TEST(Image, SparsePieceKeepsOnlyItsNonZeroChunks) {
   EXPECT_EQ(Image::view(bytes.span()).read("sparse"), sparse);
 }
 
+TEST(Image, VerifyChecksSparseAndZeroPiecesWhereTheyLie) {
+  // Chunks written and chunks left out (zeros) hashed in place, in order.
+  std::vector<std::byte> sparse = random_bytes(6 * kMiB + 999, 21);
+  for (std::size_t mib = 1; mib < 6; mib += 2) std::memset(sparse.data() + mib * kMiB, 0, kMiB);
+  ImageBuilder builder(sample_info(), sparse.size());
+  builder.add("sparse", sparse);
+  builder.add("zeros", std::vector<std::byte>(3 * kMiB));
+  builder.add("empty", std::span<const std::byte>{});
+  ImageBytes image = std::move(builder).finish();
+  EXPECT_NO_THROW(Image::view(image.span()).verify());
+  // A flipped byte in the last, written chunk is found by verify, in place.
+  const auto found = std::search(image.data(), image.data() + image.size(), sparse.end() - 600, sparse.end() - 536);
+  ASSERT_NE(found, image.data() + image.size());
+  found[7] ^= std::byte{0x40};
+  try {
+    Image::view(image.span()).verify();
+    ADD_FAILURE() << "no error for a damaged piece";
+  } catch (const CorruptData& error) {
+    EXPECT_NE(std::string(error.what()).find("piece 'sparse' checksum mismatch"), std::string::npos) << error.what();
+  }
+}
+
+TEST(Image, ReadUnverifiedCopiesWithoutTheChecksum) {
+  std::vector<std::byte> data = random_bytes(2 * kMiB + 5, 22);
+  ImageBytes image = image_of("piece", data);
+  const auto found = std::search(image.data(), image.data() + image.size(), data.begin() + 100, data.begin() + 164);
+  ASSERT_NE(found, image.data() + image.size());
+  found[3] ^= std::byte{0x02};
+  const Image opened = Image::view(image.span());
+  std::vector<std::byte> out(data.size());
+  opened.read_unverified("piece", out);
+  std::vector<std::byte> expected = data;
+  expected[103] ^= std::byte{0x02};
+  EXPECT_EQ(out, expected) << "every byte as stored, the damaged one too";
+  EXPECT_THROW(opened.read("piece", out), CorruptData);
+  std::vector<std::byte> short_buffer(data.size() - 1);
+  EXPECT_THROW(opened.read_unverified("piece", short_buffer), UsageError);
+}
+
 TEST(Image, BadNamesAndShapesAreRefused) {
   ImageBuilder builder(sample_info());
   builder.add("taken", random_bytes(8, 1));
