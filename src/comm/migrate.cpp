@@ -53,6 +53,11 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
   }
   if (ok && leaving < 0) ok = detail::make_pair(ordered, application, internal) == MPI_SUCCESS;
   if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
+  // Every process has built its communicators before any goes on to the
+  // handover: Open MPI 5.0.11 crashes a process that learns of a failure while
+  // it is still activating a communicator (docs/RELIABILITY.md, defect 23), so
+  // a failure during the handover must not find one half built.
+  if (detail::ulfm::agree_on_step(merged, ok) != MPI_SUCCESS) ok = false;
   if (ok && !is_new) inject::fault_point("comm.migrate.handover", me);
   if (ok && leaving >= 0) ok = detail::send_handover(merged, first_new + leaving, state);
   if (ok && is_new) {

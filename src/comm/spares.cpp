@@ -271,6 +271,12 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
       ok = ok && detail::make_pair(ordered, parts.comm, parts.internal) == MPI_SUCCESS;
       MPI_Comm_free(&ordered);
     }
+    // Every process has built its communicators before a migration's
+    // handover, or a failure during it, can reach one (as in
+    // finish_migration: docs/RELIABILITY.md, defect 23). Every round agrees
+    // here, whatever it knows: a process whose broadcast failed does not
+    // know the round is a migration, and the agreements must pair up.
+    if (detail::ulfm::agree_on_step(shrunk, ok) != MPI_SUCCESS) ok = false;
     // A migration's handover: each leaving process to the spare taking its rank.
     Handover handover;
     const bool moved_in = migration && took < missing.size();
