@@ -115,7 +115,10 @@ test-asan-all: setup
 # MSGLOG_PINGPONG_ARGS (--max-bytes --factor --repetitions --tests);
 # msglog_kernels (cg, master_worker, wavefront, testsome: the share of
 # messages that make an event) on MSGLOG_RANKS processes with
-# MSGLOG_KERNELS_ARGS (--kernels --repetitions --scale).
+# MSGLOG_KERNELS_ARGS (--kernels --repetitions --scale); msglog_wire, without
+# the library, times the wire formats a log could use for large messages
+# (header piggybacked or in a message of its own) with MSGLOG_WIRE_ARGS
+# (--sizes --repetitions).
 BENCH_ARGS ?=
 BENCH_RANKS ?= 4
 CHECKPOINT_ARGS ?=
@@ -127,6 +130,7 @@ MIGRATE_RANKS ?= 3
 MIGRATE_SIZES ?= 1 8
 MSGLOG_PINGPONG_ARGS ?=
 MSGLOG_KERNELS_ARGS ?=
+MSGLOG_WIRE_ARGS ?=
 MSGLOG_RANKS ?= 4
 MSGLOG_PRELOAD = LD_PRELOAD=$(CURDIR)/$(BUILD)/src/libreprise_msglog.so
 bench: build
@@ -153,6 +157,7 @@ bench: build
 	  $(MSGLOG_PINGPONG_ARGS)
 	@scripts/reprise-run -n $(MSGLOG_RANKS) --quiet --timeout 600 -- env $(MSGLOG_PRELOAD) $(BUILD)/bench/msglog_kernels \
 	  $(MSGLOG_KERNELS_ARGS)
+	@scripts/reprise-run -n 2 --quiet --timeout 600 -- $(BUILD)/bench/msglog_wire $(MSGLOG_WIRE_ARGS)
 
 # The chaos campaign (docs/RELIABILITY.md): CHAOS_SEEDS seeded scenarios of
 # store, variable store, checkpoint/driver and incremental checkpoints with

@@ -84,6 +84,14 @@ Number number(const std::string& flag, const std::string& value, Number least) {
   return parsed;
 }
 
+/// The comma-separated items of `value` (a flag's list).
+inline std::vector<std::string> items(const std::string& value) {
+  std::vector<std::string> result;
+  std::stringstream list(value);
+  for (std::string item; std::getline(list, item, ',');) result.push_back(item);
+  return result;
+}
+
 /// Calls `take(flag, value)` for each `--flag value` pair of the command
 /// line; BadOption for a flag with no value.
 template <class Take>

@@ -50,7 +50,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,14 +78,6 @@ struct Options {
   std::string dir = "/tmp";
   int copies = 2;
 };
-
-/// The comma-separated items of `value`.
-std::vector<std::string> items(const std::string& value) {
-  std::vector<std::string> result;
-  std::stringstream list(value);
-  for (std::string item; std::getline(list, item, ',');) result.push_back(item);
-  return result;
-}
 
 /// The options of the command line; `BadOption` for one that is wrong.
 Options parse(int argc, char** argv) {

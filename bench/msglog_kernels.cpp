@@ -25,7 +25,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -53,8 +52,7 @@ Options parse(int argc, char** argv) {
   for_each_flag(argc, argv, [&options](const std::string& flag, const std::string& value) {
     if (flag == "--kernels") {
       options.kernels.clear();
-      std::stringstream list(value);
-      for (std::string kernel; std::getline(list, kernel, ',');) {
+      for (const std::string& kernel : items(value)) {
         if (std::find(kKernels.begin(), kKernels.end(), kernel) == kKernels.end()) {
           throw BadOption("--kernels takes cg, master_worker, wavefront, testsome; not '" + kernel + "'");
         }

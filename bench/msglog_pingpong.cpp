@@ -24,7 +24,6 @@
 //                   [--log collected|growing]
 
 #include <algorithm>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,8 +65,7 @@ Options parse(int argc, char** argv) {
       options.repetitions = number<int>(flag, value, 1);
     } else if (flag == "--tests") {
       options.tests.clear();
-      std::stringstream list(value);
-      for (std::string test; std::getline(list, test, ',');) {
+      for (const std::string& test : items(value)) {
         if (test != "pingpong" && test != "pingpong_any") throw BadOption("--tests takes pingpong and/or pingpong_any");
         options.tests.push_back(test);
       }

@@ -203,9 +203,10 @@ inline std::string json_or_null(bool known, std::uint64_t value) { return known 
 /// `--help`, `parse(argc, argv)` (a BadOption: usage, exit 2) and
 /// `run(options, logged)` (any other exception: exit 1), where `logged`
 /// says whether the log is active in every process; if not, process 0 says
-/// so on stderr.
+/// so on stderr (unless `uses_log` is false: a benchmark of plain MPI only).
 template <class Parse, class Run>
-int run_msglog_main(const char* name, const char* usage, int argc, char** argv, Parse parse, Run run) {
+int run_msglog_main(const char* name, const char* usage, int argc, char** argv, Parse parse, Run run,
+                    bool uses_log = true) {
   ::setenv("REPRISE_MSGLOG_WHEN_FULL", "discard", 0);
   MPI_Init(&argc, &argv);
   int rank = 0;
@@ -221,7 +222,7 @@ int run_msglog_main(const char* name, const char* usage, int argc, char** argv, 
     try {
       const auto options = parse(argc, argv);
       const bool logged = log_active_everywhere();
-      if (!logged && rank == 0) {
+      if (uses_log && !logged && rank == 0) {
         std::fprintf(stderr,
                      "%s: the message log is not active (run with LD_PRELOAD=libreprise_msglog.so): "
                      "plain figures only, the logged ones are null\n",
