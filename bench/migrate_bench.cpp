@@ -10,18 +10,21 @@
 //   evacuation_s, image_build_s, image_open_s (the open, which copies
 //   nothing) and restore_s (checksums checked, the state copied into the
 //   registered memory) are Migration's own MigrationTimes: response_s ends once the new process has restored the
-//   state and taken part in the checkpoint that ends the move.
+//   state (and, if every holder of some process's checkpoint copies moved,
+//   taken part in the checkpoint that then ends the move).
 // - disk: the leaving process takes the time of the request, builds the image
 //   of the same state with the public ImageBuilder, writes it to a file,
 //   fsyncs it and drops it from the page cache (posix_fadvise DONTNEED), then
 //   empties its state and moves through the same Migration (so the spawn and
 //   the handover of the rest are the same); the new process reads the file
 //   back, opens the image (Image::open, no copy: image_open_s), restores the
-//   state from it (restore_s), and every process takes the same checkpoint
-//   that ends a move in memory.
+//   state from it (restore_s), and if a move in memory would end with a
+//   checkpoint, every process takes it.
 //
-// In every move, after the times: a checkpoint of the state alone
-// (checkpoint_s) and a memcpy of the same bytes on every process, into
+// In every move, after the times: the next safe point, where the new
+// processes get back the checkpoint copies their predecessors held
+// (rereplicate_s, Migration's own; 0 when the move took a checkpoint), a
+// checkpoint of the state alone (checkpoint_s) and a memcpy of the same bytes on every process, into
 // memory written before (memcpy_s) and into fresh memory (memcpy_fresh_s).
 // Each figure is the slowest process's; a leaving process writes its times to
 // a file that its successor reads. One JSON object per line, per (size,
@@ -164,6 +167,7 @@ enum Field : std::size_t {
   kWrite,
   kRead,
   kCheckpoint,
+  kRereplicate,
   kImageBytes,
   kCachedFraction,
   kFromSpare,
@@ -305,9 +309,9 @@ void print(const Move& move, int processes, std::int64_t spares, const std::vect
   std::printf(
       "{\"bench\":\"migrate\",\"via\":\"%s\",\"processes\":%d,\"migrating\":%d,\"bytes_per_process\":%zu,"
       "\"response_s\":%.6f,\"evacuation_s\":%.6f,\"image_build_s\":%.6f,\"image_open_s\":%.6f,\"restore_s\":%.6f,"
-      "\"memcpy_s\":%.6f,\"memcpy_fresh_s\":%.6f,\"spawn_s\":%.6f,\"checkpoint_s\":%.6f,",
+      "\"memcpy_s\":%.6f,\"memcpy_fresh_s\":%.6f,\"spawn_s\":%.6f,\"rereplicate_s\":%.6f,\"checkpoint_s\":%.6f,",
       disk ? "disk" : "memory", processes, move.migrating, move.bytes, m[kResponse], m[kEvacuation], m[kImageBuild],
-      m[kImageOpen], m[kRestore], m[kMemcpy], m[kMemcpyFresh], m[kSpawn], m[kCheckpoint]);
+      m[kImageOpen], m[kRestore], m[kMemcpy], m[kMemcpyFresh], m[kSpawn], m[kRereplicate], m[kCheckpoint]);
   if (disk) std::printf("\"write_s\":%.6f,\"read_s\":%.6f,\"cached_fraction\":%.3f,", m[kWrite], m[kRead], m[kCachedFraction]);
   std::printf("\"image_bytes\":%.0f,\"spares\":%lld,\"moves_to_spares\":%lld,\"repetitions\":%zu,"
               "\"response_per_memcpy\":%.2f,\"build_open_per_memcpy\":%.2f}\n",
@@ -450,7 +454,9 @@ class Bench {
         _fields[kRestore] = seconds(restore);
         ::unlink(path.c_str());
       }
-      _checkpoint.checkpoint();
+      // The checkpoint a move in memory ends with when every holder of some
+      // state moves, here of the state restored from the file.
+      if (_migration.history().back().checkpointed) _checkpoint.checkpoint();
       if (arrived) _fields[kResponse] = shared_clock() - _progress.disk_request_time;
     }
     if (arrived) {
@@ -464,6 +470,10 @@ class Bench {
       _fields[kFromSpare] = from_spare ? 1 : 0;
       _fields[kSpawn] = from_spare ? 0 : _started - _request_time - _fields[kImageBuild] - _fields[kWrite];
     }
+    // The safe point after the move: the new processes get their checkpoint
+    // copies back (none to give when the move took a checkpoint).
+    _migration.poll();
+    _fields[kRereplicate] = _migration.last_times().rereplicate_s;
     _fields[kCheckpoint] = time_once(_comm, [this] { _checkpoint.checkpoint(); });
     time_memcpy(_comm, move.bytes, _fields);
     _comm.allreduce(std::span<double>(_fields), MPI_MAX);

@@ -193,6 +193,27 @@ class Checkpoint {
   /// members (after a shrink); empty after a respawn.
   [[nodiscard]] std::vector<OriginalRank> departed() const;
 
+  /// Collective: whether every committed state would keep a copy on a
+  /// member outside `leaving` (original ranks about to move away). If so, a
+  /// move needs no new checkpoint: the copies the leaving processes held are
+  /// given back to their successors afterwards (`rereplicate`). False if
+  /// some member has no committed version.
+  [[nodiscard]] bool keeps_copies_without(std::span<const OriginalRank> leaving);
+
+  /// Collective, right after a migration brought in new members that
+  /// `continue_from` the committed version: they learn its layout, so that
+  /// they count as members whose copies are missing (`restore` serves them,
+  /// `rereplicate` refills them). `UsageError` if there is no checkpoint.
+  void share_commit();
+
+  /// Collective: the members that hold none of the committed version's
+  /// copies (the new processes of a migration) receive them from live
+  /// holders, so that the version is as redundant as at its commit, without
+  /// a new checkpoint. Returns the bytes received here. `DataLost` if a
+  /// state has no live copy left; on a failure the receivers stay without
+  /// copies, which `restore` allows for.
+  std::size_t rereplicate();
+
   /// The last committed version on this process (0: none).
   [[nodiscard]] std::uint64_t version() const noexcept { return _version; }
   /// Bytes of serialized state this process holds (its own and its buddies').
@@ -310,6 +331,7 @@ class Checkpoint {
   void apply(std::span<const std::byte> state, std::string_view operation);
   [[nodiscard]] bool share_layout();
   [[nodiscard]] std::vector<int> who_holds_copies();
+  [[nodiscard]] std::vector<int> share_holders(const char* operation);
   [[nodiscard]] std::vector<std::optional<Rank>> live_holders(const std::vector<int>& holds_of) const;
 
   Comm& _comm;

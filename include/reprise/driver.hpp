@@ -94,10 +94,10 @@ class Driver {
 
   /// Makes `run(steps, step)` call `hook()` before every step, on every
   /// process: a safe point where layers above may change the communicator
-  /// (live migration). When `hook` returns true, the communicator changed
-  /// there and a checkpoint of everyone's state was committed at this step
-  /// on every process, so the driver plans its next checkpoint from here.
-  void between_steps(std::function<bool()> hook) { _between_steps = std::move(hook); }
+  /// (live migration). The plan of checkpoints goes on unchanged: a process
+  /// that joins there in place of another must carry the driver's progress,
+  /// which is registered with the checkpoint (a migration's image does).
+  void between_steps(std::function<void()> hook) { _between_steps = std::move(hook); }
 
   /// Runs `loop` until it returns. If the checkpoint has no version yet, it
   /// first takes one (collective), so that a failure before the loop's own
@@ -139,21 +139,23 @@ class Driver {
   Checkpoint& _checkpoint;
   DriverConfig _config;
   OnRecovery _on_recovery;
-  std::function<bool()> _between_steps;
+  std::function<void()> _between_steps;
   Heartbeat* _heartbeat = nullptr;
   std::vector<Recovery> _recoveries;
-  // run(steps, step): the step counter and the slowest process's cost of
-  // the checkpoint before (both checkpointed), the step before which the
-  // next checkpoint comes, and the measurement that plans it.
+  // run(steps, step): the step counter, the slowest process's cost of the
+  // checkpoint before, the step before which the next checkpoint comes and
+  // the measurement that plans it; all registered with the checkpoint, so
+  // that a process arriving by migration carries the plan of the others.
   struct Progress {
     std::uint64_t step = 0;
     double checkpoint_seconds = 0;
+    std::uint64_t next_checkpoint = 0;
+    std::uint64_t probe_step = 0;  // time-based cadence: measure the step time here first
+    std::uint64_t measured_from = 0;
   };
   Progress _progress;
-  std::uint64_t _next_checkpoint = 0;
-  std::uint64_t _probe_step = 0;  // time-based cadence: measure the step time here first
-  std::uint64_t _measured_from = 0;
-  double _measuring_since = 0;
+  double _measuring_since = 0;  // this process's clock
+  bool _entered = false;        // run(steps, step)'s loop has started here
   CheckpointStats _stats;
 };
 

@@ -14,6 +14,14 @@
 /// safe point, started at one and finished at the next, so no process waits
 /// for the decision; a request made before safe point s is carried out at
 /// safe point s + 1 on every process.
+///
+/// Redundancy: the leaving processes take with them the checkpoint copies
+/// they held for others. If every committed state keeps a copy elsewhere,
+/// the move takes no checkpoint: the committed version stays the rollback
+/// line, and at the next safe point the holders give the new processes the
+/// copies their predecessors held (`Checkpoint::rereplicate`). Otherwise
+/// (every holder of some state moves, e.g. the whole job) the move ends with
+/// a checkpoint of everyone's state.
 
 #include <cstdint>
 #include <functional>
@@ -41,11 +49,12 @@ struct MigrationConfig {
 /// What one migration cost, as the process measured it (seconds; a field
 /// that does not apply to the process is 0).
 struct MigrationTimes {
-  double response_s = 0;     ///< request to the new process running again, its state restored and checkpointed (in the new process)
+  double response_s = 0;     ///< request to the new process running again, its state restored (in the new process)
   double evacuation_s = 0;   ///< request to the leaving process free to exit (in the leaving one)
   double image_build_s = 0;  ///< building the image (in the leaving process)
   double image_open_s = 0;   ///< opening the image where it arrived, without copying it (in the new process)
   double restore_s = 0;      ///< checking its checksums and copying the state into the registered memory (in the new process)
+  double rereplicate_s = 0;  ///< at the safe point after the move: giving the new processes the copies their predecessors held (any member; 0 if the move took a checkpoint)
   std::uint64_t image_bytes = 0;  ///< size of the image sent
 };
 
@@ -53,7 +62,8 @@ struct MigrationTimes {
 struct MigrationRecord {
   std::vector<OriginalRank> moved;  ///< the original ranks that moved (in a new process: its own)
   std::uint64_t epoch = 0;          ///< the communicator's epoch afterwards
-  std::uint64_t version = 0;        ///< the checkpoint version committed right after the move
+  std::uint64_t version = 0;        ///< the committed checkpoint version after the move (the one before it, unless the move took one)
+  bool checkpointed = false;        ///< the move ended with a new checkpoint (every holder of some state moved)
 };
 
 /// Moves live processes of `comm` with their `checkpoint`-registered state.
@@ -79,19 +89,21 @@ class Migration {
   void request(std::span<const OriginalRank> ranks = {});
 
   /// A safe point. Collective: every process calls it at the same points.
-  /// Returns true if processes moved here (the communicator changed and a
-  /// checkpoint of everyone's state was just committed); a leaving process
+  /// Returns true if processes moved here (the communicator changed); a
+  /// leaving process
   /// does not return: it exits (`Comm::leave_after_migration`). A process
   /// failure since the safe point before, or during the move, raises
   /// `CommFailure` (on some members only, as any collective may): call it
   /// where failures are recovered (inside `Driver::run`, or in
   /// `comm.attempt`, as the k-means demo does). A request stands after a
-  /// failure (unless its process died) and is carried out later.
+  /// failure (unless its process died) and is carried out later. The safe
+  /// point after a move first gives the new processes their checkpoint
+  /// copies (see the file comment), which a failure may interrupt too.
   bool poll();
 
   /// In a process started by a migration: opens the image its predecessor
-  /// sent, restores the registered state and takes part in the checkpoint
-  /// that ends the move. `UsageError` in any other process; `CorruptData`
+  /// sent, restores the registered state and joins the others where the
+  /// move ends (the committed checkpoint shared, or a new one taken). `UsageError` in any other process; `CorruptData`
   /// if the image does not fit the registrations.
   void arrive();
 
@@ -110,6 +122,7 @@ class Migration {
   void negotiate_from_here();
   void drop_round() noexcept;
   void move(const std::vector<OriginalRank>& leaving, double requested_at);
+  bool end_move(bool copies_kept, int polls_before);
 
   Comm& _comm;
   Checkpoint& _checkpoint;
@@ -124,6 +137,8 @@ class Migration {
   double _asked_at = 0;              // when the first of them was made (seconds, CLOCK_REALTIME)
   MigrationTimes _times;
   std::vector<MigrationRecord> _history;
+  int _rereplicate_in = -1;             // polls before the copies are given back to new processes (-1: none due)
+  std::uint64_t _rereplicate_epoch = 0;  // ... unless the communicator changed since the move
 };
 
 }  // namespace reprise

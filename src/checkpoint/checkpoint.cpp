@@ -415,6 +415,24 @@ bool Checkpoint::share_layout() {
   return true;
 }
 
+std::vector<int> Checkpoint::share_holders(const char* operation) {
+  bool shared = false;
+  std::vector<int> holds_of;
+  // A failure can complete these collectives on some processes and fail
+  // them on others; what follows agrees, so their outcome must be the same
+  // everywhere first.
+  _comm.run_uniformly(
+      [&] {
+        shared = share_layout();
+        if (shared) holds_of = who_holds_copies();
+      },
+      std::string(kWhere) + "::" + operation + ": sharing the layout of the last checkpoint");
+  if (!shared) {
+    throw UsageError(std::string(kWhere) + "::" + operation + ": there is no checkpoint yet; call checkpoint() first");
+  }
+  return holds_of;
+}
+
 std::vector<int> Checkpoint::who_holds_copies() {
   return _comm.allgather(_holds_copies ? 1 : 0);
 }
@@ -469,20 +487,7 @@ namespace {
 
 void Checkpoint::restore() try {
   inject::fault_point("checkpoint.restore", _comm.original_rank());
-  bool shared = false;
-  std::vector<int> holds_of;
-  // A failure can complete these collectives on some processes and fail
-  // them on others; what follows agrees, so their outcome must be the same
-  // everywhere first.
-  _comm.run_uniformly(
-      [&] {
-        shared = share_layout();
-        if (shared) holds_of = who_holds_copies();
-      },
-      std::string(kWhere) + "::restore: sharing the layout of the last checkpoint");
-  if (!shared) {
-    throw UsageError(std::string(kWhere) + "::restore: there is no checkpoint to restore; call checkpoint() first");
-  }
+  const auto holds_of = share_holders("restore");
   const auto holders = live_holders(holds_of);
   // Every saved state must still have a live copy: the members' to restore
   // them, the departed ones' to fetch them.
@@ -531,6 +536,89 @@ void Checkpoint::restore() try {
   if (departed().empty()) checkpoint();
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::restore");
+}
+
+bool Checkpoint::keeps_copies_without(std::span<const OriginalRank> leaving) {
+  // 0: no committed version; 1: committed, copies missing; 2: holds them.
+  const auto kept = _comm.allgather(has_commit() ? (_holds_copies ? 2 : 1) : 0);
+  if (std::find(kept.begin(), kept.end(), 0) != kept.end()) return false;
+  std::vector<int> holds_of(kept.size());
+  for (std::size_t i = 0; i < kept.size(); ++i) holds_of[i] = kept[i] == 2 ? 1 : 0;
+  for (const auto owner : leaving) {
+    if (const auto rank = _comm.rank_of(owner)) holds_of[static_cast<std::size_t>(rank->value())] = 0;
+  }
+  const auto holders = live_holders(holds_of);
+  return std::all_of(holders.begin(), holders.end(), [](const auto& holder) { return holder.has_value(); });
+}
+
+void Checkpoint::share_commit() try {
+  bool shared = false;
+  _comm.run_uniformly([&] { shared = share_layout(); },
+                      std::string(kWhere) + "::share_commit: sharing the layout of the last checkpoint");
+  if (!shared) {
+    throw UsageError(std::string(kWhere) + "::share_commit: there is no checkpoint to share; call checkpoint() first");
+  }
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::share_commit");
+}
+
+std::size_t Checkpoint::rereplicate() try {
+  const auto holds_of = share_holders("rereplicate");
+  if (std::find(holds_of.begin(), holds_of.end(), 0) == holds_of.end()) return 0;
+  const int p = _slots.size();
+  const Placement placement({.blocks = static_cast<std::uint64_t>(p),
+                             .slots = p,
+                             .copies = std::min(_config.copies, p),
+                             .node_of_slot = _slots.nodes()});
+  const auto holders = live_holders(holds_of);
+  // The size of every state, from its live holder.
+  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(p), 0);
+  std::vector<OriginalRank> lost;
+  for (std::size_t slot = 0; slot < sizes.size(); ++slot) {
+    if (!holders[slot]) {
+      lost.push_back(_slots.owners()[slot]);
+    } else if (*holders[slot] == _comm.rank()) {
+      sizes[slot] = _held.at(_slots.owners()[slot]).size();
+    }
+  }
+  if (!lost.empty()) {
+    (void)_comm.agree(false);  // as in restore(): every process gets here first
+    throw_lost(lost, "rereplicate", _version);
+  }
+  _comm.allreduce(std::span<std::uint64_t>(sizes), MPI_MAX);
+  // Each state goes from its live holder to every member along its copies
+  // that holds none; a receiver takes them from each source in slot order.
+  std::map<int, GatherMessage> outgoing;        // by receiver
+  std::map<int, std::vector<std::size_t>> due;  // here, by source: the slots it sends
+  for (std::size_t slot = 0; slot < sizes.size(); ++slot) {
+    const OriginalRank owner = _slots.owners()[slot];
+    for (const Slot copy : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
+      const auto receiver = _comm.rank_of(_slots.owner(copy));
+      if (!receiver || holds_of[static_cast<std::size_t>(receiver->value())] != 0) continue;
+      if (*holders[slot] == _comm.rank()) {
+        auto& message = outgoing.try_emplace(receiver->value(), GatherMessage{*receiver, {}}).first->second;
+        message.pieces.emplace_back(_held.at(owner));
+      }
+      if (*receiver == _comm.rank()) due[holders[slot]->value()].push_back(slot);
+    }
+  }
+  std::vector<GatherMessage> messages;
+  for (auto& [receiver, message] : outgoing) messages.push_back(std::move(message));
+  std::size_t received = 0;
+  _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t) {
+    std::vector<std::span<std::byte>> pieces;
+    for (const auto slot : due[source.value()]) {
+      auto& copy = _held[_slots.owners()[slot]];
+      copy.resize(sizes[slot]);
+      received += copy.size();
+      pieces.emplace_back(copy);
+    }
+    return pieces;
+  });
+  if (holds_of[static_cast<std::size_t>(_comm.rank().value())] == 0) _holds_copies = true;
+  return received;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::rereplicate");
 }
 
 std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) try {

@@ -43,16 +43,16 @@ std::uint64_t steps_in(double seconds, double step_seconds) {
 // a recovery): the checkpoint just taken or restored is at this step, on
 // every process alike, so all plan the next one alike.
 void Driver::plan_from_here() {
-  _measured_from = _progress.step;
+  _progress.measured_from = _progress.step;
   _measuring_since = MPI_Wtime();
   if (_config.cadence.every_steps > 0) {
-    _next_checkpoint = _progress.step + _config.cadence.every_steps;
-    _probe_step = UINT64_MAX;
+    _progress.next_checkpoint = _progress.step + _config.cadence.every_steps;
+    _progress.probe_step = UINT64_MAX;
   } else {
     // The time per step is not known here (a replacement knows nothing):
     // measure one step first.
-    _next_checkpoint = UINT64_MAX;
-    _probe_step = _progress.step + 1;
+    _progress.next_checkpoint = UINT64_MAX;
+    _progress.probe_step = _progress.step + 1;
   }
 }
 
@@ -69,14 +69,14 @@ void Driver::checkpoint_and_plan() {
   ++_stats.count;
   _stats.seconds += cost;
   if (_config.cadence.every_steps > 0) {
-    _next_checkpoint = _progress.step + _config.cadence.every_steps;
+    _progress.next_checkpoint = _progress.step + _config.cadence.every_steps;
     return;
   }
-  const auto steps = static_cast<double>(_progress.step - _measured_from);
+  const auto steps = static_cast<double>(_progress.step - _progress.measured_from);
   const double step_seconds = _comm.allreduce((before - _measuring_since) / steps, MPI_MAX);
   _progress.checkpoint_seconds = _comm.allreduce(cost, MPI_MAX);
-  _next_checkpoint = _progress.step + steps_in(interval_seconds(_progress.checkpoint_seconds), step_seconds);
-  _measured_from = _progress.step;
+  _progress.next_checkpoint = _progress.step + steps_in(interval_seconds(_progress.checkpoint_seconds), step_seconds);
+  _progress.measured_from = _progress.step;
   _measuring_since = MPI_Wtime();
 }
 
@@ -89,19 +89,26 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
                      "every_seconds and mtbf_seconds (" + std::to_string(set) + " set)");
   }
   run([&] {
-    plan_from_here();
+    if (!_entered && _comm.migrated_in()) {
+      // Arrived by migration: the image carried the others' plan.
+      _measuring_since = MPI_Wtime();
+    } else {
+      plan_from_here();
+    }
+    _entered = true;
     while (_progress.step < steps) {
-      if (_between_steps && _between_steps()) plan_from_here();
-      if (_progress.step == _probe_step) {
+      // A move here keeps the plan: the new processes carry it.
+      if (_between_steps) _between_steps();
+      if (_progress.step == _progress.probe_step) {
         // One step measured since the checkpoint; Young/Daly takes the cost
         // of the checkpoint before (saved with it), or a step's time before
         // any was measured.
         const double step_seconds = _comm.allreduce(MPI_Wtime() - _measuring_since, MPI_MAX);
         const double cost = _progress.checkpoint_seconds > 0 ? _progress.checkpoint_seconds : step_seconds;
-        _next_checkpoint = _progress.step - 1 + steps_in(interval_seconds(cost), step_seconds);
-        _probe_step = UINT64_MAX;
+        _progress.next_checkpoint = _progress.step - 1 + steps_in(interval_seconds(cost), step_seconds);
+        _progress.probe_step = UINT64_MAX;
       }
-      if (_progress.step >= _next_checkpoint) checkpoint_and_plan();
+      if (_progress.step >= _progress.next_checkpoint) checkpoint_and_plan();
       step(_progress.step);
       ++_progress.step;
     }

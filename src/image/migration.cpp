@@ -21,6 +21,10 @@ namespace {
 constexpr const char* kWhere = "reprise::Migration";
 // The extra dataset of a migration image: when the move was asked for.
 constexpr const char* kRequestTimeName = "reprise::Migration request time";
+// The other extra dataset: 1 if the committed checkpoint keeps a copy of
+// every state without the leaving processes (no checkpoint ends the move),
+// 0 if the move ends with a new checkpoint.
+constexpr const char* kCopiesKeptName = "reprise::Migration copies kept";
 // No request in a round: its "minus the earliest request time".
 constexpr double kNoRequest = -1e300;
 
@@ -80,7 +84,7 @@ void Migration::request(std::span<const OriginalRank> ranks) {
 }
 
 void Migration::attach(Driver& driver) {
-  driver.between_steps([this] { return poll(); });
+  driver.between_steps([this] { (void)poll(); });
 }
 
 // Ends the round in flight, if any, without waiting for a process that may
@@ -103,6 +107,16 @@ void Migration::negotiate_from_here() {
 }
 
 bool Migration::poll() {
+  if (_rereplicate_in == 0 && _rereplicate_epoch == _comm.epoch()) {
+    _rereplicate_in = -1;
+    const double started = MPI_Wtime();
+    _checkpoint.rereplicate();
+    _times.rereplicate_s = MPI_Wtime() - started;
+  } else if (_rereplicate_in > 0 && _rereplicate_epoch == _comm.epoch()) {
+    --_rereplicate_in;
+  } else {
+    _rereplicate_in = -1;  // a recovery came first, and its restore took a checkpoint
+  }
   if (_negotiation == MPI_COMM_NULL || _negotiation_epoch != _comm.epoch()) negotiate_from_here();
   bool moved = false;
   if (_round != MPI_REQUEST_NULL) {
@@ -144,13 +158,18 @@ bool Migration::poll() {
 void Migration::move(const std::vector<OriginalRank>& leaving, double requested_at) {
   const bool leaves = std::binary_search(leaving.begin(), leaving.end(), _comm.original_rank());
   _times = {};
+  // Without a checkpoint at the end of the move when every committed state
+  // keeps a copy outside the leaving processes.
+  const bool copies_kept = _checkpoint.keeps_copies_without(leaving);
   ImageBytes image;
   if (leaves) {
     const double started = MPI_Wtime();
     const double request_time[1] = {requested_at};
-    const detail::ExtraPiece extra{kRequestTimeName, std::as_bytes(std::span(request_time)),
-                                   ArrayShape{ElementType::kFloat64, {}}};
-    image = detail::build_current_image(_checkpoint, _comm, _checkpoint.version(), std::span(&extra, 1));
+    const std::uint8_t kept[1] = {copies_kept ? std::uint8_t{1} : std::uint8_t{0}};
+    const detail::ExtraPiece extras[2] = {
+        {kRequestTimeName, std::as_bytes(std::span(request_time)), ArrayShape{ElementType::kFloat64, {}}},
+        {kCopiesKeptName, std::as_bytes(std::span(kept)), ArrayShape{ElementType::kUint8, {}}}};
+    image = detail::build_current_image(_checkpoint, _comm, _checkpoint.version(), std::span(extras));
     _times.image_build_s = MPI_Wtime() - started;
     _times.image_bytes = image.size();
   }
@@ -161,9 +180,24 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
     _comm.leave_after_migration();
   }
   _comm = std::move(*moved);
-  _checkpoint.checkpoint();
-  _history.push_back({leaving, _comm.epoch(), _checkpoint.version()});
+  const bool checkpointed = end_move(copies_kept, 0);
+  _history.push_back({leaving, _comm.epoch(), _checkpoint.version(), checkpointed});
   negotiate_from_here();
+}
+
+// Every member, the new ones too: either the copies of the committed
+// version are given back to the new processes at the next safe point (after
+// `polls_before` more calls of poll() here), or a checkpoint now (returns
+// true).
+bool Migration::end_move(bool copies_kept, int polls_before) {
+  if (!copies_kept) {
+    _checkpoint.checkpoint();
+    return true;
+  }
+  _checkpoint.share_commit();
+  _rereplicate_in = polls_before;
+  _rereplicate_epoch = _comm.epoch();
+  return false;
 }
 
 void Migration::arrive() {
@@ -185,9 +219,10 @@ void Migration::arrive() {
   _times.restore_s = MPI_Wtime() - opened;
   _times.image_bytes = handover.size;
   const auto request_time = image.read_array<double>(kRequestTimeName);
-  _checkpoint.checkpoint();
+  // This safe point is the move's: the others refill one later, as here.
+  const bool checkpointed = end_move(image.read_array<std::uint8_t>(kCopiesKeptName).at(0) != 0, 1);
   _times.response_s = shared_clock() - request_time.at(0);
-  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version()});
+  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(), checkpointed});
   negotiate_from_here();
 }
 

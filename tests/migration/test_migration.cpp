@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -21,6 +22,7 @@
 #include "reprise/driver.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/migration.hpp"
+#include "reprise/placement.hpp"
 
 namespace reprise {
 namespace {
@@ -86,6 +88,8 @@ struct Seen {
   bool migrated_in = false;  // this process was started by a move
   OriginalRank me{0};
   std::vector<MigrationRecord> history;
+  std::uint64_t version = 0;  // the committed checkpoint version at the end
+  int processes = 0;          // the communicator's original size
 };
 
 /// The bytes of original rank `me`'s ballast (state that only travels).
@@ -191,20 +195,22 @@ namespace {
 
 /// A run under a Driver (checkpoints every 3 steps, respawn) with a
 /// migration attached; `ask(step, me, migration)` runs inside each step.
-/// `arm(me)` may arm fault points first (in the processes the job started).
-Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(OriginalRank)>& arm = {}) {
+/// `arm(comm)` may arm fault points first (in the processes the job started).
+/// `every_steps`: the driver's checkpoint cadence.
+Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(const Comm&)>& arm = {},
+                std::uint64_t every_steps = 3) {
   auto comm = Comm::world();
   State state;
   Checkpoint checkpoint(comm);
   state.register_with(checkpoint);
   DriverConfig config;
-  config.cadence.every_steps = 3;
+  config.cadence.every_steps = every_steps;
   Driver driver(comm, checkpoint, config);
   Migration migration(comm, checkpoint);
   migration.attach(driver);
   const bool arrived = comm.migrated_in();
   if (arrived) migration.arrive();
-  if (arm && !comm.is_replacement()) arm(comm.original_rank());
+  if (arm && !comm.is_replacement()) arm(comm);
   driver.run(steps, [&](std::uint64_t step) {
     EXPECT_EQ(step, state.step);
     ask(step, comm.original_rank(), migration);
@@ -212,7 +218,7 @@ Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(Or
   });
   expect_exact(state, comm.original_rank(), comm.original_size(), steps);
   EXPECT_EQ(comm.size(), comm.original_size());
-  return {arrived, comm.original_rank(), migration.history()};
+  return {arrived, comm.original_rank(), migration.history(), checkpoint.version(), comm.original_size()};
 }
 
 }  // namespace
@@ -234,7 +240,7 @@ TEST(Migration, TheLeavingProcessKilledDuringAMoveIsRecovered) {
       [](std::uint64_t step, OriginalRank me, Migration& migration) {
         if (step == 5 && me == OriginalRank{2}) migration.request();
       },
-      [](OriginalRank) { inject::arm("comm.migrate.handover", OriginalRank{2}); });
+      [](const Comm&) { inject::arm("comm.migrate.handover", OriginalRank{2}); });
   EXPECT_TRUE(seen.history.empty());
   EXPECT_FALSE(seen.migrated_in);
 }
@@ -247,9 +253,50 @@ TEST(Migration, ABystanderKilledDuringAMoveIsRecoveredAndTheMoveRetried) {
       [](std::uint64_t step, OriginalRank me, Migration& migration) {
         if (step == 5 && me == OriginalRank{2} && migration.history().empty()) migration.request();
       },
-      [](OriginalRank) { inject::arm("comm.migrate.handover", OriginalRank{0}); });
+      [](const Comm&) { inject::arm("comm.migrate.handover", OriginalRank{0}); });
   ASSERT_EQ(seen.history.size(), 1U);
   EXPECT_EQ(seen.history[0].moved, ranks({2}));
+}
+
+/// The original rank whose state has its second copy on `mover`'s slot
+/// (slots in rank order on one node, two copies), or -1.
+int victim_of(int mover, int processes) {
+  const Placement placement({.blocks = static_cast<std::uint64_t>(processes), .slots = processes, .copies = 2,
+                             .node_of_slot = std::vector<int>(static_cast<std::size_t>(processes), 0)});
+  for (int owner = 0; owner < processes; ++owner) {
+    const auto holders = placement.holders(BlockId{static_cast<std::uint64_t>(owner)});
+    if (owner != mover && std::find(holders.begin(), holders.end(), Slot{mover}) != holders.end()) return owner;
+  }
+  return -1;
+}
+
+// The move takes no checkpoint (every state keeps a copy elsewhere): the
+// driver's plan goes on (checkpoints every 10 steps), and at the next safe
+// point the new process receives the copies its predecessor held. Then the
+// process whose other copy the predecessor held is killed: the rollback to
+// step 0 needs exactly the copy the new process received.
+TEST(Migration, TheCopiesTheLeavingProcessHeldAreGivenBackWithoutACheckpoint) {
+  constexpr int kMover = 2;
+  int victim = -1;  // set in the processes the job started
+  const auto seen = run_driven(
+      14,
+      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 4 && me == OriginalRank{kMover} && migration.history().empty()) migration.request();
+        if (step == 7 && me == OriginalRank{victim}) inject::kill_self(me);
+      },
+      [&](const Comm& comm) {
+        victim = victim_of(kMover, comm.size());
+        ASSERT_GE(victim, 0);
+      },
+      10);
+  // Versions: step 0, the restore's after the respawn, step 10.
+  EXPECT_EQ(seen.version, 3U) << "the move took no checkpoint";
+  if (seen.me == OriginalRank{victim_of(kMover, seen.processes)}) {
+    EXPECT_TRUE(seen.history.empty()) << "the replacement came after the move";
+  } else {
+    ASSERT_EQ(seen.history.size(), 1U);
+    EXPECT_EQ(seen.history[0].moved, ranks({kMover}));
+  }
 }
 
 }  // namespace reprise
