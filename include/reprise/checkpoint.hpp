@@ -200,11 +200,18 @@ class Checkpoint {
   /// some member has no committed version.
   [[nodiscard]] bool keeps_copies_without(std::span<const OriginalRank> leaving);
 
-  /// Collective, right after a migration brought in new members that
-  /// `continue_from` the committed version: they learn its layout, so that
-  /// they count as members whose copies are missing (`restore` serves them,
-  /// `rereplicate` refills them). `UsageError` if there is no checkpoint.
-  void share_commit();
+  /// The committed version and its layout (who held which copies), as
+  /// words for `continue_commit` in a process that takes over from this one
+  /// (a migration's image carries them); empty if there is none.
+  [[nodiscard]] std::vector<std::uint64_t> committed_layout() const;
+
+  /// In a process that takes over from another (a migration's new process,
+  /// after its state is loaded): continues the committed version that
+  /// `committed_layout()` described there, holding none of its copies, so
+  /// that a `restore` serves this process and `rereplicate` refills it; the
+  /// next checkpoint is the version after. `UsageError` if this checkpoint
+  /// has committed a version already; `CorruptData` if `layout` is malformed.
+  void continue_commit(std::span<const std::uint64_t> layout);
 
   /// Collective: the members that hold none of the committed version's
   /// copies (the new processes of a migration) receive them from live

@@ -324,6 +324,12 @@ class Comm {
   /// ones are still members): recover as usual, then migrate again.
   [[nodiscard]] std::optional<Comm> migrate(std::span<const OriginalRank> leaving, std::span<const std::byte> state,
                                             std::string_view hosts = {});
+  /// `migrate` with the state in pieces, sent back to back from where each
+  /// lies (no copy to gather them); the successor receives them as one run
+  /// of bytes.
+  [[nodiscard]] std::optional<Comm> migrate_gathered(std::span<const OriginalRank> leaving,
+                                                     std::span<const std::span<const std::byte>> state,
+                                                     std::string_view hosts = {});
 
   /// In a process started by `migrate`: the bytes its predecessor handed
   /// over (once; empty afterwards, and in every other process).

@@ -82,14 +82,28 @@ class ImageBytes {
   std::size_t _size = 0;
 };
 
+/// An image as `ImageBuilder::finish_pieces` returns it: `pieces`, back to
+/// back, are its bytes; they lie in the memory of the pieces added by
+/// reference and in `own` (and `zeros`), which move along with this object.
+struct ImagePieces {
+  ImageBytes own;                                  ///< the image's bytes outside referenced memory
+  std::vector<std::byte> zeros;                    ///< zero bytes the image has beyond `own`'s end
+  std::vector<std::span<const std::byte>> pieces;  ///< the whole image, in order
+  /// The image's size in bytes.
+  [[nodiscard]] std::size_t size() const noexcept;
+};
+
 /// Builds an image in memory. Add the pieces, then `finish()`. HDF5 failing
 /// while it builds (out of memory) is an `IoError`.
 class ImageBuilder {
  public:
   /// Starts an image of `info` (its format version, library version and time
-  /// are filled in here). `expected_bytes` (the sum of the pieces, if known)
-  /// sizes the image's memory once, so that building it copies each byte once.
-  explicit ImageBuilder(ImageInfo info, std::size_t expected_bytes = 0);
+  /// are filled in here). `expected_bytes` (the sum of the pieces to copy,
+  /// if known) sizes the image's memory once, so that building it copies
+  /// each byte once. `referenced_pieces` (how many `add_referenced` calls
+  /// will come, if any) sets room aside for all the metadata first, so that
+  /// nothing is written where their data will lie.
+  explicit ImageBuilder(ImageInfo info, std::size_t expected_bytes = 0, std::size_t referenced_pieces = 0);
   ~ImageBuilder();
   ImageBuilder(ImageBuilder&&) noexcept;
   ImageBuilder& operator=(ImageBuilder&&) noexcept;
@@ -110,12 +124,29 @@ class ImageBuilder {
     add(name, std::as_bytes(values), ArrayShape{element_type_of<T>(), std::move(extents)});
   }
 
+  /// Adds a piece without copying it: the image refers to `bytes`, which
+  /// must stay alive and unchanged until the image is finished and, after
+  /// `finish_pieces()`, sent. Its storage is laid out when the image is
+  /// finished, after that of the pieces added by `add` (and it is listed
+  /// after them). A piece with an all-zero chunk is copied now, as `add`
+  /// does, so that the chunk is left out. Same errors as `add`.
+  void add_referenced(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape = {});
+
   /// Closes the image and returns its bytes (a complete HDF5 file): the
-  /// buffer HDF5 wrote, handed over, not copied.
+  /// buffer HDF5 wrote, handed over, not copied; pieces added by reference
+  /// are copied into a new buffer with it.
   [[nodiscard]] ImageBytes finish() &&;
+
+  /// Closes the image and returns it in pieces that make the image back to
+  /// back: the memory of the pieces added by reference, nothing copied, and
+  /// the rest of the image. Send them in order with a gather; what arrives
+  /// is an ordinary image (`Image::view` opens it).
+  [[nodiscard]] ImagePieces finish_pieces() &&;
 
  private:
   struct State;
+  /// `UsageError` unless a piece `name` can be added now.
+  void check_new(std::string_view name) const;
   std::unique_ptr<State> _state;
 };
 

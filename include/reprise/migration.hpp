@@ -122,7 +122,7 @@ class Migration {
   void negotiate_from_here();
   void drop_round() noexcept;
   void move(const std::vector<OriginalRank>& leaving, double requested_at);
-  bool end_move(bool copies_kept, int polls_before);
+  void give_back_copies_after(int polls_before);
 
   Comm& _comm;
   Checkpoint& _checkpoint;

@@ -551,15 +551,30 @@ bool Checkpoint::keeps_copies_without(std::span<const OriginalRank> leaving) {
   return std::all_of(holders.begin(), holders.end(), [](const auto& holder) { return holder.has_value(); });
 }
 
-void Checkpoint::share_commit() try {
-  bool shared = false;
-  _comm.run_uniformly([&] { shared = share_layout(); },
-                      std::string(kWhere) + "::share_commit: sharing the layout of the last checkpoint");
-  if (!shared) {
-    throw UsageError(std::string(kWhere) + "::share_commit: there is no checkpoint to share; call checkpoint() first");
+std::vector<std::uint64_t> Checkpoint::committed_layout() const {
+  std::vector<std::uint64_t> words;
+  if (!has_commit()) return words;
+  words.push_back(_version);
+  _slots.append_to(words);
+  return words;
+}
+
+void Checkpoint::continue_commit(std::span<const std::uint64_t> layout) {
+  if (has_commit()) {
+    throw UsageError(std::string(kWhere) + "::continue_commit: this checkpoint has committed version " +
+                     std::to_string(_version) + " already; continue another process's version only before the "
+                     "first checkpoint()");
   }
-} catch (const Error&) {
-  detail::rethrow_naming("reprise::Checkpoint::share_commit");
+  std::size_t at = 1;
+  auto slots = layout.empty() ? SlotLayout{} : SlotLayout::read_from(layout, at);
+  if (slots.size() == 0 || at != layout.size()) {
+    throw CorruptData(std::string(kWhere) + "::continue_commit: the layout of " + std::to_string(layout.size()) +
+                      " words is malformed; pass what committed_layout() returned in a process with a commit");
+  }
+  _version = layout[0];
+  _slots = std::move(slots);
+  _held.clear();
+  _holds_copies = false;
 }
 
 std::size_t Checkpoint::rereplicate() try {

@@ -35,7 +35,7 @@ struct Comm::PoolRound {
   std::vector<OriginalRank> alive;        // the members before: those missing now failed since
   bool replacement = false;               // this process is a replacement already
   std::vector<OriginalRank> leaving;      // a migration: these move to spares
-  std::span<const std::byte> state;       // a leaving process's state, for its spare
+  std::span<const std::span<const std::byte>> state;  // a leaving process's state (pieces), for its spare
 };
 
 }  // namespace reprise

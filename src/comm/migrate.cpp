@@ -36,7 +36,8 @@ int leaving_index(const detail::Assignment& plan, OriginalRank me) {
 /// process's `state` to its successor, and agree that all of it worked. `me`
 /// is unknown (-1) in a new process until the plan arrives. Returns false if
 /// it did not work somewhere.
-bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& me, std::span<const std::byte> state,
+bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& me,
+                      std::span<const std::span<const std::byte>> state,
                       MPI_Comm& application, MPI_Comm& internal, Handover& handover) {
   int merged_rank = 0;
   int merged_size = 0;
@@ -79,6 +80,11 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
 
 std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::span<const std::byte> state,
                                   std::string_view hosts) {
+  return migrate_gathered(leaving, std::span<const std::span<const std::byte>>(&state, 1), hosts);
+}
+
+std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving,
+                                           std::span<const std::span<const std::byte>> state, std::string_view hosts) {
   if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("migrate");
   std::vector<OriginalRank> sorted(leaving.begin(), leaving.end());
   std::sort(sorted.begin(), sorted.end());

@@ -301,10 +301,11 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
       const bool taken = sp.my_original < 0 && new_original >= 0;
       sp.my_original = new_original;
       sp.usable = enough;
+      sp.epoch_seen = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
+                      static_cast<std::uint32_t>(header.at(1));
       if (color == MPI_UNDEFINED) return std::nullopt;
       parts.original_size = sp.original_size;
-      parts.epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
-                    static_cast<std::uint32_t>(header.at(1));
+      parts.epoch = sp.epoch_seen;
       parts.failures = known_failures;
       for (const int a : alive) {
         if (std::find(absent.begin(), absent.end(), a) != absent.end()) parts.failures.emplace_back(a);
@@ -349,6 +350,9 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
 Comm Comm::serve_as_spare() {
   detail::SparePool& sp = *detail::spare_pool();
   warm_heap(std::exchange(sp.warm_bytes, 0));
+  // Counted while waiting, what a spare taken in the next generation would
+  // count (defect 22) is off the path of the move or the recovery.
+  detail::ulfm::count_past_earlier_generations(sp.epoch_seen + 1);
   // The spare listens to each active process by name, not to MPI_ANY_SOURCE:
   // after a process failure a wildcard probe on the pool was seen to miss the
   // release word for good, while a probe of a named live source is not
@@ -393,6 +397,7 @@ Comm Comm::serve_as_spare() {
         detail::ulfm::count_past_earlier_generations(taken->epoch());
         return std::move(*taken);
       }
+      detail::ulfm::count_past_earlier_generations(sp.epoch_seen + 1);
       continue;
     }
     // Waiting costs no core: spares often share nodes with the workers.

@@ -7,6 +7,7 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace reprise::detail {
@@ -21,6 +22,7 @@ struct SparePool {
   std::vector<int> actives;       // pool ranks of the processes running the application, as last known
   bool usable = true;             // false once a respawn had to spawn (spawned processes are not in the pool)
   std::size_t warm_bytes = 0;     // REPRISE_SPARE_WARM_MIB: heap a spare keeps resident while it waits
+  std::uint64_t epoch_seen = 0;   // the job's epoch at the last round (a spare counts ahead of the next one)
 };
 
 /// The pool, set up on first use from REPRISE_SPARES (collective over

@@ -69,9 +69,10 @@ struct Assignment {
 /// learns its original rank from it. False if a broadcast failed.
 bool share_assignment(MPI_Comm merged, Assignment& assignment, OriginalRank& me);
 
-/// Sends a moving process's `state` to rank `to` of `comm` (its successor).
-/// False if a send failed.
-bool send_handover(MPI_Comm comm, int to, std::span<const std::byte> state);
+/// Sends a moving process's `state` (its pieces back to back, each sent from
+/// where it lies) to rank `to` of `comm` (its successor). False if a send
+/// failed.
+bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state);
 
 /// Receives what rank `from` of `comm` sends with `send_handover`. False if
 /// a receive failed.

@@ -108,11 +108,12 @@ int agree_on_step(MPI_Comm comm, bool& ok) {
 }
 
 void count_past_earlier_generations(std::uint64_t generation) {
+  static std::uint64_t counted = 0;  // communicators counted by earlier calls
   if (!available()) return;
-  for (std::uint64_t i = 0; i < generation * kCommunicatorsPerGeneration; ++i) {
-    MPI_Comm counted = MPI_COMM_NULL;
-    if (MPI_Comm_dup(MPI_COMM_SELF, &counted) != MPI_SUCCESS) return;
-    MPI_Comm_free(&counted);
+  for (; counted < generation * kCommunicatorsPerGeneration; ++counted) {
+    MPI_Comm dup = MPI_COMM_NULL;
+    if (MPI_Comm_dup(MPI_COMM_SELF, &dup) != MPI_SUCCESS) return;
+    MPI_Comm_free(&dup);
   }
 }
 

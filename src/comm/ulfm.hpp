@@ -46,7 +46,9 @@ int agree_on_step(MPI_Comm comm, bool& ok);
 /// earlier agreement of that name answers the new one with its old result,
 /// one process leaves the agreement early and the others wait in it forever
 /// (docs/RELIABILITY.md, defect 22). Creating and freeing duplicates of
-/// MPI_COMM_SELF (2 us each here) counts without communicating.
+/// MPI_COMM_SELF (2 us each here, more on a busy machine) counts without
+/// communicating. Counts only what earlier calls in this process have not,
+/// so a spare counts ahead while it waits and little when it is taken.
 void count_past_earlier_generations(std::uint64_t generation);
 /// Communicators each generation is assumed to create, at most, before the
 /// next one joins: the count of `count_past_earlier_generations`.

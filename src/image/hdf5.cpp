@@ -141,9 +141,10 @@ herr_t MemoryFile::release(void* buffer, H5FD_file_image_op_t operation, void* s
   return 0;
 }
 
-File MemoryFile::create(std::size_t increment) {
+File MemoryFile::create(std::size_t increment, std::size_t metadata_block) {
   const std::string what = "cannot create an HDF5 file in memory";
   const PropertyList access = core_access(increment, what);
+  if (metadata_block > 0) check<IoError>(H5Pset_meta_block_size(access.get(), metadata_block), what);
   H5FD_file_image_callbacks_t callbacks{&allocate,
                                         &copy,
                                         &resize,

@@ -122,8 +122,10 @@ class MemoryFile {
   MemoryFile& operator=(const MemoryFile&) = delete;
 
   /// Creates the file, its buffer grown `increment` bytes at a time (one
-  /// allocation if the whole file fits). `IoError` if HDF5 refuses.
-  [[nodiscard]] File create(std::size_t increment);
+  /// allocation if the whole file fits); `metadata_block` (0: HDF5's
+  /// default) sets the block metadata is allocated from, ahead of the data
+  /// allocated after it. `IoError` if HDF5 refuses.
+  [[nodiscard]] File create(std::size_t increment, std::size_t metadata_block = 0);
   /// After the file closed: its buffer (from `std::malloc`, now the
   /// caller's) and the buffer's size, which the driver cut to the file's
   /// end when closing; nothing if the file is not closed.

@@ -52,6 +52,11 @@ constexpr std::uint64_t kMaxChunkBytes = (std::uint64_t{1} << 32) - 1;
 /// allocates once: generous, since only the pages written are ever touched.
 constexpr std::size_t kMetadataSlack = std::size_t{1} << 20;
 
+/// Room for the metadata of a piece added by reference (and, once more, of
+/// the file): an object header, two attributes and a chunk index of 1 MiB
+/// chunks take a few KiB up to hundreds of MiB.
+constexpr std::size_t kMetadataBlock = std::size_t{64} << 10;
+
 /// The little-endian file type of `type` (HDF5's own identifiers, never closed).
 hid_t stored_type(ElementType type) {
   switch (type) {
@@ -134,14 +139,11 @@ bool all_zero(const std::byte* data, std::size_t size) noexcept {
   return size == 0 || (data[0] == std::byte{0} && std::memcmp(data, data + 1, size - 1) == 0);
 }
 
-/// A dataset creation property list for a piece of `extents` whose rows
-/// (elements along the first dimension) take `row_bytes`: chunks of whole
-/// rows, about `kChunkBytes` each and as equal as possible (so the last one is
-/// short by less than a row per chunk), fill value 0, space allocated only
-/// for chunks written. `rows_per_chunk` is set to the chunk's first extent.
-hdf5::PropertyList chunked_layout(std::string_view name, const std::vector<hsize_t>& extents, hid_t type,
-                                  std::uint64_t row_bytes, hsize_t& rows_per_chunk) {
-  const std::string what = "cannot lay out piece '" + std::string(name) + "'";
+/// The rows of a chunk of a piece of `extents` whose rows (elements along
+/// the first dimension) take `row_bytes`: whole rows, about `kChunkBytes`
+/// each and as equal as possible (so the last chunk is short by less than a
+/// row per chunk). `UsageError` for a row over HDF5's 4 GiB chunk limit.
+hsize_t chunk_rows(std::string_view name, const std::vector<hsize_t>& extents, std::uint64_t row_bytes) {
   if (row_bytes > kMaxChunkBytes) {
     throw UsageError("piece '" + std::string(name) + "': a row (its first dimension's step) of " +
                      std::to_string(row_bytes) +
@@ -150,7 +152,18 @@ hdf5::PropertyList chunked_layout(std::string_view name, const std::vector<hsize
   const std::uint64_t rows = extents[0];
   const std::uint64_t most_rows = std::max<std::uint64_t>(1, kChunkBytes / row_bytes);
   const std::uint64_t chunks = (rows + most_rows - 1) / most_rows;
-  rows_per_chunk = static_cast<hsize_t>((rows + chunks - 1) / chunks);
+  return static_cast<hsize_t>((rows + chunks - 1) / chunks);
+}
+
+/// A dataset creation property list for a piece of `extents` whose rows
+/// (elements along the first dimension) take `row_bytes`: chunks of whole
+/// rows, about `kChunkBytes` each and as equal as possible (so the last one is
+/// short by less than a row per chunk), fill value 0, space allocated only
+/// for chunks written. `rows_per_chunk` is set to the chunk's first extent.
+hdf5::PropertyList chunked_layout(std::string_view name, const std::vector<hsize_t>& extents, hid_t type,
+                                  std::uint64_t row_bytes, hsize_t& rows_per_chunk) {
+  const std::string what = "cannot lay out piece '" + std::string(name) + "'";
+  rows_per_chunk = chunk_rows(name, extents, row_bytes);
   std::vector<hsize_t> chunk = extents;
   chunk[0] = rows_per_chunk;
   hdf5::PropertyList creation(check<IoError>(H5Pcreate(H5P_DATASET_CREATE), what));
@@ -192,6 +205,80 @@ void write_chunks(hid_t dataset, hid_t type, std::span<const std::byte> bytes, c
   }
 }
 
+/// Whether a chunk of `bytes` (chunks of `rows_per_chunk` rows of
+/// `row_bytes`) is all zero; dense data costs a byte or so per chunk.
+bool has_zero_chunk(std::span<const std::byte> bytes, std::size_t row_bytes, hsize_t rows_per_chunk) {
+  const std::size_t chunk = row_bytes * rows_per_chunk;
+  for (std::size_t at = 0; at < bytes.size(); at += chunk) {
+    if (all_zero(bytes.data() + at, std::min(chunk, bytes.size() - at))) return true;
+  }
+  return false;
+}
+
+/// Where a chunk of a piece added by reference lies in the file.
+struct ChunkPlace {
+  std::uint64_t offset;              // its first byte in the file
+  std::span<const std::byte> bytes;  // the piece's bytes it holds
+  std::uint64_t size;                // its size in the file (more than `bytes` for a short last chunk)
+};
+
+/// The place of every chunk of `dataset`, allocated already, holding
+/// `bytes` in chunks of `rows_per_chunk` rows.
+void locate_chunks(hid_t dataset, std::span<const std::byte> bytes, const std::vector<hsize_t>& extents,
+                   hsize_t rows_per_chunk, const std::string& what, std::vector<ChunkPlace>& places) {
+  const hsize_t rows = extents[0];
+  const std::size_t row_bytes = bytes.size() / rows;
+  std::vector<hsize_t> offset(extents.size(), 0);
+  for (hsize_t first = 0; first < rows; first += rows_per_chunk) {
+    offset[0] = first;
+    unsigned filters = 0;
+    haddr_t address = HADDR_UNDEF;
+    hsize_t size = 0;
+    check<IoError>(H5Dget_chunk_info_by_coord(dataset, offset.data(), &filters, &address, &size), what);
+    const std::size_t count = std::min(rows_per_chunk, rows - first) * row_bytes;
+    if (address == HADDR_UNDEF || size < count) {
+      throw IoError(what + ": HDF5 allocated no room for the chunk at row " + std::to_string(first), 0);
+    }
+    places.push_back({address, bytes.subspan(first * row_bytes, count), size});
+  }
+}
+
+/// Creates piece `name` of `bytes` in `group`, with its checksum and element
+/// type. `places` null: the chunks holding a non-zero byte are written now.
+/// Else every chunk's storage is allocated and nothing written: their places
+/// go to `places`, to be filled from `bytes`.
+void create_piece(hid_t group, std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape,
+                  std::vector<ChunkPlace>* places) {
+  const std::vector<hsize_t> extents = extents_of(name, bytes.size(), shape);
+  const std::string key(name);
+  const std::string what = "cannot write piece '" + key + "'";
+  const hid_t type = stored_type(shape.type);
+
+  const hdf5::Dataspace space(
+      check<IoError>(H5Screate_simple(static_cast<int>(extents.size()), extents.data(), nullptr), what));
+  // An empty piece keeps the default (contiguous) layout: a chunk cannot
+  // have an extent of 0.
+  hsize_t rows_per_chunk = 0;
+  const hdf5::PropertyList creation =
+      bytes.empty() ? hdf5::PropertyList(check<IoError>(H5Pcreate(H5P_DATASET_CREATE), what))
+                    : chunked_layout(name, extents, type, bytes.size() / extents[0], rows_per_chunk);
+  const bool referenced = places != nullptr && !bytes.empty();
+  if (referenced) {
+    check<IoError>(H5Pset_alloc_time(creation.get(), H5D_ALLOC_TIME_EARLY), what);
+    check<IoError>(H5Pset_fill_time(creation.get(), H5D_FILL_TIME_NEVER), what);
+  }
+  const hdf5::Dataset dataset(
+      check<IoError>(H5Dcreate2(group, key.c_str(), type, space.get(), H5P_DEFAULT, creation.get(), H5P_DEFAULT), what));
+  if (referenced) {
+    locate_chunks(dataset.get(), bytes, extents, rows_per_chunk, what, *places);
+  } else if (!bytes.empty()) {
+    write_chunks(dataset.get(), type, bytes, extents, rows_per_chunk, what);
+  }
+  const std::uint64_t checksum = detail::checksum64(bytes);
+  hdf5::write_attribute(dataset.get(), "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &checksum);
+  hdf5::write_string_attribute(dataset.get(), "element_type", element_type_name(shape.type));
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -218,13 +305,21 @@ ImageBytes ImageBytes::copy_of(std::span<const std::byte> bytes) {
 // ImageBuilder
 
 struct ImageBuilder::State {
+  /// A piece added by reference, laid out when the image is finished.
+  struct Referenced {
+    std::string name;
+    std::span<const std::byte> bytes;
+    ArrayShape shape;
+  };
   hdf5::MemoryFile memory;  // before the file: its buffer outlives it
   hdf5::File file;
   hdf5::Group state;
   std::set<std::string, std::less<>> names;
+  std::vector<Referenced> referenced;
 };
 
-ImageBuilder::ImageBuilder(ImageInfo info, std::size_t expected_bytes) try : _state(std::make_unique<State>()) {
+ImageBuilder::ImageBuilder(ImageInfo info, std::size_t expected_bytes, std::size_t referenced_pieces) try
+    : _state(std::make_unique<State>()) {
   const hdf5::QuietErrors quiet;
   info.format_version = kImageFormatVersion;
   info.library_version = kVersion;
@@ -233,7 +328,13 @@ ImageBuilder::ImageBuilder(ImageInfo info, std::size_t expected_bytes) try : _st
   const std::size_t increment = expected_bytes > std::numeric_limits<std::size_t>::max() - kMetadataSlack
                                     ? expected_bytes
                                     : expected_bytes + kMetadataSlack;
-  _state->file = _state->memory.create(increment);
+  // Metadata of the file and of each referenced piece (object header,
+  // attributes, chunk index) fits in this block, allocated first, so that
+  // the referenced data lies after all of it and nothing is written there
+  // (HDF5's core driver zeroes the memory it grows over). More metadata is
+  // still right, only slower.
+  const std::size_t metadata_block = referenced_pieces == 0 ? 0 : kMetadataBlock * (1 + referenced_pieces);
+  _state->file = _state->memory.create(increment, metadata_block);
   const hid_t root = _state->file.get();
   const std::string what = "cannot write the image's root attributes";
   const std::uint32_t format = info.format_version;
@@ -266,40 +367,54 @@ ImageBuilder& ImageBuilder::operator=(ImageBuilder&& other) noexcept {
   return *this;
 }
 
-void ImageBuilder::add(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape) try {
+void ImageBuilder::check_new(std::string_view name) const {
   if (!_state) throw UsageError("the image is finished (or moved from); start a new ImageBuilder");
-  const hdf5::QuietErrors quiet;
   check_name(name);
   if (_state->names.contains(name)) {
     throw UsageError("the image already has a piece named '" + std::string(name) + "'; every name must be unique");
   }
-  const std::vector<hsize_t> extents = extents_of(name, bytes.size(), shape);
-  const std::string key(name);
-  const std::string what = "cannot write piece '" + key + "'";
-  const hid_t type = stored_type(shape.type);
+}
 
-  const hdf5::Dataspace space(
-      check<IoError>(H5Screate_simple(static_cast<int>(extents.size()), extents.data(), nullptr), what));
-  // An empty piece keeps the default (contiguous) layout: a chunk cannot
-  // have an extent of 0.
-  hsize_t rows_per_chunk = 0;
-  const hdf5::PropertyList creation =
-      bytes.empty() ? hdf5::PropertyList(check<IoError>(H5Pcreate(H5P_DATASET_CREATE), what))
-                    : chunked_layout(name, extents, type, bytes.size() / extents[0], rows_per_chunk);
-  const hdf5::Dataset dataset(check<IoError>(
-      H5Dcreate2(_state->state.get(), key.c_str(), type, space.get(), H5P_DEFAULT, creation.get(), H5P_DEFAULT),
-      what));
-  if (!bytes.empty()) write_chunks(dataset.get(), type, bytes, extents, rows_per_chunk, what);
-  const std::uint64_t checksum = detail::checksum64(bytes);
-  hdf5::write_attribute(dataset.get(), "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &checksum);
-  hdf5::write_string_attribute(dataset.get(), "element_type", element_type_name(shape.type));
-  _state->names.insert(key);
+void ImageBuilder::add(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape) try {
+  check_new(name);
+  const hdf5::QuietErrors quiet;
+  create_piece(_state->state.get(), name, bytes, shape, nullptr);
+  _state->names.emplace(name);
 } catch (const Error&) {
   detail::rethrow_naming("reprise::ImageBuilder::add");
 }
 
+void ImageBuilder::add_referenced(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape) try {
+  check_new(name);
+  const hdf5::QuietErrors quiet;
+  const std::vector<hsize_t> extents = extents_of(name, bytes.size(), shape);
+  bool copy = bytes.empty();
+  if (!copy) {
+    const std::size_t row_bytes = bytes.size() / extents[0];
+    copy = has_zero_chunk(bytes, row_bytes, chunk_rows(name, extents, row_bytes));
+  }
+  if (copy) {
+    create_piece(_state->state.get(), name, bytes, shape, nullptr);
+  } else {
+    _state->referenced.push_back({std::string(name), bytes, shape});
+  }
+  _state->names.emplace(name);
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::ImageBuilder::add_referenced");
+}
+
 ImageBytes ImageBuilder::finish() && try {
   if (!_state) throw UsageError("the image is finished (or moved from); start a new ImageBuilder");
+  if (!_state->referenced.empty()) {
+    const ImagePieces pieces = std::move(*this).finish_pieces();
+    ImageBytes whole = ImageBytes::allocate(pieces.size());
+    std::size_t at = 0;
+    for (const auto piece : pieces.pieces) {
+      if (!piece.empty()) std::memcpy(whole.data() + at, piece.data(), piece.size());
+      at += piece.size();
+    }
+    return whole;
+  }
   const hdf5::QuietErrors quiet;
   const std::unique_ptr<State> state = std::move(_state);
   const std::string what = "cannot close the image";
@@ -323,6 +438,74 @@ ImageBytes ImageBuilder::finish() && try {
   return {shrunk != nullptr ? static_cast<std::byte*>(shrunk) : buffer->first, size};
 } catch (const Error&) {
   detail::rethrow_naming("reprise::ImageBuilder::finish");
+}
+
+ImagePieces ImageBuilder::finish_pieces() && try {
+  if (!_state) throw UsageError("the image is finished (or moved from); start a new ImageBuilder");
+  const hdf5::QuietErrors quiet;
+  const std::unique_ptr<State> state = std::move(_state);
+  const std::string what = "cannot close the image";
+  // The referenced pieces' storage now, after every piece written: their
+  // data lies past all of it. No flush before closing: a flush grows the
+  // memory to the end of the file, zeroing the referenced chunks' room.
+  std::vector<ChunkPlace> places;
+  for (const auto& piece : state->referenced) create_piece(state->state.get(), piece.name, piece.bytes, piece.shape, &places);
+  state->state.reset();
+  if (!state->file.close()) hdf5::raise<IoError>(what);
+  const auto buffer = state->memory.take();
+  if (!buffer) throw IoError(what + ": HDF5's core driver kept its buffer", 0);
+  ImagePieces result;
+  result.own = ImageBytes(buffer->first, buffer->second);
+  const std::span<const std::byte> own = result.own.span();
+  const auto end = hdf5::stored_end_of_file(own);
+  if (!end) throw IoError(what + ": its superblock is not in the memory HDF5 wrote", 0);
+  std::sort(places.begin(), places.end(), [](const ChunkPlace& a, const ChunkPlace& b) { return a.offset < b.offset; });
+  // The image in order: the bytes HDF5 wrote (zeros past their end), and
+  // each referenced chunk from the piece's memory.
+  struct Run {
+    std::uint64_t from;
+    std::uint64_t to;
+    std::span<const std::byte> referenced;  // empty: the image's own bytes (or zeros) from..to
+  };
+  std::vector<Run> runs;
+  std::uint64_t at = 0;
+  for (const auto& place : places) {
+    if (place.offset < at || place.offset + place.size > *end) {
+      throw IoError(what + ": a referenced chunk at byte " + std::to_string(place.offset) +
+                        " overlaps another or lies past the image's end (" + std::to_string(*end) + " bytes)",
+                    0);
+    }
+    runs.push_back({at, place.offset, {}});
+    runs.push_back({place.offset, place.offset + place.bytes.size(), place.bytes});
+    at = place.offset + place.bytes.size();
+  }
+  runs.push_back({at, *end, {}});
+  std::uint64_t most_zeros = 0;
+  for (const auto& run : runs) {
+    if (run.referenced.empty() && run.to > std::max<std::uint64_t>(run.from, own.size())) {
+      most_zeros = std::max(most_zeros, run.to - std::max<std::uint64_t>(run.from, own.size()));
+    }
+  }
+  result.zeros.assign(most_zeros, std::byte{0});
+  for (const auto& run : runs) {
+    if (!run.referenced.empty()) {
+      result.pieces.push_back(run.referenced);
+      continue;
+    }
+    if (run.from < own.size()) result.pieces.push_back(own.subspan(run.from, std::min<std::uint64_t>(run.to, own.size()) - run.from));
+    const std::uint64_t zeros_from = std::max<std::uint64_t>(run.from, own.size());
+    if (run.to > zeros_from) result.pieces.emplace_back(result.zeros.data(), run.to - zeros_from);
+  }
+  std::erase_if(result.pieces, [](std::span<const std::byte> piece) { return piece.empty(); });
+  return result;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::ImageBuilder::finish_pieces");
+}
+
+std::size_t ImagePieces::size() const noexcept {
+  std::size_t total = 0;
+  for (const auto piece : pieces) total += piece.size();
+  return total;
 }
 
 // ---------------------------------------------------------------------------

@@ -25,6 +25,9 @@ constexpr const char* kRequestTimeName = "reprise::Migration request time";
 // every state without the leaving processes (no checkpoint ends the move),
 // 0 if the move ends with a new checkpoint.
 constexpr const char* kCopiesKeptName = "reprise::Migration copies kept";
+// With copies kept: the committed version and its layout
+// (`Checkpoint::committed_layout`), which the new process continues.
+constexpr const char* kLayoutName = "reprise::Migration committed layout";
 // No request in a round: its "minus the earliest request time".
 constexpr double kNoRequest = -1e300;
 
@@ -161,43 +164,43 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
   // Without a checkpoint at the end of the move when every committed state
   // keeps a copy outside the leaving processes.
   const bool copies_kept = _checkpoint.keeps_copies_without(leaving);
-  ImageBytes image;
+  ImagePieces image;
   if (leaves) {
     const double started = MPI_Wtime();
     const double request_time[1] = {requested_at};
     const std::uint8_t kept[1] = {copies_kept ? std::uint8_t{1} : std::uint8_t{0}};
-    const detail::ExtraPiece extras[2] = {
+    const auto layout = _checkpoint.committed_layout();
+    const detail::ExtraPiece extras[3] = {
         {kRequestTimeName, std::as_bytes(std::span(request_time)), ArrayShape{ElementType::kFloat64, {}}},
-        {kCopiesKeptName, std::as_bytes(std::span(kept)), ArrayShape{ElementType::kUint8, {}}}};
-    image = detail::build_current_image(_checkpoint, _comm, _checkpoint.version(), std::span(extras));
+        {kCopiesKeptName, std::as_bytes(std::span(kept)), ArrayShape{ElementType::kUint8, {}}},
+        {kLayoutName, std::as_bytes(std::span(layout)), ArrayShape{ElementType::kUint64, {}}}};
+    image = detail::current_image_pieces(_checkpoint, _comm, _checkpoint.version(),
+                                         std::span(extras).first(copies_kept ? 3 : 2));
     _times.image_build_s = MPI_Wtime() - started;
     _times.image_bytes = image.size();
   }
-  auto moved = _comm.migrate(leaving, image.span(), _config.hosts);
+  auto moved = _comm.migrate_gathered(leaving, image.pieces, _config.hosts);
   if (!moved) {
     _times.evacuation_s = shared_clock() - requested_at;
     if (_before_leaving) _before_leaving(_times);
     _comm.leave_after_migration();
   }
   _comm = std::move(*moved);
-  const bool checkpointed = end_move(copies_kept, 0);
-  _history.push_back({leaving, _comm.epoch(), _checkpoint.version(), checkpointed});
+  if (copies_kept) {
+    give_back_copies_after(0);
+  } else {
+    _checkpoint.checkpoint();
+  }
+  _history.push_back({leaving, _comm.epoch(), _checkpoint.version(), !copies_kept});
   negotiate_from_here();
 }
 
-// Every member, the new ones too: either the copies of the committed
-// version are given back to the new processes at the next safe point (after
-// `polls_before` more calls of poll() here), or a checkpoint now (returns
-// true).
-bool Migration::end_move(bool copies_kept, int polls_before) {
-  if (!copies_kept) {
-    _checkpoint.checkpoint();
-    return true;
-  }
-  _checkpoint.share_commit();
+// The committed checkpoint stays the rollback line: at the next safe point
+// (after `polls_before` more calls of poll() here) its holders give the new
+// processes the copies their predecessors held.
+void Migration::give_back_copies_after(int polls_before) {
   _rereplicate_in = polls_before;
   _rereplicate_epoch = _comm.epoch();
-  return false;
 }
 
 void Migration::arrive() {
@@ -213,16 +216,25 @@ void Migration::arrive() {
   const auto image = Image::view(handover.span());
   const double opened = MPI_Wtime();
   detail::load_image(image, _checkpoint);
-  _checkpoint.continue_from(image.info().checkpoint_id);
+  const bool copies_kept = image.read_array<std::uint8_t>(kCopiesKeptName).at(0) != 0;
+  if (copies_kept) {
+    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName));
+  } else {
+    _checkpoint.continue_from(image.info().checkpoint_id);
+  }
   _times = {};
   _times.image_open_s = opened - started;
   _times.restore_s = MPI_Wtime() - opened;
   _times.image_bytes = handover.size;
   const auto request_time = image.read_array<double>(kRequestTimeName);
-  // This safe point is the move's: the others refill one later, as here.
-  const bool checkpointed = end_move(image.read_array<std::uint8_t>(kCopiesKeptName).at(0) != 0, 1);
+  if (copies_kept) {
+    // This safe point is the move's: the others give back one later.
+    give_back_copies_after(1);
+  } else {
+    _checkpoint.checkpoint();
+  }
   _times.response_s = shared_clock() - request_time.at(0);
-  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(), checkpointed});
+  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(), !copies_kept});
   negotiate_from_here();
 }
 

@@ -8,19 +8,39 @@ namespace reprise::detail {
 
 namespace {
 
-/// An image of `pieces` (one per registration of `checkpoint`) plus `extras`.
-ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
-                       std::span<const std::span<const std::byte>> pieces, std::span<const ExtraPiece> extras) {
+/// Registered pieces from this size on are referenced in an image sent in
+/// pieces: below it, the metadata room set aside for them costs more than
+/// the copy.
+constexpr std::size_t kReferenceFrom = std::size_t{1} << 20;
+
+/// A builder holding `pieces` (one per registration of `checkpoint`) plus
+/// `extras`; `referenced[i]`: piece i is added by reference.
+ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                        std::span<const std::span<const std::byte>> pieces, const std::vector<bool>& referenced,
+                        std::span<const ExtraPiece> extras) {
   const auto registrations = checkpoint.registrations();
   ImageInfo info;
   info.original_rank = comm.original_rank();
   info.world_size = comm.size();
   info.checkpoint_id = version;
-  std::size_t bytes = 0;
-  for (const auto piece : pieces) bytes += piece.size();
-  for (const auto& extra : extras) bytes += extra.bytes.size();
-  ImageBuilder builder(std::move(info), bytes);
-  for (std::size_t i = 0; i < registrations.size(); ++i) builder.add(registrations[i].name, pieces[i], registrations[i].shape);
+  std::size_t copied = 0;
+  std::size_t references = 0;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (referenced[i]) {
+      ++references;
+    } else {
+      copied += pieces[i].size();
+    }
+  }
+  for (const auto& extra : extras) copied += extra.bytes.size();
+  ImageBuilder builder(std::move(info), copied, references);
+  for (std::size_t i = 0; i < registrations.size(); ++i) {
+    if (referenced[i]) {
+      builder.add_referenced(registrations[i].name, pieces[i], registrations[i].shape);
+    } else {
+      builder.add(registrations[i].name, pieces[i], registrations[i].shape);
+    }
+  }
   for (const auto& extra : extras) {
     for (const auto& registration : registrations) {
       if (registration.name == extra.name) {
@@ -30,7 +50,14 @@ ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint
     }
     builder.add(extra.name, extra.bytes, extra.shape);
   }
-  return std::move(builder).finish();
+  return builder;
+}
+
+/// An image of `pieces` (one per registration of `checkpoint`) plus
+/// `extras`, every byte copied into it.
+ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                       std::span<const std::span<const std::byte>> pieces, std::span<const ExtraPiece> extras) {
+  return builder_of(checkpoint, comm, version, pieces, std::vector<bool>(pieces.size(), false), extras).finish();
 }
 
 /// `UsageError` unless `image` has a piece `name`.
@@ -59,20 +86,23 @@ ImageBytes build_state_image(const Checkpoint& checkpoint, const Comm& comm, std
   return build_image(checkpoint, comm, version, pieces, extras);
 }
 
-ImageBytes build_current_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
-                               std::span<const ExtraPiece> extras) {
+ImagePieces current_image_pieces(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                                 std::span<const ExtraPiece> extras) {
   std::vector<std::span<const std::byte>> pieces;
+  std::vector<bool> referenced;
   std::vector<std::vector<std::byte>> serialized;  // Save/Load objects' bytes
   serialized.reserve(checkpoint.registrations().size());
   checkpoint.visit_current([&](const Checkpoint::CurrentPiece& piece) {
     if (piece.in_place) {
       pieces.push_back(piece.bytes);
+      referenced.push_back(piece.bytes.size() >= kReferenceFrom);
     } else {
       serialized.emplace_back(piece.bytes.begin(), piece.bytes.end());
       pieces.push_back(serialized.back());
+      referenced.push_back(false);
     }
   });
-  return build_image(checkpoint, comm, version, pieces, extras);
+  return builder_of(checkpoint, comm, version, pieces, referenced, extras).finish_pieces();
 }
 
 void load_image(const Image& image, Checkpoint& checkpoint) {

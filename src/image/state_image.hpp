@@ -27,9 +27,12 @@ struct ExtraPiece {
                                            std::span<const std::byte> state, std::span<const ExtraPiece> extras = {});
 
 /// The image of the registered state of `checkpoint` as it is now, for this
-/// process at `version`, plus `extras`: each piece copied once, into the image.
-[[nodiscard]] ImageBytes build_current_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
-                                             std::span<const ExtraPiece> extras = {});
+/// process at `version`, plus `extras`, in pieces to send
+/// (`ImageBuilder::finish_pieces`): the registered memory of pieces of
+/// 1 MiB or more is referenced, not copied, and must not change until the
+/// pieces are sent; smaller ones are copied once, into the image.
+[[nodiscard]] ImagePieces current_image_pieces(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                                               std::span<const ExtraPiece> extras = {});
 
 /// Sets the registered state of `checkpoint` from `image`: every checksum
 /// checked where the image lies and every piece against its registration

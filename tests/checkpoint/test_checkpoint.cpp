@@ -270,6 +270,37 @@ TEST(Checkpoint, LoadInPlaceFillsTheRegisteredMemoryOnceAndRefusesWrongSizes) {
   EXPECT_EQ(p.state.differences(p.comm.original_rank(), 5), 0U);
 }
 
+// A process taking over another's committed version (what a migration's new
+// process does): it has the version and layout, holds no copies, and
+// malformed layouts or a second commit are refused.
+TEST(Checkpoint, ContinuingAnotherProcessesCommitNeedsAWellFormedLayout) {
+  auto comm = Comm::world();
+  State state;
+  Checkpoint checkpoint(comm, {.copies = std::min(2, comm.size())});
+  state.protect_in(checkpoint);
+  EXPECT_TRUE(checkpoint.committed_layout().empty()) << "no commit yet";
+  checkpoint.checkpoint();
+  const auto layout = checkpoint.committed_layout();
+  ASSERT_FALSE(layout.empty());
+  EXPECT_EQ(layout[0], 1U);
+  {
+    Checkpoint taker(comm);
+    EXPECT_THROW(taker.continue_commit({}), CorruptData);
+    EXPECT_THROW(taker.continue_commit(std::span(layout).first(layout.size() - 1)), CorruptData) << "truncated";
+    auto longer = layout;
+    longer.push_back(0);
+    EXPECT_THROW(taker.continue_commit(longer), CorruptData) << "a word too many";
+    EXPECT_FALSE(taker.has_commit()) << "nothing taken from a refused layout";
+    taker.continue_commit(layout);
+    EXPECT_TRUE(taker.has_commit());
+    EXPECT_EQ(taker.version(), 1U);
+    EXPECT_EQ(taker.held_bytes(), 0U) << "it holds none of the version's copies";
+    EXPECT_EQ(taker.committed_layout(), layout);
+    EXPECT_THROW(taker.continue_commit(layout), UsageError) << "a commit already";
+  }
+  EXPECT_THROW(checkpoint.continue_commit(layout), UsageError) << "a commit already";
+}
+
 TEST(Checkpoint, AReplacementWithAnotherBufferSizeIsRefused) {
   auto comm = Comm::world();
   const OriginalRank victim{1};

@@ -174,6 +174,84 @@ TEST(Image, ExactBytesBackAcrossChunksAndAShortLastChunk) {
   EXPECT_EQ(image.read_array<double>("wide"), wide);
 }
 
+namespace {
+
+/// `pieces` back to back, as a receiver of a gather gets them.
+ImageBytes gathered(const ImagePieces& pieces) {
+  ImageBytes whole = ImageBytes::allocate(pieces.size());
+  std::size_t at = 0;
+  for (const auto piece : pieces.pieces) {
+    std::memcpy(whole.data() + at, piece.data(), piece.size());
+    at += piece.size();
+  }
+  return whole;
+}
+
+}  // namespace
+
+// Pieces added by reference (dense, over several chunks with a short last
+// one, 1-D and 2-D) between copied ones: the pieces of the image lie in the
+// caller's memory, nothing of them is copied, and what arrives back to back
+// is an ordinary image that reads every byte back and verifies.
+TEST(Image, ReferencedPiecesAreSentFromTheirMemoryAndArriveAsAnImage) {
+  const std::vector<std::byte> big = random_bytes(3 * kMiB + 12345, 11);
+  std::vector<double> wide(3 * 300'001);
+  for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<double>(i) * 0.5 + 1;
+  const std::vector<std::byte> small = random_bytes(1000, 12);
+  ImageBuilder builder(sample_info(), small.size(), 2);
+  builder.add_referenced("big", big);
+  builder.add("small", small);
+  builder.add_referenced("wide", std::as_bytes(std::span(wide)), ArrayShape{ElementType::kFloat64, {3, 300'001}});
+  const ImagePieces pieces = std::move(builder).finish_pieces();
+  // Every byte of both referenced pieces is sent from where it lies.
+  std::size_t from_big = 0;
+  std::size_t from_wide = 0;
+  const auto* wide_bytes = reinterpret_cast<const std::byte*>(wide.data());
+  for (const auto piece : pieces.pieces) {
+    if (piece.data() >= big.data() && piece.data() < big.data() + big.size()) from_big += piece.size();
+    if (piece.data() >= wide_bytes && piece.data() < wide_bytes + wide.size() * sizeof(double)) from_wide += piece.size();
+  }
+  EXPECT_EQ(from_big, big.size());
+  EXPECT_EQ(from_wide, wide.size() * sizeof(double));
+  EXPECT_LT(pieces.own.size(), 2 * kMiB) << "the image's own memory holds metadata, not the referenced pieces";
+  const Image image = Image::open(gathered(pieces));
+  image.verify();
+  EXPECT_EQ(image.read("big"), big);
+  EXPECT_EQ(image.read("small"), small);
+  EXPECT_EQ(image.read_array<double>("wide"), wide);
+  EXPECT_EQ(image.dataset("wide").shape.extents, (std::vector<std::uint64_t>{3, 300'001}));
+  EXPECT_EQ(image.info().checkpoint_id, 42U);
+}
+
+// finish() of a builder with referenced pieces copies them in: the same image.
+TEST(Image, FinishCopiesReferencedPieces) {
+  const std::vector<std::byte> big = random_bytes(2 * kMiB + 7, 13);
+  ImageBuilder builder(sample_info(), 0, 1);
+  builder.add_referenced("big", big);
+  const Image image = Image::open(std::move(builder).finish());
+  image.verify();
+  EXPECT_EQ(image.read("big"), big);
+}
+
+// A referenced piece with an all-zero chunk is copied at once, so that the
+// chunk is left out; the caller's memory may change afterwards.
+TEST(Image, AReferencedPieceWithAZeroChunkIsCopiedAndLeavesItOut) {
+  std::vector<std::byte> sparse = random_bytes(4 * kMiB, 14);
+  std::memset(sparse.data() + kMiB, 0, kMiB);
+  const std::vector<std::byte> expected = sparse;
+  ImageBuilder builder(sample_info(), sparse.size(), 1);
+  builder.add_referenced("sparse", sparse);
+  std::fill(sparse.begin(), sparse.end(), std::byte{1});
+  const ImagePieces pieces = std::move(builder).finish_pieces();
+  EXPECT_LT(pieces.size(), 3 * kMiB + 256 * 1024) << "the zero chunk is left out";
+  const Image image = Image::open(gathered(pieces));
+  EXPECT_EQ(image.read("sparse"), expected);
+  EXPECT_THROW(ImageBuilder(sample_info()).add_referenced("sparse", std::span(sparse).first(3),
+                                                          ArrayShape{ElementType::kFloat64, {}}),
+               UsageError)
+      << "a size that is not a whole number of elements";
+}
+
 TEST(Image, AllZeroPieceTakesNoSpace) {
   const std::vector<std::byte> zeros(64 * kMiB);
   const ImageBytes bytes = image_of("zeros", zeros);
