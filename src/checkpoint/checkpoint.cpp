@@ -579,6 +579,7 @@ void Checkpoint::continue_commit(std::span<const std::uint64_t> layout) {
 
 std::size_t Checkpoint::rereplicate() try {
   const auto holds_of = share_holders("rereplicate");
+  inject::fault_point("checkpoint.rereplicate", _comm.original_rank());
   if (std::find(holds_of.begin(), holds_of.end(), 0) == holds_of.end()) return 0;
   const int p = _slots.size();
   const Placement placement({.blocks = static_cast<std::uint64_t>(p),

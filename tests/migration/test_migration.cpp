@@ -258,17 +258,51 @@ TEST(Migration, ABystanderKilledDuringAMoveIsRecoveredAndTheMoveRetried) {
   EXPECT_EQ(seen.history[0].moved, ranks({2}));
 }
 
-/// The original rank whose state has its second copy on `mover`'s slot
-/// (slots in rank order on one node, two copies), or -1.
-int victim_of(int mover, int processes) {
+namespace {
+
+/// The slots holding original rank `owner`'s checkpoint copies (slots in
+/// rank order on one node, two copies).
+std::vector<Slot> holders_of(int owner, int processes) {
   const Placement placement({.blocks = static_cast<std::uint64_t>(processes), .slots = processes, .copies = 2,
                              .node_of_slot = std::vector<int>(static_cast<std::size_t>(processes), 0)});
+  return placement.holders(BlockId{static_cast<std::uint64_t>(owner)});
+}
+
+bool holds(const std::vector<Slot>& holders, int rank) {
+  return std::find(holders.begin(), holders.end(), Slot{rank}) != holders.end();
+}
+
+/// The original rank whose state has its second copy on `mover`'s slot, or -1.
+int victim_of(int mover, int processes) {
   for (int owner = 0; owner < processes; ++owner) {
-    const auto holders = placement.holders(BlockId{static_cast<std::uint64_t>(owner)});
-    if (owner != mover && std::find(holders.begin(), holders.end(), Slot{mover}) != holders.end()) return owner;
+    if (owner != mover && holds(holders_of(owner, processes), mover)) return owner;
   }
   return -1;
 }
+
+/// A rank that shares no checkpoint copy with `mover`, or -1: losing it
+/// right after `mover` moved loses no state.
+int bystander_of(int mover, int processes) {
+  for (int rank = 0; rank < processes; ++rank) {
+    if (rank != mover && !holds(holders_of(rank, processes), mover) && !holds(holders_of(mover, processes), rank)) {
+      return rank;
+    }
+  }
+  return -1;
+}
+
+/// What each process saw of a run where `mover` moved once and `replaced`
+/// was killed after the move: its replacement saw no move.
+void expect_one_move(const Seen& seen, int mover, int replaced) {
+  if (seen.me == OriginalRank{replaced}) {
+    EXPECT_TRUE(seen.history.empty()) << "the replacement came after the move";
+  } else {
+    ASSERT_EQ(seen.history.size(), 1U);
+    EXPECT_EQ(seen.history[0].moved, ranks({mover}));
+  }
+}
+
+}  // namespace
 
 // The move takes no checkpoint (every state keeps a copy elsewhere): the
 // driver's plan goes on (checkpoints every 10 steps), and at the next safe
@@ -291,12 +325,28 @@ TEST(Migration, TheCopiesTheLeavingProcessHeldAreGivenBackWithoutACheckpoint) {
       10);
   // Versions: step 0, the restore's after the respawn, step 10.
   EXPECT_EQ(seen.version, 3U) << "the move took no checkpoint";
-  if (seen.me == OriginalRank{victim_of(kMover, seen.processes)}) {
-    EXPECT_TRUE(seen.history.empty()) << "the replacement came after the move";
-  } else {
-    ASSERT_EQ(seen.history.size(), 1U);
-    EXPECT_EQ(seen.history[0].moved, ranks({kMover}));
-  }
+  expect_one_move(seen, kMover, victim_of(kMover, seen.processes));
+}
+
+// A process is killed while the copies are given back after a move (at
+// the safe point after it): the driver respawns it and rolls everyone back
+// to the committed version, whose copies the new process never received;
+// the move is not asked again, and the run ends exact.
+TEST(Migration, AKillWhileTheCopiesAreGivenBackIsRecovered) {
+  constexpr int kMover = 2;
+  int bystander = -1;  // set in the processes the job started
+  const auto seen = run_driven(
+      14,
+      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 4 && me == OriginalRank{kMover} && migration.history().empty()) migration.request();
+      },
+      [&](const Comm& comm) {
+        bystander = bystander_of(kMover, comm.size());
+        ASSERT_GE(bystander, 0);
+        inject::arm("checkpoint.rereplicate", OriginalRank{bystander});
+      },
+      10);
+  expect_one_move(seen, kMover, bystander_of(kMover, seen.processes));
 }
 
 }  // namespace reprise
