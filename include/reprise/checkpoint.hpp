@@ -276,6 +276,12 @@ class Checkpoint {
   /// pieces before it are loaded already: check what fills them first.
   void load_in_place(std::span<const std::size_t> sizes,
                      const std::function<void(std::size_t index, std::span<std::byte> memory)>& fill);
+  /// Makes room for a restore (not collective): after the checks of
+  /// `load_in_place` on `sizes` (`UsageError`, nothing changed), resizes each
+  /// registered vector to its size and returns each piece's own memory, in
+  /// order (empty for a Save/Load object). So bytes can arrive straight
+  /// where they belong, before `load_in_place` fills the rest.
+  [[nodiscard]] std::vector<std::span<std::byte>> place_pieces(std::span<const std::size_t> sizes);
   /// Sets the registered state from a serialized state (not collective):
   /// checks it like `split_state` first, so nothing changes on an error.
   void load_state(std::span<const std::byte> state);

@@ -45,12 +45,59 @@ struct GatherMessage {
 /// memory to fill in order; their sizes must add up to the message's size.
 using ScatterTarget = std::function<std::vector<std::span<std::byte>>(Rank source, std::size_t bytes)>;
 
+class Handover;
+
+namespace detail {
+bool receive_handover(MPI_Comm comm, int from, Handover& handover);
+void keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
+}  // namespace detail
+
+/// A part of a handover that its sender kept until the successor gives it a
+/// place (`Comm::migrate_gathered`'s `deferred`).
+struct HandoverPart {
+  std::uint64_t offset = 0;  ///< where the part lies in the handed-over bytes
+  std::uint64_t size = 0;    ///< its bytes
+};
+
 /// The bytes a process that left by `Comm::migrate` handed to its successor.
-struct Handover {
-  std::unique_ptr<std::byte[]> bytes;
-  std::size_t size = 0;
-  /// The bytes, as a span.
-  [[nodiscard]] std::span<const std::byte> span() const noexcept { return {bytes.get(), size}; }
+/// Parts its sender deferred are holes in `span()` until `receive_deferred`
+/// lands them, straight where the successor wants them (no copy through
+/// this buffer): the sender waits, alive, until then, so receive them.
+class Handover {
+ public:
+  Handover() = default;
+  ~Handover();
+  Handover(Handover&& other) noexcept;
+  Handover& operator=(Handover&& other) noexcept;
+  Handover(const Handover&) = delete;
+  Handover& operator=(const Handover&) = delete;
+
+  /// The bytes (the deferred parts not yet received are holes).
+  [[nodiscard]] std::span<const std::byte> span() const noexcept { return {_bytes.get(), _size}; }
+  /// Their number (0: nothing was handed over, or it was taken already).
+  [[nodiscard]] std::size_t size() const noexcept { return _size; }
+  /// The parts still with the sender, in order of their offsets.
+  [[nodiscard]] std::span<const HandoverPart> deferred() const noexcept { return _deferred; }
+
+  /// Receives every deferred part: part i into `places[i]` (exactly its
+  /// size), or where `places[i]` is empty into its place in `span()`. Once;
+  /// nothing to do without deferred parts. `UsageError` (nothing received)
+  /// for another count or size. If the sender fails before every part
+  /// arrived, this process cannot take its place: it exits, and the others
+  /// recover its rank as after any failure.
+  void receive_deferred(std::span<const std::span<std::byte>> places);
+
+ private:
+  friend bool detail::receive_handover(MPI_Comm comm, int from, Handover& handover);
+  friend void detail::keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
+  void release_channel() noexcept;
+
+  std::unique_ptr<std::byte[]> _bytes;
+  std::size_t _size = 0;
+  std::vector<HandoverPart> _deferred;
+  MPI_Comm _channel = MPI_COMM_NULL;  // where the deferred parts come from ...
+  int _sender = -1;                   // ... and from whom
+  bool _owns_channel = false;         // freed here once the parts arrived
 };
 
 namespace detail {
@@ -326,13 +373,18 @@ class Comm {
                                             std::string_view hosts = {});
   /// `migrate` with the state in pieces, sent back to back from where each
   /// lies (no copy to gather them); the successor receives them as one run
-  /// of bytes.
+  /// of bytes. The pieces `deferred` names (indices, ascending) are sent
+  /// later, when the successor has a place for them
+  /// (`Handover::receive_deferred`): the leaving process returns only once
+  /// they arrived (or the successor failed).
   [[nodiscard]] std::optional<Comm> migrate_gathered(std::span<const OriginalRank> leaving,
                                                      std::span<const std::span<const std::byte>> state,
-                                                     std::string_view hosts = {});
+                                                     std::string_view hosts = {},
+                                                     std::span<const std::size_t> deferred = {});
 
   /// In a process started by `migrate`: the bytes its predecessor handed
-  /// over (once; empty afterwards, and in every other process).
+  /// over (once; empty afterwards, and in every other process), deferred
+  /// parts still to receive.
   [[nodiscard]] Handover take_handover() noexcept;
 
   /// True for the communicator `Comm::world()` returns in a process started

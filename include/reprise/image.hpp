@@ -53,6 +53,14 @@ struct ImageDataset {
   std::uint64_t checksum = 0;  ///< XXH3-64 of its bytes
 };
 
+/// Where some bytes of a piece lie in an image (`Image::chunks`).
+struct ImageChunk {
+  std::uint64_t piece_offset = 0;  ///< the first byte of the piece it holds
+  std::uint64_t bytes = 0;         ///< how many bytes of the piece it holds
+  std::uint64_t image_offset = 0;  ///< where they lie in the image's bytes (if `stored`)
+  bool stored = false;             ///< false: never written, all zero
+};
+
 /// The bytes of an image, owned (moved, never copied by the library).
 class ImageBytes {
  public:
@@ -89,6 +97,7 @@ struct ImagePieces {
   ImageBytes own;                                  ///< the image's bytes outside referenced memory
   std::vector<std::byte> zeros;                    ///< zero bytes the image has beyond `own`'s end
   std::vector<std::span<const std::byte>> pieces;  ///< the whole image, in order
+  std::vector<std::size_t> referenced;             ///< which of `pieces` lie in memory added by reference, ascending
   /// The image's size in bytes.
   [[nodiscard]] std::size_t size() const noexcept;
 };
@@ -203,6 +212,18 @@ class Image {
   /// Checks every piece's checksum where it lies in the image (no copy);
   /// `CorruptData` naming the first piece that does not match.
   void verify() const;
+  /// Checks piece `name`'s checksum where it lies in the image (no copy).
+  void verify(std::string_view name) const;
+  /// Checks bytes of piece `name` that are held elsewhere (received straight
+  /// into the state's memory, say) against its checksum: `UsageError` for
+  /// another size, `CorruptData` if they differ.
+  void verify(std::string_view name, std::span<const std::byte> bytes) const;
+  /// Piece `name`'s chunks in the order of its bytes, where the image holds
+  /// each (no copy): what lets the bytes of a piece arrive straight in its
+  /// memory. Empty if the piece is empty or not stored so (filtered, or not
+  /// chunked by whole rows): read it with `read`. `CorruptData` for a chunk
+  /// recorded outside the image.
+  [[nodiscard]] std::vector<ImageChunk> chunks(std::string_view name) const;
 
  private:
   struct State;

@@ -53,7 +53,8 @@ struct MigrationTimes {
   double evacuation_s = 0;   ///< request to the leaving process free to exit (in the leaving one)
   double image_build_s = 0;  ///< building the image (in the leaving process)
   double image_open_s = 0;   ///< opening the image where it arrived, without copying it (in the new process)
-  double restore_s = 0;      ///< checking its checksums and copying the state into the registered memory (in the new process)
+  double receive_s = 0;      ///< receiving the image's large pieces straight into the registered memory (in the new process; 0 if they came with the rest)
+  double restore_s = 0;      ///< checking its checksums and copying the rest of the state into the registered memory (in the new process)
   double rereplicate_s = 0;  ///< at the safe point after the move: giving the new processes the copies their predecessors held (any member; 0 if the move took a checkpoint)
   std::uint64_t image_bytes = 0;  ///< size of the image sent
 };
@@ -103,8 +104,14 @@ class Migration {
 
   /// In a process started by a migration: opens the image its predecessor
   /// sent, restores the registered state and joins the others where the
-  /// move ends (the committed checkpoint shared, or a new one taken). `UsageError` in any other process; `CorruptData`
-  /// if the image does not fit the registrations.
+  /// move ends (the committed checkpoint shared, or a new one taken). When
+  /// the move takes no checkpoint, the large pieces of the image come only
+  /// now, straight into the registered memory, and the leaving process
+  /// waits for them (if it fails first, this process exits and the others
+  /// recover the rank from the committed checkpoint). `UsageError` in any
+  /// other process, or if the image does not fit the registrations;
+  /// `CorruptData` for a damaged image (the state may then be partly
+  /// written: this process cannot go on).
   void arrive();
 
   /// Makes `driver.run(steps, step)` call `poll()` before every step.

@@ -146,16 +146,11 @@ void Checkpoint::load_split(std::span<const std::span<const std::byte>> pieces) 
 
 void Checkpoint::load_in_place(std::span<const std::size_t> sizes,
                                const std::function<void(std::size_t, std::span<std::byte>)>& fill) try {
-  const std::string where = std::string(kWhere) + "::load_in_place";
-  if (sizes.size() != _items.size()) {
-    throw UsageError(where + ": " + std::to_string(sizes.size()) + " pieces for " + std::to_string(_items.size()) +
-                     " registrations; give one piece per registration, in order");
-  }
-  for (std::size_t i = 0; i < _items.size(); ++i) check_piece(_items[i], sizes[i], where);
+  const auto places = place_pieces(sizes);
   std::vector<std::byte> scratch;
   for (std::size_t i = 0; i < _items.size(); ++i) {
     if (_items[i].place) {
-      fill(i, _items[i].place(sizes[i]));
+      fill(i, places[i]);
     } else {
       scratch.resize(sizes[i]);
       fill(i, scratch);
@@ -164,6 +159,22 @@ void Checkpoint::load_in_place(std::span<const std::size_t> sizes,
   }
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::load_in_place");
+}
+
+std::vector<std::span<std::byte>> Checkpoint::place_pieces(std::span<const std::size_t> sizes) try {
+  const std::string where = std::string(kWhere) + "::place_pieces";
+  if (sizes.size() != _items.size()) {
+    throw UsageError(where + ": " + std::to_string(sizes.size()) + " pieces for " + std::to_string(_items.size()) +
+                     " registrations; give one piece per registration, in order");
+  }
+  for (std::size_t i = 0; i < _items.size(); ++i) check_piece(_items[i], sizes[i], where);
+  std::vector<std::span<std::byte>> places(_items.size());
+  for (std::size_t i = 0; i < _items.size(); ++i) {
+    if (_items[i].place) places[i] = _items[i].place(sizes[i]);
+  }
+  return places;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Checkpoint::place_pieces");
 }
 
 std::vector<std::span<const std::byte>> Checkpoint::split_state(std::span<const std::byte> state) const {

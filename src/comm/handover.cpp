@@ -1,51 +1,204 @@
-// The handover of a moving process's state to its successor: the total size,
-// then each piece of the sender's memory as messages below MPI's int count
-// limit, received back to back (Comm::migrate, by spawn or from spares).
+// The handover of a moving process's state to its successor: a header (the
+// total size and the parts the sender defers), then each other piece of the
+// sender's memory as messages below MPI's int count limit, received back to
+// back (Comm::migrate, by spawn or from spares). Deferred parts travel on
+// their own tag when the successor has a place for them
+// (Handover::receive_deferred), so large pieces land where they belong.
 
 #include <algorithm>
+#include <utility>
 
 #include "spawn.hpp"
 
-namespace reprise::detail {
+namespace reprise {
 
 namespace {
 
 constexpr int kHandoverTag = 0x5e9c;
+constexpr int kDeferredTag = 0x5e9d;
 constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
+
+/// Posts the receives of `bytes` from `from`, in messages below the limit.
+bool post_receives(MPI_Comm comm, int from, std::span<std::byte> bytes, std::vector<MPI_Request>& requests) {
+  for (std::size_t at = 0; at < bytes.size(); at += kHandoverPiece) {
+    const auto count = static_cast<int>(std::min(kHandoverPiece, bytes.size() - at));
+    requests.push_back(MPI_REQUEST_NULL);
+    if (MPI_Irecv(bytes.data() + at, count, MPI_BYTE, from, kDeferredTag, comm, &requests.back()) != MPI_SUCCESS) {
+      return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
-bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state) {
-  std::uint64_t size = 0;
-  for (const auto piece : state) size += piece.size();
-  bool ok = MPI_Send(&size, 1, MPI_UINT64_T, to, kHandoverTag, comm) == MPI_SUCCESS;
-  for (const auto piece : state) {
-    for (std::size_t at = 0; ok && at < piece.size(); at += kHandoverPiece) {
-      const auto count = static_cast<int>(std::min(kHandoverPiece, piece.size() - at));
-      ok = MPI_Send(piece.data() + at, count, MPI_BYTE, to, kHandoverTag, comm) == MPI_SUCCESS;
+Handover::~Handover() { release_channel(); }
+
+Handover::Handover(Handover&& other) noexcept
+    : _bytes(std::move(other._bytes)),
+      _size(std::exchange(other._size, 0)),
+      _deferred(std::exchange(other._deferred, {})),
+      _channel(std::exchange(other._channel, MPI_COMM_NULL)),
+      _sender(std::exchange(other._sender, -1)),
+      _owns_channel(std::exchange(other._owns_channel, false)) {}
+
+Handover& Handover::operator=(Handover&& other) noexcept {
+  if (this != &other) {
+    Handover gone(std::move(*this));
+    _bytes = std::move(other._bytes);
+    _size = std::exchange(other._size, 0);
+    _deferred = std::exchange(other._deferred, {});
+    _channel = std::exchange(other._channel, MPI_COMM_NULL);
+    _sender = std::exchange(other._sender, -1);
+    _owns_channel = std::exchange(other._owns_channel, false);
+  }
+  return *this;
+}
+
+void Handover::release_channel() noexcept {
+  if (_owns_channel && _channel != MPI_COMM_NULL) MPI_Comm_free(&_channel);
+  _channel = MPI_COMM_NULL;
+  _owns_channel = false;
+}
+
+void Handover::receive_deferred(std::span<const std::span<std::byte>> places) {
+  constexpr const char* kWhere = "reprise::Handover::receive_deferred: ";
+  if (places.size() != _deferred.size()) {
+    throw UsageError(std::string(kWhere) + std::to_string(places.size()) + " places for " +
+                     std::to_string(_deferred.size()) + " deferred parts; give one per part (empty: into the buffer)");
+  }
+  for (std::size_t i = 0; i < places.size(); ++i) {
+    if (!places[i].empty() && places[i].size() != _deferred[i].size) {
+      throw UsageError(std::string(kWhere) + "part " + std::to_string(i) + " has " + std::to_string(_deferred[i].size) +
+                       " bytes but its place " + std::to_string(places[i].size()) + "; give a place of its exact size");
+    }
+  }
+  if (_deferred.empty()) return;
+  std::vector<MPI_Request> requests;
+  std::vector<int> counts;  // what each receive must bring
+  bool ok = true;
+  for (std::size_t i = 0; ok && i < places.size(); ++i) {
+    const std::span<std::byte> place =
+        places[i].empty() ? std::span<std::byte>(_bytes.get() + _deferred[i].offset, _deferred[i].size) : places[i];
+    ok = post_receives(_channel, _sender, place, requests);
+    for (std::size_t at = 0; at < place.size(); at += kHandoverPiece) {
+      counts.push_back(static_cast<int>(std::min(kHandoverPiece, place.size() - at)));
+    }
+  }
+  // A receive from a sender that died can end without an error but with no
+  // bytes (Open MPI 5.0.x, ULFM): the counts tell.
+  std::vector<MPI_Status> statuses(requests.size());
+  ok = ok && MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()) == MPI_SUCCESS;
+  for (std::size_t r = 0; ok && r < statuses.size(); ++r) {
+    int count = 0;
+    ok = MPI_Get_count(&statuses[r], MPI_BYTE, &count) == MPI_SUCCESS && count == counts[r];
+  }
+  _deferred.clear();
+  release_channel();
+  if (!ok) detail::abandon("the process it replaces failed before its state arrived");
+}
+
+namespace detail {
+
+namespace {
+
+bool is_deferred(std::span<const std::size_t> deferred_pieces, std::size_t index) {
+  return std::binary_search(deferred_pieces.begin(), deferred_pieces.end(), index);
+}
+
+}  // namespace
+
+bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
+                   std::span<const std::size_t> deferred_pieces) {
+  // The header: the total size, the number of deferred parts, and each
+  // one's offset and size (empty pieces are not parts).
+  std::vector<std::uint64_t> header{0, 0};
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    if (is_deferred(deferred_pieces, i) && !state[i].empty()) {
+      header.push_back(header[0]);
+      header.push_back(state[i].size());
+      ++header[1];
+    }
+    header[0] += state[i].size();
+  }
+  bool ok = MPI_Send(header.data(), static_cast<int>(header.size()), MPI_UINT64_T, to, kHandoverTag, comm) == MPI_SUCCESS;
+  for (std::size_t i = 0; i < state.size(); ++i) {
+    if (is_deferred(deferred_pieces, i)) continue;
+    for (std::size_t at = 0; ok && at < state[i].size(); at += kHandoverPiece) {
+      const auto count = static_cast<int>(std::min(kHandoverPiece, state[i].size() - at));
+      ok = MPI_Send(state[i].data() + at, count, MPI_BYTE, to, kHandoverTag, comm) == MPI_SUCCESS;
     }
   }
   return ok;
 }
 
+bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
+                   std::span<const std::size_t> deferred_pieces) {
+  std::vector<MPI_Request> requests;
+  bool ok = true;
+  for (const std::size_t i : deferred_pieces) {
+    for (std::size_t at = 0; ok && i < state.size() && at < state[i].size(); at += kHandoverPiece) {
+      const auto count = static_cast<int>(std::min(kHandoverPiece, state[i].size() - at));
+      requests.push_back(MPI_REQUEST_NULL);
+      ok = MPI_Isend(state[i].data() + at, count, MPI_BYTE, to, kDeferredTag, comm, &requests.back()) == MPI_SUCCESS;
+    }
+  }
+  // Posted together, so that the successor takes them in any order it posts
+  // its receives; on an error, the others end too (the peer failed).
+  return MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS && ok;
+}
+
 bool receive_handover(MPI_Comm comm, int from, Handover& handover) {
-  std::uint64_t size = 0;
-  if (MPI_Recv(&size, 1, MPI_UINT64_T, from, kHandoverTag, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
-  handover.bytes.reset(new std::byte[size]);  // not zeroed: every byte is received
-  handover.size = size;
+  MPI_Status status;
+  int words = 0;
+  if (MPI_Probe(from, kHandoverTag, comm, &status) != MPI_SUCCESS ||
+      MPI_Get_count(&status, MPI_UINT64_T, &words) != MPI_SUCCESS || words < 2 || words % 2 != 0) {
+    return false;
+  }
+  std::vector<std::uint64_t> header(static_cast<std::size_t>(words));
+  if (MPI_Recv(header.data(), words, MPI_UINT64_T, from, kHandoverTag, comm, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
+      header[1] != static_cast<std::uint64_t>(words / 2 - 1)) {
+    return false;
+  }
+  const std::uint64_t size = header[0];
+  std::vector<HandoverPart> parts;
+  for (std::size_t w = 2; w < header.size(); w += 2) {
+    const HandoverPart part{header[w], header[w + 1]};
+    const std::uint64_t from_here = parts.empty() ? 0 : parts.back().offset + parts.back().size;
+    if (part.offset < from_here || part.size > size || part.offset > size - part.size) return false;
+    parts.push_back(part);
+  }
+  handover._bytes.reset(new std::byte[size]);  // not zeroed: every byte is received
+  handover._size = size;
   // Messages between two processes keep their order: each lands after the
-  // one before, whatever its size (never above what is left, nor the limit).
-  for (std::size_t at = 0; at < size;) {
-    const auto most = static_cast<int>(std::min<std::size_t>(kHandoverPiece, size - at));
-    MPI_Status status;
+  // one before, whatever its size (never above what is left before the next
+  // deferred part, nor the limit).
+  std::size_t next = 0;
+  for (std::uint64_t at = 0; at < size;) {
+    if (next < parts.size() && at == parts[next].offset) {
+      at += parts[next++].size;
+      continue;
+    }
+    const std::uint64_t end = next < parts.size() ? parts[next].offset : size;
+    const auto most = static_cast<int>(std::min<std::uint64_t>(kHandoverPiece, end - at));
     int count = 0;
-    if (MPI_Recv(handover.bytes.get() + at, most, MPI_BYTE, from, kHandoverTag, comm, &status) != MPI_SUCCESS ||
+    if (MPI_Recv(handover._bytes.get() + at, most, MPI_BYTE, from, kHandoverTag, comm, &status) != MPI_SUCCESS ||
         MPI_Get_count(&status, MPI_BYTE, &count) != MPI_SUCCESS || count <= 0) {
       return false;
     }
-    at += static_cast<std::size_t>(count);
+    at += static_cast<std::uint64_t>(count);
   }
+  handover._deferred = std::move(parts);
+  handover._channel = comm;
+  handover._sender = from;
   return true;
 }
 
-}  // namespace reprise::detail
+void keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept {
+  handover._channel = comm;
+  handover._owns_channel = owned;
+}
+
+}  // namespace detail
+
+}  // namespace reprise

@@ -33,11 +33,12 @@ int leaving_index(const detail::Assignment& plan, OriginalRank me) {
 /// The steps parents and new processes run on `merged` (parents first, in
 /// rank order): learn the plan, build the pair of communicators of those who
 /// stay and the new ones (ordered by original rank), hand each leaving
-/// process's `state` to its successor, and agree that all of it worked. `me`
-/// is unknown (-1) in a new process until the plan arrives. Returns false if
-/// it did not work somewhere.
+/// process's `state` to its successor (the pieces `deferred` names come
+/// later: a leaving process waits here until they arrived), and agree
+/// that all of it worked. `me` is unknown (-1) in a new process until the
+/// plan arrives. Returns false if it did not work somewhere.
 bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& me,
-                      std::span<const std::span<const std::byte>> state,
+                      std::span<const std::span<const std::byte>> state, std::span<const std::size_t> deferred_pieces,
                       MPI_Comm& application, MPI_Comm& internal, Handover& handover) {
   int merged_rank = 0;
   int merged_size = 0;
@@ -60,7 +61,7 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
   // a failure during the handover must not find one half built.
   if (detail::ulfm::agree_on_step(merged, ok) != MPI_SUCCESS) ok = false;
   if (ok && !is_new) inject::fault_point("comm.migrate.handover", me);
-  if (ok && leaving >= 0) ok = detail::send_handover(merged, first_new + leaving, state);
+  if (ok && leaving >= 0) ok = detail::send_handover(merged, first_new + leaving, state, deferred_pieces);
   if (ok && is_new) {
     inject::fault_point("comm.migrate.arrived", me);
     // The predecessor's rank in the parents' communicator is its place among the members.
@@ -69,7 +70,16 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
          detail::receive_handover(merged, static_cast<int>(at - plan.members.begin()), handover);
   }
   const int rc = detail::ulfm::agree_on_step(merged, ok);
-  if (rc == MPI_SUCCESS && ok) return true;
+  if (rc == MPI_SUCCESS && ok) {
+    // The successor receives the deferred parts once it runs again; if one
+    // of the two fails first, that is a failure of the new communicator's
+    // (the successor gives up), not the move's.
+    if (leaving >= 0 && !deferred_pieces.empty()) {
+      inject::fault_point("comm.migrate.deferred", me);
+      (void)detail::send_deferred(merged, first_new + leaving, state, deferred_pieces);
+    }
+    return true;
+  }
   if (internal != MPI_COMM_NULL) MPI_Comm_free(&internal);
   if (application != MPI_COMM_NULL) MPI_Comm_free(&application);
   detail::ulfm::revoke(merged);
@@ -84,7 +94,8 @@ std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::sp
 }
 
 std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving,
-                                           std::span<const std::span<const std::byte>> state, std::string_view hosts) {
+                                           std::span<const std::span<const std::byte>> state, std::string_view hosts,
+                                           std::span<const std::size_t> deferred) {
   if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("migrate");
   std::vector<OriginalRank> sorted(leaving.begin(), leaving.end());
   std::sort(sorted.begin(), sorted.end());
@@ -115,7 +126,7 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
   if (detail::SparePool* pool = detail::spare_pool();
       pool != nullptr && pool->usable && pool->spares.size() >= sorted.size()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
-    const PoolRound round{_epoch + 1, _failures, _moves, _members, _replacement, sorted, state};
+    const PoolRound round{_epoch + 1, _failures, _moves, _members, _replacement, sorted, state, deferred};
     bool enough = false;
     auto taken = take_from_pool(round, enough);
     if (enough) return taken;  // none on a leaving process
@@ -134,7 +145,7 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
       OriginalRank me = original_rank();
       Parts parts;
       Handover none;
-      const bool done = finish_migration(merged, plan, me, state, parts.comm, parts.internal, none);
+      const bool done = finish_migration(merged, plan, me, state, deferred, parts.comm, parts.internal, none);
       MPI_Comm_free(&merged);
       if (done) {
         // The new processes are not in the spare pool: a later round on it
@@ -165,10 +176,14 @@ Comm Comm::join_migration(MPI_Comm merged) {
   OriginalRank me{-1};
   Parts parts;
   Handover handover;
-  if (!finish_migration(merged, plan, me, {}, parts.comm, parts.internal, handover)) {
+  if (!finish_migration(merged, plan, me, {}, {}, parts.comm, parts.internal, handover)) {
     detail::abandon("a process failed during the migration");
   }
-  MPI_Comm_free(&merged);
+  if (handover.deferred().empty()) {
+    MPI_Comm_free(&merged);
+  } else {
+    detail::keep_handover_channel(handover, merged, true);  // the deferred parts come over it
+  }
   detail::ulfm::count_past_earlier_generations(plan.epoch);
   parts.original_size = plan.original_size;
   parts.epoch = plan.epoch;

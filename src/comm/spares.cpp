@@ -281,16 +281,23 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
     Handover handover;
     const bool moved_in = migration && took < missing.size();
     if (ok && migration && sp.my_original >= 0) inject::fault_point("comm.migrate.handover", OriginalRank{sp.my_original});
-    if (ok && leaves) {
-      const auto k = static_cast<std::size_t>(std::find(missing.begin(), missing.end(), sp.my_original) - missing.begin());
-      ok = detail::send_handover(shrunk, spare_ranks.at(k), round.state);
-    }
+    const int successor = leaves ? spare_ranks.at(static_cast<std::size_t>(
+                                       std::find(missing.begin(), missing.end(), sp.my_original) - missing.begin()))
+                                 : -1;
+    if (ok && leaves) ok = detail::send_handover(shrunk, successor, round.state, round.deferred);
     if (ok && moved_in) {
       inject::fault_point("comm.migrate.arrived", OriginalRank{missing[took]});
       const auto from = std::find(originals.begin(), originals.end(), missing[took]) - originals.begin();
       ok = detail::receive_handover(shrunk, static_cast<int>(from), handover);
     }
     const int rc = detail::ulfm::agree_on_step(shrunk, ok);
+    if (rc == MPI_SUCCESS && ok && leaves && !round.deferred.empty()) {
+      // The spare receives the deferred parts once it runs again; if one of
+      // the two fails first, that is a failure of the new communicator's
+      // (the spare gives up), not the move's.
+      inject::fault_point("comm.migrate.deferred", OriginalRank{sp.my_original});
+      (void)detail::send_deferred(shrunk, successor, round.state, round.deferred);
+    }
     if (rc == MPI_SUCCESS && ok) {
       sp.spares.clear();
       sp.actives.clear();

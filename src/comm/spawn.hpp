@@ -70,13 +70,26 @@ struct Assignment {
 bool share_assignment(MPI_Comm merged, Assignment& assignment, OriginalRank& me);
 
 /// Sends a moving process's `state` (its pieces back to back, each sent from
-/// where it lies) to rank `to` of `comm` (its successor). False if a send
-/// failed.
-bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state);
+/// where it lies) to rank `to` of `comm` (its successor), but for the pieces
+/// `deferred_pieces` names (ascending): only their places are sent. False
+/// if a send failed.
+bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
+                   std::span<const std::size_t> deferred_pieces);
 
-/// Receives what rank `from` of `comm` sends with `send_handover`. False if
-/// a receive failed.
+/// Once the move is agreed: sends the pieces `send_handover` deferred and
+/// returns when the successor received them (`Handover::receive_deferred`),
+/// or it failed (false).
+bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
+                   std::span<const std::size_t> deferred_pieces);
+
+/// Receives what rank `from` of `comm` sends with `send_handover`, deferred
+/// parts left with the sender (over `comm`, which must stay alive until they
+/// arrived: see `keep_handover_channel`). False if a receive failed.
 bool receive_handover(MPI_Comm comm, int from, Handover& handover);
+
+/// `handover`'s deferred parts come over `comm`; `owned`: the handover
+/// frees it once they arrived.
+void keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
 
 /// Ends a spawned process whose joining failed (recorded as abandoned).
 [[noreturn]] void abandon(const char* why);

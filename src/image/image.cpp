@@ -489,14 +489,15 @@ ImagePieces ImageBuilder::finish_pieces() && try {
   result.zeros.assign(most_zeros, std::byte{0});
   for (const auto& run : runs) {
     if (!run.referenced.empty()) {
+      result.referenced.push_back(result.pieces.size());
       result.pieces.push_back(run.referenced);
       continue;
     }
-    if (run.from < own.size()) result.pieces.push_back(own.subspan(run.from, std::min<std::uint64_t>(run.to, own.size()) - run.from));
+    const std::uint64_t own_to = std::min<std::uint64_t>(run.to, own.size());
+    if (run.from < own_to) result.pieces.push_back(own.subspan(run.from, own_to - run.from));
     const std::uint64_t zeros_from = std::max<std::uint64_t>(run.from, own.size());
     if (run.to > zeros_from) result.pieces.emplace_back(result.zeros.data(), run.to - zeros_from);
   }
-  std::erase_if(result.pieces, [](std::span<const std::byte> piece) { return piece.empty(); });
   return result;
 } catch (const Error&) {
   detail::rethrow_naming("reprise::ImageBuilder::finish_pieces");
@@ -888,6 +889,41 @@ void Image::verify() const try {
   for (const ImageDataset& piece : _state->datasets) verify_piece(_state->file.get(), piece, _state->bytes);
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Image::verify");
+}
+
+void Image::verify(std::string_view name) const try {
+  const hdf5::QuietErrors quiet;
+  verify_piece(_state->file.get(), dataset(name), _state->bytes);
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Image::verify");
+}
+
+void Image::verify(std::string_view name, std::span<const std::byte> bytes) const try {
+  const ImageDataset& piece = dataset(name);
+  if (bytes.size() != piece.bytes) {
+    throw UsageError("piece '" + piece.name + "' has " + std::to_string(piece.bytes) + " bytes, not " +
+                     std::to_string(bytes.size()) + "; check the bytes of the whole piece");
+  }
+  check_checksum(piece, detail::checksum64(bytes));
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Image::verify");
+}
+
+std::vector<ImageChunk> Image::chunks(std::string_view name) const try {
+  const hdf5::QuietErrors quiet;
+  const ImageDataset& piece = dataset(name);
+  const hdf5::Dataset opened = open_piece(_state->file.get(), piece);
+  const auto stored = stored_chunks(opened.get(), piece, _state->bytes);
+  std::vector<ImageChunk> result;
+  if (!stored) return result;
+  for (const StoredChunk& chunk : *stored) {
+    result.push_back({chunk.offset, chunk.bytes,
+                      chunk.stored == nullptr ? 0 : static_cast<std::uint64_t>(chunk.stored - _state->bytes.data()),
+                      chunk.stored != nullptr});
+  }
+  return result;
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Image::chunks");
 }
 
 }  // namespace reprise

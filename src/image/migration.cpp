@@ -179,7 +179,13 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
     _times.image_build_s = MPI_Wtime() - started;
     _times.image_bytes = image.size();
   }
-  auto moved = _comm.migrate_gathered(leaving, image.pieces, _config.hosts);
+  // The registered memory's chunks stay with a leaving process until its
+  // successor receives them straight into its registered memory, when the
+  // move takes no checkpoint (else the leaving processes must not wait:
+  // their copies are all some states have).
+  auto moved = _comm.migrate_gathered(leaving, image.pieces, _config.hosts,
+                                      copies_kept ? std::span<const std::size_t>(image.referenced)
+                                                  : std::span<const std::size_t>());
   if (!moved) {
     _times.evacuation_s = shared_clock() - requested_at;
     if (_before_leaving) _before_leaving(_times);
@@ -208,14 +214,19 @@ void Migration::arrive() {
     throw UsageError(std::string(kWhere) + "::arrive: this process was not started by a migration "
                      "(Comm::migrated_in() is false); call it only there");
   }
-  const auto handover = _comm.take_handover();
-  if (handover.size == 0) {
+  auto handover = _comm.take_handover();
+  if (handover.size() == 0) {
     throw UsageError(std::string(kWhere) + "::arrive: called twice, or the image was taken already");
   }
   const double started = MPI_Wtime();
   const auto image = Image::view(handover.span());
   const double opened = MPI_Wtime();
-  detail::load_image(image, _checkpoint);
+  double receive_s = 0;
+  if (handover.deferred().empty()) {
+    detail::load_image(image, _checkpoint);
+  } else {
+    detail::load_arriving_image(image, handover, _checkpoint, receive_s);
+  }
   const bool copies_kept = image.read_array<std::uint8_t>(kCopiesKeptName).at(0) != 0;
   if (copies_kept) {
     _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName));
@@ -224,8 +235,9 @@ void Migration::arrive() {
   }
   _times = {};
   _times.image_open_s = opened - started;
-  _times.restore_s = MPI_Wtime() - opened;
-  _times.image_bytes = handover.size;
+  _times.receive_s = receive_s;
+  _times.restore_s = MPI_Wtime() - opened - receive_s;
+  _times.image_bytes = handover.size();
   const auto request_time = image.read_array<double>(kRequestTimeName);
   if (copies_kept) {
     // This safe point is the move's: the others give back one later.

@@ -1,5 +1,7 @@
 #include "state_image.hpp"
 
+#include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "reprise/error.hpp"
@@ -68,6 +70,17 @@ void require_piece(const Image& image, const std::string& name) {
   }
 }
 
+/// The size of each registered piece of `checkpoint` in `image`, in order;
+/// `UsageError` naming a missing piece.
+std::vector<std::size_t> piece_sizes(const Image& image, const Checkpoint& checkpoint) {
+  std::vector<std::size_t> sizes;
+  for (const auto& registration : checkpoint.registrations()) {
+    require_piece(image, registration.name);
+    sizes.push_back(image.dataset(registration.name).bytes);
+  }
+  return sizes;
+}
+
 /// Every registered piece of `checkpoint` read from `image`, checksums checked.
 std::vector<std::vector<std::byte>> read_pieces(const Image& image, const Checkpoint& checkpoint) {
   std::vector<std::vector<std::byte>> pieces;
@@ -107,15 +120,60 @@ ImagePieces current_image_pieces(const Checkpoint& checkpoint, const Comm& comm,
 
 void load_image(const Image& image, Checkpoint& checkpoint) {
   const auto registrations = checkpoint.registrations();
-  std::vector<std::size_t> sizes;
-  sizes.reserve(registrations.size());
-  for (const auto& registration : registrations) {
-    require_piece(image, registration.name);
-    sizes.push_back(image.dataset(registration.name).bytes);
-  }
+  const auto sizes = piece_sizes(image, checkpoint);
   // Every checksum where the image lies, then one copy into the registered memory.
   image.verify();
   checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
+    image.read_unverified(registrations[index].name, memory);
+  });
+}
+
+void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, double& receive_s) {
+  const auto registrations = checkpoint.registrations();
+  const auto sizes = piece_sizes(image, checkpoint);
+  const auto places = checkpoint.place_pieces(sizes);
+  // Each deferred part that is exactly a chunk of a buffer or a vector lands
+  // in its memory; such a piece's other chunks are copied from the image.
+  const auto parts = handover.deferred();
+  std::vector<std::span<std::byte>> landing(parts.size());
+  std::vector<std::vector<ImageChunk>> direct(registrations.size());
+  std::vector<std::vector<bool>> landed(registrations.size());
+  for (std::size_t i = 0; i < registrations.size(); ++i) {
+    if (places[i].empty()) continue;
+    direct[i] = image.chunks(registrations[i].name);
+    landed[i].assign(direct[i].size(), false);
+    for (std::size_t c = 0; c < direct[i].size(); ++c) {
+      const ImageChunk& chunk = direct[i][c];
+      if (!chunk.stored) continue;
+      const auto part = std::lower_bound(parts.begin(), parts.end(), chunk.image_offset,
+                                         [](const HandoverPart& p, std::uint64_t offset) { return p.offset < offset; });
+      if (part != parts.end() && part->offset == chunk.image_offset && part->size == chunk.bytes) {
+        landing[static_cast<std::size_t>(part - parts.begin())] = places[i].subspan(chunk.piece_offset, chunk.bytes);
+        landed[i][c] = true;
+      }
+    }
+  }
+  const double started = MPI_Wtime();
+  handover.receive_deferred(landing);
+  receive_s = MPI_Wtime() - started;
+  const auto bytes = handover.span();
+  for (std::size_t i = 0; i < registrations.size(); ++i) {
+    if (direct[i].empty()) continue;
+    for (std::size_t c = 0; c < direct[i].size(); ++c) {
+      const ImageChunk& chunk = direct[i][c];
+      std::byte* to = places[i].data() + chunk.piece_offset;
+      if (landed[i][c]) continue;
+      if (chunk.stored) {
+        std::memcpy(to, bytes.data() + chunk.image_offset, chunk.bytes);
+      } else {
+        std::memset(to, 0, chunk.bytes);
+      }
+    }
+    image.verify(registrations[i].name, places[i]);
+  }
+  checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
+    if (!direct[index].empty()) return;  // in place already, checked
+    image.verify(registrations[index].name);
     image.read_unverified(registrations[index].name, memory);
   });
 }

@@ -41,6 +41,17 @@ struct ExtraPiece {
 /// for a damaged one; either way nothing is loaded.
 void load_image(const Image& image, Checkpoint& checkpoint);
 
+/// Sets the registered state of `checkpoint` from an `image` that arrived in
+/// `handover` with deferred parts (holes in the image): each part that holds
+/// a chunk of a registered buffer or vector is received straight into that
+/// memory, the others into the image; then each piece is checked where it
+/// landed and the rest copied once. Every piece is checked against its
+/// registration first (`UsageError`, nothing loaded); a damaged piece
+/// (`CorruptData`) may leave the state partly written: this is for a new
+/// process, whose state is nothing yet. `receive_s`: the seconds spent
+/// receiving the parts.
+void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, double& receive_s);
+
 /// The serialized state of `checkpoint` that `image` holds: every registered
 /// piece by name, checksums checked. `UsageError` naming a missing piece.
 [[nodiscard]] std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint);

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "failure_helpers.hpp"
@@ -45,10 +47,10 @@ void migrate_and_check(const std::vector<OriginalRank>& leaving, std::size_t (*b
     EXPECT_TRUE(leaves(leaving, comm.original_rank()));
     const auto handover = comm.take_handover();
     const auto expected = state_of(comm.original_rank(), bytes_of(comm.original_rank()));
-    ASSERT_EQ(handover.size, expected.size());
+    ASSERT_EQ(handover.size(), expected.size());
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()))
         << "original rank " << comm.original_rank().value() << " received other bytes than its predecessor had";
-    EXPECT_EQ(comm.take_handover().size, 0U);
+    EXPECT_EQ(comm.take_handover().size(), 0U);
   } else {
     const auto epoch = comm.epoch();
     const auto mine = leaves(leaving, comm.original_rank())
@@ -91,7 +93,7 @@ TEST(Migrate, TheSameRankTwice) {
   if (comm.migrated_in()) {
     const auto handover = comm.take_handover();
     const auto expected = state_of(leaving, three_mib(leaving));
-    ASSERT_EQ(handover.size, expected.size());
+    ASSERT_EQ(handover.size(), expected.size());
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()));
   }
   while (moves_seen() < 2) {
@@ -112,6 +114,98 @@ TEST(Migrate, TheSameRankTwice) {
     const auto from = comm.original_rank(message.source).value();
     EXPECT_EQ(message.payload, std::vector<std::byte>(100, static_cast<std::byte>(from + 1)));
   }
+}
+
+namespace {
+
+/// A state in four pieces, two of them deferred (1 and 3): what original
+/// rank `rank` hands over in the deferred-pieces tests.
+struct DeferredState {
+  std::vector<std::byte> whole;  // the four pieces back to back
+  std::vector<std::span<const std::byte>> pieces;
+  static constexpr std::size_t kSizes[4] = {100, (std::size_t{2} << 20U) + 3, 50, std::size_t{1} << 20U};
+  static constexpr std::size_t kDeferred[2] = {1, 3};
+  explicit DeferredState(OriginalRank rank) : whole(state_of(rank, kSizes[0] + kSizes[1] + kSizes[2] + kSizes[3])) {
+    std::size_t at = 0;
+    for (const std::size_t size : kSizes) {
+      pieces.push_back(std::span<const std::byte>(whole).subspan(at, size));
+      at += size;
+    }
+  }
+  /// Moves `leaving`, which hands these pieces over (pieces 1 and 3 deferred).
+  std::optional<Comm> migrate(Comm& comm, OriginalRank leaving) const {
+    const bool mine = comm.original_rank() == leaving;
+    return comm.migrate_gathered(std::vector{leaving}, mine ? pieces : std::vector<std::span<const std::byte>>{}, {},
+                                 mine ? std::span<const std::size_t>(kDeferred) : std::span<const std::size_t>());
+  }
+};
+
+}  // namespace
+
+// Deferred pieces stay with the leaving process until the new one receives
+// them: one straight into memory of its own, one into the handover's
+// buffer; the rest arrived with the handover. Every byte is checked.
+TEST(Migrate, DeferredPiecesLandWhereTheNewProcessWants) {
+  const OriginalRank leaving{1};
+  auto comm = Comm::world();
+  const DeferredState expected(leaving);
+  if (comm.migrated_in()) {
+    auto handover = comm.take_handover();
+    ASSERT_EQ(handover.size(), expected.whole.size());
+    const auto parts = handover.deferred();
+    ASSERT_EQ(parts.size(), 2U);
+    EXPECT_EQ(parts[0].offset, DeferredState::kSizes[0]);
+    EXPECT_EQ(parts[0].size, DeferredState::kSizes[1]);
+    EXPECT_EQ(parts[1].offset, expected.whole.size() - DeferredState::kSizes[3]);
+    EXPECT_EQ(parts[1].size, DeferredState::kSizes[3]);
+    std::vector<std::byte> own(DeferredState::kSizes[1]);
+    std::vector<std::byte> wrong(DeferredState::kSizes[1] - 1);
+    const std::vector<std::span<std::byte>> one_place{own};
+    const std::vector<std::span<std::byte>> wrong_size{wrong, {}};
+    EXPECT_THROW(handover.receive_deferred(one_place), UsageError);
+    EXPECT_THROW(handover.receive_deferred(wrong_size), UsageError);
+    const std::vector<std::span<std::byte>> places{own, {}};
+    handover.receive_deferred(places);
+    EXPECT_TRUE(handover.deferred().empty());
+    EXPECT_TRUE(std::equal(own.begin(), own.end(), expected.pieces[1].begin()));
+    const auto bytes = handover.span();
+    for (const std::size_t piece : {0, 2, 3}) {
+      const auto at = static_cast<std::size_t>(expected.pieces[piece].data() - expected.whole.data());
+      EXPECT_TRUE(std::equal(expected.pieces[piece].begin(), expected.pieces[piece].end(), bytes.begin() + at))
+          << "piece " << piece << " differs";
+    }
+  } else {
+    auto moved = expected.migrate(comm, leaving);
+    if (comm.original_rank() == leaving) comm.leave_after_migration();
+    ASSERT_TRUE(moved.has_value());
+    comm = std::move(*moved);
+  }
+  test::expect_working(comm);
+}
+
+// The leaving process dies after the move, before its deferred pieces were
+// received: the new process cannot take its place and gives up, and the
+// others find its rank failed and shrink.
+TEST(Migrate, TheLeavingProcessKilledBeforeItsDeferredPiecesArrived) {
+  const OriginalRank leaving{1};
+  auto comm = Comm::world();
+  const DeferredState expected(leaving);
+  if (comm.migrated_in()) {
+    auto handover = comm.take_handover();
+    std::vector<std::byte> own(DeferredState::kSizes[1]);
+    const std::vector<std::span<std::byte>> places{own, {}};
+    handover.receive_deferred(places);
+    ADD_FAILURE() << "the parts of a process killed before it sent them arrived";
+    return;
+  }
+  inject::arm("comm.migrate.deferred", leaving);
+  auto moved = expected.migrate(comm, leaving);
+  ASSERT_TRUE(moved.has_value());
+  comm = std::move(*moved);
+  test::expect_failure_reported(comm, {leaving}, [&] { test::expect_working(comm); });
+  comm = comm.shrink();
+  EXPECT_FALSE(comm.rank_of(leaving).has_value());
+  test::expect_working(comm);
 }
 
 TEST(Migrate, DifferentListsAreAUsageErrorEverywhere) {
@@ -144,7 +238,7 @@ TEST(Migrate, ABystanderKilledDuringAMigration) {
   } else {
     const auto handover = comm.take_handover();
     const auto expected = state_of(leaving, three_mib(leaving));
-    ASSERT_EQ(handover.size, expected.size());
+    ASSERT_EQ(handover.size(), expected.size());
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()));
   }
   EXPECT_EQ(comm.size(), comm.original_size() - 1);

@@ -223,6 +223,59 @@ TEST(Image, ReferencedPiecesAreSentFromTheirMemoryAndArriveAsAnImage) {
   EXPECT_EQ(image.info().checkpoint_id, 42U);
 }
 
+// What a new process needs to land referenced pieces in its own memory:
+// `referenced` names exactly the pieces that lie in the caller's memory,
+// `chunks` tells where each chunk of a piece lies in the image (the same
+// places), zero chunks are not stored, and `verify(name, bytes)` checks a
+// piece held elsewhere.
+TEST(Image, ChunksSayWhereEachPartOfAPieceLies) {
+  const std::vector<std::byte> big = random_bytes(3 * kMiB + 12345, 15);
+  std::vector<std::byte> sparse = random_bytes(3 * kMiB, 16);
+  std::memset(sparse.data() + kMiB, 0, kMiB);
+  ImageBuilder builder(sample_info(), sparse.size(), 1);
+  builder.add_referenced("big", big);
+  builder.add("sparse", sparse);
+  const ImagePieces pieces = std::move(builder).finish_pieces();
+  std::size_t referenced_bytes = 0;
+  for (const std::size_t index : pieces.referenced) {
+    ASSERT_LT(index, pieces.pieces.size());
+    const auto piece = pieces.pieces[index];
+    EXPECT_TRUE(piece.data() >= big.data() && piece.data() + piece.size() <= big.data() + big.size());
+    referenced_bytes += piece.size();
+  }
+  EXPECT_EQ(referenced_bytes, big.size());
+  const ImageBytes whole = gathered(pieces);
+  const Image image = Image::view(whole.span());
+  // Offsets of the referenced pieces in the image, from the pieces' order.
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t at = 0;
+  for (std::size_t i = 0; i < pieces.pieces.size(); ++i) {
+    if (std::find(pieces.referenced.begin(), pieces.referenced.end(), i) != pieces.referenced.end()) offsets.push_back(at);
+    at += pieces.pieces[i].size();
+  }
+  std::vector<std::byte> landed(big.size());
+  std::size_t covered = 0;
+  for (const ImageChunk& chunk : image.chunks("big")) {
+    ASSERT_TRUE(chunk.stored);
+    EXPECT_NE(std::find(offsets.begin(), offsets.end(), chunk.image_offset), offsets.end())
+        << "a chunk of 'big' at " << chunk.image_offset << " is not a referenced piece";
+    std::memcpy(landed.data() + chunk.piece_offset, whole.data() + chunk.image_offset, chunk.bytes);
+    covered += chunk.bytes;
+  }
+  EXPECT_EQ(covered, big.size());
+  EXPECT_EQ(landed, big);
+  EXPECT_NO_THROW(image.verify("big", landed));
+  landed[kMiB + 3] ^= std::byte{1};
+  EXPECT_THROW(image.verify("big", landed), CorruptData);
+  EXPECT_THROW(image.verify("big", std::span(landed).first(10)), UsageError);
+  const auto sparse_chunks = image.chunks("sparse");
+  ASSERT_EQ(sparse_chunks.size(), 3U);
+  EXPECT_TRUE(sparse_chunks[0].stored);
+  EXPECT_FALSE(sparse_chunks[1].stored) << "a zero chunk is not stored";
+  EXPECT_EQ(sparse_chunks[1].piece_offset, kMiB);
+  EXPECT_NO_THROW(image.verify("sparse"));
+}
+
 // finish() of a builder with referenced pieces copies them in: the same image.
 TEST(Image, FinishCopiesReferencedPieces) {
   const std::vector<std::byte> big = random_bytes(2 * kMiB + 7, 13);
