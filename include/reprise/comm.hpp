@@ -80,12 +80,15 @@ class Handover {
   [[nodiscard]] std::span<const HandoverPart> deferred() const noexcept { return _deferred; }
 
   /// Receives every deferred part: part i into `places[i]` (exactly its
-  /// size), or where `places[i]` is empty into its place in `span()`. Once;
-  /// nothing to do without deferred parts. `UsageError` (nothing received)
-  /// for another count or size. If the sender fails before every part
-  /// arrived, this process cannot take its place: it exits, and the others
-  /// recover its rank as after any failure.
-  void receive_deferred(std::span<const std::span<std::byte>> places);
+  /// size), or where `places[i]` is empty into its place in `span()`, one
+  /// part after the other, calling `arrived(i)` (if given) once part i is
+  /// there, while its bytes are still in cache. Once; nothing to do without
+  /// deferred parts. `UsageError` (nothing received) for another count or
+  /// size. If the sender fails before every part arrived, this process
+  /// cannot take its place: it exits, and the others recover its rank as
+  /// after any failure.
+  void receive_deferred(std::span<const std::span<std::byte>> places,
+                        const std::function<void(std::size_t part)>& arrived = {});
 
  private:
   friend bool detail::receive_handover(MPI_Comm comm, int from, Handover& handover);

@@ -61,7 +61,8 @@ void Handover::release_channel() noexcept {
   _owns_channel = false;
 }
 
-void Handover::receive_deferred(std::span<const std::span<std::byte>> places) {
+void Handover::receive_deferred(std::span<const std::span<std::byte>> places,
+                                const std::function<void(std::size_t part)>& arrived) {
   constexpr const char* kWhere = "reprise::Handover::receive_deferred: ";
   if (places.size() != _deferred.size()) {
     throw UsageError(std::string(kWhere) + std::to_string(places.size()) + " places for " +
@@ -74,24 +75,23 @@ void Handover::receive_deferred(std::span<const std::span<std::byte>> places) {
     }
   }
   if (_deferred.empty()) return;
-  std::vector<MPI_Request> requests;
-  std::vector<int> counts;  // what each receive must bring
+  // One part at a time: each lands and is handed on while it is in cache.
   bool ok = true;
   for (std::size_t i = 0; ok && i < places.size(); ++i) {
     const std::span<std::byte> place =
         places[i].empty() ? std::span<std::byte>(_bytes.get() + _deferred[i].offset, _deferred[i].size) : places[i];
+    std::vector<MPI_Request> requests;
     ok = post_receives(_channel, _sender, place, requests);
-    for (std::size_t at = 0; at < place.size(); at += kHandoverPiece) {
-      counts.push_back(static_cast<int>(std::min(kHandoverPiece, place.size() - at)));
+    // A receive from a sender that died can end without an error but with
+    // no bytes (Open MPI 5.0.11, ULFM): the counts tell.
+    std::vector<MPI_Status> statuses(requests.size());
+    ok = ok && MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()) == MPI_SUCCESS;
+    for (std::size_t r = 0; ok && r < statuses.size(); ++r) {
+      int count = 0;
+      ok = MPI_Get_count(&statuses[r], MPI_BYTE, &count) == MPI_SUCCESS &&
+           static_cast<std::size_t>(count) == std::min(kHandoverPiece, place.size() - r * kHandoverPiece);
     }
-  }
-  // A receive from a sender that died can end without an error but with no
-  // bytes (Open MPI 5.0.x, ULFM): the counts tell.
-  std::vector<MPI_Status> statuses(requests.size());
-  ok = ok && MPI_Waitall(static_cast<int>(requests.size()), requests.data(), statuses.data()) == MPI_SUCCESS;
-  for (std::size_t r = 0; ok && r < statuses.size(); ++r) {
-    int count = 0;
-    ok = MPI_Get_count(&statuses[r], MPI_BYTE, &count) == MPI_SUCCESS && count == counts[r];
+    if (ok && arrived) arrived(i);
   }
   _deferred.clear();
   release_channel();

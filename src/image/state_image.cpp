@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
+#include <memory>
 #include <string>
 
+#include "checksum.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise::detail {
@@ -128,51 +131,116 @@ void load_image(const Image& image, Checkpoint& checkpoint) {
   });
 }
 
+namespace {
+
+/// A buffer or vector whose chunks arrive in a handover's deferred parts:
+/// which part each chunk waits for, and its checksum taken as they come.
+struct Landing {
+  static constexpr std::size_t kReady = static_cast<std::size_t>(-1);  // waits for no part
+  std::size_t registration = 0;
+  std::span<std::byte> memory;
+  std::vector<ImageChunk> chunks;   // in the order of the piece's bytes
+  std::vector<std::size_t> waits;   // per chunk: the part it waits for, or kReady
+  std::vector<bool> landed;         // per chunk: received straight into `memory`
+  std::size_t checked = 0;          // chunks in place and hashed, from the first
+  std::unique_ptr<ChecksumStream> checksum = std::make_unique<ChecksumStream>();
+
+  /// Puts in place and hashes the chunks that wait for none of the parts
+  /// from `parts_arrived` on, in order: those received straight here, and
+  /// the others copied from the image (`image`, zeros for chunks left out).
+  void advance(std::size_t parts_arrived, std::span<const std::byte> image) noexcept {
+    for (; checked < chunks.size(); ++checked) {
+      const std::size_t part = waits[checked];
+      if (part != kReady && part >= parts_arrived) return;
+      const ImageChunk& chunk = chunks[checked];
+      const std::span<std::byte> to = memory.subspan(chunk.piece_offset, chunk.bytes);
+      if (!landed[checked]) {
+        if (chunk.stored) {
+          std::memcpy(to.data(), image.data() + chunk.image_offset, chunk.bytes);
+        } else {
+          std::memset(to.data(), 0, chunk.bytes);
+        }
+      }
+      checksum->update(to);
+    }
+  }
+};
+
+}  // namespace
+
 void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, double& receive_s) {
   const auto registrations = checkpoint.registrations();
-  const auto sizes = piece_sizes(image, checkpoint);
-  const auto places = checkpoint.place_pieces(sizes);
+  std::vector<std::size_t> sizes;
+  std::vector<std::span<std::byte>> places;
+  try {
+    sizes = piece_sizes(image, checkpoint);
+    places = checkpoint.place_pieces(sizes);
+  } catch (const Error&) {
+    // The image does not fit: take the parts anyway, so that the leaving
+    // process, which waits for them, can go.
+    handover.receive_deferred(std::vector<std::span<std::byte>>(handover.deferred().size()));
+    throw;
+  }
   // Each deferred part that is exactly a chunk of a buffer or a vector lands
-  // in its memory; such a piece's other chunks are copied from the image.
+  // in its memory; the other parts land in the image's holes, and such a
+  // piece's chunks there are copied.
   const auto parts = handover.deferred();
+  const auto part_at = [&](std::uint64_t offset) {  // the part holding byte `offset`, or parts.size()
+    const auto after = std::upper_bound(parts.begin(), parts.end(), offset,
+                                        [](std::uint64_t at, const HandoverPart& p) { return at < p.offset; });
+    if (after == parts.begin()) return parts.size();
+    const auto part = std::prev(after);
+    return offset - part->offset < part->size ? static_cast<std::size_t>(part - parts.begin()) : parts.size();
+  };
   std::vector<std::span<std::byte>> landing(parts.size());
-  std::vector<std::vector<ImageChunk>> direct(registrations.size());
-  std::vector<std::vector<bool>> landed(registrations.size());
+  std::vector<Landing> pieces;
   for (std::size_t i = 0; i < registrations.size(); ++i) {
     if (places[i].empty()) continue;
-    direct[i] = image.chunks(registrations[i].name);
-    landed[i].assign(direct[i].size(), false);
-    for (std::size_t c = 0; c < direct[i].size(); ++c) {
-      const ImageChunk& chunk = direct[i][c];
-      if (!chunk.stored) continue;
-      const auto part = std::lower_bound(parts.begin(), parts.end(), chunk.image_offset,
-                                         [](const HandoverPart& p, std::uint64_t offset) { return p.offset < offset; });
-      if (part != parts.end() && part->offset == chunk.image_offset && part->size == chunk.bytes) {
-        landing[static_cast<std::size_t>(part - parts.begin())] = places[i].subspan(chunk.piece_offset, chunk.bytes);
-        landed[i][c] = true;
-      }
-    }
-  }
-  const double started = MPI_Wtime();
-  handover.receive_deferred(landing);
-  receive_s = MPI_Wtime() - started;
-  const auto bytes = handover.span();
-  for (std::size_t i = 0; i < registrations.size(); ++i) {
-    if (direct[i].empty()) continue;
-    for (std::size_t c = 0; c < direct[i].size(); ++c) {
-      const ImageChunk& chunk = direct[i][c];
-      std::byte* to = places[i].data() + chunk.piece_offset;
-      if (landed[i][c]) continue;
+    Landing piece{i, places[i], image.chunks(registrations[i].name), {}, {}};
+    if (piece.chunks.empty()) continue;  // read through HDF5 below
+    bool in_order = true;  // the chunks arrive in the piece's order: hashed as they come
+    for (const ImageChunk& chunk : piece.chunks) {
+      std::size_t waits = Landing::kReady;
+      bool landed = false;
       if (chunk.stored) {
-        std::memcpy(to, bytes.data() + chunk.image_offset, chunk.bytes);
-      } else {
-        std::memset(to, 0, chunk.bytes);
+        const std::size_t part = part_at(chunk.image_offset);
+        if (part < parts.size()) {
+          waits = part;
+          landed = parts[part].offset == chunk.image_offset && parts[part].size == chunk.bytes;
+          if (landed) landing[part] = places[i].subspan(chunk.piece_offset, chunk.bytes);
+        }
       }
+      if (waits != Landing::kReady && !piece.waits.empty() && piece.waits.back() != Landing::kReady &&
+          waits < piece.waits.back()) {
+        in_order = false;
+      }
+      piece.waits.push_back(waits);
+      piece.landed.push_back(landed);
     }
-    image.verify(registrations[i].name, places[i]);
+    // Out of order: everything in place first, hashed after the last part.
+    if (!in_order) std::fill(piece.waits.begin(), piece.waits.end(), parts.size() - 1);
+    pieces.push_back(std::move(piece));
+  }
+  const auto bytes = handover.span();
+  for (Landing& piece : pieces) piece.advance(0, bytes);
+  const double started = MPI_Wtime();
+  handover.receive_deferred(landing, [&](std::size_t part) {
+    for (Landing& piece : pieces) piece.advance(part + 1, bytes);
+  });
+  receive_s = MPI_Wtime() - started;
+  std::vector<bool> done(registrations.size(), false);
+  for (Landing& piece : pieces) {
+    piece.advance(parts.size(), bytes);
+    const ImageDataset& dataset = image.dataset(registrations[piece.registration].name);
+    if (piece.checksum->digest() != dataset.checksum) {
+      throw CorruptData("reprise::Migration::arrive: piece '" + dataset.name +
+                        "' does not match its checksum once received (the image or the transfer is damaged); this "
+                        "process cannot take over its predecessor's state");
+    }
+    done[piece.registration] = true;
   }
   checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
-    if (!direct[index].empty()) return;  // in place already, checked
+    if (done[index]) return;  // in place already, checked
     image.verify(registrations[index].name);
     image.read_unverified(registrations[index].name, memory);
   });
