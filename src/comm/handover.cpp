@@ -6,6 +6,8 @@
 // (Handover::receive_deferred), so large pieces land where they belong.
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "spawn.hpp"
@@ -17,6 +19,8 @@ namespace {
 constexpr int kHandoverTag = 0x5e9c;
 constexpr int kDeferredTag = 0x5e9d;
 constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
+// How long a leaving process naps between tests of its deferred sends.
+constexpr std::chrono::microseconds kDeferredNap{50};
 
 /// Posts the receives of `bytes` from `from`, in messages below the limit.
 bool post_receives(MPI_Comm comm, int from, std::span<std::byte> bytes, std::vector<MPI_Request>& requests) {
@@ -144,8 +148,17 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
     }
   }
   // Posted together, so that the successor takes them in any order it posts
-  // its receives; on an error, the others end too (the peer failed).
-  return MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE) == MPI_SUCCESS && ok;
+  // its receives; on an error, the others end too (the peer failed). The
+  // wait lasts until the successor runs again and takes them: it naps
+  // between tests instead of spinning, so as not to take a core from the
+  // successor, which copies the parts itself on one node.
+  int done = 0;
+  while (ok && done == 0) {
+    ok = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS;
+    if (ok && done == 0) std::this_thread::sleep_for(kDeferredNap);
+  }
+  if (!ok) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+  return ok;
 }
 
 bool receive_handover(MPI_Comm comm, int from, Handover& handover) {
