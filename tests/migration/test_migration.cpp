@@ -90,6 +90,7 @@ struct Seen {
   std::vector<MigrationRecord> history;
   std::uint64_t version = 0;  // the committed checkpoint version at the end
   int processes = 0;          // the communicator's original size
+  double receive_s = 0;       // in a process started by a move: MigrationTimes::receive_s
 };
 
 /// The bytes of original rank `me`'s ballast (state that only travels).
@@ -196,13 +197,15 @@ namespace {
 /// A run under a Driver (checkpoints every 3 steps, respawn) with a
 /// migration attached; `ask(step, me, migration)` runs inside each step.
 /// `arm(comm)` may arm fault points first (in the processes the job started).
-/// `every_steps`: the driver's checkpoint cadence.
+/// `every_steps`: the driver's checkpoint cadence; `ballast_bytes` as in `run`.
 Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(const Comm&)>& arm = {},
-                std::uint64_t every_steps = 3) {
+                std::uint64_t every_steps = 3, std::size_t ballast_bytes = 0) {
   auto comm = Comm::world();
   State state;
   Checkpoint checkpoint(comm);
   state.register_with(checkpoint);
+  std::vector<std::byte> ballast = ballast_of(comm.original_rank(), ballast_bytes);
+  if (ballast_bytes > 0) checkpoint.protect("ballast", std::span<std::byte>(ballast));
   DriverConfig config;
   config.cadence.every_steps = every_steps;
   Driver driver(comm, checkpoint, config);
@@ -217,8 +220,10 @@ Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(co
     state.advance(comm, comm.original_rank());
   });
   expect_exact(state, comm.original_rank(), comm.original_size(), steps);
+  EXPECT_TRUE(ballast == ballast_of(comm.original_rank(), ballast_bytes)) << "original rank " << comm.original_rank().value();
   EXPECT_EQ(comm.size(), comm.original_size());
-  return {arrived, comm.original_rank(), migration.history(), checkpoint.version(), comm.original_size()};
+  return {arrived, comm.original_rank(), migration.history(), checkpoint.version(), comm.original_size(),
+          arrived ? migration.last_times().receive_s : 0.0};
 }
 
 }  // namespace
@@ -347,6 +352,46 @@ TEST(Migration, AKillWhileTheCopiesAreGivenBackIsRecovered) {
       },
       10);
   expect_one_move(seen, kMover, bystander_of(kMover, seen.processes));
+}
+
+// A move that keeps every state's copy elsewhere, with 3 MiB of ballast
+// (several chunks and a short last one): the ballast's chunks are received
+// straight into the new process's registered memory after the move, and
+// every byte, the ballast's included, is exact at the end.
+TEST(Migration, ALargeStateLandsInTheNewProcessesMemory) {
+  constexpr std::size_t kBallast = (std::size_t{3} << 20U) + 4099;
+  const auto seen = run_driven(
+      12,
+      [](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 4 && me == OriginalRank{1} && migration.history().empty()) migration.request();
+      },
+      {}, 3, kBallast);
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_FALSE(seen.history[0].checkpointed) << "every state keeps a copy: no checkpoint ends the move";
+  if (seen.migrated_in) {
+    EXPECT_GT(seen.receive_s, 0.0) << "the ballast came in deferred parts";
+  }
+}
+
+// The leaving process dies once the move is agreed, before it sent the
+// deferred parts: the new process gives up, the driver respawns the rank
+// from the committed checkpoint's copies and rolls everyone back, and the
+// run ends exact. (Only the first process of rank 1 asks to move, so the
+// replacement does not move again.)
+TEST(Migration, TheLeavingProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
+  constexpr std::size_t kBallast = (std::size_t{3} << 20U) + 4099;
+  bool first_generation = false;  // set in the processes the job started
+  const auto seen = run_driven(
+      12,
+      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 4 && me == OriginalRank{1} && first_generation) migration.request();
+      },
+      [&](const Comm&) {
+        first_generation = true;
+        inject::arm("comm.migrate.deferred", OriginalRank{1});
+      },
+      3, kBallast);
+  EXPECT_FALSE(seen.migrated_in) << "the process started by the move must have given up";
 }
 
 }  // namespace reprise
