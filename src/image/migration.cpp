@@ -225,7 +225,7 @@ void Migration::arrive() {
   if (handover.deferred().empty()) {
     detail::load_image(image, _checkpoint);
   } else {
-    detail::load_arriving_image(image, handover, _checkpoint, receive_s);
+    detail::load_arriving_image(image, handover, _checkpoint, _comm.original_rank(), receive_s);
   }
   const bool copies_kept = image.read_array<std::uint8_t>(kCopiesKeptName).at(0) != 0;
   if (copies_kept) {

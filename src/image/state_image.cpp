@@ -8,6 +8,7 @@
 
 #include "checksum.hpp"
 #include "reprise/error.hpp"
+#include "reprise/inject.hpp"
 
 namespace reprise::detail {
 
@@ -168,7 +169,8 @@ struct Landing {
 
 }  // namespace
 
-void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, double& receive_s) {
+void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, OriginalRank me,
+                         double& receive_s) {
   const auto registrations = checkpoint.registrations();
   std::vector<std::size_t> sizes;
   std::vector<std::span<std::byte>> places;
@@ -223,6 +225,7 @@ void load_arriving_image(const Image& image, Handover& handover, Checkpoint& che
   }
   const auto bytes = handover.span();
   for (Landing& piece : pieces) piece.advance(0, bytes);
+  inject::fault_point("migration.arrive.deferred", me);
   const double started = MPI_Wtime();
   handover.receive_deferred(landing, [&](std::size_t part) {
     for (Landing& piece : pieces) piece.advance(part + 1, bytes);

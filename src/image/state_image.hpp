@@ -48,9 +48,11 @@ void load_image(const Image& image, Checkpoint& checkpoint);
 /// landed and the rest copied once. Every piece is checked against its
 /// registration first (`UsageError`, nothing loaded); a damaged piece
 /// (`CorruptData`) may leave the state partly written: this is for a new
-/// process, whose state is nothing yet. `receive_s`: the seconds spent
-/// receiving the parts.
-void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, double& receive_s);
+/// process, whose state is nothing yet. `me`: this process's original rank
+/// (for the fault point before the parts are received). `receive_s`: the
+/// seconds spent receiving the parts.
+void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, OriginalRank me,
+                         double& receive_s);
 
 /// The serialized state of `checkpoint` that `image` holds: every registered
 /// piece by name, checksums checked. `UsageError` naming a missing piece.

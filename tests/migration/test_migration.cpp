@@ -394,4 +394,20 @@ TEST(Migration, TheLeavingProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
   EXPECT_FALSE(seen.migrated_in) << "the process started by the move must have given up";
 }
 
+// The new process dies before it received the large pieces
+// (REPRISE_TEST_ARM arms it there, see the CMake file): the leaving process
+// leaves all the same, the driver respawns the rank from the committed
+// checkpoint's copies and rolls back, and the run ends exact.
+TEST(Migration, TheNewProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
+  constexpr std::size_t kBallast = (std::size_t{3} << 20U) + 4099;
+  bool first_generation = false;  // set in the processes the job started
+  const auto seen = run_driven(
+      12,
+      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 4 && me == OriginalRank{1} && first_generation) migration.request();
+      },
+      [&](const Comm&) { first_generation = true; }, 3, kBallast);
+  EXPECT_FALSE(seen.migrated_in) << "the process started by the move must have died";
+}
+
 }  // namespace reprise
