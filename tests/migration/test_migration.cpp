@@ -359,7 +359,7 @@ TEST(Migration, AKillWhileTheCopiesAreGivenBackIsRecovered) {
 // straight into the new process's registered memory after the move, and
 // every byte, the ballast's included, is exact at the end.
 TEST(Migration, ALargeStateLandsInTheNewProcessesMemory) {
-  constexpr std::size_t kBallast = (std::size_t{3} << 20U) + 4099;
+  constexpr std::size_t kBallast = (std::size_t{3} << 20U) + 4099;  // several chunks, a short last one
   const auto seen = run_driven(
       12,
       [](std::uint64_t step, OriginalRank me, Migration& migration) {
@@ -373,24 +373,35 @@ TEST(Migration, ALargeStateLandsInTheNewProcessesMemory) {
   }
 }
 
-// The leaving process dies once the move is agreed, before it sent the
-// deferred parts: the new process gives up, the driver respawns the rank
-// from the committed checkpoint's copies and rolls everyone back, and the
-// run ends exact. (Only the first process of rank 1 asks to move, so the
-// replacement does not move again.)
-TEST(Migration, TheLeavingProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
-  constexpr std::size_t kBallast = (std::size_t{3} << 20U) + 4099;
-  bool first_generation = false;  // set in the processes the job started
-  const auto seen = run_driven(
+namespace {
+
+constexpr std::size_t kBallast = (std::size_t{3} << 20U) + 4099;
+
+/// A driven run with 3 MiB of ballast where the first process of original
+/// rank 1 (not a replacement, which would move again after the rollback)
+/// asks to move at step 4; `arm` runs in the processes the job started.
+Seen run_moving_rank_one_once(const std::function<void()>& arm) {
+  bool first_generation = false;
+  return run_driven(
       12,
       [&](std::uint64_t step, OriginalRank me, Migration& migration) {
         if (step == 4 && me == OriginalRank{1} && first_generation) migration.request();
       },
       [&](const Comm&) {
         first_generation = true;
-        inject::arm("comm.migrate.deferred", OriginalRank{1});
+        arm();
       },
       3, kBallast);
+}
+
+}  // namespace
+
+// The leaving process dies once the move is agreed, before it sent the
+// deferred parts: the new process gives up, the driver respawns the rank
+// from the committed checkpoint's copies and rolls everyone back, and the
+// run ends exact.
+TEST(Migration, TheLeavingProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
+  const auto seen = run_moving_rank_one_once([] { inject::arm("comm.migrate.deferred", OriginalRank{1}); });
   EXPECT_FALSE(seen.migrated_in) << "the process started by the move must have given up";
 }
 
@@ -399,14 +410,7 @@ TEST(Migration, TheLeavingProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
 // leaves all the same, the driver respawns the rank from the committed
 // checkpoint's copies and rolls back, and the run ends exact.
 TEST(Migration, TheNewProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
-  constexpr std::size_t kBallast = (std::size_t{3} << 20U) + 4099;
-  bool first_generation = false;  // set in the processes the job started
-  const auto seen = run_driven(
-      12,
-      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
-        if (step == 4 && me == OriginalRank{1} && first_generation) migration.request();
-      },
-      [&](const Comm&) { first_generation = true; }, 3, kBallast);
+  const auto seen = run_moving_rank_one_once([] {});
   EXPECT_FALSE(seen.migrated_in) << "the process started by the move must have died";
 }
 
