@@ -20,6 +20,7 @@
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/driver.hpp"
+#include "reprise/image.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/migration.hpp"
 #include "reprise/placement.hpp"
@@ -412,6 +413,46 @@ TEST(Migration, TheLeavingProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
 TEST(Migration, TheNewProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
   const auto seen = run_moving_rank_one_once([] {});
   EXPECT_FALSE(seen.migrated_in) << "the process started by the move must have died";
+}
+
+// A large piece damaged between the image's build and its transfer (its
+// checksum was taken before a value changed): the new process refuses it in
+// arrive() with a CorruptData naming the piece. The image is built here by
+// hand (ImageBuilder, the piece referenced and deferred, as Migration does),
+// so that the change can come in between.
+TEST(Migration, ALargePieceDamagedInTransitIsRefusedOnArrival) {
+  const OriginalRank leaving{1};
+  auto comm = Comm::world();
+  if (comm.migrated_in()) {
+    std::vector<double> values;
+    Checkpoint checkpoint(comm);
+    checkpoint.protect("values", values);
+    Migration migration(comm, checkpoint);
+    try {
+      migration.arrive();
+      ADD_FAILURE() << "a damaged piece was taken";
+    } catch (const CorruptData& error) {
+      EXPECT_NE(std::string(error.what()).find("piece 'values' does not match its checksum"), std::string::npos)
+          << error.what();
+    }
+    return;
+  }
+  const bool mine = comm.original_rank() == leaving;
+  std::vector<double> values(kBallast / sizeof(double));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(i) * 0.25 + 1;
+  ImageInfo info;
+  info.original_rank = leaving;
+  info.world_size = comm.size();
+  ImageBuilder builder(info, 0, 1);
+  builder.add_referenced("values", std::as_bytes(std::span(values)), ArrayShape{ElementType::kFloat64, {}});
+  const ImagePieces image = std::move(builder).finish_pieces();
+  ASSERT_FALSE(image.referenced.empty());
+  values[values.size() / 2] += 1;  // after the checksum, before the transfer
+  auto moved = comm.migrate_gathered(std::vector{leaving}, mine ? image.pieces : std::vector<std::span<const std::byte>>{},
+                                     {}, mine ? std::span<const std::size_t>(image.referenced)
+                                              : std::span<const std::size_t>());
+  if (mine) comm.leave_after_migration();
+  ASSERT_TRUE(moved.has_value());
 }
 
 }  // namespace reprise
