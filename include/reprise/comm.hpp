@@ -82,7 +82,8 @@ class Handover {
   /// Receives every deferred part: part i into `places[i]` (exactly its
   /// size), or where `places[i]` is empty into its place in `span()`, one
   /// part after the other, calling `arrived(i)` (if given) once part i is
-  /// there, while its bytes are still in cache. Once; nothing to do without
+  /// there, while its bytes are still in cache (`arrived` must not throw:
+  /// the sender waits for the parts after it). Once; nothing to do without
   /// deferred parts. `UsageError` (nothing received) for another count or
   /// size. If the sender fails before every part arrived, this process
   /// cannot take its place: it exits, and the others recover its rank as
