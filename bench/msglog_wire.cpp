@@ -1,18 +1,31 @@
 // The wire formats a sender-based log can use for a large message, measured
 // without the library (issue 15 asks for the header piggybacked and a
 // separate header message above a threshold to be measured both ways). A
-// ping-pong between processes 0 and 1 through PMPI_* only, in four formats,
+// ping-pong between processes 0 and 1 through PMPI_* only, in seven formats,
 // alternating within each repetition so that they share the machine's noise:
 // - plain: the application's buffer, as without a log;
-// - piggyback: what libreprise_msglog.so does: the payload copied into the
-//   log after a 12-byte header, that one buffer sent, received through a
-//   struct datatype (header to a small buffer, payload to the application's);
+// - piggyback: the payload copied into the log after a 12-byte header, that
+//   one buffer sent, received through a struct datatype (header to a small
+//   buffer, payload to the application's): what libreprise_msglog.so does
+//   below 64 KiB;
+// - piggyback_copy_during: the same message sent through a struct datatype
+//   (the header from the log, the payload from the application's buffer),
+//   copied into the log in 64 KiB slices while MPI moves it, MPI
+//   progressing between slices: what libreprise_msglog.so does from 64 KiB;
 // - header_message: the payload copied into the log, a 12-byte header
 //   message, then the payload from the log, received contiguous straight
 //   into the application's buffer;
 // - header_message_copy_after: the header and the payload straight from the
 //   application's buffer (both non-blocking), the copy into the log after
-//   they complete.
+//   they complete;
+// - header_message_copy_during: the same, the copy made in slices while MPI
+//   moves the payload (the fastest over TCP, but a library cannot use it:
+//   the receiver must post the payload's receive once it has the header, so
+//   a sender waiting for its payload could wait on a receiver blocked in
+//   another MPI call, where plain MPI would have gone on; docs/ARCHITECTURE.md §16);
+// - header_message_chunks: the header, then the payload from the log in
+//   256 KiB messages, each sent as soon as it is copied, so that the sender
+//   never waits for the receiver (the way around that deadlock).
 // One JSON object per size and format, medians of half round trips:
 //   {"bench":"msglog","test":"wire","bytes":B,"format":F,"us":..,"per_plain":..}
 //
@@ -35,11 +48,36 @@ constexpr const char* kUsage =
     "  (run on 2 processes, without the library; OMPI_MCA_btl=tcp,self for TCP)\n";
 constexpr std::size_t kHeaderBytes = 12;  // the log's wire header
 constexpr std::size_t kBytesPerRepetition = std::size_t{16} << 20U;
+constexpr std::size_t kSlice = std::size_t{64} << 10U;   // the copy made while MPI moves the payload
+constexpr std::size_t kChunk = std::size_t{256} << 10U;  // header_message_chunks' messages
 constexpr int kDataTag = 1;
 constexpr int kHeaderTag = 2;
 
-enum class Format : std::size_t { kPlain, kPiggyback, kHeaderMessage, kHeaderMessageCopyAfter };
-constexpr std::array<const char*, 4> kFormatNames{"plain", "piggyback", "header_message", "header_message_copy_after"};
+enum class Format : std::size_t {
+  kPlain,
+  kPiggyback,
+  kPiggybackCopyDuring,
+  kHeaderMessage,
+  kHeaderMessageCopyAfter,
+  kHeaderMessageCopyDuring,
+  kHeaderMessageChunks
+};
+constexpr std::array<const char*, 7> kFormatNames{"plain",
+                                                  "piggyback",
+                                                  "piggyback_copy_during",
+                                                  "header_message",
+                                                  "header_message_copy_after",
+                                                  "header_message_copy_during",
+                                                  "header_message_chunks"};
+
+/// Copies `bytes` from `from` to `to` in slices, letting MPI progress `request` between them.
+void copy_while_sending(char* to, const char* from, std::size_t bytes, MPI_Request request) {
+  int done = 0;
+  for (std::size_t at = 0; at < bytes; at += kSlice) {
+    std::memcpy(to + at, from + at, std::min(kSlice, bytes - at));
+    if (done == 0) PMPI_Request_get_status(request, &done, MPI_STATUS_IGNORE);
+  }
+}
 
 struct Options {
   std::vector<std::size_t> sizes{std::size_t{64} << 10U, std::size_t{1} << 20U, std::size_t{4} << 20U};
@@ -66,7 +104,8 @@ Options parse(int argc, char** argv) {
 }
 
 /// One process's buffers for messages of `bytes`: the application's, the
-/// log's [header | payload], and the receive datatype of the piggyback format.
+/// log's [header | payload], and the datatypes of the piggybacked formats:
+/// [header | application's buffer] to receive, [log's header | application's buffer] to send.
 class Buffers {
  public:
   explicit Buffers(std::size_t bytes) : application(bytes, 'a'), log(kHeaderBytes + bytes, 'l'), header(kHeaderBytes) {
@@ -77,33 +116,66 @@ class Buffers {
     const std::array<MPI_Datatype, 2> types{MPI_BYTE, MPI_BYTE};
     PMPI_Type_create_struct(2, lengths.data(), at.data(), types.data(), &_split);
     PMPI_Type_commit(&_split);
+    PMPI_Get_address(log.data(), &at[0]);
+    PMPI_Type_create_struct(2, lengths.data(), at.data(), types.data(), &_send_split);
+    PMPI_Type_commit(&_send_split);
   }
-  ~Buffers() { PMPI_Type_free(&_split); }
+  ~Buffers() {
+    PMPI_Type_free(&_split);
+    PMPI_Type_free(&_send_split);
+  }
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;
 
   void send(Format format, int peer) {
     const int bytes = static_cast<int>(application.size());
+    char* payload = log.data() + kHeaderBytes;
     switch (format) {
       case Format::kPlain:
         PMPI_Send(application.data(), bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD);
         return;
       case Format::kPiggyback:
-        std::memcpy(log.data() + kHeaderBytes, application.data(), application.size());
+        std::memcpy(payload, application.data(), application.size());
         PMPI_Send(log.data(), bytes + static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD);
         return;
-      case Format::kHeaderMessage:
-        std::memcpy(log.data() + kHeaderBytes, application.data(), application.size());
-        PMPI_Send(log.data(), static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD);
-        PMPI_Send(log.data() + kHeaderBytes, bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD);
+      case Format::kPiggybackCopyDuring: {
+        MPI_Request request = MPI_REQUEST_NULL;
+        PMPI_Isend(MPI_BOTTOM, 1, _send_split, peer, kDataTag, MPI_COMM_WORLD, &request);
+        copy_while_sending(payload, application.data(), application.size(), request);
+        PMPI_Wait(&request, MPI_STATUS_IGNORE);
         return;
-      case Format::kHeaderMessageCopyAfter: {
+      }
+      case Format::kHeaderMessage:
+        std::memcpy(payload, application.data(), application.size());
+        PMPI_Send(log.data(), static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD);
+        PMPI_Send(payload, bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD);
+        return;
+      case Format::kHeaderMessageCopyAfter:
+      case Format::kHeaderMessageCopyDuring: {
         std::array<MPI_Request, 2> requests{};
         PMPI_Isend(log.data(), static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD,
                    &requests[0]);
         PMPI_Isend(application.data(), bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, &requests[1]);
-        PMPI_Waitall(2, requests.data(), MPI_STATUSES_IGNORE);
-        std::memcpy(log.data() + kHeaderBytes, application.data(), application.size());
+        if (format == Format::kHeaderMessageCopyDuring) {
+          copy_while_sending(payload, application.data(), application.size(), requests[1]);
+          PMPI_Waitall(2, requests.data(), MPI_STATUSES_IGNORE);
+        } else {
+          PMPI_Waitall(2, requests.data(), MPI_STATUSES_IGNORE);
+          std::memcpy(payload, application.data(), application.size());
+        }
+        return;
+      }
+      case Format::kHeaderMessageChunks: {
+        std::vector<MPI_Request> requests(1);
+        PMPI_Isend(log.data(), static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD,
+                   &requests[0]);
+        for (std::size_t at = 0; at < application.size(); at += kChunk) {
+          const std::size_t n = std::min(kChunk, application.size() - at);
+          copy_while_sending(payload + at, application.data() + at, n, requests.back());
+          PMPI_Isend(payload + at, static_cast<int>(n), MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD,
+                     &requests.emplace_back());
+        }
+        PMPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
         return;
       }
     }
@@ -111,14 +183,32 @@ class Buffers {
 
   void receive(Format format, int peer) {
     const int bytes = static_cast<int>(application.size());
-    if (format == Format::kPlain) {
-      PMPI_Recv(application.data(), bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else if (format == Format::kPiggyback) {
-      PMPI_Recv(MPI_BOTTOM, 1, _split, peer, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-    } else {
-      PMPI_Recv(header.data(), static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD,
-                MPI_STATUS_IGNORE);
-      PMPI_Recv(application.data(), bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    switch (format) {
+      case Format::kPlain:
+        PMPI_Recv(application.data(), bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return;
+      case Format::kPiggyback:
+      case Format::kPiggybackCopyDuring:
+        PMPI_Recv(MPI_BOTTOM, 1, _split, peer, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return;
+      case Format::kHeaderMessageChunks: {
+        PMPI_Recv(header.data(), static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD,
+                  MPI_STATUS_IGNORE);
+        std::vector<MPI_Request> requests;
+        for (std::size_t at = 0; at < application.size(); at += kChunk) {
+          PMPI_Irecv(application.data() + at, static_cast<int>(std::min(kChunk, application.size() - at)), MPI_BYTE,
+                     peer, kDataTag, MPI_COMM_WORLD, &requests.emplace_back());
+        }
+        PMPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+        return;
+      }
+      case Format::kHeaderMessage:
+      case Format::kHeaderMessageCopyAfter:
+      case Format::kHeaderMessageCopyDuring:
+        PMPI_Recv(header.data(), static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD,
+                  MPI_STATUS_IGNORE);
+        PMPI_Recv(application.data(), bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        return;
     }
   }
 
@@ -128,6 +218,7 @@ class Buffers {
 
  private:
   MPI_Datatype _split = MPI_DATATYPE_NULL;
+  MPI_Datatype _send_split = MPI_DATATYPE_NULL;
 };
 
 /// Seconds per half round trip of `round_trips` in `format` (process 0's clock).

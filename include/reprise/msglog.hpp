@@ -39,6 +39,19 @@ struct ChannelState {
 /// the log is not active.
 [[nodiscard]] std::vector<ChannelState> channel_states();
 
+/// A message this process sent that the log still holds, as part 2 resends
+/// it to a replaced receiver.
+struct LoggedMessage {
+  std::uint32_t sequence = 0;      ///< its number on the channel
+  int tag = 0;                     ///< the tag it was sent with
+  std::vector<std::byte> payload;  ///< its payload, packed as sent
+};
+
+/// The messages to `peer` on the communicator of key `communicator` (see
+/// ChannelState; MPI_COMM_WORLD's is 1) that the log holds, oldest first.
+/// UsageError when the log is not active.
+[[nodiscard]] std::vector<LoggedMessage> logged_messages(std::uint64_t communicator, int peer);
+
 /// Marks a checkpoint. Collective over every process of MPI_COMM_WORLD;
 /// call it once the application's state at this point is safely saved and
 /// no older checkpoint will be restarted from. Each receiver tells each

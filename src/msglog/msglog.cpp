@@ -44,6 +44,18 @@ REPRISE_MSGLOG_API std::vector<ChannelState> channel_states() {
   return states;
 }
 
+REPRISE_MSGLOG_API std::vector<LoggedMessage> logged_messages(std::uint64_t communicator, int peer) {
+  std::vector<LoggedMessage> messages;
+  for (const detail::LogEntry& entry : runtime("logged_messages").logged(detail::ChannelKey{communicator, peer})) {
+    const std::byte* payload = entry.bytes.get() + detail::kWireHeaderBytes;
+    const std::byte* end = entry.bytes.get() + entry.size;
+    messages.push_back(LoggedMessage{.sequence = entry.sequence,
+                                     .tag = entry.tag,
+                                     .payload = std::vector<std::byte>(payload, end)});
+  }
+  return messages;
+}
+
 REPRISE_MSGLOG_API void mark_checkpoint() { runtime("mark_checkpoint").mark_checkpoint(); }
 
 REPRISE_MSGLOG_API void set_max_bytes(std::size_t bytes) { runtime("set_max_bytes").set_max_bytes(bytes); }

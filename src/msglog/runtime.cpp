@@ -29,6 +29,13 @@ constexpr std::size_t kDefaultStagingBytes = 32768;
 constexpr std::size_t kDetachedBeforeSweep = 16;
 constexpr std::size_t kGuardedPayloadOffset = 16;  // the header, then 4 unused bytes
 constexpr std::size_t kMostGuardedTypes = 64;
+/// From this many payload bytes of one run, a message goes on the wire from
+/// the application's buffer (through a datatype of the header and the
+/// buffer) and is copied into the log while MPI moves it, rather than
+/// copied first and sent from the log (docs/ARCHITECTURE.md §16).
+constexpr std::size_t kSendFromApplicationBytes = std::size_t{64} << 10U;
+/// That copy goes in slices this long, MPI progressing the send between them.
+constexpr std::size_t kCopySlice = std::size_t{64} << 10U;
 
 /// Whether an error handler ends the process (so nothing runs after a truncation).
 bool fatal(MPI_Errhandler handler) { return handler == MPI_ERRORS_ARE_FATAL || handler == MPI_ERRORS_ABORT; }
@@ -271,14 +278,7 @@ int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int d
   if (run == 0) {
     if (const int code = PMPI_Pack_size(count, type, comm.physical, &packed); code != MPI_SUCCESS) return code;
   }
-  const std::size_t capacity = kWireHeaderBytes + static_cast<std::size_t>(packed);
-  make_room(capacity);
-  Channel& sent_on = comm.members->channels[static_cast<std::size_t>(dest)];
-  LogEntry entry{.sequence = sent_on.next_send,
-                 .tag = tag,
-                 .bytes = _arena.allocate(capacity),
-                 .size = capacity};
-  write_header(entry.bytes.get(), WireHeader{.communicator = comm.key, .sequence = sent_on.next_send});
+  LogEntry entry = new_entry(comm, dest, tag, kWireHeaderBytes + static_cast<std::size_t>(packed));
   int position = packed;
   if (run > 0) {
     std::memcpy(entry.bytes.get() + kWireHeaderBytes, buffer, run);
@@ -290,19 +290,78 @@ int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int d
       return code;
     }
   }
-  entry.size = kWireHeaderBytes + static_cast<std::size_t>(position);
+  logged = &keep_entry(comm, dest, std::move(entry), static_cast<std::size_t>(position));
+  return MPI_SUCCESS;
+}
+
+LogEntry Runtime::new_entry(CommInfo& comm, int dest, int tag, std::size_t capacity) {
+  make_room(capacity);
+  const Sequence sequence = comm.members->channels[static_cast<std::size_t>(dest)].next_send;
+  LogEntry entry{.sequence = sequence, .tag = tag, .bytes = _arena.allocate(capacity), .size = capacity};
+  write_header(entry.bytes.get(), WireHeader{.communicator = comm.key, .sequence = sequence});
+  return entry;
+}
+
+const LogEntry& Runtime::keep_entry(CommInfo& comm, int dest, LogEntry entry, std::size_t payload) {
+  Channel& sent_on = comm.members->channels[static_cast<std::size_t>(dest)];
+  entry.size = kWireHeaderBytes + payload;
   sent_on.next_send = sequence_next(sent_on.next_send);
   ++_counters.messages_sent;
   ++_counters.messages_logged;
-  _counters.bytes_logged += static_cast<std::uint64_t>(position);
+  _counters.bytes_logged += static_cast<std::uint64_t>(payload);
   if (sent_on.log == nullptr) sent_on.log = &_log.channel(ChannelKey{comm.key, dest});
-  logged = &_log.append(*sent_on.log, std::move(entry));
+  return _log.append(*sent_on.log, std::move(entry));
+}
+
+int Runtime::send_from_application(SendMode mode, const void* buffer, std::size_t bytes, int dest, int tag,
+                                   CommInfo& comm, LogEntry& held, MPI_Request& physical) {
+  LogEntry entry = new_entry(comm, dest, tag, kWireHeaderBytes + bytes);
+  // [header | payload] as one message: the header from the entry, the payload from the application's buffer.
+  const std::array<int, 2> lengths{static_cast<int>(kWireHeaderBytes), wire_count(bytes)};
+  std::array<MPI_Aint, 2> at{};
+  PMPI_Get_address(entry.bytes.get(), &at[0]);
+  PMPI_Get_address(buffer, &at[1]);
+  const std::array<MPI_Datatype, 2> types{MPI_BYTE, MPI_BYTE};
+  MPI_Datatype wire = MPI_DATATYPE_NULL;
+  PMPI_Type_create_struct(2, lengths.data(), at.data(), types.data(), &wire);
+  PMPI_Type_commit(&wire);
+  int code = MPI_SUCCESS;
+  switch (mode) {
+    case SendMode::kSynchronous:
+      code = PMPI_Issend(MPI_BOTTOM, 1, wire, dest, tag, comm.physical, &physical);
+      break;
+    case SendMode::kReady:
+      code = PMPI_Irsend(MPI_BOTTOM, 1, wire, dest, tag, comm.physical, &physical);
+      break;
+    case SendMode::kStandard:
+    case SendMode::kBuffered:
+      code = PMPI_Isend(MPI_BOTTOM, 1, wire, dest, tag, comm.physical, &physical);
+      break;
+  }
+  PMPI_Type_free(&wire);  // MPI keeps it for the send
+  if (code != MPI_SUCCESS) return code;
+  // The log's copy, while MPI moves the message: a slice at a time, MPI
+  // progressing the send between them (a status query does not complete it).
+  int done = 0;
+  for (std::size_t offset = 0; offset < bytes; offset += kCopySlice) {
+    std::memcpy(entry.bytes.get() + kWireHeaderBytes + offset, static_cast<const std::byte*>(buffer) + offset,
+                std::min(kCopySlice, bytes - offset));
+    if (done == 0) PMPI_Request_get_status(physical, &done, MPI_STATUS_IGNORE);
+  }
+  held = keep_entry(comm, dest, std::move(entry), bytes);
   return MPI_SUCCESS;
 }
 
 int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
                   CommInfo& comm) {
   flush_determinants();
+  if (const std::size_t run = contiguous_bytes(count, type);
+      mode != SendMode::kBuffered && run >= kSendFromApplicationBytes) {
+    LogEntry held;  // until the send completes
+    MPI_Request physical = MPI_REQUEST_NULL;
+    const int code = send_from_application(mode, buffer, run, dest, tag, comm, held, physical);
+    return code == MPI_SUCCESS ? PMPI_Wait(&physical, MPI_STATUS_IGNORE) : code;
+  }
   const LogEntry* entry = nullptr;
   if (const int code = log_message(buffer, count, type, dest, tag, comm, entry); code != MPI_SUCCESS) return code;
   // The entry stays in the log during a blocking send: nothing changes the log meanwhile.
@@ -330,6 +389,11 @@ int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype typ
 
 int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
   flush_determinants();
+  if (const std::size_t run = contiguous_bytes(record.count, record.type);
+      record.mode != SendMode::kBuffered && run >= kSendFromApplicationBytes) {
+    return send_from_application(record.mode, record.send_buffer, run, record.peer, record.tag, comm, record.entry,
+                                 record.physical);
+  }
   const LogEntry* entry = nullptr;
   if (const int code =
           log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm, entry);

@@ -174,6 +174,8 @@ class Runtime {
   [[nodiscard]] reprise_msglog_counters counters() const noexcept;
   /// Every channel with state (see msglog.hpp's ChannelState).
   void for_each_channel(const std::function<void(const ChannelKey&, const Channel&, std::size_t logged)>& visit) const;
+  /// The entries the log holds for `channel`, oldest first.
+  [[nodiscard]] std::vector<LogEntry> logged(const ChannelKey& channel) const { return _log.entries(channel); }
   /// The determinants this process holds for `rank` (its predecessor).
   [[nodiscard]] std::vector<Event> held_for(int rank) const { return _buddies->held_for(rank); }
   /// The payload log's bound, in bytes.
@@ -212,6 +214,16 @@ class Runtime {
   /// Logs a message; `logged` points to its entry until the log next changes.
   int log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
                   const LogEntry*& logged);
+  /// A new entry of `capacity` bytes for the next message to `dest`, its header written.
+  LogEntry new_entry(CommInfo& comm, int dest, int tag, std::size_t capacity);
+  /// Numbers, counts and keeps `entry`, whose payload is `payload` bytes.
+  const LogEntry& keep_entry(CommInfo& comm, int dest, LogEntry entry, std::size_t payload);
+  /// Sends `bytes` contiguous bytes at `buffer` as one message [header |
+  /// payload] through a datatype over the entry's header and the
+  /// application's buffer, and copies them into the log while MPI moves them
+  /// (`physical`: the send, not complete; `held`: the entry).
+  int send_from_application(SendMode mode, const void* buffer, std::size_t bytes, int dest, int tag,
+                            CommInfo& comm, LogEntry& held, MPI_Request& physical);
   /// The bytes of `count` elements of `type` when they are one run of
   /// bytes in the order MPI packs them (a predefined type without holes,
   /// not a pair type of MINLOC/MAXLOC), else 0. Then packing is a memcpy,

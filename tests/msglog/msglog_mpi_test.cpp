@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <functional>
 #include <numeric>
@@ -520,6 +521,97 @@ TEST(MsglogMpi, EverySendModeAndCompletionCall) {
   EXPECT_EQ(after.events_matching, before.events_matching);
   EXPECT_GE(after.events_delivery - before.events_delivery, 1U) << "Waitsome over 8, Testsome, Testall";
   MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/// `count` ints, different for every `seed`.
+std::vector<int> numbered(int seed, std::size_t count) {
+  std::vector<int> values(count);
+  for (std::size_t i = 0; i < count; ++i) values[i] = seed * 1000003 + static_cast<int>(i * 7919 % 1000000);
+  return values;
+}
+
+// The log's copy of every message is the bytes sent, whichever way it was
+// made: copied first and sent from the log (small messages, buffered
+// sends, Sendrecv), or sent from the application's buffer and copied while
+// MPI moves it (contiguous payloads from 64 KiB, in slices of 64 KiB).
+TEST(MsglogMpi, TheLogHoldsEveryByteSent) {
+  reprise::msglog::mark_checkpoint();
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  // Below, at, between and above the slices of the copy made while sending.
+  const std::vector<std::size_t> counts{1, 1000, 16384, 16385, 50000, 300001};
+  std::vector<std::vector<int>> sent;
+  std::vector<std::vector<int>> got;
+  std::vector<MPI_Request> receives;
+  int tag = 0;
+  const auto expect = [&](std::size_t count) {
+    got.emplace_back(count, -1);
+    receives.emplace_back();
+    MPI_Irecv(got.back().data(), static_cast<int>(count), MPI_INT, previous, tag++, MPI_COMM_WORLD,
+              &receives.back());
+  };
+  // Tags in order of sending: Send, Ssend, Rsend, Isend, Issend, Irsend, Send_init; one message of each count.
+  constexpr int kWays = 7;
+  for (int way = 0; way < kWays; ++way) {
+    for (const std::size_t count : counts) expect(count);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);  // every receive is posted: ready sends are allowed
+  std::vector<MPI_Request> sends;
+  tag = 0;
+  for (int way = 0; way < kWays; ++way) {
+    for (const std::size_t count : counts) {
+      sent.push_back(numbered(me * 100 + tag, count));
+      const int n = static_cast<int>(count);
+      std::vector<int>& out = sent.back();
+      switch (way) {
+        case 0: MPI_Send(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD); break;
+        case 1: MPI_Ssend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD); break;
+        case 2: MPI_Rsend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD); break;
+        case 3: MPI_Isend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back()); break;
+        case 4: MPI_Issend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back()); break;
+        case 5: MPI_Irsend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back()); break;
+        default: {
+          MPI_Request persistent = MPI_REQUEST_NULL;
+          MPI_Send_init(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &persistent);
+          MPI_Start(&persistent);
+          MPI_Wait(&persistent, MPI_STATUS_IGNORE);
+          MPI_Request_free(&persistent);
+        }
+      }
+      ++tag;
+    }
+  }
+  MPI_Waitall(static_cast<int>(receives.size()), receives.data(), MPI_STATUSES_IGNORE);
+  MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+  // Then a buffered send and a Sendrecv_replace of the largest count (tags after the others).
+  std::vector<char> attached(counts.back() * sizeof(int) + MPI_BSEND_OVERHEAD);
+  MPI_Buffer_attach(attached.data(), static_cast<int>(attached.size()));
+  sent.push_back(numbered(me * 100 + tag, counts.back()));
+  expect(counts.back());
+  MPI_Bsend(sent.back().data(), static_cast<int>(counts.back()), MPI_INT, next, tag - 1, MPI_COMM_WORLD);
+  MPI_Wait(&receives.back(), MPI_STATUS_IGNORE);
+  void* detached = nullptr;
+  int detached_size = 0;
+  MPI_Buffer_detach(&detached, &detached_size);
+  std::vector<int> both = numbered(me * 100 + tag, counts.back());
+  sent.push_back(both);
+  MPI_Sendrecv_replace(both.data(), static_cast<int>(both.size()), MPI_INT, next, tag, previous, tag, MPI_COMM_WORLD,
+                       MPI_STATUS_IGNORE);
+  got.push_back(both);
+  // Every message arrived whole, and the log holds each byte sent, in order.
+  ASSERT_EQ(got.size(), sent.size());
+  for (std::size_t m = 0; m < got.size(); ++m) {
+    EXPECT_EQ(got[m], numbered(previous * 100 + static_cast<int>(m), got[m].size())) << "message " << m;
+  }
+  const std::vector<reprise::msglog::LoggedMessage> logged = reprise::msglog::logged_messages(1, next);
+  ASSERT_EQ(logged.size(), sent.size());
+  for (std::size_t m = 0; m < logged.size(); ++m) {
+    EXPECT_EQ(logged[m].tag, static_cast<int>(m)) << "message " << m;
+    ASSERT_EQ(logged[m].payload.size(), sent[m].size() * sizeof(int)) << "message " << m;
+    EXPECT_EQ(std::memcmp(logged[m].payload.data(), sent[m].data(), logged[m].payload.size()), 0)
+        << "the log's copy of message " << m << " (" << sent[m].size() << " ints) differs from what was sent";
+  }
+  reprise::msglog::mark_checkpoint();
+  EXPECT_TRUE(reprise::msglog::logged_messages(1, next).empty()) << "the checkpoint frees what was consumed";
 }
 
 TEST(MsglogMpi, FreeingAnActiveReceiveIsRefused) {
