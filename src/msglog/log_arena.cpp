@@ -4,18 +4,22 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <new>
 
 namespace reprise::detail {
 
 namespace {
 
-/// What precedes every buffer of the ring: the block's length and whether
-/// a holder still has it.
+/// What precedes every buffer: the block's length in the ring (0: it came
+/// from the heap) and how many holders it has (0 in the ring: released).
 struct Block {
   std::size_t size;
   std::size_t live;
 };
+
+Block& block_of(std::byte* buffer) noexcept { return reinterpret_cast<Block*>(buffer)[-1]; }
 
 constexpr std::size_t kBlockAlign = 64;          // a cache line
 constexpr std::size_t kHugePage = std::size_t{2} << 20;  // the range's alignment
@@ -46,7 +50,42 @@ LogArena::~LogArena() {
   if (_mapping != nullptr && _live == 0) ::munmap(_mapping, _mapped);
 }
 
-std::shared_ptr<std::byte[]> LogArena::allocate(std::size_t bytes) {
+LogBuffer::LogBuffer(const LogBuffer& other) noexcept : _data(other._data), _arena(other._arena) {
+  if (_data != nullptr) ++block_of(_data).live;
+}
+
+LogBuffer& LogBuffer::operator=(const LogBuffer& other) noexcept {
+  if (other._data != nullptr) ++block_of(other._data).live;
+  drop();
+  _data = other._data;
+  _arena = other._arena;
+  return *this;
+}
+
+LogBuffer& LogBuffer::operator=(LogBuffer&& other) noexcept {
+  if (this != &other) {
+    drop();
+    _data = std::exchange(other._data, nullptr);
+    _arena = std::exchange(other._arena, nullptr);
+  }
+  return *this;
+}
+
+LogBuffer::~LogBuffer() { drop(); }
+
+std::size_t LogBuffer::use_count() const noexcept { return _data == nullptr ? 0 : block_of(_data).live; }
+
+void LogBuffer::drop() noexcept {
+  if (_data == nullptr || --block_of(_data).live > 0) return;
+  if (block_of(_data).size == 0) {
+    std::free(&block_of(_data));
+  } else {
+    _arena->release(_data);
+  }
+  _data = nullptr;
+}
+
+LogBuffer LogArena::allocate(std::size_t bytes) {
   if (_base != nullptr && bytes <= _capacity) {
     const std::size_t need = round_up(sizeof(Block) + bytes, kBlockAlign);
     if (const std::size_t at = place(need); at != kNone) {
@@ -54,12 +93,15 @@ std::shared_ptr<std::byte[]> LogArena::allocate(std::size_t bytes) {
       block->size = need;
       block->live = 1;
       ++_live;
-      // If the control block cannot be allocated, the deleter runs: the block goes back.
-      return {reinterpret_cast<std::byte*>(block + 1), Release{this}};
+      return {reinterpret_cast<std::byte*>(block + 1), this};
     }
   }
   ++_from_heap;
-  return std::make_shared_for_overwrite<std::byte[]>(bytes);
+  auto* block = static_cast<Block*>(std::malloc(sizeof(Block) + bytes));
+  if (block == nullptr) throw std::bad_alloc();
+  block->size = 0;
+  block->live = 1;
+  return {reinterpret_cast<std::byte*>(block + 1), this};
 }
 
 std::size_t LogArena::place(std::size_t need) noexcept {
@@ -92,7 +134,7 @@ std::size_t LogArena::place(std::size_t need) noexcept {
 }
 
 void LogArena::release(std::byte* buffer) noexcept {
-  reinterpret_cast<Block*>(buffer)[-1].live = 0;
+  block_of(buffer).live = 0;
   if (--_live == 0) {
     _head = 0;
     _tail = 0;

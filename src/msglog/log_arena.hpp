@@ -11,9 +11,40 @@
 // the ring is full) comes from the heap, as before.
 
 #include <cstddef>
-#include <memory>
+#include <utility>
 
 namespace reprise::detail {
+
+class LogArena;
+
+/// A buffer of a LogArena, shared by its holders (a log entry, a send still
+/// in flight) and given back when the last one drops it. Its count lives in
+/// front of the buffer and is not atomic: the log is used by one thread at a
+/// time, and a shared_ptr's separate count cost an allocation per message.
+class LogBuffer {
+ public:
+  LogBuffer() noexcept = default;
+  LogBuffer(const LogBuffer& other) noexcept;
+  LogBuffer(LogBuffer&& other) noexcept
+      : _data(std::exchange(other._data, nullptr)), _arena(std::exchange(other._arena, nullptr)) {}
+  LogBuffer& operator=(const LogBuffer& other) noexcept;
+  LogBuffer& operator=(LogBuffer&& other) noexcept;
+  ~LogBuffer();
+
+  /// The buffer's first byte (nullptr when empty).
+  [[nodiscard]] std::byte* get() const noexcept { return _data; }
+  [[nodiscard]] explicit operator bool() const noexcept { return _data != nullptr; }
+  /// How many holders the buffer has (0 when empty).
+  [[nodiscard]] std::size_t use_count() const noexcept;
+
+ private:
+  friend class LogArena;
+  LogBuffer(std::byte* data, LogArena* arena) noexcept : _data(data), _arena(arena) {}
+  void drop() noexcept;
+
+  std::byte* _data = nullptr;
+  LogArena* _arena = nullptr;
+};
 
 /// One reserved range of memory, handing out buffers in ring order.
 /// Single-threaded, like the rest of the log. Buffers it handed out must be
@@ -31,7 +62,7 @@ class LogArena {
   /// A buffer of `bytes` (not zeroed), shared by its holders, given back to
   /// the arena when the last one drops it: from the ring when it has room,
   /// else from the heap.
-  [[nodiscard]] std::shared_ptr<std::byte[]> allocate(std::size_t bytes);
+  [[nodiscard]] LogBuffer allocate(std::size_t bytes);
 
   /// Bytes of the range reserved (0: the heap serves everything).
   [[nodiscard]] std::size_t capacity() const noexcept { return _capacity; }
@@ -43,10 +74,7 @@ class LogArena {
   [[nodiscard]] std::size_t heap_buffers() const noexcept { return _from_heap; }
 
  private:
-  struct Release {
-    LogArena* arena;
-    void operator()(std::byte* buffer) const noexcept { arena->release(buffer); }
-  };
+  friend class LogBuffer;
 
   /// Offset of a block of `need` bytes in the ring, or nullopt-like kNone.
   std::size_t place(std::size_t need) noexcept;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "log_arena.hpp"
 #include "sequence.hpp"
 
 namespace reprise::detail {
@@ -50,7 +51,7 @@ struct ChannelKeyHash {
 struct LogEntry {
   Sequence sequence = 0;
   int tag = 0;
-  std::shared_ptr<std::byte[]> bytes;  ///< header, then the packed payload (not zeroed first)
+  LogBuffer bytes;                     ///< header, then the packed payload (not zeroed first)
   std::size_t size = 0;                ///< bytes used of `bytes`
 };
 

@@ -25,6 +25,7 @@ using reprise::detail::DeterminantLog;
 using reprise::detail::Event;
 using reprise::detail::EventKind;
 using reprise::detail::LogArena;
+using reprise::detail::LogBuffer;
 using reprise::detail::LogEntry;
 using reprise::detail::PayloadLog;
 using reprise::detail::ReceiveWindow;
@@ -75,10 +76,16 @@ TEST(SequenceNumbers, OutOfOrderAcrossTheWrap) {
   EXPECT_TRUE(window.out_of_order().empty());
 }
 
+/// The arena of the log tests' entries (none reserved: every buffer from the heap).
+LogArena& heap() {
+  static LogArena arena(0);
+  return arena;
+}
+
 LogEntry entry(Sequence sequence, std::size_t size) {
   LogEntry logged;
   logged.sequence = sequence;
-  logged.bytes = std::make_shared<std::byte[]>(size);
+  logged.bytes = heap().allocate(size);
   logged.size = size;
   return logged;
 }
@@ -122,8 +129,8 @@ TEST(PayloadLog, AnEntryInFlightOutlivesItsCollection) {
   std::memset(in_flight.bytes.get(), 0x5A, 64);
   log.drop_consumed(ChannelKey{1, 0}, 1, {});
   EXPECT_EQ(log.bytes(), 0U);
-  EXPECT_EQ(in_flight.bytes[63], std::byte{0x5A});
-  EXPECT_EQ(in_flight.bytes.use_count(), 1) << "the log let go of it";
+  EXPECT_EQ(in_flight.bytes.get()[63], std::byte{0x5A});
+  EXPECT_EQ(in_flight.bytes.use_count(), 1U) << "the log let go of it";
 }
 
 TEST(PayloadLog, DiscardsTheOldestAtTheBound) {
@@ -136,22 +143,47 @@ TEST(PayloadLog, DiscardsTheOldestAtTheBound) {
 
 /// A buffer of the arena filled with bytes that depend on `tag`.
 struct Filled {
-  std::shared_ptr<std::byte[]> bytes;
+  LogBuffer bytes;
   std::size_t size = 0;
   unsigned tag = 0;
 };
 
 Filled fill(LogArena& arena, std::size_t size, unsigned tag) {
   Filled filled{arena.allocate(size), size, tag};
-  for (std::size_t i = 0; i < size; ++i) filled.bytes[i] = static_cast<std::byte>((tag * 131U + i) & 0xFFU);
+  for (std::size_t i = 0; i < size; ++i) filled.bytes.get()[i] = static_cast<std::byte>((tag * 131U + i) & 0xFFU);
   return filled;
 }
 
 bool intact(const Filled& filled) {
   for (std::size_t i = 0; i < filled.size; ++i) {
-    if (filled.bytes[i] != static_cast<std::byte>((filled.tag * 131U + i) & 0xFFU)) return false;
+    if (filled.bytes.get()[i] != static_cast<std::byte>((filled.tag * 131U + i) & 0xFFU)) return false;
   }
   return true;
+}
+
+TEST(LogArena, ABufferGoesBackWhenItsLastHolderDropsIt) {
+  LogArena arena(std::size_t{4} << 20);
+  LogBuffer first = arena.allocate(100);
+  LogBuffer copy = first;
+  EXPECT_EQ(copy.get(), first.get());
+  EXPECT_EQ(first.use_count(), 2U);
+  LogBuffer moved = std::move(copy);
+  EXPECT_FALSE(copy);  // NOLINT(bugprone-use-after-move): a moved-from buffer is empty
+  EXPECT_EQ(moved.use_count(), 2U);
+  first = LogBuffer();
+  EXPECT_EQ(arena.live_buffers(), 1U) << "a holder is left";
+  EXPECT_EQ(moved.use_count(), 1U);
+  moved = arena.allocate(50);  // the old one's last holder lets go
+  EXPECT_EQ(arena.live_buffers(), 1U);
+  moved = LogBuffer();
+  EXPECT_EQ(arena.live_buffers(), 0U);
+  // From the heap (no ring): the same counting, freed by its last holder.
+  LogArena none(0);
+  LogBuffer heap = none.allocate(64);
+  const LogBuffer other = heap;
+  EXPECT_EQ(none.heap_buffers(), 1U);
+  heap = LogBuffer();
+  EXPECT_EQ(other.use_count(), 1U);
 }
 
 TEST(LogArena, AReleasedBufferIsReusedInPlace) {
