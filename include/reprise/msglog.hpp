@@ -70,9 +70,14 @@ void set_max_bytes(std::size_t bytes);
 /// not active.
 void on_log_full(std::function<void(std::size_t bytes_needed, std::size_t max_bytes)> hook);
 
-/// How many determinants this process holds for `rank`, the process whose
-/// checkpoint buddy it is (rank + 1 mod size is the buddy of rank).
-/// UsageError when not active.
+/// This process's checkpoint buddy, the rank in MPI_COMM_WORLD of the
+/// process that holds its determinants: one on another host when the job
+/// spans several (the same place among the next host's processes), else the
+/// next rank. UsageError when not active.
+[[nodiscard]] int buddy();
+
+/// How many determinants this process holds for `rank`, a process whose
+/// checkpoint buddy it is (see buddy()). UsageError when not active.
 [[nodiscard]] std::size_t held_determinants(int rank);
 
 }  // namespace reprise::msglog

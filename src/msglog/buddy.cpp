@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -59,27 +60,65 @@ std::string host_name() {
 
 }  // namespace
 
+std::vector<int> choose_buddies(std::span<const std::string> hosts) {
+  const auto size = static_cast<int>(hosts.size());
+  std::vector<std::string> names;       // in the order of their lowest rank
+  std::vector<std::vector<int>> ranks;  // each host's, in rank order
+  std::vector<std::size_t> host_of(hosts.size());
+  std::vector<std::size_t> place_of(hosts.size());
+  for (int r = 0; r < size; ++r) {
+    const auto known = std::find(names.begin(), names.end(), hosts[static_cast<std::size_t>(r)]);
+    const auto h = static_cast<std::size_t>(known - names.begin());
+    if (known == names.end()) {
+      names.push_back(hosts[static_cast<std::size_t>(r)]);
+      ranks.emplace_back();
+    }
+    host_of[static_cast<std::size_t>(r)] = h;
+    place_of[static_cast<std::size_t>(r)] = ranks[h].size();
+    ranks[h].push_back(r);
+  }
+  std::vector<int> buddies(hosts.size());
+  for (int r = 0; r < size; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (names.size() == 1) {
+      buddies[i] = (r + 1) % size;
+      continue;
+    }
+    const std::vector<int>& next = ranks[(host_of[i] + 1) % names.size()];
+    buddies[i] = next[place_of[i] % next.size()];
+  }
+  return buddies;
+}
+
 BuddyLinks::BuddyLinks(MPI_Comm comm) {
   int size = 1;
   PMPI_Comm_rank(comm, &_rank);
   PMPI_Comm_size(comm, &size);
-  _buddy = (_rank + 1) % size;
 
-  // Who connects to me is my predecessor: on my host, I listen on the
-  // loopback address only, so that no other machine can reach the port.
+  // Every process's host name, then its buddy.
   const std::string host = host_name();
   std::vector<char> mine_host(kAddressBytes, '\0');
-  std::vector<char> predecessor_host(kAddressBytes, '\0');
   std::memcpy(mine_host.data(), host.data(), host.size());
-  PMPI_Sendrecv(mine_host.data(), static_cast<int>(kAddressBytes), MPI_CHAR, _buddy, 1, predecessor_host.data(),
-                static_cast<int>(kAddressBytes), MPI_CHAR, (_rank + size - 1) % size, 1, comm, MPI_STATUS_IGNORE);
-  const bool predecessor_here = host == std::string(predecessor_host.data());
+  std::vector<char> every_host(kAddressBytes * static_cast<std::size_t>(size));
+  PMPI_Allgather(mine_host.data(), static_cast<int>(kAddressBytes), MPI_CHAR, every_host.data(),
+                 static_cast<int>(kAddressBytes), MPI_CHAR, comm);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size; ++r) hosts.emplace_back(every_host.data() + kAddressBytes * static_cast<std::size_t>(r));
+  const std::vector<int> buddies = choose_buddies(hosts);
+  _buddy = buddies[static_cast<std::size_t>(_rank)];
 
+  // Those whose buddy I am connect to me: when all of them are on my host,
+  // I listen on the loopback address only, so that no other machine can
+  // reach the port.
+  bool all_here = true;
+  for (int r = 0; r < size; ++r) {
+    if (buddies[static_cast<std::size_t>(r)] == _rank && hosts[static_cast<std::size_t>(r)] != host) all_here = false;
+  }
   _listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (_listener < 0) fail("socket");
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(predecessor_here ? INADDR_LOOPBACK : INADDR_ANY);
+  address.sin_addr.s_addr = htonl(all_here ? INADDR_LOOPBACK : INADDR_ANY);
   socklen_t length = sizeof address;
   if (::bind(_listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       ::listen(_listener, 16) != 0 || ::getsockname(_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
@@ -87,14 +126,16 @@ BuddyLinks::BuddyLinks(MPI_Comm comm) {
   }
   if (::pipe2(_wake, O_CLOEXEC) != 0) fail("pipe2");
 
-  // My address goes to my predecessor, whose buddy I am; my buddy's comes from it.
+  // Every address goes to everyone; I keep my buddy's.
   std::vector<std::byte> mine(kAddressBytes);
   const std::uint16_t port = ntohs(address.sin_port);
   std::memcpy(mine.data(), &port, sizeof port);
   std::memcpy(mine.data() + sizeof port, host.data(), host.size());
-  _buddy_address.resize(kAddressBytes);
-  PMPI_Sendrecv(mine.data(), static_cast<int>(kAddressBytes), MPI_BYTE, (_rank + size - 1) % size, 0,
-                _buddy_address.data(), static_cast<int>(kAddressBytes), MPI_BYTE, _buddy, 0, comm, MPI_STATUS_IGNORE);
+  std::vector<std::byte> addresses(kAddressBytes * static_cast<std::size_t>(size));
+  PMPI_Allgather(mine.data(), static_cast<int>(kAddressBytes), MPI_BYTE, addresses.data(),
+                 static_cast<int>(kAddressBytes), MPI_BYTE, comm);
+  const auto at = addresses.begin() + static_cast<std::ptrdiff_t>(kAddressBytes * static_cast<std::size_t>(_buddy));
+  _buddy_address.assign(at, at + static_cast<std::ptrdiff_t>(kAddressBytes));
   _server = std::thread([this] { serve(); });
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // Where a process's determinants are held: in the memory of its checkpoint
-// buddy (rank + 1 mod size of MPI_COMM_WORLD), which acknowledges each
-// batch. The batches travel over a TCP connection, outside MPI, to a thread
+// buddy (a process on another host when there is one, choose_buddies),
+// which acknowledges each batch. The batches travel over a TCP connection, outside MPI, to a thread
 // of the buddy blocked in poll(): the buddy answers whatever its
 // application thread is doing (blocked in MPI_Recv or in a collective), so
 // the sender's wait for the acknowledgement cannot deadlock, and MPI sees
@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,13 +23,20 @@
 
 namespace reprise::detail {
 
+/// Each process's buddy, given every process's host name by rank: the
+/// process at the same place among those of the next host (hosts taken in
+/// the order of their lowest rank; the place modulo that host's number of
+/// processes), so that losing a node never loses a process together with
+/// the events it depends on; with a single host, the next rank.
+[[nodiscard]] std::vector<int> choose_buddies(std::span<const std::string> hosts);
+
 /// One process's end of the buddy links: the client that sends its own
 /// determinants to its buddy, and the server that holds those of the
 /// processes whose buddy it is.
 class BuddyLinks {
  public:
-  /// Listens, exchanges addresses over `comm` (collective), starts the
-  /// server thread. The buddy of rank r is rank (r + 1) mod size.
+  /// Listens, exchanges host names and addresses over `comm` (collective),
+  /// starts the server thread. Buddies are chosen by choose_buddies.
   explicit BuddyLinks(MPI_Comm comm);
   ~BuddyLinks();
   BuddyLinks(const BuddyLinks&) = delete;
@@ -41,8 +49,10 @@ class BuddyLinks {
   /// checkpoint covers them), and waits for its acknowledgement.
   void forget_before(std::uint64_t clock);
 
-  /// The events this process holds for `rank` (its predecessor), oldest first.
+  /// The events this process holds for `rank` (a process whose buddy it is), oldest first.
   [[nodiscard]] std::vector<Event> held_for(int rank) const;
+  /// This process's buddy (its rank in the communicator given at construction).
+  [[nodiscard]] int buddy() const noexcept { return _buddy; }
   /// Batches of determinants this process sent to its buddy (each one acknowledged).
   [[nodiscard]] std::uint64_t batches_sent() const noexcept { return _batches_sent; }
 

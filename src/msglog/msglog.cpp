@@ -64,6 +64,8 @@ REPRISE_MSGLOG_API void on_log_full(std::function<void(std::size_t, std::size_t)
   runtime("on_log_full").set_full_hook(std::move(hook));
 }
 
+REPRISE_MSGLOG_API int buddy() { return runtime("buddy").buddy(); }
+
 REPRISE_MSGLOG_API std::size_t held_determinants(int rank) { return runtime("held_determinants").held_for(rank).size(); }
 
 }  // namespace reprise::msglog

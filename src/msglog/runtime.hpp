@@ -176,7 +176,9 @@ class Runtime {
   void for_each_channel(const std::function<void(const ChannelKey&, const Channel&, std::size_t logged)>& visit) const;
   /// The entries the log holds for `channel`, oldest first.
   [[nodiscard]] std::vector<LogEntry> logged(const ChannelKey& channel) const { return _log.entries(channel); }
-  /// The determinants this process holds for `rank` (its predecessor).
+  /// This process's buddy, a rank of MPI_COMM_WORLD.
+  [[nodiscard]] int buddy() const noexcept { return _buddies->buddy(); }
+  /// The determinants this process holds for `rank` (a process whose buddy it is).
   [[nodiscard]] std::vector<Event> held_for(int rank) const { return _buddies->held_for(rank); }
   /// The payload log's bound, in bytes.
   void set_max_bytes(std::size_t bytes) noexcept { _max_bytes = bytes; }

@@ -614,6 +614,53 @@ TEST(MsglogMpi, TheLogHoldsEveryByteSent) {
   EXPECT_TRUE(reprise::msglog::logged_messages(1, next).empty()) << "the checkpoint frees what was consumed";
 }
 
+// The determinants are held on another host when the job spans several
+// (run on one host and on the nodes of scripts/cluster): each process's
+// buddy, and the events it holds for those whose buddy it is.
+TEST(MsglogMpi, TheBuddyIsOnAnotherHostWhenThereIsOne) {
+  reprise::msglog::mark_checkpoint();
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  std::vector<char> name(MPI_MAX_PROCESSOR_NAME, '\0');
+  int length = 0;
+  MPI_Get_processor_name(name.data(), &length);
+  std::vector<char> names(static_cast<std::size_t>(size) * MPI_MAX_PROCESSOR_NAME);
+  MPI_Allgather(name.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                MPI_COMM_WORLD);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < size; ++r) hosts.emplace_back(names.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+  std::vector<std::string> distinct = hosts;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  if (const char* expected = std::getenv("REPRISE_TEST_HOSTS"); expected != nullptr) {
+    ASSERT_EQ(distinct.size(), static_cast<std::size_t>(std::atoi(expected))) << "the hosts the job spans";
+  }
+  const int buddy = reprise::msglog::buddy();
+  std::vector<int> buddies(static_cast<std::size_t>(size));
+  MPI_Allgather(&buddy, 1, MPI_INT, buddies.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  if (distinct.size() == 1) {
+    EXPECT_EQ(buddy, next) << "one host: the next rank";
+  } else {
+    EXPECT_NE(hosts[static_cast<std::size_t>(buddy)], hosts[static_cast<std::size_t>(me)])
+        << "rank " << me << " on " << hosts[static_cast<std::size_t>(me)] << " has its buddy " << buddy
+        << " on the same host, though the job spans " << distinct.size();
+  }
+  // One reception from MPI_ANY_SOURCE each: one event, at the buddy after the barrier.
+  int out = me;
+  int in = -1;
+  MPI_Request sent = MPI_REQUEST_NULL;
+  MPI_Isend(&out, 1, MPI_INT, next, 77, MPI_COMM_WORLD, &sent);
+  MPI_Recv(&in, 1, MPI_INT, MPI_ANY_SOURCE, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Wait(&sent, MPI_STATUS_IGNORE);
+  EXPECT_EQ(in, previous);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int r = 0; r < size; ++r) {
+    if (buddies[static_cast<std::size_t>(r)] == me) {
+      EXPECT_EQ(reprise::msglog::held_determinants(r), 1U) << "the event of rank " << r << ", whose buddy this is";
+    }
+  }
+  reprise::msglog::mark_checkpoint();
+}
+
 TEST(MsglogMpi, FreeingAnActiveReceiveIsRefused) {
   const int me = rank_of(MPI_COMM_WORLD);
   int value = -1;

@@ -10,8 +10,10 @@
 #include <deque>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "buddy.hpp"
 #include "determinants.hpp"
 #include "log_arena.hpp"
 #include "payload_log.hpp"
@@ -159,6 +161,24 @@ bool intact(const Filled& filled) {
     if (filled.bytes.get()[i] != static_cast<std::byte>((filled.tag * 131U + i) & 0xFFU)) return false;
   }
   return true;
+}
+
+TEST(Buddies, OnAnotherHostWheneverThereIsOne) {
+  using reprise::detail::choose_buddies;
+  using Hosts = std::vector<std::string>;
+  // One host: the next rank, around the ring.
+  EXPECT_EQ(choose_buddies(Hosts{"a", "a", "a"}), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(choose_buddies(Hosts{"a"}), (std::vector<int>{0}));
+  // Two hosts of two, ranks by node or round-robin: the same place on the other host.
+  EXPECT_EQ(choose_buddies(Hosts{"a", "a", "b", "b"}), (std::vector<int>{2, 3, 0, 1}));
+  EXPECT_EQ(choose_buddies(Hosts{"a", "b", "a", "b"}), (std::vector<int>{1, 0, 3, 2}));
+  // Uneven hosts, three of them: never the same host.
+  const Hosts uneven{"a", "a", "a", "b", "c", "c"};
+  const std::vector<int> buddies = choose_buddies(uneven);
+  EXPECT_EQ(buddies, (std::vector<int>{3, 3, 3, 4, 0, 1}));
+  for (std::size_t r = 0; r < uneven.size(); ++r) {
+    EXPECT_NE(uneven[static_cast<std::size_t>(buddies[r])], uneven[r]) << "rank " << r;
+  }
 }
 
 TEST(LogArena, ABufferGoesBackWhenItsLastHolderDropsIt) {
