@@ -1,7 +1,7 @@
 // The wire formats a sender-based log can use for a large message, measured
 // without the library (issue 15 asks for the header piggybacked and a
 // separate header message above a threshold to be measured both ways). A
-// ping-pong between processes 0 and 1 through PMPI_* only, in seven formats,
+// ping-pong between processes 0 and 1 through PMPI_* only, in eight formats,
 // alternating within each repetition so that they share the machine's noise:
 // - plain: the application's buffer, as without a log;
 // - piggyback: the payload copied into the log after a 12-byte header, that
@@ -25,7 +25,12 @@
 //   another MPI call, where plain MPI would have gone on; docs/ARCHITECTURE.md §16);
 // - header_message_chunks: the header, then the payload from the log in
 //   256 KiB messages, each sent as soon as it is copied, so that the sender
-//   never waits for the receiver (the way around that deadlock).
+//   never waits for the receiver (the way around that deadlock);
+// - no_header_copy_during: no header at all, the payload from the
+//   application's buffer received contiguous, copied into the log while MPI
+//   moves it: the bound for a log whose numbers travel implicitly (the k-th
+//   message of a sender, tag and communicator is the k-th such receive in
+//   posting order), what the copy costs when nothing else does.
 // One JSON object per size and format, medians of half round trips:
 //   {"bench":"msglog","test":"wire","bytes":B,"format":F,"us":..,"per_plain":..}
 //
@@ -60,15 +65,17 @@ enum class Format : std::size_t {
   kHeaderMessage,
   kHeaderMessageCopyAfter,
   kHeaderMessageCopyDuring,
-  kHeaderMessageChunks
+  kHeaderMessageChunks,
+  kNoHeaderCopyDuring
 };
-constexpr std::array<const char*, 7> kFormatNames{"plain",
+constexpr std::array<const char*, 8> kFormatNames{"plain",
                                                   "piggyback",
                                                   "piggyback_copy_during",
                                                   "header_message",
                                                   "header_message_copy_after",
                                                   "header_message_copy_during",
-                                                  "header_message_chunks"};
+                                                  "header_message_chunks",
+                                                  "no_header_copy_during"};
 
 /// Copies `bytes` from `from` to `to` in slices, letting MPI progress `request` between them.
 void copy_while_sending(char* to, const char* from, std::size_t bytes, MPI_Request request) {
@@ -165,6 +172,13 @@ class Buffers {
         }
         return;
       }
+      case Format::kNoHeaderCopyDuring: {
+        MPI_Request request = MPI_REQUEST_NULL;
+        PMPI_Isend(application.data(), bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, &request);
+        copy_while_sending(payload, application.data(), application.size(), request);
+        PMPI_Wait(&request, MPI_STATUS_IGNORE);
+        return;
+      }
       case Format::kHeaderMessageChunks: {
         std::vector<MPI_Request> requests(1);
         PMPI_Isend(log.data(), static_cast<int>(kHeaderBytes), MPI_BYTE, peer, kHeaderTag, MPI_COMM_WORLD,
@@ -185,6 +199,7 @@ class Buffers {
     const int bytes = static_cast<int>(application.size());
     switch (format) {
       case Format::kPlain:
+      case Format::kNoHeaderCopyDuring:
         PMPI_Recv(application.data(), bytes, MPI_BYTE, peer, kDataTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         return;
       case Format::kPiggyback:
