@@ -62,7 +62,8 @@ struct HandoverPart {
 /// The bytes a process that left by `Comm::migrate` handed to its successor.
 /// Parts its sender deferred are holes in `span()` until `receive_deferred`
 /// lands them, straight where the successor wants them (no copy through
-/// this buffer): the sender waits, alive, until then, so receive them.
+/// this buffer; on the same host the sender writes them there itself): the
+/// sender waits, alive, until then, so receive them.
 class Handover {
  public:
   Handover() = default;
@@ -90,6 +91,10 @@ class Handover {
   /// after any failure.
   void receive_deferred(std::span<const std::span<std::byte>> places,
                         const std::function<void(std::size_t part)>& arrived = {});
+  /// Of the deferred parts received, the bytes the sender wrote straight
+  /// into their places (on the same host, by cross-memory attach) instead
+  /// of sending them through MPI.
+  [[nodiscard]] std::size_t pushed_bytes() const noexcept { return _pushed_bytes; }
 
  private:
   friend bool detail::receive_handover(MPI_Comm comm, int from, Handover& handover);
@@ -102,6 +107,7 @@ class Handover {
   MPI_Comm _channel = MPI_COMM_NULL;  // where the deferred parts come from ...
   int _sender = -1;                   // ... and from whom
   bool _owns_channel = false;         // freed here once the parts arrived
+  std::size_t _pushed_bytes = 0;
 };
 
 namespace detail {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "huge_pages.hpp"
 #include "mix.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
@@ -143,6 +144,8 @@ void Checkpoint::load_split(std::span<const std::span<const std::byte>> pieces) 
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::load_split");
 }
+
+void detail::prefer_huge_pages_of(void* data, std::size_t bytes) noexcept { prefer_huge_pages(data, bytes); }
 
 void Checkpoint::load_in_place(std::span<const std::size_t> sizes,
                                const std::function<void(std::size_t, std::span<std::byte>)>& fill) try {

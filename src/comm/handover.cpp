@@ -1,16 +1,23 @@
 // The handover of a moving process's state to its successor: a header (the
 // total size and the parts the sender defers), then each other piece of the
 // sender's memory as messages below MPI's int count limit, received back to
-// back (Comm::migrate, by spawn or from spares). Deferred parts travel on
-// their own tag when the successor has a place for them
-// (Handover::receive_deferred), so large pieces land where they belong.
+// back (Comm::migrate, by spawn or from spares). Deferred parts land where
+// the successor has a place for them (Handover::receive_deferred): on the
+// same host the sender writes them there itself (cross-memory attach),
+// elsewhere they travel on their own tag.
+
+#include <sys/uio.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <chrono>
+#include <random>
 #include <thread>
 #include <utility>
 
 #include "spawn.hpp"
+#include "reprise/inject.hpp"
 
 namespace reprise {
 
@@ -18,6 +25,8 @@ namespace {
 
 constexpr int kHandoverTag = 0x5e9c;
 constexpr int kDeferredTag = 0x5e9d;
+constexpr int kLandingTag = 0x5e9e;  // successor to sender: where each part goes
+constexpr int kNoticeTag = 0x5e9f;   // sender to successor: part written (1) or sent (0)
 constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
 // How long a leaving process naps between tests of its deferred sends.
 constexpr std::chrono::microseconds kDeferredNap{50};
@@ -34,6 +43,47 @@ bool post_receives(MPI_Comm comm, int from, std::span<std::byte> bytes, std::vec
   return true;
 }
 
+/// This process's host, as MPI names it (the processor name's hash).
+std::uint64_t host_hash() {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  if (MPI_Get_processor_name(name, &length) != MPI_SUCCESS) return 0;
+  return XXH3_64bits(name, static_cast<std::size_t>(length));
+}
+
+/// The landing message: the successor's host, its process id, where in its
+/// memory a random token lies and the token (so that the sender can tell
+/// that the process it reaches by that id is this one), then the address of
+/// each deferred part's place.
+enum LandingWord : std::size_t { kHost, kPid, kTokenAddress, kToken, kLandingHeader };
+
+/// Writes `bytes` at `address` in process `pid`; false if the kernel refuses
+/// or the process is gone.
+bool write_into(pid_t pid, std::uint64_t address, std::span<const std::byte> bytes) {
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): iovec's base is not const; the kernel only reads it
+    iovec local{const_cast<std::byte*>(bytes.data() + done), bytes.size() - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes.size() - done};
+    const ssize_t written = ::process_vm_writev(pid, &local, 1, &remote, 1, 0);
+    if (written <= 0) return false;
+    done += static_cast<std::size_t>(written);
+  }
+  return true;
+}
+
+/// True if the process the landing message `words` names runs on this host
+/// and is the one that sent it: its token reads back from its memory.
+bool reaches_successor(std::span<const std::uint64_t> words) {
+  if (words[kHost] != host_hash()) return false;
+  std::uint64_t token = 0;
+  iovec local{&token, sizeof token};
+  iovec remote{reinterpret_cast<void*>(words[kTokenAddress]), sizeof token};
+  return ::process_vm_readv(static_cast<pid_t>(words[kPid]), &local, 1, &remote, 1, 0) ==
+             static_cast<ssize_t>(sizeof token) &&
+         token == words[kToken];
+}
+
 }  // namespace
 
 Handover::~Handover() { release_channel(); }
@@ -44,7 +94,8 @@ Handover::Handover(Handover&& other) noexcept
       _deferred(std::exchange(other._deferred, {})),
       _channel(std::exchange(other._channel, MPI_COMM_NULL)),
       _sender(std::exchange(other._sender, -1)),
-      _owns_channel(std::exchange(other._owns_channel, false)) {}
+      _owns_channel(std::exchange(other._owns_channel, false)),
+      _pushed_bytes(std::exchange(other._pushed_bytes, 0)) {}
 
 Handover& Handover::operator=(Handover&& other) noexcept {
   if (this != &other) {
@@ -55,6 +106,7 @@ Handover& Handover::operator=(Handover&& other) noexcept {
     _channel = std::exchange(other._channel, MPI_COMM_NULL);
     _sender = std::exchange(other._sender, -1);
     _owns_channel = std::exchange(other._owns_channel, false);
+    _pushed_bytes = std::exchange(other._pushed_bytes, 0);
   }
   return *this;
 }
@@ -79,13 +131,38 @@ void Handover::receive_deferred(std::span<const std::span<std::byte>> places,
     }
   }
   if (_deferred.empty()) return;
-  // One part at a time: each lands and is handed on while it is in cache.
-  bool ok = true;
-  for (std::size_t i = 0; ok && i < places.size(); ++i) {
-    const std::span<std::byte> place =
+  // Where each part goes, and how the sender can tell it reaches this
+  // process: on the same host it writes the parts there itself.
+  const std::uint64_t token = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32U) | 1U;
+  std::vector<std::uint64_t> landing(kLandingHeader + places.size());
+  landing[kHost] = host_hash();
+  landing[kPid] = static_cast<std::uint64_t>(::getpid());
+  landing[kTokenAddress] = reinterpret_cast<std::uintptr_t>(&token);
+  landing[kToken] = token;
+  std::vector<std::span<std::byte>> targets(places.size());
+  for (std::size_t i = 0; i < places.size(); ++i) {
+    targets[i] =
         places[i].empty() ? std::span<std::byte>(_bytes.get() + _deferred[i].offset, _deferred[i].size) : places[i];
+    landing[kLandingHeader + i] = reinterpret_cast<std::uintptr_t>(targets[i].data());
+  }
+  bool ok = MPI_Send(landing.data(), static_cast<int>(landing.size()), MPI_UINT64_T, _sender, kLandingTag, _channel) ==
+            MPI_SUCCESS;
+  // One part at a time: each is handed on as soon as it is there (in cache
+  // when this process received it).
+  for (std::size_t i = 0; ok && i < places.size(); ++i) {
+    const std::span<std::byte> place = targets[i];
+    std::uint64_t notice = 0;
+    MPI_Status status;
+    int words = 0;
+    ok = MPI_Recv(&notice, 1, MPI_UINT64_T, _sender, kNoticeTag, _channel, &status) == MPI_SUCCESS &&
+         MPI_Get_count(&status, MPI_UINT64_T, &words) == MPI_SUCCESS && words == 1 && notice <= 1;
+    if (ok && notice == 1) {
+      _pushed_bytes += place.size();
+      if (arrived) arrived(i);
+      continue;
+    }
     std::vector<MPI_Request> requests;
-    ok = post_receives(_channel, _sender, place, requests);
+    ok = ok && post_receives(_channel, _sender, place, requests);
     // A receive from a sender that died can end without an error but with
     // no bytes (Open MPI 5.0.11, ULFM): the counts tell.
     std::vector<MPI_Status> statuses(requests.size());
@@ -137,21 +214,48 @@ bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::b
 }
 
 bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
-                   std::span<const std::size_t> deferred_pieces) {
-  std::vector<MPI_Request> requests;
-  bool ok = true;
+                   std::span<const std::size_t> deferred_pieces, OriginalRank me) {
+  std::vector<std::span<const std::byte>> parts;  // the non-empty deferred pieces
   for (const std::size_t i : deferred_pieces) {
-    for (std::size_t at = 0; ok && i < state.size() && at < state[i].size(); at += kHandoverPiece) {
-      const auto count = static_cast<int>(std::min(kHandoverPiece, state[i].size() - at));
+    if (i < state.size() && !state[i].empty()) parts.push_back(state[i]);
+  }
+  // The successor's landing message, once it runs again; until then this
+  // process naps between probes instead of spinning, so as not to take a
+  // core from the successor.
+  int waiting = 1;
+  int found = 0;
+  MPI_Status status;
+  bool ok = true;
+  while (ok && found == 0) {
+    ok = MPI_Iprobe(to, kLandingTag, comm, &found, &status) == MPI_SUCCESS;
+    if (ok && found == 0) std::this_thread::sleep_for(kDeferredNap);
+  }
+  ok = ok && MPI_Get_count(&status, MPI_UINT64_T, &waiting) == MPI_SUCCESS;
+  std::vector<std::uint64_t> landing(ok ? static_cast<std::size_t>(std::max(waiting, 0)) : 0);
+  ok = ok && MPI_Recv(landing.data(), waiting, MPI_UINT64_T, to, kLandingTag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+  if (!ok) return false;
+  // Written straight into the successor's memory where it runs on this host
+  // and the kernel lets this process (the first write that fails sends the
+  // rest through MPI); else sent, all posted together, so that the
+  // successor takes them in the order it posts its receives.
+  bool push = landing.size() == kLandingHeader + parts.size() && reaches_successor(landing);
+  std::vector<std::uint64_t> notices(parts.size(), 0);
+  std::vector<MPI_Request> requests;
+  for (std::size_t p = 0; ok && p < parts.size(); ++p) {
+    push = push && write_into(static_cast<pid_t>(landing[kPid]), landing[kLandingHeader + p], parts[p]);
+    if (push && p == 0) inject::fault_point("comm.migrate.pushed", me);
+    notices[p] = push ? 1 : 0;
+    requests.push_back(MPI_REQUEST_NULL);
+    ok = MPI_Isend(&notices[p], 1, MPI_UINT64_T, to, kNoticeTag, comm, &requests.back()) == MPI_SUCCESS;
+    for (std::size_t at = 0; ok && !push && at < parts[p].size(); at += kHandoverPiece) {
+      const auto count = static_cast<int>(std::min(kHandoverPiece, parts[p].size() - at));
       requests.push_back(MPI_REQUEST_NULL);
-      ok = MPI_Isend(state[i].data() + at, count, MPI_BYTE, to, kDeferredTag, comm, &requests.back()) == MPI_SUCCESS;
+      ok = MPI_Isend(parts[p].data() + at, count, MPI_BYTE, to, kDeferredTag, comm, &requests.back()) == MPI_SUCCESS;
     }
   }
-  // Posted together, so that the successor takes them in any order it posts
-  // its receives; on an error, the others end too (the peer failed). The
-  // wait lasts until the successor runs again and takes them: it naps
-  // between tests instead of spinning, so as not to take a core from the
-  // successor, which copies the parts itself on one node.
+  // On an error, the others end too (the peer failed). The wait lasts until
+  // the successor took the parts sent: it naps between tests, as above
+  // (the successor copies them itself on one node).
   int done = 0;
   while (ok && done == 0) {
     ok = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE) == MPI_SUCCESS;

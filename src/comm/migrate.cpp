@@ -76,7 +76,7 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
     // (the successor gives up), not the move's.
     if (leaving >= 0 && !deferred_pieces.empty()) {
       inject::fault_point("comm.migrate.deferred", me);
-      (void)detail::send_deferred(merged, first_new + leaving, state, deferred_pieces);
+      (void)detail::send_deferred(merged, first_new + leaving, state, deferred_pieces, me);
     }
     return true;
   }

@@ -15,6 +15,7 @@
 
 #include "comm_detail.hpp"
 #include "finalize.hpp"
+#include "huge_pages.hpp"
 #include "requests.hpp"
 #include "spawn.hpp"
 #include "reprise/comm.hpp"
@@ -76,6 +77,9 @@ void warm_heap(std::size_t bytes) {
                  static_cast<int>(::getpid()), bytes >> 20U);
     return;
   }
+  // Huge pages where the kernel gives them: 512 times fewer faults now, and
+  // a state restored here that moves on later pins 512 times fewer pages.
+  detail::prefer_huge_pages(block, bytes);
   const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   volatile char* touch = block;
   for (std::size_t at = 0; at < bytes; at += page) touch[at] = 0;
@@ -296,7 +300,7 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
       // the two fails first, that is a failure of the new communicator's
       // (the spare gives up), not the move's.
       inject::fault_point("comm.migrate.deferred", OriginalRank{sp.my_original});
-      (void)detail::send_deferred(shrunk, successor, round.state, round.deferred);
+      (void)detail::send_deferred(shrunk, successor, round.state, round.deferred, OriginalRank{sp.my_original});
     }
     if (rc == MPI_SUCCESS && ok) {
       sp.spares.clear();

@@ -76,11 +76,12 @@ bool share_assignment(MPI_Comm merged, Assignment& assignment, OriginalRank& me)
 bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
                    std::span<const std::size_t> deferred_pieces);
 
-/// Once the move is agreed: sends the pieces `send_handover` deferred and
-/// returns when the successor received them (`Handover::receive_deferred`),
-/// or it failed (false).
+/// Once the move is agreed: gives the successor the pieces `send_handover`
+/// deferred (written into its memory on the same host, else sent) and
+/// returns when it has them (`Handover::receive_deferred`), or it failed
+/// (false). `me`: this process, for the fault point `comm.migrate.pushed`.
 bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
-                   std::span<const std::size_t> deferred_pieces);
+                   std::span<const std::size_t> deferred_pieces, OriginalRank me);
 
 /// Receives what rank `from` of `comm` sends with `send_handover`, deferred
 /// parts left with the sender (over `comm`, which must stay alive until they

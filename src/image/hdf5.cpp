@@ -1,11 +1,11 @@
 #include "hdf5.hpp"
 
-#include <sys/mman.h>
-
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+
+#include "huge_pages.hpp"
 
 namespace reprise::detail::hdf5 {
 
@@ -102,9 +102,6 @@ void* MemoryFile::copy(void* to, const void* from, std::size_t size, H5FD_file_i
 
 namespace {
 
-/// A transparent huge page of x86-64 and most 64-bit Arm kernels.
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
-
 /// `size` bytes that `std::free` releases. From a few huge pages on, they are
 /// aligned to them and the kernel is asked to back them with huge pages:
 /// building an image writes every byte of fresh memory, and faulting it in
@@ -114,8 +111,7 @@ void* fresh_memory(std::size_t size) {
   if (size < 4 * kHugePage) return std::malloc(size);
   const std::size_t rounded = (size + kHugePage - 1) / kHugePage * kHugePage;
   void* memory = std::aligned_alloc(kHugePage, rounded);
-  // Only advice: without huge pages the memory is as good, only slower to fault in.
-  if (memory != nullptr) ::madvise(memory, rounded, MADV_HUGEPAGE);
+  if (memory != nullptr) prefer_huge_pages(memory, rounded);
   return memory;
 }
 
