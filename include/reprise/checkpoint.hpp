@@ -209,12 +209,36 @@ class Checkpoint {
   /// members (after a shrink); empty after a respawn.
   [[nodiscard]] std::vector<OriginalRank> departed() const;
 
-  /// Collective: whether every committed state would keep a copy on a
-  /// member outside `leaving` (original ranks about to move away). If so, a
-  /// move needs no new checkpoint: the copies the leaving processes held are
-  /// given back to their successors afterwards (`rereplicate`). False if
-  /// some member has no committed version.
-  [[nodiscard]] bool keeps_copies_without(std::span<const OriginalRank> leaving);
+  /// Where the committed checkpoint's copies are after a move
+  /// (`copies_on_move`).
+  enum class CopiesOnMove {
+    /// Every committed state keeps a copy on a member that stays: the
+    /// copies the leaving processes held are given back to their successors
+    /// afterwards (`rereplicate`).
+    kKeptByOthers,
+    /// Every leaving process holds its copies and carries them to its
+    /// successor (`held_copies`, `continue_commit`): the version stays as
+    /// redundant as at its commit.
+    kCarried,
+    /// Neither: the move must end with a new checkpoint.
+    kRetaken,
+  };
+
+  /// Collective: where the committed copies would be if the processes of
+  /// original ranks `leaving` moved away, so that a move needs no new
+  /// checkpoint unless some member has no committed version, or a leaving
+  /// process lacks its copies while no member that stays holds them.
+  [[nodiscard]] CopiesOnMove copies_on_move(std::span<const OriginalRank> leaving);
+
+  /// One committed copy this process holds: whose state, and its bytes.
+  struct HeldCopy {
+    OriginalRank owner;                ///< the original rank the state belongs to
+    std::span<const std::byte> state;  ///< its serialized state
+  };
+  /// The committed copies this process holds (its own state's and its
+  /// buddies'), by owner; empty if it holds none. Valid until the next
+  /// `checkpoint()`/`restore()`/`rereplicate()`.
+  [[nodiscard]] std::vector<HeldCopy> held_copies() const;
 
   /// The committed version and its layout (who held which copies), as
   /// words for `continue_commit` in a process that takes over from this one
@@ -223,11 +247,15 @@ class Checkpoint {
 
   /// In a process that takes over from another (a migration's new process,
   /// after its state is loaded): continues the committed version that
-  /// `committed_layout()` described there, holding none of its copies, so
-  /// that a `restore` serves this process and `rereplicate` refills it; the
-  /// next checkpoint is the version after. `UsageError` if this checkpoint
-  /// has committed a version already; `CorruptData` if `layout` is malformed.
-  void continue_commit(std::span<const std::uint64_t> layout);
+  /// `committed_layout()` described there, so that a `restore` serves this
+  /// process; the next checkpoint is the version after. Without `copies`
+  /// it holds none of the version's copies, and `rereplicate` refills it;
+  /// with them (what its predecessor's `held_copies()` were, by owner) it
+  /// holds them as its predecessor did. `UsageError` if this checkpoint has
+  /// committed a version already; `CorruptData` if `layout` is malformed or
+  /// `copies` are not the owners this process's place in it holds.
+  void continue_commit(std::span<const std::uint64_t> layout,
+                       std::map<OriginalRank, std::vector<std::byte>> copies = {});
 
   /// Collective: the members that hold none of the committed version's
   /// copies (the new processes of a migration) receive them from live

@@ -15,13 +15,16 @@
 /// for the decision; a request made before safe point s is carried out at
 /// safe point s + 1 on every process.
 ///
-/// Redundancy: the leaving processes take with them the checkpoint copies
-/// they held for others. If every committed state keeps a copy elsewhere,
-/// the move takes no checkpoint: the committed version stays the rollback
-/// line, and at the next safe point the holders give the new processes the
-/// copies their predecessors held (`Checkpoint::rereplicate`). Otherwise
-/// (every holder of some state moves, e.g. the whole job) the move ends with
-/// a checkpoint of everyone's state.
+/// Redundancy: the committed checkpoint stays the rollback line, and no
+/// move takes a new one unless it must. If every committed state keeps a
+/// copy on a process that stays, the leaving processes leave their copies
+/// behind, and at the next safe point the holders give the new processes the
+/// copies their predecessors held (`Checkpoint::rereplicate`). If every
+/// holder of some state moves (all processes of a node, the whole job),
+/// each leaving process carries the copies it holds to its successor in its
+/// image. Only if a leaving process holds none yet (it arrived by a move
+/// and has not been given them) does the move end with a checkpoint of
+/// everyone's state.
 
 #include <cstdint>
 #include <functional>
@@ -57,6 +60,9 @@ struct MigrationTimes {
   double restore_s = 0;      ///< checking its checksums and copying the rest of the state into the registered memory (in the new process)
   double rereplicate_s = 0;  ///< at the safe point after the move: giving the new processes the copies their predecessors held (any member; 0 if the move took a checkpoint)
   std::uint64_t image_bytes = 0;  ///< size of the image sent
+  /// Of the image: the checkpoint copies the leaving process carried to the
+  /// new one (every holder of some state moved), which spares a checkpoint.
+  std::uint64_t carried_bytes = 0;
 };
 
 /// One migration, as every process that took part saw it.
@@ -64,7 +70,8 @@ struct MigrationRecord {
   std::vector<OriginalRank> moved;  ///< the original ranks that moved (in a new process: its own)
   std::uint64_t epoch = 0;          ///< the communicator's epoch afterwards
   std::uint64_t version = 0;        ///< the committed checkpoint version after the move (the one before it, unless the move took one)
-  bool checkpointed = false;        ///< the move ended with a new checkpoint (every holder of some state moved)
+  bool checkpointed = false;        ///< the move ended with a new checkpoint (every holder of some state moved, and one lacked its copies)
+  bool copies_carried = false;      ///< the new processes took over the checkpoint copies their predecessors held (every holder of some state moved)
 };
 
 /// Moves live processes of `comm` with their `checkpoint`-registered state.

@@ -552,17 +552,34 @@ void Checkpoint::restore() try {
   detail::rethrow_naming("reprise::Checkpoint::restore");
 }
 
-bool Checkpoint::keeps_copies_without(std::span<const OriginalRank> leaving) {
+Checkpoint::CopiesOnMove Checkpoint::copies_on_move(std::span<const OriginalRank> leaving) {
   // 0: no committed version; 1: committed, copies missing; 2: holds them.
   const auto kept = _comm.allgather(has_commit() ? (_holds_copies ? 2 : 1) : 0);
-  if (std::find(kept.begin(), kept.end(), 0) != kept.end()) return false;
+  if (std::find(kept.begin(), kept.end(), 0) != kept.end()) return CopiesOnMove::kRetaken;
   std::vector<int> holds_of(kept.size());
   for (std::size_t i = 0; i < kept.size(); ++i) holds_of[i] = kept[i] == 2 ? 1 : 0;
+  // Whether every committed state has a copy on a process that `holding` marks.
+  const auto every_state_held = [this](const std::vector<int>& holding) {
+    const auto holders = live_holders(holding);
+    return std::all_of(holders.begin(), holders.end(), [](const auto& holder) { return holder.has_value(); });
+  };
+  bool leaving_hold_theirs = true;
+  std::vector<int> holds_outside = holds_of;
   for (const auto owner : leaving) {
-    if (const auto rank = _comm.rank_of(owner)) holds_of[static_cast<std::size_t>(rank->value())] = 0;
+    if (const auto rank = _comm.rank_of(owner)) {
+      leaving_hold_theirs = leaving_hold_theirs && holds_of[static_cast<std::size_t>(rank->value())] != 0;
+      holds_outside[static_cast<std::size_t>(rank->value())] = 0;
+    }
   }
-  const auto holders = live_holders(holds_of);
-  return std::all_of(holders.begin(), holders.end(), [](const auto& holder) { return holder.has_value(); });
+  if (every_state_held(holds_outside)) return CopiesOnMove::kKeptByOthers;
+  return leaving_hold_theirs && every_state_held(holds_of) ? CopiesOnMove::kCarried : CopiesOnMove::kRetaken;
+}
+
+std::vector<Checkpoint::HeldCopy> Checkpoint::held_copies() const {
+  std::vector<HeldCopy> copies;
+  if (!_holds_copies) return copies;
+  for (const auto& [owner, state] : _held) copies.push_back({owner, state});
+  return copies;
 }
 
 std::vector<std::uint64_t> Checkpoint::committed_layout() const {
@@ -573,7 +590,8 @@ std::vector<std::uint64_t> Checkpoint::committed_layout() const {
   return words;
 }
 
-void Checkpoint::continue_commit(std::span<const std::uint64_t> layout) {
+void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
+                                 std::map<OriginalRank, std::vector<std::byte>> copies) {
   if (has_commit()) {
     throw UsageError(std::string(kWhere) + "::continue_commit: this checkpoint has committed version " +
                      std::to_string(_version) + " already; continue another process's version only before the "
@@ -585,10 +603,40 @@ void Checkpoint::continue_commit(std::span<const std::uint64_t> layout) {
     throw CorruptData(std::string(kWhere) + "::continue_commit: the layout of " + std::to_string(layout.size()) +
                       " words is malformed; pass what committed_layout() returned in a process with a commit");
   }
+  if (!copies.empty()) {
+    // The copies must be exactly those this process's slot holds.
+    const auto names = [](const auto& owners) {
+      std::string text;
+      for (const auto owner : owners) text += (text.empty() ? "" : ", ") + std::to_string(owner.value());
+      return text;
+    };
+    std::vector<OriginalRank> expected;
+    if (const auto mine = slots.slot_of(_comm.original_rank())) {
+      const int p = slots.size();
+      const Placement placement({.blocks = static_cast<std::uint64_t>(p),
+                                 .slots = p,
+                                 .copies = std::min(_config.copies, p),
+                                 .node_of_slot = slots.nodes()});
+      for (int slot = 0; slot < p; ++slot) {
+        const auto holders = placement.holders(BlockId{static_cast<std::uint64_t>(slot)});
+        if (std::find(holders.begin(), holders.end(), *mine) != holders.end()) expected.push_back(slots.owner(Slot{slot}));
+      }
+      std::sort(expected.begin(), expected.end());
+    }
+    std::vector<OriginalRank> carried;
+    for (const auto& [owner, state] : copies) carried.push_back(owner);
+    if (carried != expected) {
+      throw CorruptData(std::string(kWhere) + "::continue_commit: the copies handed over belong to original rank(s) " +
+                        names(carried) + ", but original rank " + std::to_string(_comm.original_rank().value()) +
+                        " holds those of " + (expected.empty() ? std::string("none") : names(expected)) +
+                        " in version " + std::to_string(layout[0]) +
+                        "; every process must use the same CheckpointConfig::copies");
+    }
+  }
   _version = layout[0];
   _slots = std::move(slots);
-  _held.clear();
-  _holds_copies = false;
+  _holds_copies = !copies.empty();
+  _held = std::move(copies);
 }
 
 std::size_t Checkpoint::rereplicate() try {

@@ -27,6 +27,7 @@ constexpr int kHandoverTag = 0x5e9c;
 constexpr int kDeferredTag = 0x5e9d;
 constexpr int kLandingTag = 0x5e9e;  // successor to sender: where each part goes
 constexpr int kNoticeTag = 0x5e9f;   // sender to successor: part written (1) or sent (0)
+constexpr int kTakenTag = 0x5ea0;    // successor to sender: every part arrived, the sender may go
 constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
 // How long a leaving process naps between tests of its deferred sends.
 constexpr std::chrono::microseconds kDeferredNap{50};
@@ -174,6 +175,10 @@ void Handover::receive_deferred(std::span<const std::span<std::byte>> places,
     }
     if (ok && arrived) arrived(i);
   }
+  // The sender waits for this word before it exits: once it is gone, Open
+  // MPI may fail a receive of its notices that had arrived already.
+  const std::uint64_t taken = 1;
+  ok = ok && MPI_Send(&taken, 1, MPI_UINT64_T, _sender, kTakenTag, _channel) == MPI_SUCCESS;
   _deferred.clear();
   release_channel();
   if (!ok) detail::abandon("the process it replaces failed before its state arrived");
@@ -262,7 +267,14 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
     if (ok && done == 0) std::this_thread::sleep_for(kDeferredNap);
   }
   if (!ok) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-  return ok;
+  // Then the successor's word that it took every part (see receive_deferred).
+  found = 0;
+  while (ok && found == 0) {
+    ok = MPI_Iprobe(to, kTakenTag, comm, &found, &status) == MPI_SUCCESS;
+    if (ok && found == 0) std::this_thread::sleep_for(kDeferredNap);
+  }
+  std::uint64_t taken = 0;
+  return ok && MPI_Recv(&taken, 1, MPI_UINT64_T, to, kTakenTag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS && taken == 1;
 }
 
 bool receive_handover(MPI_Comm comm, int from, Handover& handover) {

@@ -5,10 +5,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "reprise/error.hpp"
 #include "reprise/image.hpp"
@@ -21,13 +25,35 @@ namespace {
 constexpr const char* kWhere = "reprise::Migration";
 // The extra dataset of a migration image: when the move was asked for.
 constexpr const char* kRequestTimeName = "reprise::Migration request time";
-// The other extra dataset: 1 if the committed checkpoint keeps a copy of
-// every state without the leaving processes (no checkpoint ends the move),
-// 0 if the move ends with a new checkpoint.
-constexpr const char* kCopiesKeptName = "reprise::Migration copies kept";
-// With copies kept: the committed version and its layout
+// The other extra dataset: where the committed checkpoint's copies are
+// after the move (`Checkpoint::CopiesOnMove`): kept by members that stay,
+// carried in this image, or retaken (the move ends with a new checkpoint).
+constexpr const char* kCopiesName = "reprise::Migration copies";
+constexpr std::uint8_t kCopiesKept = 1;
+constexpr std::uint8_t kCopiesCarried = 2;
+constexpr std::uint8_t kCopiesRetaken = 0;
+// Unless retaken: the committed version and its layout
 // (`Checkpoint::committed_layout`), which the new process continues.
 constexpr const char* kLayoutName = "reprise::Migration committed layout";
+// Carried: the owners of the copies the leaving process held, and each copy
+// under `copy_name(owner)`.
+constexpr const char* kCarriedOwnersName = "reprise::Migration carried copies";
+
+std::string copy_name(std::uint64_t owner) {
+  return "reprise::Migration copy of original rank " + std::to_string(owner);
+}
+
+std::uint8_t code_of(Checkpoint::CopiesOnMove copies) {
+  switch (copies) {
+    case Checkpoint::CopiesOnMove::kKeptByOthers:
+      return kCopiesKept;
+    case Checkpoint::CopiesOnMove::kCarried:
+      return kCopiesCarried;
+    case Checkpoint::CopiesOnMove::kRetaken:
+      break;
+  }
+  return kCopiesRetaken;
+}
 // No request in a round: its "minus the earliest request time".
 constexpr double kNoRequest = -1e300;
 
@@ -162,42 +188,60 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
   const bool leaves = std::binary_search(leaving.begin(), leaving.end(), _comm.original_rank());
   _times = {};
   // Without a checkpoint at the end of the move when every committed state
-  // keeps a copy outside the leaving processes.
-  const bool copies_kept = _checkpoint.keeps_copies_without(leaving);
+  // keeps a copy outside the leaving processes, or when they carry theirs.
+  const auto copies = _checkpoint.copies_on_move(leaving);
   ImagePieces image;
   if (leaves) {
     const double started = MPI_Wtime();
     const double request_time[1] = {requested_at};
-    const std::uint8_t kept[1] = {copies_kept ? std::uint8_t{1} : std::uint8_t{0}};
+    const std::uint8_t code[1] = {code_of(copies)};
     const auto layout = _checkpoint.committed_layout();
-    const detail::ExtraPiece extras[3] = {
+    std::vector<detail::ExtraPiece> extras{
         {kRequestTimeName, std::as_bytes(std::span(request_time)), ArrayShape{ElementType::kFloat64, {}}},
-        {kCopiesKeptName, std::as_bytes(std::span(kept)), ArrayShape{ElementType::kUint8, {}}},
-        {kLayoutName, std::as_bytes(std::span(layout)), ArrayShape{ElementType::kUint64, {}}}};
-    image = detail::current_image_pieces(_checkpoint, _comm, _checkpoint.version(),
-                                         std::span(extras).first(copies_kept ? 3 : 2));
+        {kCopiesName, std::as_bytes(std::span(code)), ArrayShape{ElementType::kUint8, {}}}};
+    if (copies != Checkpoint::CopiesOnMove::kRetaken) {
+      extras.push_back({kLayoutName, std::as_bytes(std::span(layout)), ArrayShape{ElementType::kUint64, {}}});
+    }
+    const auto held = copies == Checkpoint::CopiesOnMove::kCarried ? _checkpoint.held_copies()
+                                                                   : std::vector<Checkpoint::HeldCopy>{};
+    std::vector<std::uint64_t> owners;
+    std::vector<std::string> names;
+    for (const auto& copy : held) {
+      owners.push_back(static_cast<std::uint64_t>(copy.owner.value()));
+      names.push_back(copy_name(owners.back()));
+      _times.carried_bytes += copy.state.size();
+    }
+    if (!held.empty()) {
+      extras.push_back({kCarriedOwnersName, std::as_bytes(std::span(owners)), ArrayShape{ElementType::kUint64, {}}});
+      for (std::size_t i = 0; i < held.size(); ++i) extras.push_back({names[i], held[i].state, ArrayShape{}, true});
+    }
+    image = detail::current_image_pieces(_checkpoint, _comm, _checkpoint.version(), extras);
     _times.image_build_s = MPI_Wtime() - started;
     _times.image_bytes = image.size();
   }
-  // The registered memory's chunks stay with a leaving process until its
-  // successor receives them straight into its registered memory, when the
-  // move takes no checkpoint (else the leaving processes must not wait:
-  // their copies are all some states have).
+  // The large pieces stay with a leaving process until its successor
+  // receives them straight where they belong, unless the move retakes the
+  // checkpoint: then the leaving processes must not wait, their copies are
+  // all some states have. (Carried copies may wait: each state's copies
+  // travel from as many leaving processes to as many successors, so one
+  // failure loses no more of them than at any other time.)
   auto moved = _comm.migrate_gathered(leaving, image.pieces, _config.hosts,
-                                      copies_kept ? std::span<const std::size_t>(image.referenced)
-                                                  : std::span<const std::size_t>());
+                                      copies != Checkpoint::CopiesOnMove::kRetaken
+                                          ? std::span<const std::size_t>(image.referenced)
+                                          : std::span<const std::size_t>());
   if (!moved) {
     _times.evacuation_s = shared_clock() - requested_at;
     if (_before_leaving) _before_leaving(_times);
     _comm.leave_after_migration();
   }
   _comm = std::move(*moved);
-  if (copies_kept) {
+  if (copies == Checkpoint::CopiesOnMove::kKeptByOthers) {
     give_back_copies_after(0);
-  } else {
+  } else if (copies == Checkpoint::CopiesOnMove::kRetaken) {
     _checkpoint.checkpoint();
   }
-  _history.push_back({leaving, _comm.epoch(), _checkpoint.version(), !copies_kept});
+  _history.push_back({leaving, _comm.epoch(), _checkpoint.version(), copies == Checkpoint::CopiesOnMove::kRetaken,
+                      copies == Checkpoint::CopiesOnMove::kCarried});
   negotiate_from_here();
 }
 
@@ -221,33 +265,68 @@ void Migration::arrive() {
   const double started = MPI_Wtime();
   const auto image = Image::view(handover.span());
   const double opened = MPI_Wtime();
+  std::uint8_t code = kCopiesRetaken;
+  std::vector<std::uint64_t> owners;
+  try {
+    code = image.read_array<std::uint8_t>(kCopiesName).at(0);
+    if (code != kCopiesKept && code != kCopiesCarried && code != kCopiesRetaken) {
+      throw CorruptData(std::string(kWhere) + "::arrive: the image says the checkpoint's copies are " +
+                        std::to_string(code) + " (not 0, 1 or 2): it is damaged, or from another version of reprise");
+    }
+    if (code == kCopiesCarried) owners = image.read_array<std::uint64_t>(kCarriedOwnersName);
+    for (std::size_t i = 0; i < owners.size(); ++i) {
+      if (owners[i] > INT_MAX || (i > 0 && owners[i] <= owners[i - 1])) {
+        throw CorruptData(std::string(kWhere) + "::arrive: the owners of the copies carried in the image are not "
+                          "distinct original ranks in ascending order: the image is damaged");
+      }
+    }
+  } catch (const Error&) {
+    // Take the parts anyway, so that the leaving process, which waits for them, can go.
+    handover.receive_deferred(std::vector<std::span<std::byte>>(handover.deferred().size()));
+    throw;
+  }
+  // Carried copies land in fresh memory of their own, which the checkpoint then keeps.
+  std::map<OriginalRank, std::vector<std::byte>> copies;
+  std::vector<detail::ExtraLanding> landings;
+  for (const std::uint64_t owner : owners) {
+    auto name = copy_name(owner);
+    const std::size_t bytes = image.contains(name) ? image.dataset(name).bytes : 0;
+    auto& copy = copies[OriginalRank{static_cast<int>(owner)}];
+    copy.reserve(bytes);
+    detail::prefer_huge_pages_of(copy.data(), bytes);
+    copy.resize(bytes);
+    landings.push_back({std::move(name), copy});
+  }
   double receive_s = 0;
-  if (handover.deferred().empty()) {
+  if (handover.deferred().empty() && landings.empty()) {
     detail::load_image(image, _checkpoint);
   } else {
-    detail::load_arriving_image(image, handover, _checkpoint, _comm.original_rank(), receive_s);
+    detail::load_arriving_image(image, handover, _checkpoint, _comm.original_rank(), receive_s, landings);
   }
-  const bool copies_kept = image.read_array<std::uint8_t>(kCopiesKeptName).at(0) != 0;
-  if (copies_kept) {
-    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName));
-  } else {
+  if (code == kCopiesRetaken) {
     _checkpoint.continue_from(image.info().checkpoint_id);
+  } else {
+    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(copies));
   }
   _times = {};
   _times.image_open_s = opened - started;
   _times.receive_s = receive_s;
   _times.restore_s = MPI_Wtime() - opened - receive_s;
   _times.image_bytes = handover.size();
+  for (const auto& copy : _checkpoint.held_copies()) _times.carried_bytes += copy.state.size();
   const auto request_time = image.read_array<double>(kRequestTimeName);
-  if (copies_kept) {
+  if (code == kCopiesKept) {
     // This safe point is the move's: the others give back one later.
     give_back_copies_after(1);
-  } else {
+  } else if (code == kCopiesRetaken) {
     _checkpoint.checkpoint();
   }
   _times.response_s = shared_clock() - request_time.at(0);
-  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(), !copies_kept});
-  negotiate_from_here();
+  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(), code == kCopiesRetaken,
+                      code == kCopiesCarried});
+  // The negotiation communicator comes at the first safe point (poll), the
+  // same collective the others made at the end of the move: a failure
+  // during the arrival is then one the application recovers from there.
 }
 
 }  // namespace reprise

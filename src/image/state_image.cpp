@@ -20,10 +20,11 @@ namespace {
 constexpr std::size_t kReferenceFrom = std::size_t{1} << 20;
 
 /// A builder holding `pieces` (one per registration of `checkpoint`) plus
-/// `extras`; `referenced[i]`: piece i is added by reference.
+/// `extras`; `referenced[i]`: piece i is added by reference;
+/// `reference_extras`: so are the extras that ask for it.
 ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                         std::span<const std::span<const std::byte>> pieces, const std::vector<bool>& referenced,
-                        std::span<const ExtraPiece> extras) {
+                        std::span<const ExtraPiece> extras, bool reference_extras) {
   const auto registrations = checkpoint.registrations();
   ImageInfo info;
   info.original_rank = comm.original_rank();
@@ -38,7 +39,16 @@ ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uin
       copied += pieces[i].size();
     }
   }
-  for (const auto& extra : extras) copied += extra.bytes.size();
+  const auto referenced_extra = [&](const ExtraPiece& extra) {
+    return reference_extras && extra.by_reference && extra.bytes.size() >= kReferenceFrom;
+  };
+  for (const auto& extra : extras) {
+    if (referenced_extra(extra)) {
+      ++references;
+    } else {
+      copied += extra.bytes.size();
+    }
+  }
   ImageBuilder builder(std::move(info), copied, references);
   for (std::size_t i = 0; i < registrations.size(); ++i) {
     if (referenced[i]) {
@@ -54,7 +64,11 @@ ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uin
                          "' is reserved for reprise's own use in images; register the piece under another name");
       }
     }
-    builder.add(extra.name, extra.bytes, extra.shape);
+    if (referenced_extra(extra)) {
+      builder.add_referenced(extra.name, extra.bytes, extra.shape);
+    } else {
+      builder.add(extra.name, extra.bytes, extra.shape);
+    }
   }
   return builder;
 }
@@ -63,7 +77,7 @@ ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uin
 /// `extras`, every byte copied into it.
 ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                        std::span<const std::span<const std::byte>> pieces, std::span<const ExtraPiece> extras) {
-  return builder_of(checkpoint, comm, version, pieces, std::vector<bool>(pieces.size(), false), extras).finish();
+  return builder_of(checkpoint, comm, version, pieces, std::vector<bool>(pieces.size(), false), extras, false).finish();
 }
 
 /// `UsageError` unless `image` has a piece `name`.
@@ -119,7 +133,7 @@ ImagePieces current_image_pieces(const Checkpoint& checkpoint, const Comm& comm,
       referenced.push_back(false);
     }
   });
-  return builder_of(checkpoint, comm, version, pieces, referenced, extras).finish_pieces();
+  return builder_of(checkpoint, comm, version, pieces, referenced, extras, true).finish_pieces();
 }
 
 void load_image(const Image& image, Checkpoint& checkpoint) {
@@ -134,11 +148,14 @@ void load_image(const Image& image, Checkpoint& checkpoint) {
 
 namespace {
 
-/// A buffer or vector whose chunks arrive in a handover's deferred parts:
-/// which part each chunk waits for, and its checksum taken as they come.
+/// A buffer or vector (or an extra piece) whose chunks arrive in a
+/// handover's deferred parts: which part each chunk waits for, and its
+/// checksum taken as they come.
 struct Landing {
   static constexpr std::size_t kReady = static_cast<std::size_t>(-1);  // waits for no part
-  std::size_t registration = 0;
+  static constexpr std::size_t kExtra = static_cast<std::size_t>(-1);  // not a registration
+  std::string name;                    // the dataset
+  std::size_t registration = kExtra;   // its place among the registrations
   std::span<std::byte> memory;
   std::vector<ImageChunk> chunks;   // in the order of the piece's bytes
   std::vector<std::size_t> waits;   // per chunk: the part it waits for, or kReady
@@ -170,11 +187,20 @@ struct Landing {
 }  // namespace
 
 void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, OriginalRank me,
-                         double& receive_s) {
+                         double& receive_s, std::span<const ExtraLanding> extras) {
   const auto registrations = checkpoint.registrations();
   std::vector<std::size_t> sizes;
   std::vector<std::span<std::byte>> places;
   try {
+    for (const ExtraLanding& extra : extras) {
+      require_piece(image, extra.name);
+      if (image.dataset(extra.name).bytes != extra.memory.size()) {
+        throw UsageError("reprise: the piece '" + extra.name + "' of the image of original rank " +
+                         std::to_string(image.info().original_rank.value()) + " holds " +
+                         std::to_string(image.dataset(extra.name).bytes) + " bytes, not the " +
+                         std::to_string(extra.memory.size()) + " made room for");
+      }
+    }
     sizes = piece_sizes(image, checkpoint);
     places = checkpoint.place_pieces(sizes);
   } catch (const Error&) {
@@ -183,9 +209,9 @@ void load_arriving_image(const Image& image, Handover& handover, Checkpoint& che
     handover.receive_deferred(std::vector<std::span<std::byte>>(handover.deferred().size()));
     throw;
   }
-  // Each deferred part that is exactly a chunk of a buffer or a vector lands
-  // in its memory; the other parts land in the image's holes, and such a
-  // piece's chunks there are copied.
+  // Each deferred part that is exactly a chunk of a buffer, a vector or an
+  // extra piece lands in its memory; the other parts land in the image's
+  // holes, and such a piece's chunks there are copied.
   const auto parts = handover.deferred();
   const auto part_at = [&](std::uint64_t offset) {  // the part holding byte `offset`, or parts.size()
     const auto after = std::upper_bound(parts.begin(), parts.end(), offset,
@@ -196,10 +222,13 @@ void load_arriving_image(const Image& image, Handover& handover, Checkpoint& che
   };
   std::vector<std::span<std::byte>> landing(parts.size());
   std::vector<Landing> pieces;
-  for (std::size_t i = 0; i < registrations.size(); ++i) {
-    if (places[i].empty()) continue;
-    Landing piece{i, places[i], image.chunks(registrations[i].name), {}, {}};
-    if (piece.chunks.empty()) continue;  // read through HDF5 below
+  std::vector<Landing> unchunked;  // read through HDF5 after the parts arrived
+  const auto plan = [&](Landing piece) {
+    piece.chunks = image.chunks(piece.name);
+    if (piece.chunks.empty()) {
+      unchunked.push_back(std::move(piece));
+      return;
+    }
     bool in_order = true;  // the chunks arrive in the piece's order: hashed as they come
     for (const ImageChunk& chunk : piece.chunks) {
       std::size_t waits = Landing::kReady;
@@ -209,7 +238,7 @@ void load_arriving_image(const Image& image, Handover& handover, Checkpoint& che
         if (part < parts.size()) {
           waits = part;
           landed = parts[part].offset == chunk.image_offset && parts[part].size == chunk.bytes;
-          if (landed) landing[part] = places[i].subspan(chunk.piece_offset, chunk.bytes);
+          if (landed) landing[part] = piece.memory.subspan(chunk.piece_offset, chunk.bytes);
         }
       }
       if (waits != Landing::kReady && !piece.waits.empty() && piece.waits.back() != Landing::kReady &&
@@ -222,6 +251,21 @@ void load_arriving_image(const Image& image, Handover& handover, Checkpoint& che
     // Out of order: everything in place first, hashed after the last part.
     if (!in_order) std::fill(piece.waits.begin(), piece.waits.end(), parts.size() - 1);
     pieces.push_back(std::move(piece));
+  };
+  for (std::size_t i = 0; i < registrations.size(); ++i) {
+    if (places[i].empty()) continue;  // a Save/Load object: loaded from the image below
+    Landing piece;
+    piece.name = registrations[i].name;
+    piece.registration = i;
+    piece.memory = places[i];
+    plan(std::move(piece));
+  }
+  for (const ExtraLanding& extra : extras) {
+    if (extra.memory.empty()) continue;
+    Landing piece;
+    piece.name = extra.name;
+    piece.memory = extra.memory;
+    plan(std::move(piece));
   }
   const auto bytes = handover.span();
   for (Landing& piece : pieces) piece.advance(0, bytes);
@@ -234,13 +278,17 @@ void load_arriving_image(const Image& image, Handover& handover, Checkpoint& che
   std::vector<bool> done(registrations.size(), false);
   for (Landing& piece : pieces) {
     piece.advance(parts.size(), bytes);
-    const ImageDataset& dataset = image.dataset(registrations[piece.registration].name);
-    if (piece.checksum->digest() != dataset.checksum) {
-      throw CorruptData("reprise::Migration::arrive: piece '" + dataset.name +
+    if (piece.checksum->digest() != image.dataset(piece.name).checksum) {
+      throw CorruptData("reprise::Migration::arrive: piece '" + piece.name +
                         "' does not match its checksum once received (the image or the transfer is damaged); this "
                         "process cannot take over its predecessor's state");
     }
-    done[piece.registration] = true;
+    if (piece.registration != Landing::kExtra) done[piece.registration] = true;
+  }
+  for (const Landing& piece : unchunked) {
+    if (piece.registration != Landing::kExtra) continue;  // loaded below
+    image.verify(piece.name);
+    image.read_unverified(piece.name, piece.memory);
   }
   checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
     if (done[index]) return;  // in place already, checked

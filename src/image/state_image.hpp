@@ -18,6 +18,16 @@ struct ExtraPiece {
   std::string name;
   std::span<const std::byte> bytes;
   ArrayShape shape;
+  /// In an image sent in pieces (`current_image_pieces`): referenced, not
+  /// copied, from 1 MiB on, like the registered memory.
+  bool by_reference = false;
+};
+
+/// A piece an image carries besides the registered ones, and where it goes
+/// when the image arrives (`load_arriving_image`): memory of exactly its size.
+struct ExtraLanding {
+  std::string name;
+  std::span<std::byte> memory;
 };
 
 /// The image of `state` (a serialized state of `checkpoint`, such as
@@ -50,9 +60,11 @@ void load_image(const Image& image, Checkpoint& checkpoint);
 /// (`CorruptData`) may leave the state partly written: this is for a new
 /// process, whose state is nothing yet. `me`: this process's original rank
 /// (for the fault point before the parts are received). `receive_s`: the
-/// seconds spent receiving the parts.
+/// seconds spent receiving the parts. `extras`: pieces besides the
+/// registered ones, received and checked the same way into their memory
+/// (`UsageError`, nothing loaded, if one is missing or of another size).
 void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, OriginalRank me,
-                         double& receive_s);
+                         double& receive_s, std::span<const ExtraLanding> extras = {});
 
 /// The serialized state of `checkpoint` that `image` holds: every registered
 /// piece by name, checksums checked. `UsageError` naming a missing piece.

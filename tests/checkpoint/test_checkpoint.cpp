@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -299,6 +301,56 @@ TEST(Checkpoint, ContinuingAnotherProcessesCommitNeedsAWellFormedLayout) {
     EXPECT_THROW(taker.continue_commit(layout), UsageError) << "a commit already";
   }
   EXPECT_THROW(checkpoint.continue_commit(layout), UsageError) << "a commit already";
+}
+
+// Where the committed copies are if some processes moved away: kept by the
+// others when one moves (with two copies among several processes), carried
+// by the leaving ones when all move. A process taking over another's
+// version with the copies it held holds exactly those; copies of other
+// owners are refused, and nothing is taken.
+TEST(Checkpoint, CopiesGoWithTheProcessesThatHoldThemWhenEveryHolderMoves) {
+  auto comm = Comm::world();
+  State state;
+  Checkpoint checkpoint(comm, {.copies = std::min(2, comm.size())});
+  state.protect_in(checkpoint);
+  std::vector<OriginalRank> everyone;
+  for (int rank = 0; rank < comm.size(); ++rank) everyone.emplace_back(rank);
+  EXPECT_EQ(checkpoint.copies_on_move(everyone), Checkpoint::CopiesOnMove::kRetaken) << "nothing committed yet";
+  checkpoint.checkpoint();
+  EXPECT_EQ(checkpoint.copies_on_move(everyone), Checkpoint::CopiesOnMove::kCarried);
+  const std::vector<OriginalRank> first{OriginalRank{0}};
+  EXPECT_EQ(checkpoint.copies_on_move(first),
+            comm.size() > 1 ? Checkpoint::CopiesOnMove::kKeptByOthers : Checkpoint::CopiesOnMove::kCarried);
+  const auto held = checkpoint.held_copies();
+  ASSERT_EQ(held.size(), static_cast<std::size_t>(std::min(2, comm.size())));
+  std::size_t held_bytes = 0;
+  std::map<OriginalRank, std::vector<std::byte>> copies;
+  for (const auto& copy : held) {
+    held_bytes += copy.state.size();
+    copies[copy.owner].assign(copy.state.begin(), copy.state.end());
+  }
+  EXPECT_EQ(held_bytes, checkpoint.held_bytes());
+  EXPECT_TRUE(copies.contains(comm.original_rank())) << "its own state's copy is among them";
+  const auto layout = checkpoint.committed_layout();
+  Checkpoint taker(comm, {.copies = std::min(2, comm.size())});
+  auto wrong = copies;
+  wrong[OriginalRank{comm.size()}] = {};  // a rank that is not in the layout
+  EXPECT_THROW(taker.continue_commit(layout, wrong), CorruptData);
+  if (copies.size() > 1) {
+    wrong = copies;
+    wrong.erase(wrong.begin());
+    EXPECT_THROW(taker.continue_commit(layout, wrong), CorruptData) << "a copy missing";
+  }
+  EXPECT_FALSE(taker.has_commit()) << "nothing taken from refused copies";
+  taker.continue_commit(layout, copies);
+  EXPECT_TRUE(taker.has_commit());
+  EXPECT_EQ(taker.held_bytes(), held_bytes) << "it holds what the other held";
+  ASSERT_EQ(taker.held_copies().size(), held.size());
+  for (std::size_t i = 0; i < held.size(); ++i) {
+    EXPECT_EQ(taker.held_copies()[i].owner, held[i].owner);
+    EXPECT_TRUE(std::equal(held[i].state.begin(), held[i].state.end(), taker.held_copies()[i].state.begin(),
+                           taker.held_copies()[i].state.end()));
+  }
 }
 
 TEST(Checkpoint, AReplacementWithAnotherBufferSizeIsRefused) {

@@ -415,6 +415,85 @@ TEST(Migration, TheNewProcessKilledBeforeItsLargePiecesArrivedIsRecovered) {
   EXPECT_FALSE(seen.migrated_in) << "the process started by the move must have died";
 }
 
+namespace {
+
+/// A rank other than 0 whose checkpoint copies all lie on ranks other than
+/// 0, or -1: if every process but 0 moves, its copies travel with them.
+int carried_victim(int processes) {
+  for (int owner = 1; owner < processes; ++owner) {
+    if (!holds(holders_of(owner, processes), 0)) return owner;
+  }
+  return -1;
+}
+
+/// A driven run of 4 processes with 3 MiB of ballast where every process
+/// the job started but rank 0 asks to move at step 4, so every holder of
+/// some state moves and carries its checkpoint copies.
+/// `at_step(step, me, victim, migration)` runs inside each step,
+/// `arm(victim)` in the processes the job started; `victim` is
+/// `carried_victim`.
+Seen run_moving_all_but_rank_zero(const std::function<void(std::uint64_t, OriginalRank, int, Migration&)>& at_step,
+                                  const std::function<void(int)>& arm = {}) {
+  constexpr int kProcesses = 4;
+  const int victim = carried_victim(kProcesses);
+  bool first_generation = false;
+  return run_driven(
+      14,
+      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 4 && first_generation && me != OriginalRank{0}) migration.request();
+        at_step(step, me, victim, migration);
+      },
+      [&](const Comm& comm) {
+        ASSERT_EQ(comm.size(), kProcesses);
+        ASSERT_GE(victim, 1);
+        first_generation = true;
+        if (arm) arm(victim);
+      },
+      10, kBallast);
+}
+
+/// What each process saw of `run_moving_all_but_rank_zero` where the victim
+/// was lost and replaced: one move that carried the copies and took no
+/// checkpoint (the versions are step 0's, the restore's and step 10's).
+void expect_copies_carried(const Seen& seen) {
+  EXPECT_EQ(seen.version, 3U) << "the move took no checkpoint";
+  if (seen.me == OriginalRank{carried_victim(seen.processes)} && !seen.migrated_in) {
+    EXPECT_TRUE(seen.history.empty()) << "the replacement came after the move";
+    return;
+  }
+  EXPECT_EQ(seen.migrated_in, seen.me != OriginalRank{0});
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_EQ(seen.history[0].moved, seen.migrated_in ? std::vector{seen.me} : ranks({1, 2, 3}));
+  EXPECT_TRUE(seen.history[0].copies_carried);
+  EXPECT_FALSE(seen.history[0].checkpointed);
+}
+
+}  // namespace
+
+// Every process but rank 0 moves, so every holder of some state moves: each
+// carries the checkpoint copies it holds to its successor, and no
+// checkpoint ends the move. Then a new process whose state's copies all
+// moved is killed: the driver respawns it and rolls everyone back to step
+// 0, which needs exactly the copy of its state that another new process
+// carried.
+TEST(Migration, EveryHolderMovesAndTheCopiesTravelWithThem) {
+  const auto seen = run_moving_all_but_rank_zero([](std::uint64_t step, OriginalRank me, int victim, Migration& migration) {
+    // Only the process that arrived by the move has seen one (not its replacement).
+    if (step == 7 && !migration.history().empty() && me == OriginalRank{victim}) inject::kill_self(me);
+  });
+  expect_copies_carried(seen);
+}
+
+// The same move, and one leaving process dies before its large pieces (its
+// state and the copies it carries) left: its successor gives up, and the
+// driver respawns the rank from the copy of its state that another leaving
+// process carried, and rolls everyone back.
+TEST(Migration, ALeavingProcessKilledWhileTheCopiesTravelLosesNothing) {
+  const auto seen = run_moving_all_but_rank_zero([](std::uint64_t, OriginalRank, int, Migration&) {},
+                                                 [](int victim) { inject::arm("comm.migrate.deferred", OriginalRank{victim}); });
+  expect_copies_carried(seen);
+}
+
 // A large piece damaged between the image's build and its transfer (its
 // checksum was taken before a value changed): the new process refuses it in
 // arrive() with a CorruptData naming the piece. The image is built here by
@@ -445,6 +524,9 @@ TEST(Migration, ALargePieceDamagedInTransitIsRefusedOnArrival) {
   info.world_size = comm.size();
   ImageBuilder builder(info, 0, 1);
   builder.add_referenced("values", std::as_bytes(std::span(values)), ArrayShape{ElementType::kFloat64, {}});
+  // What Migration's images say first: the committed copies stay with the others.
+  const std::uint8_t copies_kept[1] = {1};
+  builder.add("reprise::Migration copies", std::as_bytes(std::span(copies_kept)), ArrayShape{ElementType::kUint8, {}});
   const ImagePieces image = std::move(builder).finish_pieces();
   ASSERT_FALSE(image.referenced.empty());
   values[values.size() / 2] += 1;  // after the checksum, before the transfer
