@@ -48,6 +48,13 @@ using ScatterTarget = std::function<std::vector<std::span<std::byte>>(Rank sourc
 class Handover;
 
 namespace detail {
+/// Unmaps a handover's buffer, which is mapped fresh: the holes of deferred
+/// parts then take no memory, and leave the heap (a spare's warm pages) to
+/// the places where those parts land.
+struct Unmap {
+  std::size_t bytes = 0;
+  void operator()(std::byte* data) const noexcept;
+};
 bool receive_handover(MPI_Comm comm, int from, Handover& handover);
 void keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
 }  // namespace detail
@@ -101,7 +108,7 @@ class Handover {
   friend void detail::keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
   void release_channel() noexcept;
 
-  std::unique_ptr<std::byte[]> _bytes;
+  std::unique_ptr<std::byte[], detail::Unmap> _bytes;
   std::size_t _size = 0;
   std::vector<HandoverPart> _deferred;
   MPI_Comm _channel = MPI_COMM_NULL;  // where the deferred parts come from ...

@@ -6,6 +6,7 @@
 // same host the sender writes them there itself (cross-memory attach),
 // elsewhere they travel on their own tag.
 
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -277,6 +278,10 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
   return ok && MPI_Recv(&taken, 1, MPI_UINT64_T, to, kTakenTag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS && taken == 1;
 }
 
+void Unmap::operator()(std::byte* data) const noexcept {
+  if (data != nullptr) ::munmap(data, bytes);
+}
+
 bool receive_handover(MPI_Comm comm, int from, Handover& handover) {
   MPI_Status status;
   int words = 0;
@@ -297,7 +302,11 @@ bool receive_handover(MPI_Comm comm, int from, Handover& handover) {
     if (part.offset < from_here || part.size > size || part.offset > size - part.size) return false;
     parts.push_back(part);
   }
-  handover._bytes.reset(new std::byte[size]);  // not zeroed: every byte is received
+  if (size > 0) {
+    void* mapped = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mapped == MAP_FAILED) return false;
+    handover._bytes = std::unique_ptr<std::byte[], Unmap>(static_cast<std::byte*>(mapped), Unmap{size});
+  }
   handover._size = size;
   // Messages between two processes keep their order: each lands after the
   // one before, whatever its size (never above what is left before the next
