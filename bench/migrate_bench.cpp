@@ -12,8 +12,10 @@
 //   the registered memory, when the move takes no checkpoint) and restore_s
 //   (checksums checked, the rest of the state copied into the registered
 //   memory) are Migration's own MigrationTimes: response_s ends once the new process has restored the
-//   state (and, if every holder of some process's checkpoint copies moved,
-//   taken part in the checkpoint that then ends the move).
+//   state. If every holder of some process's checkpoint copies moves (with
+//   --migrating all), each leaving process carries the copies it holds in
+//   its image (image_bytes then counts them), and the new process receives
+//   them before it runs again.
 // - disk: the leaving process takes the time of the request, builds the image
 //   of the same state with the public ImageBuilder, writes it to a file,
 //   fsyncs it and drops it from the page cache (posix_fadvise DONTNEED), then
@@ -21,11 +23,12 @@
 //   the handover of the rest are the same); the new process reads the file
 //   back, opens the image (Image::open, no copy: image_open_s), restores the
 //   state from it (restore_s), and if a move in memory would end with a
-//   checkpoint, every process takes it.
+//   checkpoint, every process takes it. Carried checkpoint copies travel
+//   through Migration the same way in both.
 //
 // In every move, after the times: the next safe point, where the new
 // processes get back the checkpoint copies their predecessors held
-// (rereplicate_s, Migration's own; 0 when the move took a checkpoint), a
+// (rereplicate_s, Migration's own; 0 when the move took a checkpoint or carried the copies), a
 // checkpoint of the state alone (checkpoint_s) and a memcpy of the same bytes on every process, into
 // memory written before (memcpy_s) and into fresh memory (memcpy_fresh_s).
 // Each figure is the slowest process's; a leaving process writes its times to

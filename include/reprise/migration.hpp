@@ -111,11 +111,14 @@ class Migration {
 
   /// In a process started by a migration: opens the image its predecessor
   /// sent, restores the registered state and joins the others where the
-  /// move ends (the committed checkpoint shared, or a new one taken). When
-  /// the move takes no checkpoint, the large pieces of the image come only
-  /// now, straight into the registered memory, and the leaving process
+  /// move ends (the committed checkpoint shared, with the copies its
+  /// predecessor carried if every holder of some state moved, or a new one
+  /// taken). When the move takes no checkpoint, the large pieces of the
+  /// image (and the carried copies) come only now, straight into the
+  /// registered memory (and memory of their own), and the leaving process
   /// waits for them (if it fails first, this process exits and the others
-  /// recover the rank from the committed checkpoint). `UsageError` in any
+  /// recover the rank from the committed checkpoint). No collective call
+  /// otherwise: a failure meanwhile is seen at the next `poll()`. `UsageError` in any
   /// other process, or if the image does not fit the registrations;
   /// `CorruptData` for a damaged image (the state may then be partly
   /// written: this process cannot go on).
