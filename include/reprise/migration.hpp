@@ -117,8 +117,9 @@ class Migration {
   /// image (and the carried copies) come only now, straight into the
   /// registered memory (and memory of their own), and the leaving process
   /// waits for them (if it fails first, this process exits and the others
-  /// recover the rank from the committed checkpoint). No collective call
-  /// otherwise: a failure meanwhile is seen at the next `poll()`. `UsageError` in any
+  /// recover the rank from the committed checkpoint). A failure of
+  /// another process meanwhile is not raised here but by the next
+  /// collective call, where the application recovers. `UsageError` in any
   /// other process, or if the image does not fit the registrations;
   /// `CorruptData` for a damaged image (the state may then be partly
   /// written: this process cannot go on).

@@ -324,9 +324,15 @@ void Migration::arrive() {
   _times.response_s = shared_clock() - request_time.at(0);
   _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(), code == kCopiesRetaken,
                       code == kCopiesCarried});
-  // The negotiation communicator comes at the first safe point (poll), the
-  // same collective the others made at the end of the move: a failure
-  // during the arrival is then one the application recovers from there.
+  // The others made it at the end of the move. If a process failed since
+  // (one that arrived with this one and gave up), the application's next
+  // collective fails too, where it recovers (inside Driver::run); the first
+  // safe point after the recovery makes it anew, on every process alike.
+  try {
+    negotiate_from_here();
+  } catch (const CommFailure&) {
+    _negotiation = MPI_COMM_NULL;
+  }
 }
 
 }  // namespace reprise
