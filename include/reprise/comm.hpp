@@ -87,17 +87,26 @@ class Handover {
   /// The parts still with the sender, in order of their offsets.
   [[nodiscard]] std::span<const HandoverPart> deferred() const noexcept { return _deferred; }
 
-  /// Receives every deferred part: part i into `places[i]` (exactly its
+  /// Receives the deferred parts: part i into `places[i]` (exactly its
   /// size), or where `places[i]` is empty into its place in `span()`, one
   /// part after the other, calling `arrived(i)` (if given) once part i is
   /// there, while its bytes are still in cache (`arrived` must not throw:
   /// the sender waits for the parts after it). Once; nothing to do without
-  /// deferred parts. `UsageError` (nothing received) for another count or
-  /// size. If the sender fails before every part arrived, this process
-  /// cannot take its place: it exits, and the others recover its rank as
-  /// after any failure.
+  /// deferred parts. `now`: how many of the first parts to receive here (all
+  /// by default); `receive_rest` takes the others, and the sender waits for
+  /// them. `UsageError` (nothing received) for another count or size, or
+  /// `now` beyond the parts. If the sender fails before those parts
+  /// arrived, this process cannot take its place: it exits, and the others
+  /// recover its rank as after any failure.
   void receive_deferred(std::span<const std::span<std::byte>> places,
-                        const std::function<void(std::size_t part)>& arrived = {});
+                        const std::function<void(std::size_t part)>& arrived = {},
+                        std::size_t now = static_cast<std::size_t>(-1));
+  /// Receives the parts that `receive_deferred` left (into the places it
+  /// was given, calling `arrived` the same way), then lets the sender go.
+  /// May run on another thread than the rest (MPI_THREAD_MULTIPLE). False
+  /// if the sender failed before they all arrived: those parts are not this
+  /// process's state, so it goes on, and its caller drops them.
+  [[nodiscard]] bool receive_rest(const std::function<void(std::size_t part)>& arrived = {});
   /// Of the deferred parts received, the bytes the sender wrote straight
   /// into their places (on the same host, by cross-memory attach) instead
   /// of sending them through MPI.
@@ -107,6 +116,7 @@ class Handover {
   friend bool detail::receive_handover(MPI_Comm comm, int from, Handover& handover);
   friend void detail::keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
   void release_channel() noexcept;
+  bool receive_parts(std::size_t end, const std::function<void(std::size_t part)>& arrived);
 
   std::unique_ptr<std::byte[], detail::Unmap> _bytes;
   std::size_t _size = 0;
@@ -115,6 +125,10 @@ class Handover {
   int _sender = -1;                   // ... and from whom
   bool _owns_channel = false;         // freed here once the parts arrived
   std::size_t _pushed_bytes = 0;
+  std::vector<std::span<std::byte>> _targets;  // where each deferred part lands, once they are asked for
+  std::size_t _received = 0;                   // the deferred parts received so far
+  std::unique_ptr<std::uint64_t> _token;       // what the sender reads back to tell it reaches this process
+  bool _rest_failed = false;                   // the sender was gone before the parts after the first
 };
 
 namespace detail {

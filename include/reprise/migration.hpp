@@ -62,6 +62,8 @@ struct MigrationTimes {
   std::uint64_t image_bytes = 0;  ///< size of the image sent
   /// Of the image: the checkpoint copies the leaving process carried to the
   /// new one (every holder of some state moved), which spares a checkpoint.
+  /// They may land after `response_s` (see `Migration::arrive`), before
+  /// `evacuation_s`.
   std::uint64_t carried_bytes = 0;
 };
 
@@ -114,10 +116,14 @@ class Migration {
   /// move ends (the committed checkpoint shared, with the copies its
   /// predecessor carried if every holder of some state moved, or a new one
   /// taken). When the move takes no checkpoint, the large pieces of the
-  /// image (and the carried copies) come only now, straight into the
-  /// registered memory (and memory of their own), and the leaving process
-  /// waits for them (if it fails first, this process exits and the others
-  /// recover the rank from the committed checkpoint). A failure of
+  /// image come only now, straight into the registered memory, and the
+  /// leaving process waits for them (if it fails first, this process exits
+  /// and the others recover the rank from the committed checkpoint). Carried
+  /// copies come after the state, into memory of their own: where MPI
+  /// grants `MPI_THREAD_MULTIPLE` a thread takes them while this process
+  /// runs again, and the checkpoint waits for them before it uses them (if
+  /// the leaving process fails first, this process drops them and goes on:
+  /// each state keeps its other copies). A failure of
   /// another process meanwhile is not raised here but by the next
   /// collective call, where the application recovers. `UsageError` in any
   /// other process, or if the image does not fit the registrations;

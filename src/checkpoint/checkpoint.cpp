@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <optional>
+#include <utility>
 
 #include "huge_pages.hpp"
 #include "mix.hpp"
@@ -109,6 +111,7 @@ std::vector<Registration> Checkpoint::registrations() const {
 }
 
 std::span<const std::byte> Checkpoint::committed_state() const {
+  settle_copies();
   const auto it = _held.find(_comm.original_rank());
   if (it == _held.end() || !has_commit()) return {};
   return it->second;
@@ -249,6 +252,7 @@ void Checkpoint::continue_from(std::uint64_t version) {
 }
 
 std::size_t Checkpoint::held_bytes() const noexcept {
+  settle_copies();
   std::size_t total = 0;
   for (const auto& [owner, state] : _held) total += state.size();
   return total;
@@ -333,6 +337,7 @@ void Checkpoint::apply(std::span<const std::byte> state, std::string_view operat
 // exchange's closing agreement says every process got its share, so every
 // survivor commits, and the old copies become spares.
 std::uint64_t Checkpoint::checkpoint() try {
+  settle_copies();
   const auto order = slot_order(join_checkpoint());
   SlotLayout slots(_comm, order);
   auto pending = exchange_copies(order, slots);
@@ -500,6 +505,7 @@ namespace {
 }  // namespace
 
 void Checkpoint::restore() try {
+  settle_copies();
   inject::fault_point("checkpoint.restore", _comm.original_rank());
   const auto holds_of = share_holders("restore");
   const auto holders = live_holders(holds_of);
@@ -553,6 +559,7 @@ void Checkpoint::restore() try {
 }
 
 Checkpoint::CopiesOnMove Checkpoint::copies_on_move(std::span<const OriginalRank> leaving) {
+  settle_copies();
   // 0: no committed version; 1: committed, copies missing; 2: holds them.
   const auto kept = _comm.allgather(has_commit() ? (_holds_copies ? 2 : 1) : 0);
   if (std::find(kept.begin(), kept.end(), 0) != kept.end()) return CopiesOnMove::kRetaken;
@@ -576,6 +583,7 @@ Checkpoint::CopiesOnMove Checkpoint::copies_on_move(std::span<const OriginalRank
 }
 
 std::vector<Checkpoint::HeldCopy> Checkpoint::held_copies() const {
+  settle_copies();
   std::vector<HeldCopy> copies;
   if (!_holds_copies) return copies;
   for (const auto& [owner, state] : _held) copies.push_back({owner, state});
@@ -591,7 +599,18 @@ std::vector<std::uint64_t> Checkpoint::committed_layout() const {
 }
 
 void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
-                                 std::map<OriginalRank, std::vector<std::byte>> copies) {
+                                 std::map<OriginalRank, std::vector<std::byte>> copies, std::function<bool()> arriving) {
+  // Refused, the copies must still land before their memory goes.
+  struct LandFirst {
+    std::function<bool()>& arriving;
+    ~LandFirst() {
+      if (!arriving) return;
+      try {
+        (void)arriving();
+      } catch (...) {  // they are dropped either way
+      }
+    }
+  } land_first{arriving};
   if (has_commit()) {
     throw UsageError(std::string(kWhere) + "::continue_commit: this checkpoint has committed version " +
                      std::to_string(_version) + " already; continue another process's version only before the "
@@ -637,9 +656,30 @@ void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
   _slots = std::move(slots);
   _holds_copies = !copies.empty();
   _held = std::move(copies);
+  if (_holds_copies) _copies_arriving = std::move(arriving);
+}
+
+void Checkpoint::settle_copies() const noexcept {
+  if (!_copies_arriving) return;
+  const auto arriving = std::exchange(_copies_arriving, {});
+  bool intact = false;
+  try {
+    intact = arriving();
+  } catch (...) {
+    intact = false;
+  }
+  if (intact) return;
+  std::fprintf(stderr,
+               "reprise: original rank %d: the checkpoint copies its predecessor carried did not all arrive intact "
+               "(it failed while they travelled); this process holds none of version %llu, whose states keep their "
+               "other copies, until the next checkpoint\n",
+               _comm.original_rank().value(), static_cast<unsigned long long>(_version));
+  _held.clear();
+  _holds_copies = false;
 }
 
 std::size_t Checkpoint::rereplicate() try {
+  settle_copies();
   const auto holds_of = share_holders("rereplicate");
   inject::fault_point("checkpoint.rereplicate", _comm.original_rank());
   if (std::find(holds_of.begin(), holds_of.end(), 0) == holds_of.end()) return 0;
@@ -700,6 +740,7 @@ std::size_t Checkpoint::rereplicate() try {
 }
 
 std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) try {
+  settle_copies();
   std::vector<int> holds_of;
   _comm.run_uniformly([&] { holds_of = who_holds_copies(); },
                       std::string(kWhere) + "::fetch: finding who holds copies");

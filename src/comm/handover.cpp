@@ -29,6 +29,7 @@ constexpr int kDeferredTag = 0x5e9d;
 constexpr int kLandingTag = 0x5e9e;  // successor to sender: where each part goes
 constexpr int kNoticeTag = 0x5e9f;   // sender to successor: part written (1) or sent (0)
 constexpr int kTakenTag = 0x5ea0;    // successor to sender: every part arrived, the sender may go
+constexpr int kFirstTakenTag = 0x5ea1;  // successor to sender: the parts it asked for first arrived
 constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
 // How long a leaving process naps between tests of its deferred sends.
 constexpr std::chrono::microseconds kDeferredNap{50};
@@ -56,8 +57,9 @@ std::uint64_t host_hash() {
 /// The landing message: the successor's host, its process id, where in its
 /// memory a random token lies and the token (so that the sender can tell
 /// that the process it reaches by that id is this one), then the address of
-/// each deferred part's place.
-enum LandingWord : std::size_t { kHost, kPid, kTokenAddress, kToken, kLandingHeader };
+/// each deferred part's place. `kFirst`: how many parts the successor takes
+/// before the others (`receive_deferred`'s `now`).
+enum LandingWord : std::size_t { kHost, kPid, kTokenAddress, kToken, kFirst, kLandingHeader };
 
 /// Writes `bytes` at `address` in process `pid`; false if the kernel refuses
 /// or the process is gone.
@@ -86,6 +88,20 @@ bool reaches_successor(std::span<const std::uint64_t> words) {
          token == words[kToken];
 }
 
+/// Waits for the one-word message `tag` from `from` (1), napping between
+/// probes; false if it fails or says otherwise.
+bool wait_for_word(MPI_Comm comm, int from, int tag) {
+  int found = 0;
+  MPI_Status status;
+  bool ok = true;
+  while (ok && found == 0) {
+    ok = MPI_Iprobe(from, tag, comm, &found, &status) == MPI_SUCCESS;
+    if (ok && found == 0) std::this_thread::sleep_for(kDeferredNap);
+  }
+  std::uint64_t word = 0;
+  return ok && MPI_Recv(&word, 1, MPI_UINT64_T, from, tag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS && word == 1;
+}
+
 }  // namespace
 
 Handover::~Handover() { release_channel(); }
@@ -97,7 +113,11 @@ Handover::Handover(Handover&& other) noexcept
       _channel(std::exchange(other._channel, MPI_COMM_NULL)),
       _sender(std::exchange(other._sender, -1)),
       _owns_channel(std::exchange(other._owns_channel, false)),
-      _pushed_bytes(std::exchange(other._pushed_bytes, 0)) {}
+      _pushed_bytes(std::exchange(other._pushed_bytes, 0)),
+      _targets(std::exchange(other._targets, {})),
+      _received(std::exchange(other._received, 0)),
+      _token(std::move(other._token)),
+      _rest_failed(std::exchange(other._rest_failed, false)) {}
 
 Handover& Handover::operator=(Handover&& other) noexcept {
   if (this != &other) {
@@ -109,6 +129,10 @@ Handover& Handover::operator=(Handover&& other) noexcept {
     _sender = std::exchange(other._sender, -1);
     _owns_channel = std::exchange(other._owns_channel, false);
     _pushed_bytes = std::exchange(other._pushed_bytes, 0);
+    _targets = std::exchange(other._targets, {});
+    _received = std::exchange(other._received, 0);
+    _token = std::move(other._token);
+    _rest_failed = std::exchange(other._rest_failed, false);
   }
   return *this;
 }
@@ -120,7 +144,7 @@ void Handover::release_channel() noexcept {
 }
 
 void Handover::receive_deferred(std::span<const std::span<std::byte>> places,
-                                const std::function<void(std::size_t part)>& arrived) {
+                                const std::function<void(std::size_t part)>& arrived, std::size_t now) {
   constexpr const char* kWhere = "reprise::Handover::receive_deferred: ";
   if (places.size() != _deferred.size()) {
     throw UsageError(std::string(kWhere) + std::to_string(places.size()) + " places for " +
@@ -132,27 +156,51 @@ void Handover::receive_deferred(std::span<const std::span<std::byte>> places,
                        " bytes but its place " + std::to_string(places[i].size()) + "; give a place of its exact size");
     }
   }
+  now = std::min(now, places.size());
   if (_deferred.empty()) return;
+  if (!_targets.empty()) throw UsageError(std::string(kWhere) + "called twice; receive the others with receive_rest");
   // Where each part goes, and how the sender can tell it reaches this
   // process: on the same host it writes the parts there itself.
-  const std::uint64_t token = std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32U) | 1U;
+  // The token stays where it is until the sender read it, whenever that is
+  // (this object may move in between).
+  _token = std::make_unique<std::uint64_t>(std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32U) | 1U);
   std::vector<std::uint64_t> landing(kLandingHeader + places.size());
   landing[kHost] = host_hash();
   landing[kPid] = static_cast<std::uint64_t>(::getpid());
-  landing[kTokenAddress] = reinterpret_cast<std::uintptr_t>(&token);
-  landing[kToken] = token;
-  std::vector<std::span<std::byte>> targets(places.size());
+  landing[kTokenAddress] = reinterpret_cast<std::uintptr_t>(_token.get());
+  landing[kToken] = *_token;
+  landing[kFirst] = now;
+  _targets.resize(places.size());
   for (std::size_t i = 0; i < places.size(); ++i) {
-    targets[i] =
+    _targets[i] =
         places[i].empty() ? std::span<std::byte>(_bytes.get() + _deferred[i].offset, _deferred[i].size) : places[i];
-    landing[kLandingHeader + i] = reinterpret_cast<std::uintptr_t>(targets[i].data());
+    landing[kLandingHeader + i] = reinterpret_cast<std::uintptr_t>(_targets[i].data());
   }
-  bool ok = MPI_Send(landing.data(), static_cast<int>(landing.size()), MPI_UINT64_T, _sender, kLandingTag, _channel) ==
-            MPI_SUCCESS;
+  const bool ok = MPI_Send(landing.data(), static_cast<int>(landing.size()), MPI_UINT64_T, _sender, kLandingTag,
+                           _channel) == MPI_SUCCESS &&
+                  receive_parts(now, arrived);
+  if (!ok) detail::abandon("the process it replaces failed before its state arrived");
+  // The sender sends the others once it knows these arrived: if it dies
+  // later, they are here all the same (Open MPI may fail the receive of a
+  // notice that arrived from a sender that died since).
+  const std::uint64_t first_taken = 1;
+  if (_received < _targets.size()) {
+    _rest_failed =
+        MPI_Send(&first_taken, 1, MPI_UINT64_T, _sender, kFirstTakenTag, _channel) != MPI_SUCCESS;
+  }
+}
+
+bool Handover::receive_rest(const std::function<void(std::size_t part)>& arrived) {
+  return _targets.empty() || receive_parts(_targets.size(), arrived);
+}
+
+bool Handover::receive_parts(std::size_t end, const std::function<void(std::size_t part)>& arrived) {
+  bool ok = !_rest_failed;
   // One part at a time: each is handed on as soon as it is there (in cache
   // when this process received it).
-  for (std::size_t i = 0; ok && i < places.size(); ++i) {
-    const std::span<std::byte> place = targets[i];
+  for (; ok && _received < end; ++_received) {
+    const std::size_t i = _received;
+    const std::span<std::byte> place = _targets[i];
     std::uint64_t notice = 0;
     MPI_Status status;
     int words = 0;
@@ -176,13 +224,15 @@ void Handover::receive_deferred(std::span<const std::span<std::byte>> places,
     }
     if (ok && arrived) arrived(i);
   }
+  if (ok && _received < _targets.size()) return true;  // the rest comes later
   // The sender waits for this word before it exits: once it is gone, Open
   // MPI may fail a receive of its notices that had arrived already.
   const std::uint64_t taken = 1;
   ok = ok && MPI_Send(&taken, 1, MPI_UINT64_T, _sender, kTakenTag, _channel) == MPI_SUCCESS;
   _deferred.clear();
+  _targets.clear();
   release_channel();
-  if (!ok) detail::abandon("the process it replaces failed before its state arrived");
+  return ok;
 }
 
 namespace detail {
@@ -240,6 +290,7 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
   std::vector<std::uint64_t> landing(ok ? static_cast<std::size_t>(std::max(waiting, 0)) : 0);
   ok = ok && MPI_Recv(landing.data(), waiting, MPI_UINT64_T, to, kLandingTag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS;
   if (!ok) return false;
+  const std::size_t first = landing.size() > kFirst ? std::min<std::uint64_t>(landing[kFirst], parts.size()) : 0;
   // Written straight into the successor's memory where it runs on this host
   // and the kernel lets this process (the first write that fails sends the
   // rest through MPI); else sent, all posted together, so that the
@@ -248,6 +299,13 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
   std::vector<std::uint64_t> notices(parts.size(), 0);
   std::vector<MPI_Request> requests;
   for (std::size_t p = 0; ok && p < parts.size(); ++p) {
+    if (p == first) {
+      // The successor runs again once it has the first parts: the others
+      // follow its word that they arrived.
+      ok = wait_for_word(comm, to, kFirstTakenTag);
+      if (!ok) break;
+      inject::fault_point("comm.migrate.rest", me);
+    }
     push = push && write_into(static_cast<pid_t>(landing[kPid]), landing[kLandingHeader + p], parts[p]);
     if (push && p == 0) inject::fault_point("comm.migrate.pushed", me);
     notices[p] = push ? 1 : 0;
@@ -268,14 +326,8 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
     if (ok && done == 0) std::this_thread::sleep_for(kDeferredNap);
   }
   if (!ok) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-  // Then the successor's word that it took every part (see receive_deferred).
-  found = 0;
-  while (ok && found == 0) {
-    ok = MPI_Iprobe(to, kTakenTag, comm, &found, &status) == MPI_SUCCESS;
-    if (ok && found == 0) std::this_thread::sleep_for(kDeferredNap);
-  }
-  std::uint64_t taken = 0;
-  return ok && MPI_Recv(&taken, 1, MPI_UINT64_T, to, kTakenTag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS && taken == 1;
+  // Then the successor's word that it took every part (see receive_parts).
+  return ok && wait_for_word(comm, to, kTakenTag);
 }
 
 void Unmap::operator()(std::byte* data) const noexcept {

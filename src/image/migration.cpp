@@ -9,8 +9,11 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <future>
 #include <map>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -54,6 +57,21 @@ std::uint8_t code_of(Checkpoint::CopiesOnMove copies) {
   }
   return kCopiesRetaken;
 }
+/// `rest` (the carried copies' parts still to land, and their checks)
+/// started on a thread of its own, as what the checkpoint calls before it
+/// uses the copies; empty for an empty `rest`. Where no thread can start,
+/// it runs here.
+std::function<bool()> arriving_on_a_thread(const std::function<bool()>& rest) {
+  if (!rest) return {};
+  try {
+    auto landed = std::async(std::launch::async, rest).share();
+    return [landed] { return landed.get(); };
+  } catch (const std::system_error&) {
+    const bool intact = rest();
+    return [intact] { return intact; };
+  }
+}
+
 // No request in a round: its "minus the earliest request time".
 constexpr double kNoRequest = -1e300;
 
@@ -297,23 +315,33 @@ void Migration::arrive() {
     copy.resize(bytes);
     landings.push_back({std::move(name), copy});
   }
+  _times = {};
+  _times.image_bytes = handover.size();
+  for (const auto& [owner, copy] : copies) _times.carried_bytes += copy.size();
   double receive_s = 0;
+  std::function<bool()> copies_rest;
   if (handover.deferred().empty() && landings.empty()) {
     detail::load_image(image, _checkpoint);
   } else {
-    detail::load_arriving_image(image, handover, _checkpoint, _comm.original_rank(), receive_s, landings);
+    // The carried copies' parts come after the state's: with threads, this
+    // process runs again once its state is in place, and the copies land
+    // meanwhile (the checkpoint waits for them before it uses them).
+    int threads = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&threads);
+    copies_rest = detail::load_arriving_image(image, handover, _checkpoint, _comm.original_rank(), receive_s, landings,
+                                              threads == MPI_THREAD_MULTIPLE);
   }
+  // The image lies in the handover's buffer, which the copies' rest keeps
+  // alive; what this reads of it is not in the parts still landing.
   if (code == kCopiesRetaken) {
     _checkpoint.continue_from(image.info().checkpoint_id);
   } else {
-    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(copies));
+    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(copies),
+                                arriving_on_a_thread(copies_rest));
   }
-  _times = {};
   _times.image_open_s = opened - started;
   _times.receive_s = receive_s;
   _times.restore_s = MPI_Wtime() - opened - receive_s;
-  _times.image_bytes = handover.size();
-  for (const auto& copy : _checkpoint.held_copies()) _times.carried_bytes += copy.state.size();
   const auto request_time = image.read_array<double>(kRequestTimeName);
   if (code == kCopiesKept) {
     // This safe point is the move's: the others give back one later.

@@ -161,6 +161,7 @@ struct Landing {
   std::vector<std::size_t> waits;   // per chunk: the part it waits for, or kReady
   std::vector<bool> landed;         // per chunk: received straight into `memory`
   std::size_t checked = 0;          // chunks in place and hashed, from the first
+  std::uint64_t expected = 0;       // the checksum the image gives, for an extra checked later
   std::unique_ptr<ChecksumStream> checksum = std::make_unique<ChecksumStream>();
 
   /// Puts in place and hashes the chunks that wait for none of the parts
@@ -186,8 +187,9 @@ struct Landing {
 
 }  // namespace
 
-void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, OriginalRank me,
-                         double& receive_s, std::span<const ExtraLanding> extras) {
+std::function<bool()> load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint,
+                                          OriginalRank me, double& receive_s, std::span<const ExtraLanding> extras,
+                                          bool extras_later) {
   const auto registrations = checkpoint.registrations();
   std::vector<std::size_t> sizes;
   std::vector<std::span<std::byte>> places;
@@ -269,32 +271,77 @@ void load_arriving_image(const Image& image, Handover& handover, Checkpoint& che
   }
   const auto bytes = handover.span();
   for (Landing& piece : pieces) piece.advance(0, bytes);
+  // With the extras later: the parts up to the last one the state waits for.
+  std::size_t now = parts.size();
+  if (extras_later) {
+    now = 0;
+    for (const Landing& piece : pieces) {
+      if (piece.registration == Landing::kExtra) continue;
+      for (const std::size_t part : piece.waits) {
+        if (part != Landing::kReady) now = std::max(now, part + 1);
+      }
+    }
+  }
   inject::fault_point("migration.arrive.deferred", me);
   const double started = MPI_Wtime();
-  handover.receive_deferred(landing, [&](std::size_t part) {
-    for (Landing& piece : pieces) piece.advance(part + 1, bytes);
-  });
+  handover.receive_deferred(
+      landing, [&](std::size_t part) {
+        for (Landing& piece : pieces) piece.advance(part + 1, bytes);
+      },
+      now);
   receive_s = MPI_Wtime() - started;
   std::vector<bool> done(registrations.size(), false);
-  for (Landing& piece : pieces) {
-    piece.advance(parts.size(), bytes);
-    if (piece.checksum->digest() != image.dataset(piece.name).checksum) {
-      throw CorruptData("reprise::Migration::arrive: piece '" + piece.name +
-                        "' does not match its checksum once received (the image or the transfer is damaged); this "
-                        "process cannot take over its predecessor's state");
+  std::vector<Landing> later;  // the extras still waiting for parts
+  try {
+    for (Landing& piece : pieces) {
+      if (piece.registration == Landing::kExtra && now < parts.size()) {
+        piece.expected = image.dataset(piece.name).checksum;
+        later.push_back(std::move(piece));
+        continue;
+      }
+      piece.advance(parts.size(), bytes);
+      if (piece.checksum->digest() != image.dataset(piece.name).checksum) {
+        throw CorruptData("reprise::Migration::arrive: piece '" + piece.name +
+                          "' does not match its checksum once received (the image or the transfer is damaged); this "
+                          "process cannot take over its predecessor's state");
+      }
+      if (piece.registration != Landing::kExtra) done[piece.registration] = true;
     }
-    if (piece.registration != Landing::kExtra) done[piece.registration] = true;
+    for (const Landing& piece : unchunked) {
+      if (piece.registration != Landing::kExtra) continue;  // loaded below
+      image.verify(piece.name);
+      image.read_unverified(piece.name, piece.memory);
+    }
+    checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
+      if (done[index]) return;  // in place already, checked
+      image.verify(registrations[index].name);
+      image.read_unverified(registrations[index].name, memory);
+    });
+  } catch (const Error&) {
+    // The state is refused: take the rest anyway, so that the sender can go.
+    (void)handover.receive_rest();
+    throw;
   }
-  for (const Landing& piece : unchunked) {
-    if (piece.registration != Landing::kExtra) continue;  // loaded below
-    image.verify(piece.name);
-    image.read_unverified(piece.name, piece.memory);
-  }
-  checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
-    if (done[index]) return;  // in place already, checked
-    image.verify(registrations[index].name);
-    image.read_unverified(registrations[index].name, memory);
-  });
+  if (now == parts.size()) return {};
+  // The rest of the parts, and the extras' checks, wherever the caller runs them.
+  struct Rest {
+    Handover handover;
+    std::vector<Landing> pieces;
+  };
+  auto rest = std::make_shared<Rest>(Rest{std::move(handover), std::move(later)});
+  return [rest]() {
+    const auto image_bytes = rest->handover.span();
+    const std::size_t count = rest->handover.deferred().size();
+    if (!rest->handover.receive_rest([&](std::size_t part) {
+          for (Landing& piece : rest->pieces) piece.advance(part + 1, image_bytes);
+        })) {
+      return false;
+    }
+    return std::all_of(rest->pieces.begin(), rest->pieces.end(), [&](Landing& piece) {
+      piece.advance(count, image_bytes);
+      return piece.checksum->digest() == piece.expected;
+    });
+  };
 }
 
 std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint) {

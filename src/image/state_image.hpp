@@ -3,6 +3,7 @@
 // registered piece, in its element type and shape. Shared by the disk level
 // and migration.
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,8 +64,15 @@ void load_image(const Image& image, Checkpoint& checkpoint);
 /// seconds spent receiving the parts. `extras`: pieces besides the
 /// registered ones, received and checked the same way into their memory
 /// (`UsageError`, nothing loaded, if one is missing or of another size).
-void load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint, OriginalRank me,
-                         double& receive_s, std::span<const ExtraLanding> extras = {});
+/// With `extras_later`, only the parts the state needs are awaited here:
+/// the returned function (empty otherwise) takes `handover`, receives the
+/// rest and checks every extra against its checksum, and returns whether
+/// they all arrived intact; it may run on another thread, and must have
+/// returned before the extras' memory is used or released.
+[[nodiscard]] std::function<bool()> load_arriving_image(const Image& image, Handover& handover,
+                                                        Checkpoint& checkpoint, OriginalRank me, double& receive_s,
+                                                        std::span<const ExtraLanding> extras = {},
+                                                        bool extras_later = false);
 
 /// The serialized state of `checkpoint` that `image` holds: every registered
 /// piece by name, checksums checked. `UsageError` naming a missing piece.

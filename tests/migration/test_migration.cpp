@@ -198,9 +198,11 @@ namespace {
 /// A run under a Driver (checkpoints every 3 steps, respawn) with a
 /// migration attached; `ask(step, me, migration)` runs inside each step.
 /// `arm(comm)` may arm fault points first (in the processes the job started).
-/// `every_steps`: the driver's checkpoint cadence; `ballast_bytes` as in `run`.
+/// `every_steps`: the driver's checkpoint cadence; `ballast_bytes` as in `run`;
+/// `on_arrival(checkpoint)` runs in a new process right after `arrive()`.
 Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(const Comm&)>& arm = {},
-                std::uint64_t every_steps = 3, std::size_t ballast_bytes = 0) {
+                std::uint64_t every_steps = 3, std::size_t ballast_bytes = 0,
+                const std::function<void(Checkpoint&)>& on_arrival = {}) {
   auto comm = Comm::world();
   State state;
   Checkpoint checkpoint(comm);
@@ -213,7 +215,10 @@ Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(co
   Migration migration(comm, checkpoint);
   migration.attach(driver);
   const bool arrived = comm.migrated_in();
-  if (arrived) migration.arrive();
+  if (arrived) {
+    migration.arrive();
+    if (on_arrival) on_arrival(checkpoint);
+  }
   if (arm && !comm.is_replacement()) arm(comm);
   driver.run(steps, [&](std::uint64_t step) {
     EXPECT_EQ(step, state.step);
@@ -430,10 +435,11 @@ int carried_victim(int processes) {
 /// the job started but rank 0 asks to move at step 4, so every holder of
 /// some state moves and carries its checkpoint copies.
 /// `at_step(step, me, victim, migration)` runs inside each step,
-/// `arm(victim)` in the processes the job started; `victim` is
-/// `carried_victim`.
+/// `arm(victim)` in the processes the job started, `on_arrival` as in
+/// `run_driven`; `victim` is `carried_victim`.
 Seen run_moving_all_but_rank_zero(const std::function<void(std::uint64_t, OriginalRank, int, Migration&)>& at_step,
-                                  const std::function<void(int)>& arm = {}) {
+                                  const std::function<void(int)>& arm = {},
+                                  const std::function<void(Checkpoint&)>& on_arrival = {}) {
   constexpr int kProcesses = 4;
   const int victim = carried_victim(kProcesses);
   bool first_generation = false;
@@ -449,7 +455,7 @@ Seen run_moving_all_but_rank_zero(const std::function<void(std::uint64_t, Origin
         first_generation = true;
         if (arm) arm(victim);
       },
-      10, kBallast);
+      10, kBallast, on_arrival);
 }
 
 /// What each process saw of `run_moving_all_but_rank_zero` where the victim
@@ -492,6 +498,26 @@ TEST(Migration, ALeavingProcessKilledWhileTheCopiesTravelLosesNothing) {
   const auto seen = run_moving_all_but_rank_zero([](std::uint64_t, OriginalRank, int, Migration&) {},
                                                  [](int victim) { inject::arm("comm.migrate.deferred", OriginalRank{victim}); });
   expect_copies_carried(seen);
+}
+
+// The same move, and one leaving process dies once its successor has its
+// state, before the copies it carries are sent: the successor runs on
+// without them (each state keeps its other copy), holds none until the
+// checkpoint at step 10, and the run ends exact.
+TEST(Migration, ALeavingProcessKilledAfterItsStateLeftCostsOnlyTheCopiesItCarried) {
+  std::size_t held_on_arrival = 0;
+  const auto seen = run_moving_all_but_rank_zero(
+      [](std::uint64_t, OriginalRank, int, Migration&) {},
+      [](int victim) { inject::arm("comm.migrate.rest", OriginalRank{victim}); },
+      [&](Checkpoint& checkpoint) { held_on_arrival = checkpoint.held_copies().size(); });
+  EXPECT_EQ(seen.version, 2U) << "step 0's and step 10's: the move took no checkpoint and nothing was restored";
+  EXPECT_EQ(seen.migrated_in, seen.me != OriginalRank{0}) << "the successor whose predecessor died must run on";
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_TRUE(seen.history[0].copies_carried);
+  if (seen.migrated_in) {
+    EXPECT_EQ(held_on_arrival, seen.me == OriginalRank{carried_victim(seen.processes)} ? 0U : 2U)
+        << "original rank " << seen.me.value();
+  }
 }
 
 // A large piece damaged between the image's build and its transfer (its
