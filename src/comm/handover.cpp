@@ -88,18 +88,25 @@ bool reaches_successor(std::span<const std::uint64_t> words) {
          token == words[kToken];
 }
 
-/// Waits for the one-word message `tag` from `from` (1), napping between
-/// probes; false if it fails or says otherwise.
-bool wait_for_word(MPI_Comm comm, int from, int tag) {
+/// Waits until a message `tag` from `from` is there, napping between probes
+/// instead of spinning, so as not to take a core from the process it waits
+/// for; false if the probe fails.
+bool probe_napping(MPI_Comm comm, int from, int tag, MPI_Status& status) {
   int found = 0;
-  MPI_Status status;
-  bool ok = true;
-  while (ok && found == 0) {
-    ok = MPI_Iprobe(from, tag, comm, &found, &status) == MPI_SUCCESS;
-    if (ok && found == 0) std::this_thread::sleep_for(kDeferredNap);
+  while (found == 0) {
+    if (MPI_Iprobe(from, tag, comm, &found, &status) != MPI_SUCCESS) return false;
+    if (found == 0) std::this_thread::sleep_for(kDeferredNap);
   }
+  return true;
+}
+
+/// Waits for the one-word message `tag` from `from` (1); false if it fails
+/// or says otherwise.
+bool wait_for_word(MPI_Comm comm, int from, int tag) {
+  MPI_Status status;
   std::uint64_t word = 0;
-  return ok && MPI_Recv(&word, 1, MPI_UINT64_T, from, tag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS && word == 1;
+  return probe_napping(comm, from, tag, status) &&
+         MPI_Recv(&word, 1, MPI_UINT64_T, from, tag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS && word == 1;
 }
 
 }  // namespace
@@ -275,18 +282,11 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
   for (const std::size_t i : deferred_pieces) {
     if (i < state.size() && !state[i].empty()) parts.push_back(state[i]);
   }
-  // The successor's landing message, once it runs again; until then this
-  // process naps between probes instead of spinning, so as not to take a
-  // core from the successor.
+  // The successor's landing message, once it runs again.
   int waiting = 1;
-  int found = 0;
   MPI_Status status;
-  bool ok = true;
-  while (ok && found == 0) {
-    ok = MPI_Iprobe(to, kLandingTag, comm, &found, &status) == MPI_SUCCESS;
-    if (ok && found == 0) std::this_thread::sleep_for(kDeferredNap);
-  }
-  ok = ok && MPI_Get_count(&status, MPI_UINT64_T, &waiting) == MPI_SUCCESS;
+  bool ok = probe_napping(comm, to, kLandingTag, status) &&
+            MPI_Get_count(&status, MPI_UINT64_T, &waiting) == MPI_SUCCESS;
   std::vector<std::uint64_t> landing(ok ? static_cast<std::size_t>(std::max(waiting, 0)) : 0);
   ok = ok && MPI_Recv(landing.data(), waiting, MPI_UINT64_T, to, kLandingTag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS;
   if (!ok) return false;
