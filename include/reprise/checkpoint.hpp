@@ -251,18 +251,26 @@ class Checkpoint {
   /// process; the next checkpoint is the version after. Without `copies`
   /// it holds none of the version's copies, and `rereplicate` refills it;
   /// with them (what its predecessor's `held_copies()` were, by owner) it
-  /// holds them as its predecessor did. `arriving`, if given, says that the
-  /// copies' bytes are still coming (a migration lands them while the
-  /// application runs again): the first call that looks at the copies
-  /// (every collective one, `held_copies`, `committed_state`, `held_bytes`)
-  /// calls it first, once, and it returns whether they all arrived intact;
-  /// if not, this process holds none, as a process respawned without them,
-  /// and says so on stderr. `UsageError` if this checkpoint has committed a
-  /// version already; `CorruptData` if `layout` is malformed or `copies` are
-  /// not the owners this process's place in it holds.
+  /// holds them as its predecessor did. `UsageError` if this checkpoint has
+  /// committed a version already; `CorruptData` if `layout` is malformed or
+  /// `copies` are not the owners this process's place in it holds.
   void continue_commit(std::span<const std::uint64_t> layout,
-                       std::map<OriginalRank, std::vector<std::byte>> copies = {},
-                       std::function<bool()> arriving = {});
+                       std::map<OriginalRank, std::vector<std::byte>> copies = {});
+
+  /// Copies still on their way (see the overload below): all of them, by
+  /// owner, once they arrived intact, else nothing.
+  using ArrivingCopies = std::function<std::optional<std::map<OriginalRank, std::vector<std::byte>>>()>;
+
+  /// The same, for copies of `owners` that are still coming (a migration
+  /// lands them while the application runs again): the first call that
+  /// looks at the copies (every collective one, `held_copies`,
+  /// `committed_state`, `held_bytes`, the destructor) calls `arriving`
+  /// first, once. If it gives nothing, or the copies of others, this
+  /// process holds none, as a process respawned without them, and says so
+  /// on stderr. Errors as above (`arriving` is still called before they
+  /// are raised, so that its copies land before their memory goes).
+  void continue_commit(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners,
+                       ArrivingCopies arriving);
 
   /// Collective: the members that hold none of the committed version's
   /// copies (the new processes of a migration) receive them from live
@@ -404,6 +412,7 @@ class Checkpoint {
   std::uint64_t _version = 0;
   SlotLayout _slots;                                        // who took each slot, at the last commit
   void settle_copies() const noexcept;
+  void adopt_layout(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners);
 
   // The copies a migration carried may still be arriving (`continue_commit`):
   // the first call that looks at them, a const one too, waits for them and
@@ -413,8 +422,9 @@ class Checkpoint {
   std::map<OriginalRank, std::vector<std::byte>> _spare;    // buffers of the version before, reused
   std::vector<std::pair<std::uint64_t, std::function<void(std::uint64_t)>>> _hooks;  // by id, in order
   std::uint64_t _next_hook = 1;
-  // Last, so that it goes first: it waits for the copies still landing in `_held`.
-  mutable std::function<bool()> _copies_arriving;
+  // Last, so that they go first: the copies still landing, and whose they are.
+  mutable std::vector<OriginalRank> _arriving_owners;
+  mutable ArrivingCopies _copies_arriving;
 };
 
 /// The checkpoint interval (seconds of work between two checkpoints) that

@@ -101,8 +101,10 @@ class Handover {
   void receive_deferred(std::span<const std::span<std::byte>> places,
                         const std::function<void(std::size_t part)>& arrived = {},
                         std::size_t now = static_cast<std::size_t>(-1));
-  /// Receives the parts that `receive_deferred` left (into the places it
-  /// was given, calling `arrived` the same way), then lets the sender go.
+  /// Tells the sender that the first parts arrived and the places of the
+  /// others are ready (it sends those only then), receives them (into the
+  /// places `receive_deferred` was given, calling `arrived` the same way),
+  /// then lets the sender go.
   /// May run on another thread than the rest (MPI_THREAD_MULTIPLE). False
   /// if the sender failed before they all arrived: those parts are not this
   /// process's state, so it goes on, and its caller drops them.
@@ -116,7 +118,7 @@ class Handover {
   friend bool detail::receive_handover(MPI_Comm comm, int from, Handover& handover);
   friend void detail::keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
   void release_channel() noexcept;
-  bool receive_parts(std::size_t end, const std::function<void(std::size_t part)>& arrived);
+  bool receive_parts(std::size_t end, const std::function<void(std::size_t part)>& arrived, bool ok = true);
 
   std::unique_ptr<std::byte[], detail::Unmap> _bytes;
   std::size_t _size = 0;
@@ -128,7 +130,6 @@ class Handover {
   std::vector<std::span<std::byte>> _targets;  // where each deferred part lands, once they are asked for
   std::size_t _received = 0;                   // the deferred parts received so far
   std::unique_ptr<std::uint64_t> _token;       // what the sender reads back to tell it reaches this process
-  bool _rest_failed = false;                   // the sender was gone before the parts after the first
 };
 
 namespace detail {

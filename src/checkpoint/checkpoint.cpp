@@ -599,10 +599,19 @@ std::vector<std::uint64_t> Checkpoint::committed_layout() const {
 }
 
 void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
-                                 std::map<OriginalRank, std::vector<std::byte>> copies, std::function<bool()> arriving) {
+                                 std::map<OriginalRank, std::vector<std::byte>> copies) {
+  std::vector<OriginalRank> owners;
+  for (const auto& [owner, state] : copies) owners.push_back(owner);
+  adopt_layout(layout, std::move(owners));
+  _holds_copies = !copies.empty();
+  _held = std::move(copies);
+}
+
+void Checkpoint::continue_commit(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners,
+                                 ArrivingCopies arriving) {
   // Refused, the copies must still land before their memory goes.
   struct LandFirst {
-    std::function<bool()>& arriving;
+    ArrivingCopies& arriving;
     ~LandFirst() {
       if (!arriving) return;
       try {
@@ -611,6 +620,19 @@ void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
       }
     }
   } land_first{arriving};
+  std::sort(owners.begin(), owners.end());
+  adopt_layout(layout, owners);
+  _held.clear();
+  _holds_copies = !owners.empty() && arriving;
+  if (_holds_copies) {
+    _arriving_owners = std::move(owners);
+    _copies_arriving = std::exchange(arriving, nullptr);
+  }
+}
+
+// The version and layout a process taking over from another continues, with
+// the copies of `owners` (sorted): exactly those its slot holds there.
+void Checkpoint::adopt_layout(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners) {
   if (has_commit()) {
     throw UsageError(std::string(kWhere) + "::continue_commit: this checkpoint has committed version " +
                      std::to_string(_version) + " already; continue another process's version only before the "
@@ -622,11 +644,11 @@ void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
     throw CorruptData(std::string(kWhere) + "::continue_commit: the layout of " + std::to_string(layout.size()) +
                       " words is malformed; pass what committed_layout() returned in a process with a commit");
   }
-  if (!copies.empty()) {
+  if (!owners.empty()) {
     // The copies must be exactly those this process's slot holds.
-    const auto names = [](const auto& owners) {
+    const auto names = [](const auto& ranks) {
       std::string text;
-      for (const auto owner : owners) text += (text.empty() ? "" : ", ") + std::to_string(owner.value());
+      for (const auto rank : ranks) text += (text.empty() ? "" : ", ") + std::to_string(rank.value());
       return text;
     };
     std::vector<OriginalRank> expected;
@@ -642,11 +664,9 @@ void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
       }
       std::sort(expected.begin(), expected.end());
     }
-    std::vector<OriginalRank> carried;
-    for (const auto& [owner, state] : copies) carried.push_back(owner);
-    if (carried != expected) {
+    if (owners != expected) {
       throw CorruptData(std::string(kWhere) + "::continue_commit: the copies handed over belong to original rank(s) " +
-                        names(carried) + ", but original rank " + std::to_string(_comm.original_rank().value()) +
+                        names(owners) + ", but original rank " + std::to_string(_comm.original_rank().value()) +
                         " holds those of " + (expected.empty() ? std::string("none") : names(expected)) +
                         " in version " + std::to_string(layout[0]) +
                         "; every process must use the same CheckpointConfig::copies");
@@ -654,21 +674,28 @@ void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
   }
   _version = layout[0];
   _slots = std::move(slots);
-  _holds_copies = !copies.empty();
-  _held = std::move(copies);
-  if (_holds_copies) _copies_arriving = std::move(arriving);
 }
 
 void Checkpoint::settle_copies() const noexcept {
   if (!_copies_arriving) return;
   const auto arriving = std::exchange(_copies_arriving, {});
-  bool intact = false;
+  const auto owners = std::exchange(_arriving_owners, {});
+  std::optional<std::map<OriginalRank, std::vector<std::byte>>> copies;
   try {
-    intact = arriving();
+    copies = arriving();
   } catch (...) {
-    intact = false;
+    copies.reset();
   }
-  if (intact) return;
+  const auto theirs = [&owners](const auto& landed) {
+    return landed.size() == owners.size() &&
+           std::equal(landed.begin(), landed.end(), owners.begin(), [](const auto& copy, OriginalRank owner) {
+             return copy.first == owner;
+           });
+  };
+  if (copies && theirs(*copies)) {
+    _held = std::move(*copies);
+    return;
+  }
   std::fprintf(stderr,
                "reprise: original rank %d: the checkpoint copies its predecessor carried did not all arrive intact "
                "(it failed while they travelled); this process holds none of version %llu, whose states keep their "

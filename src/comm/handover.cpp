@@ -123,8 +123,7 @@ Handover::Handover(Handover&& other) noexcept
       _pushed_bytes(std::exchange(other._pushed_bytes, 0)),
       _targets(std::exchange(other._targets, {})),
       _received(std::exchange(other._received, 0)),
-      _token(std::move(other._token)),
-      _rest_failed(std::exchange(other._rest_failed, false)) {}
+      _token(std::move(other._token)) {}
 
 Handover& Handover::operator=(Handover&& other) noexcept {
   if (this != &other) {
@@ -139,7 +138,6 @@ Handover& Handover::operator=(Handover&& other) noexcept {
     _targets = std::exchange(other._targets, {});
     _received = std::exchange(other._received, 0);
     _token = std::move(other._token);
-    _rest_failed = std::exchange(other._rest_failed, false);
   }
   return *this;
 }
@@ -187,22 +185,20 @@ void Handover::receive_deferred(std::span<const std::span<std::byte>> places,
                            _channel) == MPI_SUCCESS &&
                   receive_parts(now, arrived);
   if (!ok) detail::abandon("the process it replaces failed before its state arrived");
-  // The sender sends the others once it knows these arrived: if it dies
-  // later, they are here all the same (Open MPI may fail the receive of a
-  // notice that arrived from a sender that died since).
-  const std::uint64_t first_taken = 1;
-  if (_received < _targets.size()) {
-    _rest_failed =
-        MPI_Send(&first_taken, 1, MPI_UINT64_T, _sender, kFirstTakenTag, _channel) != MPI_SUCCESS;
-  }
 }
 
 bool Handover::receive_rest(const std::function<void(std::size_t part)>& arrived) {
-  return _targets.empty() || receive_parts(_targets.size(), arrived);
+  if (_targets.empty()) return true;
+  // The sender sends the others once it knows the first arrived (and their
+  // places are ready): if it dies later, those are here all the same (Open
+  // MPI may fail the receive of a notice that arrived from a sender that
+  // died since).
+  const std::uint64_t first_taken = 1;
+  return receive_parts(_targets.size(), arrived,
+                       MPI_Send(&first_taken, 1, MPI_UINT64_T, _sender, kFirstTakenTag, _channel) == MPI_SUCCESS);
 }
 
-bool Handover::receive_parts(std::size_t end, const std::function<void(std::size_t part)>& arrived) {
-  bool ok = !_rest_failed;
+bool Handover::receive_parts(std::size_t end, const std::function<void(std::size_t part)>& arrived, bool ok) {
   // One part at a time: each is handed on as soon as it is there (in cache
   // when this process received it).
   for (; ok && _received < end; ++_received) {

@@ -12,6 +12,8 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -57,18 +59,20 @@ std::uint8_t code_of(Checkpoint::CopiesOnMove copies) {
   }
   return kCopiesRetaken;
 }
-/// `rest` (the carried copies' parts still to land, and their checks)
-/// started on a thread of its own, as what the checkpoint calls before it
-/// uses the copies; empty for an empty `rest`. Where no thread can start,
+/// Checkpoint copies carried by a move, once they all landed intact.
+using CarriedCopies = std::optional<std::map<OriginalRank, std::vector<std::byte>>>;
+
+/// `land` (what makes the carried copies' memory ready, receives their
+/// parts and checks them) started on a thread of its own, as what the
+/// checkpoint calls before it uses the copies. Where no thread can start,
 /// it runs here.
-std::function<bool()> arriving_on_a_thread(const std::function<bool()>& rest) {
-  if (!rest) return {};
+Checkpoint::ArrivingCopies arriving_on_a_thread(std::function<CarriedCopies()> land) {
   try {
-    auto landed = std::async(std::launch::async, rest).share();
-    return [landed] { return landed.get(); };
+    auto landed = std::make_shared<std::future<CarriedCopies>>(std::async(std::launch::async, land));
+    return [landed] { return landed->get(); };
   } catch (const std::system_error&) {
-    const bool intact = rest();
-    return [intact] { return intact; };
+    auto copies = std::make_shared<CarriedCopies>(land());
+    return [copies] { return std::move(*copies); };
   }
 }
 
@@ -303,41 +307,54 @@ void Migration::arrive() {
     handover.receive_deferred(std::vector<std::span<std::byte>>(handover.deferred().size()));
     throw;
   }
-  // Carried copies land in fresh memory of their own, which the checkpoint then keeps.
-  std::map<OriginalRank, std::vector<std::byte>> copies;
+  // Carried copies land in fresh memory of their own, which the checkpoint
+  // then keeps. With threads they come after this process runs again: a
+  // thread makes their memory ready (a vector's growth zeroes it), then
+  // takes them; here it is only reserved, at its final place.
+  int threads = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&threads);
+  const bool copies_later = !owners.empty() && threads == MPI_THREAD_MULTIPLE;
+  auto copies = std::make_shared<std::map<OriginalRank, std::vector<std::byte>>>();
   std::vector<detail::ExtraLanding> landings;
+  _times = {};
+  _times.image_bytes = handover.size();
   for (const std::uint64_t owner : owners) {
     auto name = copy_name(owner);
     const std::size_t bytes = image.contains(name) ? image.dataset(name).bytes : 0;
-    auto& copy = copies[OriginalRank{static_cast<int>(owner)}];
+    auto& copy = (*copies)[OriginalRank{static_cast<int>(owner)}];
     copy.reserve(bytes);
     detail::prefer_huge_pages_of(copy.data(), bytes);
-    copy.resize(bytes);
-    landings.push_back({std::move(name), copy});
+    if (!copies_later) copy.resize(bytes);
+    landings.push_back({std::move(name), std::span<std::byte>(copy.data(), bytes)});
+    _times.carried_bytes += bytes;
   }
-  _times = {};
-  _times.image_bytes = handover.size();
-  for (const auto& [owner, copy] : copies) _times.carried_bytes += copy.size();
   double receive_s = 0;
   std::function<bool()> copies_rest;
   if (handover.deferred().empty() && landings.empty()) {
     detail::load_image(image, _checkpoint);
   } else {
-    // The carried copies' parts come after the state's: with threads, this
-    // process runs again once its state is in place, and the copies land
-    // meanwhile (the checkpoint waits for them before it uses them).
-    int threads = MPI_THREAD_SINGLE;
-    MPI_Query_thread(&threads);
     copies_rest = detail::load_arriving_image(image, handover, _checkpoint, _comm.original_rank(), receive_s, landings,
-                                              threads == MPI_THREAD_MULTIPLE);
+                                              copies_later);
   }
   // The image lies in the handover's buffer, which the copies' rest keeps
   // alive; what this reads of it is not in the parts still landing.
   if (code == kCopiesRetaken) {
     _checkpoint.continue_from(image.info().checkpoint_id);
+  } else if (copies_rest) {
+    std::vector<OriginalRank> carried;
+    std::vector<std::size_t> sizes;
+    for (const auto& landing : landings) sizes.push_back(landing.memory.size());
+    for (const auto& [owner, copy] : *copies) carried.push_back(owner);
+    _checkpoint.continue_commit(
+        image.read_array<std::uint64_t>(kLayoutName), std::move(carried),
+        arriving_on_a_thread([copies, sizes, rest = std::move(copies_rest)]() -> CarriedCopies {
+          std::size_t i = 0;
+          for (auto& [owner, copy] : *copies) copy.resize(sizes[i++]);  // within what was reserved: in place
+          if (!rest()) return std::nullopt;
+          return std::move(*copies);
+        }));
   } else {
-    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(copies),
-                                arriving_on_a_thread(copies_rest));
+    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(*copies));
   }
   _times.image_open_s = opened - started;
   _times.receive_s = receive_s;

@@ -270,7 +270,13 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
     plan(std::move(piece));
   }
   const auto bytes = handover.span();
-  for (Landing& piece : pieces) piece.advance(0, bytes);
+  // With the extras later, their memory is not touched before the returned function runs.
+  const auto now_here = [extras_later](const Landing& piece) {
+    return !extras_later || piece.registration != Landing::kExtra;
+  };
+  for (Landing& piece : pieces) {
+    if (now_here(piece)) piece.advance(0, bytes);
+  }
   // With the extras later: the parts up to the last one the state waits for.
   std::size_t now = parts.size();
   if (extras_later) {
@@ -282,19 +288,36 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
       }
     }
   }
+  // The extras' parts follow the state's (the image holds the registrations
+  // first): an extra waiting for an earlier part would be written before its
+  // memory is ready.
+  for (const Landing& piece : pieces) {
+    if (now_here(piece)) continue;
+    for (const std::size_t part : piece.waits) {
+      if (part != Landing::kReady && part < now) {
+        handover.receive_deferred(std::vector<std::span<std::byte>>(parts.size()));  // so that the sender can go
+        throw CorruptData("reprise::Migration::arrive: the image of original rank " +
+                          std::to_string(image.info().original_rank.value()) + " lays piece '" + piece.name +
+                          "' among the registered state's: it is damaged, or from another version of reprise");
+      }
+    }
+  }
   inject::fault_point("migration.arrive.deferred", me);
   const double started = MPI_Wtime();
   handover.receive_deferred(
       landing, [&](std::size_t part) {
-        for (Landing& piece : pieces) piece.advance(part + 1, bytes);
+        for (Landing& piece : pieces) {
+          if (now_here(piece)) piece.advance(part + 1, bytes);
+        }
       },
       now);
   receive_s = MPI_Wtime() - started;
   std::vector<bool> done(registrations.size(), false);
-  std::vector<Landing> later;  // the extras still waiting for parts
+  std::vector<Landing> later;  // with the extras later: theirs, chunked ...
+  std::vector<std::pair<std::span<std::byte>, std::vector<std::byte>>> later_whole;  // ... and not: where, what
   try {
     for (Landing& piece : pieces) {
-      if (piece.registration == Landing::kExtra && now < parts.size()) {
+      if (!now_here(piece)) {
         piece.expected = image.dataset(piece.name).checksum;
         later.push_back(std::move(piece));
         continue;
@@ -309,8 +332,12 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
     }
     for (const Landing& piece : unchunked) {
       if (piece.registration != Landing::kExtra) continue;  // loaded below
-      image.verify(piece.name);
-      image.read_unverified(piece.name, piece.memory);
+      if (extras_later) {
+        later_whole.emplace_back(piece.memory, image.read(piece.name));  // checked; HDF5 stays on this thread
+      } else {
+        image.verify(piece.name);
+        image.read_unverified(piece.name, piece.memory);
+      }
     }
     checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
       if (done[index]) return;  // in place already, checked
@@ -322,16 +349,19 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
     (void)handover.receive_rest();
     throw;
   }
-  if (now == parts.size()) return {};
-  // The rest of the parts, and the extras' checks, wherever the caller runs them.
+  if (!extras_later || (later.empty() && later_whole.empty())) return {};
+  // The rest of the parts, and the extras put in place and checked,
+  // wherever the caller runs them.
   struct Rest {
     Handover handover;
     std::vector<Landing> pieces;
+    std::vector<std::pair<std::span<std::byte>, std::vector<std::byte>>> whole;
   };
-  auto rest = std::make_shared<Rest>(Rest{std::move(handover), std::move(later)});
-  return [rest]() {
+  auto rest = std::make_shared<Rest>(Rest{std::move(handover), std::move(later), std::move(later_whole)});
+  return [rest, count = parts.size()]() {
     const auto image_bytes = rest->handover.span();
-    const std::size_t count = rest->handover.deferred().size();
+    for (auto& [memory, read] : rest->whole) std::memcpy(memory.data(), read.data(), memory.size());
+    for (Landing& piece : rest->pieces) piece.advance(0, image_bytes);
     if (!rest->handover.receive_rest([&](std::size_t part) {
           for (Landing& piece : rest->pieces) piece.advance(part + 1, image_bytes);
         })) {

@@ -353,6 +353,64 @@ TEST(Checkpoint, CopiesGoWithTheProcessesThatHoldThemWhenEveryHolderMoves) {
   }
 }
 
+// Copies still on their way (a migration lands them while the new process
+// runs): the checkpoint takes them at the first call that looks at them,
+// drops them if they did not all arrive (or are not the owners named), and
+// calls for them even when it refuses the owners, so that they land before
+// their memory goes.
+TEST(Checkpoint, CopiesStillArrivingAreTakenWhenFirstNeededAndDroppedIfIncomplete) {
+  auto comm = Comm::world();
+  State state;
+  Checkpoint checkpoint(comm, {.copies = std::min(2, comm.size())});
+  state.protect_in(checkpoint);
+  checkpoint.checkpoint();
+  std::map<OriginalRank, std::vector<std::byte>> copies;
+  std::vector<OriginalRank> owners;
+  for (const auto& copy : checkpoint.held_copies()) {
+    copies[copy.owner].assign(copy.state.begin(), copy.state.end());
+    owners.push_back(copy.owner);
+  }
+  const auto layout = checkpoint.committed_layout();
+  const CheckpointConfig config{.copies = std::min(2, comm.size())};
+  // Intact: nothing is asked for until a call looks at the copies.
+  int calls = 0;
+  Checkpoint taker(comm, config);
+  taker.continue_commit(layout, owners, [&]() -> std::optional<std::map<OriginalRank, std::vector<std::byte>>> {
+    ++calls;
+    return copies;
+  });
+  EXPECT_EQ(calls, 0);
+  EXPECT_TRUE(taker.has_commit());
+  ASSERT_EQ(taker.held_copies().size(), owners.size());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(taker.held_bytes(), checkpoint.held_bytes());
+  EXPECT_EQ(calls, 1) << "asked for once";
+  // Incomplete, or another owner's: dropped.
+  Checkpoint lost(comm, config);
+  lost.continue_commit(layout, owners, [] { return std::optional<std::map<OriginalRank, std::vector<std::byte>>>(); });
+  EXPECT_TRUE(lost.held_copies().empty());
+  EXPECT_TRUE(lost.committed_state().empty());
+  auto others = copies;
+  others.erase(others.begin());
+  others[OriginalRank{comm.size()}] = {};
+  Checkpoint mixed(comm, config);
+  mixed.continue_commit(layout, owners, [&] { return std::optional(others); });
+  EXPECT_EQ(mixed.held_bytes(), 0U);
+  // Owners refused: CorruptData, and the copies were asked for all the same.
+  calls = 0;
+  Checkpoint refused(comm, config);
+  auto wrong = owners;
+  wrong.emplace_back(comm.size());
+  EXPECT_THROW(refused.continue_commit(layout, wrong,
+                                       [&]() -> std::optional<std::map<OriginalRank, std::vector<std::byte>>> {
+                                         ++calls;
+                                         return copies;
+                                       }),
+               CorruptData);
+  EXPECT_EQ(calls, 1);
+  EXPECT_FALSE(refused.has_commit());
+}
+
 TEST(Checkpoint, AReplacementWithAnotherBufferSizeIsRefused) {
   auto comm = Comm::world();
   const OriginalRank victim{1};
