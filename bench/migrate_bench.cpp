@@ -366,7 +366,12 @@ class Bench {
     while (_progress.next < _plan.size()) {
       const Move& move = _plan[_progress.next];
       if (!_arrived) {
-        if (_values.size() != move.bytes / sizeof(double)) fill(_values, _me, move.bytes);
+        if (_values.size() != move.bytes / sizeof(double)) {
+          // A new size (every process at once): the committed copies, which
+          // a move of every process carries, are of this state too.
+          fill(_values, _me, move.bytes);
+          _checkpoint.checkpoint();
+        }
         _fields = {};
         depart(move);
       }
