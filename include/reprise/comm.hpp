@@ -47,6 +47,13 @@ using ScatterTarget = std::function<std::vector<std::span<std::byte>>(Rank sourc
 
 class Handover;
 
+/// Words a leaving process sends its successor after the deferred parts of
+/// its handover (`Comm::migrate_gathered`), made only once the successor
+/// runs again and took the parts it needed first: checksums of the other
+/// parts, say, so that taking them is out of the successor's way. The
+/// successor finds them in `Handover::trailer()`.
+using HandoverTrailer = std::function<std::vector<std::uint64_t>()>;
+
 namespace detail {
 /// Unmaps a handover's buffer, which is mapped fresh: the holes of deferred
 /// parts then take no memory, and leave the heap (a spare's warm pages) to
@@ -104,7 +111,7 @@ class Handover {
   /// Tells the sender that the first parts arrived and the places of the
   /// others are ready (it sends those only then), receives them (into the
   /// places `receive_deferred` was given, calling `arrived` the same way),
-  /// then lets the sender go.
+  /// and the sender's trailer (`trailer()`), then lets the sender go.
   /// May run on another thread than the rest (MPI_THREAD_MULTIPLE). False
   /// if the sender failed before they all arrived: those parts are not this
   /// process's state, so it goes on, and its caller drops them.
@@ -113,6 +120,10 @@ class Handover {
   /// into their places (on the same host, by cross-memory attach) instead
   /// of sending them through MPI.
   [[nodiscard]] std::size_t pushed_bytes() const noexcept { return _pushed_bytes; }
+  /// The words the sender sent after the deferred parts
+  /// (`Comm::migrate_gathered`'s `trailer`; none without one), once every
+  /// part arrived; empty before.
+  [[nodiscard]] std::span<const std::uint64_t> trailer() const noexcept { return _trailer; }
 
  private:
   friend bool detail::receive_handover(MPI_Comm comm, int from, Handover& handover);
@@ -130,6 +141,7 @@ class Handover {
   std::vector<std::span<std::byte>> _targets;  // where each deferred part lands, once they are asked for
   std::size_t _received = 0;                   // the deferred parts received so far
   std::unique_ptr<std::uint64_t> _token;       // what the sender reads back to tell it reaches this process
+  std::vector<std::uint64_t> _trailer;         // what the sender sent after the parts
 };
 
 namespace detail {
@@ -408,11 +420,14 @@ class Comm {
   /// of bytes. The pieces `deferred` names (indices, ascending) are sent
   /// later, when the successor has a place for them
   /// (`Handover::receive_deferred`): the leaving process returns only once
-  /// they arrived (or the successor failed).
+  /// they arrived (or the successor failed). `trailer`, if given, runs on
+  /// the leaving process after it sent them, and what it returns follows
+  /// them (`Handover::trailer`; only with deferred pieces).
   [[nodiscard]] std::optional<Comm> migrate_gathered(std::span<const OriginalRank> leaving,
                                                      std::span<const std::span<const std::byte>> state,
                                                      std::string_view hosts = {},
-                                                     std::span<const std::size_t> deferred = {});
+                                                     std::span<const std::size_t> deferred = {},
+                                                     const HandoverTrailer& trailer = {});
 
   /// In a process started by `migrate`: the bytes its predecessor handed
   /// over (once; empty afterwards, and in every other process), deferred

@@ -13,7 +13,10 @@
 ///   /state/<name>     one dataset per piece, little-endian, in its element
 ///                     type and shape, in the order added; attributes
 ///                     `checksum` (XXH3-64 of the piece's bytes, uint64) and
-///                     `element_type` (fixed-length string, e.g. "float64")
+///                     `element_type` (fixed-length string, e.g. "float64");
+///                     a migration's image may leave `checksum` out of a
+///                     piece whose checksum travels after it
+///                     (`ImageChecksum::kApart`)
 /// Datasets are chunked with fill value 0 and chunks of only zero bytes are
 /// not written (they read back as zeros), so sparse state costs no space.
 /// docs/ARCHITECTURE.md (§13) says how images are built and opened.
@@ -50,7 +53,16 @@ struct ImageDataset {
   std::string name;          ///< the name it was added under
   ArrayShape shape;          ///< element type and extents as stored (never empty: one extent for a 1-D piece)
   std::uint64_t bytes = 0;   ///< size of the piece
-  std::uint64_t checksum = 0;  ///< XXH3-64 of its bytes
+  std::uint64_t checksum = 0;  ///< XXH3-64 of its bytes (0 where `checksum_apart`)
+  /// The image holds no checksum of this piece (`ImageChecksum::kApart`):
+  /// `read` and `verify` refuse it; its holder checks it another way.
+  bool checksum_apart = false;
+};
+
+/// Where the checksum of a piece added to an image lies.
+enum class ImageChecksum : std::uint8_t {
+  kInImage,  ///< in the image, as its attribute `checksum`: the image checks itself
+  kApart,    ///< not in the image: the sender hashes the piece later and sends that checksum apart
 };
 
 /// Where some bytes of a piece lie in an image (`Image::chunks`).
@@ -139,7 +151,11 @@ class ImageBuilder {
   /// finished, after that of the pieces added by `add` (and it is listed
   /// after them). A piece with an all-zero chunk is copied now, as `add`
   /// does, so that the chunk is left out. Same errors as `add`.
-  void add_referenced(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape = {});
+  /// `ImageChecksum::kApart`: the piece is not hashed here, and the image
+  /// holds no checksum of it, so that building the image does not read it
+  /// (a migration sends such pieces last, and their checksums after them).
+  void add_referenced(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape = {},
+                      ImageChecksum checksum = ImageChecksum::kInImage);
 
   /// Closes the image and returns its bytes (a complete HDF5 file): the
   /// buffer HDF5 wrote, handed over, not copied; pieces added by reference
@@ -191,7 +207,9 @@ class Image {
 
   /// Reads a piece into `out`, which must have its exact size (`UsageError`
   /// otherwise, `out` untouched), and checks its checksum (`CorruptData`;
-  /// `out` then holds the damaged bytes).
+  /// `out` then holds the damaged bytes), or for a piece whose checksum is
+  /// apart, which this cannot check (`out` untouched; `read_unverified`
+  /// reads it).
   void read(std::string_view name, std::span<std::byte> out) const;
   /// Reads a piece into a new buffer, checksum checked.
   [[nodiscard]] std::vector<std::byte> read(std::string_view name) const;
@@ -210,7 +228,8 @@ class Image {
   void read_unverified(std::string_view name, std::span<std::byte> out) const;
 
   /// Checks every piece's checksum where it lies in the image (no copy);
-  /// `CorruptData` naming the first piece that does not match.
+  /// `CorruptData` naming the first piece that does not match, or that has
+  /// no checksum in the image (`ImageDataset::checksum_apart`).
   void verify() const;
   /// Checks piece `name`'s checksum where it lies in the image (no copy).
   void verify(std::string_view name) const;

@@ -54,7 +54,7 @@ struct MigrationConfig {
 struct MigrationTimes {
   double response_s = 0;     ///< request to the new process running again, its state restored (in the new process)
   double evacuation_s = 0;   ///< request to the leaving process free to exit (in the leaving one)
-  double image_build_s = 0;  ///< building the image (in the leaving process)
+  double image_build_s = 0;  ///< building the image (in the leaving process; carried copies are hashed later, after they were sent)
   double image_open_s = 0;   ///< opening the image where it arrived, without copying it (in the new process)
   double receive_s = 0;      ///< receiving the image's large pieces straight into the registered memory (in the new process; 0 if they came with the rest)
   double restore_s = 0;      ///< checking its checksums and copying the rest of the state into the registered memory (in the new process)
@@ -121,9 +121,11 @@ class Migration {
   /// and the others recover the rank from the committed checkpoint). Carried
   /// copies come after the state, into memory of their own: where MPI
   /// grants `MPI_THREAD_MULTIPLE` a thread takes them while this process
-  /// runs again, and the checkpoint waits for them before it uses them (if
-  /// the leaving process fails first, this process drops them and goes on:
-  /// each state keeps its other copies). A failure of
+  /// runs again, and the checkpoint waits for them before it uses them.
+  /// Their checksums come last (the leaving process hashes them after it
+  /// sent them); if the leaving process fails first, or a copy does not
+  /// match, this process drops them and goes on: each state keeps its other
+  /// copies. A failure of
   /// another process meanwhile is not raised here but by the next
   /// collective call, where the application recovers. `UsageError` in any
   /// other process, or if the image does not fit the registrations;

@@ -37,6 +37,7 @@ struct Comm::PoolRound {
   std::vector<OriginalRank> leaving;      // a migration: these move to spares
   std::span<const std::span<const std::byte>> state;  // a leaving process's state (pieces), for its spare
   std::span<const std::size_t> deferred;  // which pieces of the state are deferred (ascending)
+  HandoverTrailer trailer;                // what follows them
 };
 
 }  // namespace reprise

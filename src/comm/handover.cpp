@@ -4,7 +4,8 @@
 // back (Comm::migrate, by spawn or from spares). Deferred parts land where
 // the successor has a place for them (Handover::receive_deferred): on the
 // same host the sender writes them there itself (cross-memory attach),
-// elsewhere they travel on their own tag.
+// elsewhere they travel on their own tag. A trailer of words the sender
+// makes meanwhile follows them.
 
 #include <sys/mman.h>
 #include <sys/uio.h>
@@ -30,6 +31,7 @@ constexpr int kLandingTag = 0x5e9e;  // successor to sender: where each part goe
 constexpr int kNoticeTag = 0x5e9f;   // sender to successor: part written (1) or sent (0)
 constexpr int kTakenTag = 0x5ea0;    // successor to sender: every part arrived, the sender may go
 constexpr int kFirstTakenTag = 0x5ea1;  // successor to sender: the parts it asked for first arrived
+constexpr int kTrailerTag = 0x5ea2;     // sender to successor, after the parts: the trailer's words
 constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
 // How long a leaving process naps between tests of its deferred sends.
 constexpr std::chrono::microseconds kDeferredNap{50};
@@ -123,7 +125,8 @@ Handover::Handover(Handover&& other) noexcept
       _pushed_bytes(std::exchange(other._pushed_bytes, 0)),
       _targets(std::exchange(other._targets, {})),
       _received(std::exchange(other._received, 0)),
-      _token(std::move(other._token)) {}
+      _token(std::move(other._token)),
+      _trailer(std::exchange(other._trailer, {})) {}
 
 Handover& Handover::operator=(Handover&& other) noexcept {
   if (this != &other) {
@@ -138,6 +141,7 @@ Handover& Handover::operator=(Handover&& other) noexcept {
     _targets = std::exchange(other._targets, {});
     _received = std::exchange(other._received, 0);
     _token = std::move(other._token);
+    _trailer = std::exchange(other._trailer, {});
   }
   return *this;
 }
@@ -228,6 +232,15 @@ bool Handover::receive_parts(std::size_t end, const std::function<void(std::size
     if (ok && arrived) arrived(i);
   }
   if (ok && _received < _targets.size()) return true;  // the rest comes later
+  // The sender's trailer follows the parts.
+  MPI_Status status;
+  int words = 0;
+  ok = ok && MPI_Probe(_sender, kTrailerTag, _channel, &status) == MPI_SUCCESS &&
+       MPI_Get_count(&status, MPI_UINT64_T, &words) == MPI_SUCCESS && words >= 0;
+  _trailer.resize(ok ? static_cast<std::size_t>(words) : 0);
+  ok = ok && MPI_Recv(_trailer.data(), words, MPI_UINT64_T, _sender, kTrailerTag, _channel, MPI_STATUS_IGNORE) ==
+                 MPI_SUCCESS;
+  if (!ok) _trailer.clear();
   // The sender waits for this word before it exits: once it is gone, Open
   // MPI may fail a receive of its notices that had arrived already.
   const std::uint64_t taken = 1;
@@ -273,7 +286,7 @@ bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::b
 }
 
 bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
-                   std::span<const std::size_t> deferred_pieces, OriginalRank me) {
+                   std::span<const std::size_t> deferred_pieces, OriginalRank me, const HandoverTrailer& trailer) {
   std::vector<std::span<const std::byte>> parts;  // the non-empty deferred pieces
   for (const std::size_t i : deferred_pieces) {
     if (i < state.size() && !state[i].empty()) parts.push_back(state[i]);
@@ -293,6 +306,7 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
   // successor takes them in the order it posts its receives.
   bool push = landing.size() == kLandingHeader + parts.size() && reaches_successor(landing);
   std::vector<std::uint64_t> notices(parts.size(), 0);
+  std::vector<std::uint64_t> words;  // the trailer's
   std::vector<MPI_Request> requests;
   for (std::size_t p = 0; ok && p < parts.size(); ++p) {
     if (p == first) {
@@ -312,6 +326,14 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
       requests.push_back(MPI_REQUEST_NULL);
       ok = MPI_Isend(parts[p].data() + at, count, MPI_BYTE, to, kDeferredTag, comm, &requests.back()) == MPI_SUCCESS;
     }
+  }
+  // The trailer, made while the parts travel.
+  if (ok) {
+    inject::fault_point("comm.migrate.trailer", me);
+    if (trailer) words = trailer();
+    requests.push_back(MPI_REQUEST_NULL);
+    ok = MPI_Isend(words.data(), static_cast<int>(words.size()), MPI_UINT64_T, to, kTrailerTag, comm,
+                   &requests.back()) == MPI_SUCCESS;
   }
   // On an error, the others end too (the peer failed). The wait lasts until
   // the successor took the parts sent: it naps between tests, as above

@@ -34,12 +34,13 @@ int leaving_index(const detail::Assignment& plan, OriginalRank me) {
 /// rank order): learn the plan, build the pair of communicators of those who
 /// stay and the new ones (ordered by original rank), hand each leaving
 /// process's `state` to its successor (the pieces `deferred` names come
-/// later: a leaving process waits here until they arrived), and agree
+/// later, then what `trailer` returns: a leaving process waits here until
+/// they arrived), and agree
 /// that all of it worked. `me` is unknown (-1) in a new process until the
 /// plan arrives. Returns false if it did not work somewhere.
 bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& me,
                       std::span<const std::span<const std::byte>> state, std::span<const std::size_t> deferred_pieces,
-                      MPI_Comm& application, MPI_Comm& internal, Handover& handover) {
+                      const HandoverTrailer& trailer, MPI_Comm& application, MPI_Comm& internal, Handover& handover) {
   int merged_rank = 0;
   int merged_size = 0;
   MPI_Comm_rank(merged, &merged_rank);
@@ -76,7 +77,7 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
     // (the successor gives up), not the move's.
     if (leaving >= 0 && !deferred_pieces.empty()) {
       inject::fault_point("comm.migrate.deferred", me);
-      (void)detail::send_deferred(merged, first_new + leaving, state, deferred_pieces, me);
+      (void)detail::send_deferred(merged, first_new + leaving, state, deferred_pieces, me, trailer);
     }
     return true;
   }
@@ -95,7 +96,8 @@ std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::sp
 
 std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving,
                                            std::span<const std::span<const std::byte>> state, std::string_view hosts,
-                                           std::span<const std::size_t> deferred) {
+                                           std::span<const std::size_t> deferred,
+                                           const HandoverTrailer& trailer) {
   if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("migrate");
   std::vector<OriginalRank> sorted(leaving.begin(), leaving.end());
   std::sort(sorted.begin(), sorted.end());
@@ -126,7 +128,7 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
   if (detail::SparePool* pool = detail::spare_pool();
       pool != nullptr && pool->usable && pool->spares.size() >= sorted.size()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
-    const PoolRound round{_epoch + 1, _failures, _moves, _members, _replacement, sorted, state, deferred};
+    const PoolRound round{_epoch + 1, _failures, _moves, _members, _replacement, sorted, state, deferred, trailer};
     bool enough = false;
     auto taken = take_from_pool(round, enough);
     if (enough) return taken;  // none on a leaving process
@@ -145,7 +147,7 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
       OriginalRank me = original_rank();
       Parts parts;
       Handover none;
-      const bool done = finish_migration(merged, plan, me, state, deferred, parts.comm, parts.internal, none);
+      const bool done = finish_migration(merged, plan, me, state, deferred, trailer, parts.comm, parts.internal, none);
       MPI_Comm_free(&merged);
       if (done) {
         // The new processes are not in the spare pool: a later round on it
@@ -176,7 +178,7 @@ Comm Comm::join_migration(MPI_Comm merged) {
   OriginalRank me{-1};
   Parts parts;
   Handover handover;
-  if (!finish_migration(merged, plan, me, {}, {}, parts.comm, parts.internal, handover)) {
+  if (!finish_migration(merged, plan, me, {}, {}, {}, parts.comm, parts.internal, handover)) {
     detail::abandon("a process failed during the migration");
   }
   if (handover.deferred().empty()) {

@@ -222,7 +222,7 @@ Comm Comm::respawn() {
                                                        !healed.missing().empty()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
     bool enough = false;
-    const PoolRound round{_epoch + 1, healed._failures, healed._moves, healed._members, _replacement, {}, {}, {}};
+    const PoolRound round{_epoch + 1, healed._failures, healed._moves, healed._members, _replacement, {}, {}, {}, {}};
     auto taken = take_from_pool(round, enough);
     if (enough && taken) return std::move(*taken);
   }

@@ -300,7 +300,8 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
       // the two fails first, that is a failure of the new communicator's
       // (the spare gives up), not the move's.
       inject::fault_point("comm.migrate.deferred", OriginalRank{sp.my_original});
-      (void)detail::send_deferred(shrunk, successor, round.state, round.deferred, OriginalRank{sp.my_original});
+      (void)detail::send_deferred(shrunk, successor, round.state, round.deferred, OriginalRank{sp.my_original},
+                                  round.trailer);
     }
     if (rc == MPI_SUCCESS && ok) {
       sp.spares.clear();

@@ -78,10 +78,11 @@ bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::b
 
 /// Once the move is agreed: gives the successor the pieces `send_handover`
 /// deferred (written into its memory on the same host, else sent) and
-/// returns when it has them (`Handover::receive_deferred`), or it failed
-/// (false). `me`: this process, for the fault point `comm.migrate.pushed`.
+/// returns when it has them (`Handover::receive_deferred`) and what
+/// `trailer` (if given) returned, or it failed (false). `me`: this process,
+/// for the fault points `comm.migrate.pushed` and `comm.migrate.rest`.
 bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::byte>> state,
-                   std::span<const std::size_t> deferred_pieces, OriginalRank me);
+                   std::span<const std::size_t> deferred_pieces, OriginalRank me, const HandoverTrailer& trailer);
 
 /// Receives what rank `from` of `comm` sends with `send_handover`, deferred
 /// parts left with the sender (over `comm`, which must stay alive until they

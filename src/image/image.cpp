@@ -243,12 +243,13 @@ void locate_chunks(hid_t dataset, std::span<const std::byte> bytes, const std::v
   }
 }
 
-/// Creates piece `name` of `bytes` in `group`, with its checksum and element
-/// type. `places` null: the chunks holding a non-zero byte are written now.
-/// Else every chunk's storage is allocated and nothing written: their places
-/// go to `places`, to be filled from `bytes`.
+/// Creates piece `name` of `bytes` in `group`, with its element type and
+/// (unless it is apart) its checksum. `places` null: the chunks holding a
+/// non-zero byte are written now. Else every chunk's storage is allocated
+/// and nothing written: their places go to `places`, to be filled from
+/// `bytes`.
 void create_piece(hid_t group, std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape,
-                  std::vector<ChunkPlace>* places) {
+                  std::vector<ChunkPlace>* places, ImageChecksum checksum_at) {
   const std::vector<hsize_t> extents = extents_of(name, bytes.size(), shape);
   const std::string key(name);
   const std::string what = "cannot write piece '" + key + "'";
@@ -274,8 +275,10 @@ void create_piece(hid_t group, std::string_view name, std::span<const std::byte>
   } else if (!bytes.empty()) {
     write_chunks(dataset.get(), type, bytes, extents, rows_per_chunk, what);
   }
-  const std::uint64_t checksum = detail::checksum64(bytes);
-  hdf5::write_attribute(dataset.get(), "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &checksum);
+  if (checksum_at == ImageChecksum::kInImage) {
+    const std::uint64_t checksum = detail::checksum64(bytes);
+    hdf5::write_attribute(dataset.get(), "checksum", H5T_STD_U64LE, H5T_NATIVE_UINT64, &checksum);
+  }
   hdf5::write_string_attribute(dataset.get(), "element_type", element_type_name(shape.type));
 }
 
@@ -310,6 +313,7 @@ struct ImageBuilder::State {
     std::string name;
     std::span<const std::byte> bytes;
     ArrayShape shape;
+    ImageChecksum checksum;
   };
   hdf5::MemoryFile memory;  // before the file: its buffer outlives it
   hdf5::File file;
@@ -378,13 +382,14 @@ void ImageBuilder::check_new(std::string_view name) const {
 void ImageBuilder::add(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape) try {
   check_new(name);
   const hdf5::QuietErrors quiet;
-  create_piece(_state->state.get(), name, bytes, shape, nullptr);
+  create_piece(_state->state.get(), name, bytes, shape, nullptr, ImageChecksum::kInImage);
   _state->names.emplace(name);
 } catch (const Error&) {
   detail::rethrow_naming("reprise::ImageBuilder::add");
 }
 
-void ImageBuilder::add_referenced(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape) try {
+void ImageBuilder::add_referenced(std::string_view name, std::span<const std::byte> bytes, const ArrayShape& shape,
+                                  ImageChecksum checksum) try {
   check_new(name);
   const hdf5::QuietErrors quiet;
   const std::vector<hsize_t> extents = extents_of(name, bytes.size(), shape);
@@ -394,9 +399,9 @@ void ImageBuilder::add_referenced(std::string_view name, std::span<const std::by
     copy = has_zero_chunk(bytes, row_bytes, chunk_rows(name, extents, row_bytes));
   }
   if (copy) {
-    create_piece(_state->state.get(), name, bytes, shape, nullptr);
+    create_piece(_state->state.get(), name, bytes, shape, nullptr, checksum);
   } else {
-    _state->referenced.push_back({std::string(name), bytes, shape});
+    _state->referenced.push_back({std::string(name), bytes, shape, checksum});
   }
   _state->names.emplace(name);
 } catch (const Error&) {
@@ -449,7 +454,9 @@ ImagePieces ImageBuilder::finish_pieces() && try {
   // data lies past all of it. No flush before closing: a flush grows the
   // memory to the end of the file, zeroing the referenced chunks' room.
   std::vector<ChunkPlace> places;
-  for (const auto& piece : state->referenced) create_piece(state->state.get(), piece.name, piece.bytes, piece.shape, &places);
+  for (const auto& piece : state->referenced) {
+    create_piece(state->state.get(), piece.name, piece.bytes, piece.shape, &places, piece.checksum);
+  }
   state->state.reset();
   if (!state->file.close()) hdf5::raise<IoError>(what);
   const auto buffer = state->memory.take();
@@ -581,7 +588,8 @@ ImageDataset read_dataset(hid_t group, const std::string& name) {
   ImageDataset piece;
   piece.name = name;
   piece.shape.type = parse_element_type(hdf5::read_string_attribute(dataset.get(), "element_type", owner), name);
-  hdf5::read_attribute(dataset.get(), "checksum", H5T_NATIVE_UINT64, &piece.checksum, owner);
+  piece.checksum_apart = !hdf5::has_attribute(dataset.get(), "checksum");
+  if (!piece.checksum_apart) hdf5::read_attribute(dataset.get(), "checksum", H5T_NATIVE_UINT64, &piece.checksum, owner);
 
   const hdf5::Datatype type(check<CorruptData>(H5Dget_type(dataset.get()), "cannot read the type of " + owner));
   if (H5Tequal(type.get(), stored_type(piece.shape.type)) <= 0) {
@@ -816,8 +824,18 @@ void copy_piece(hid_t file, const ImageDataset& piece, std::span<const std::byte
                      "cannot read piece '" + piece.name + "'");
 }
 
+/// `CorruptData` if the image holds no checksum of `piece`.
+void require_checksum(const ImageDataset& piece) {
+  if (piece.checksum_apart) {
+    throw CorruptData("piece '" + piece.name + "' has no checksum in the image (its sender meant to send it apart, "
+                      "as a migration does), so the image cannot check it: read it with read_unverified and check it "
+                      "against the checksum sent apart");
+  }
+}
+
 /// `CorruptData` if `checksum`, of `piece`'s bytes, is not the one it recorded.
 void check_checksum(const ImageDataset& piece, std::uint64_t checksum) {
+  require_checksum(piece);
   if (checksum != piece.checksum) {
     throw CorruptData("piece '" + piece.name + "' checksum mismatch: its bytes hash to " + std::to_string(checksum) +
                       ", the image recorded " + std::to_string(piece.checksum) + " (the image is damaged)");
@@ -827,6 +845,7 @@ void check_checksum(const ImageDataset& piece, std::uint64_t checksum) {
 /// Checks `piece`'s checksum where its chunks lie in the image (no copy);
 /// through a copy when they cannot be used in place.
 void verify_piece(hid_t file, const ImageDataset& piece, std::span<const std::byte> image) {
+  require_checksum(piece);
   const hdf5::Dataset dataset = open_piece(file, piece);
   const auto chunks = stored_chunks(dataset.get(), piece, image);
   if (!chunks) {
@@ -860,6 +879,7 @@ void verify_piece(hid_t file, const ImageDataset& piece, std::span<const std::by
 }  // namespace
 
 void Image::read(std::string_view name, std::span<std::byte> out) const try {
+  require_checksum(dataset(name));
   read_unverified(name, out);
   check_checksum(dataset(name), detail::checksum64(out));
 } catch (const Error&) {

@@ -213,6 +213,9 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
   // keeps a copy outside the leaving processes, or when they carry theirs.
   const auto copies = _checkpoint.copies_on_move(leaving);
   ImagePieces image;
+  // The carried copies: sent after the state, and hashed only then, while
+  // the new process runs again (the handover's trailer).
+  std::vector<detail::ExtraPiece> carried;
   if (leaves) {
     const double started = MPI_Wtime();
     const double request_time[1] = {requested_at};
@@ -235,7 +238,8 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
     }
     if (!held.empty()) {
       extras.push_back({kCarriedOwnersName, std::as_bytes(std::span(owners)), ArrayShape{ElementType::kUint64, {}}});
-      for (std::size_t i = 0; i < held.size(); ++i) extras.push_back({names[i], held[i].state, ArrayShape{}, true});
+      for (std::size_t i = 0; i < held.size(); ++i) carried.push_back({names[i], held[i].state, ArrayShape{}, true});
+      extras.insert(extras.end(), carried.begin(), carried.end());
     }
     image = detail::current_image_pieces(_checkpoint, _comm, _checkpoint.version(), extras);
     _times.image_build_s = MPI_Wtime() - started;
@@ -250,7 +254,8 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
   auto moved = _comm.migrate_gathered(leaving, image.pieces, _config.hosts,
                                       copies != Checkpoint::CopiesOnMove::kRetaken
                                           ? std::span<const std::size_t>(image.referenced)
-                                          : std::span<const std::size_t>());
+                                          : std::span<const std::size_t>(),
+                                      [&carried] { return detail::late_checksums(carried); });
   if (!moved) {
     _times.evacuation_s = shared_clock() - requested_at;
     if (_before_leaving) _before_leaving(_times);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "checksum.hpp"
@@ -19,9 +20,12 @@ namespace {
 /// the copy.
 constexpr std::size_t kReferenceFrom = std::size_t{1} << 20;
 
+/// Whether an image sent in pieces references `extra` (its checksum apart).
+bool referenced_late(const ExtraPiece& extra) { return extra.late && extra.bytes.size() >= kReferenceFrom; }
+
 /// A builder holding `pieces` (one per registration of `checkpoint`) plus
 /// `extras`; `referenced[i]`: piece i is added by reference;
-/// `reference_extras`: so are the extras that ask for it.
+/// `reference_extras`: so are the late extras, their checksums apart.
 ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                         std::span<const std::span<const std::byte>> pieces, const std::vector<bool>& referenced,
                         std::span<const ExtraPiece> extras, bool reference_extras) {
@@ -39,9 +43,7 @@ ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uin
       copied += pieces[i].size();
     }
   }
-  const auto referenced_extra = [&](const ExtraPiece& extra) {
-    return reference_extras && extra.by_reference && extra.bytes.size() >= kReferenceFrom;
-  };
+  const auto referenced_extra = [&](const ExtraPiece& extra) { return reference_extras && referenced_late(extra); };
   for (const auto& extra : extras) {
     if (referenced_extra(extra)) {
       ++references;
@@ -65,7 +67,7 @@ ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uin
       }
     }
     if (referenced_extra(extra)) {
-      builder.add_referenced(extra.name, extra.bytes, extra.shape);
+      builder.add_referenced(extra.name, extra.bytes, extra.shape, ImageChecksum::kApart);
     } else {
       builder.add(extra.name, extra.bytes, extra.shape);
     }
@@ -136,6 +138,14 @@ ImagePieces current_image_pieces(const Checkpoint& checkpoint, const Comm& comm,
   return builder_of(checkpoint, comm, version, pieces, referenced, extras, true).finish_pieces();
 }
 
+std::vector<std::uint64_t> late_checksums(std::span<const ExtraPiece> extras) {
+  std::vector<std::uint64_t> checksums;
+  for (const auto& extra : extras) {
+    if (referenced_late(extra)) checksums.push_back(checksum64(extra.bytes));
+  }
+  return checksums;
+}
+
 void load_image(const Image& image, Checkpoint& checkpoint) {
   const auto registrations = checkpoint.registrations();
   const auto sizes = piece_sizes(image, checkpoint);
@@ -154,6 +164,7 @@ namespace {
 struct Landing {
   static constexpr std::size_t kReady = static_cast<std::size_t>(-1);  // waits for no part
   static constexpr std::size_t kExtra = static_cast<std::size_t>(-1);  // not a registration
+  static constexpr std::size_t kInImage = static_cast<std::size_t>(-1);  // its checksum is the image's
   std::string name;                    // the dataset
   std::size_t registration = kExtra;   // its place among the registrations
   std::span<std::byte> memory;
@@ -161,7 +172,7 @@ struct Landing {
   std::vector<std::size_t> waits;   // per chunk: the part it waits for, or kReady
   std::vector<bool> landed;         // per chunk: received straight into `memory`
   std::size_t checked = 0;          // chunks in place and hashed, from the first
-  std::uint64_t expected = 0;       // the checksum the image gives, for an extra checked later
+  std::size_t trailer_word = kInImage;  // else its checksum's place in the handover's trailer
   std::unique_ptr<ChecksumStream> checksum = std::make_unique<ChecksumStream>();
 
   /// Puts in place and hashes the chunks that wait for none of the parts
@@ -185,6 +196,31 @@ struct Landing {
   }
 };
 
+/// The checksum `image` holds of piece `name`; none if it leaves it out.
+std::optional<std::uint64_t> checksum_in(const Image& image, const std::string& name) {
+  const ImageDataset& piece = image.dataset(name);
+  if (piece.checksum_apart) return std::nullopt;
+  return piece.checksum;
+}
+
+/// Whether `checksum` is the one expected: `in_image`, or for a piece whose
+/// checksum the image leaves out, word `trailer_word` of the handover's
+/// `trailer`. A checksum that neither holds matches nothing.
+bool matches(std::uint64_t checksum, std::optional<std::uint64_t> in_image, std::size_t trailer_word,
+             std::span<const std::uint64_t> trailer) {
+  if (trailer_word == Landing::kInImage) return in_image == checksum;
+  return trailer_word < trailer.size() && trailer[trailer_word] == checksum;
+}
+
+/// An extra piece not stored in chunks, read through HDF5 unchecked, and
+/// where it goes.
+struct WholeExtra {
+  std::string name;
+  std::span<std::byte> memory;
+  std::vector<std::byte> bytes;
+  std::size_t trailer_word = Landing::kInImage;
+};
+
 }  // namespace
 
 std::function<bool()> load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint,
@@ -193,9 +229,12 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
   const auto registrations = checkpoint.registrations();
   std::vector<std::size_t> sizes;
   std::vector<std::span<std::byte>> places;
+  std::vector<std::size_t> trailer_words;  // per extra: where the trailer holds its checksum
+  std::size_t apart = 0;                   // extras whose checksum the image leaves out
   try {
     for (const ExtraLanding& extra : extras) {
       require_piece(image, extra.name);
+      trailer_words.push_back(image.dataset(extra.name).checksum_apart ? apart++ : Landing::kInImage);
       if (image.dataset(extra.name).bytes != extra.memory.size()) {
         throw UsageError("reprise: the piece '" + extra.name + "' of the image of original rank " +
                          std::to_string(image.info().original_rank.value()) + " holds " +
@@ -262,11 +301,12 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
     piece.memory = places[i];
     plan(std::move(piece));
   }
-  for (const ExtraLanding& extra : extras) {
-    if (extra.memory.empty()) continue;
+  for (std::size_t e = 0; e < extras.size(); ++e) {
+    if (extras[e].memory.empty()) continue;
     Landing piece;
-    piece.name = extra.name;
-    piece.memory = extra.memory;
+    piece.name = extras[e].name;
+    piece.memory = extras[e].memory;
+    piece.trailer_word = trailer_words[e];
     plan(std::move(piece));
   }
   const auto bytes = handover.span();
@@ -313,31 +353,40 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
       now);
   receive_s = MPI_Wtime() - started;
   std::vector<bool> done(registrations.size(), false);
-  std::vector<Landing> later;  // with the extras later: theirs, chunked ...
-  std::vector<std::pair<std::span<std::byte>, std::vector<std::byte>>> later_whole;  // ... and not: where, what
+  std::vector<Landing> later;          // with the extras later: theirs, chunked ...
+  std::vector<WholeExtra> later_whole;  // ... and not
+  const auto damaged = [](const std::string& name) {
+    return CorruptData("reprise::Migration::arrive: piece '" + name +
+                       "' does not match its checksum once received (the image or the transfer is damaged); this "
+                       "process cannot take over its predecessor's state");
+  };
   try {
     for (Landing& piece : pieces) {
       if (!now_here(piece)) {
-        piece.expected = image.dataset(piece.name).checksum;
         later.push_back(std::move(piece));
         continue;
       }
       piece.advance(parts.size(), bytes);
-      if (piece.checksum->digest() != image.dataset(piece.name).checksum) {
-        throw CorruptData("reprise::Migration::arrive: piece '" + piece.name +
-                          "' does not match its checksum once received (the image or the transfer is damaged); this "
-                          "process cannot take over its predecessor's state");
+      if (!matches(piece.checksum->digest(), checksum_in(image, piece.name), piece.trailer_word,
+                   handover.trailer())) {
+        throw damaged(piece.name);
       }
       if (piece.registration != Landing::kExtra) done[piece.registration] = true;
     }
     for (const Landing& piece : unchunked) {
       if (piece.registration != Landing::kExtra) continue;  // loaded below
+      // Read here, checked where the checksum is known: HDF5 stays on this thread.
+      WholeExtra whole{piece.name, piece.memory, std::vector<std::byte>(piece.memory.size()), piece.trailer_word};
+      image.read_unverified(piece.name, whole.bytes);
       if (extras_later) {
-        later_whole.emplace_back(piece.memory, image.read(piece.name));  // checked; HDF5 stays on this thread
-      } else {
-        image.verify(piece.name);
-        image.read_unverified(piece.name, piece.memory);
+        later_whole.push_back(std::move(whole));
+        continue;
       }
+      if (!matches(checksum64(whole.bytes), checksum_in(image, piece.name), piece.trailer_word,
+                   handover.trailer())) {
+        throw damaged(piece.name);
+      }
+      std::memcpy(piece.memory.data(), whole.bytes.data(), piece.memory.size());
     }
     checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
       if (done[index]) return;  // in place already, checked
@@ -351,26 +400,36 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
   }
   if (!extras_later || (later.empty() && later_whole.empty())) return {};
   // The rest of the parts, and the extras put in place and checked,
-  // wherever the caller runs them.
+  // wherever the caller runs them (the checksums the image holds are read
+  // here: HDF5 stays on this thread).
   struct Rest {
     Handover handover;
     std::vector<Landing> pieces;
-    std::vector<std::pair<std::span<std::byte>, std::vector<std::byte>>> whole;
+    std::vector<WholeExtra> whole;
+    std::vector<std::optional<std::uint64_t>> in_image;  // per piece, then per whole extra
   };
-  auto rest = std::make_shared<Rest>(Rest{std::move(handover), std::move(later), std::move(later_whole)});
+  auto rest = std::make_shared<Rest>(Rest{std::move(handover), std::move(later), std::move(later_whole), {}});
+  for (const Landing& piece : rest->pieces) rest->in_image.push_back(checksum_in(image, piece.name));
+  for (const WholeExtra& whole : rest->whole) rest->in_image.push_back(checksum_in(image, whole.name));
   return [rest, count = parts.size()]() {
     const auto image_bytes = rest->handover.span();
-    for (auto& [memory, read] : rest->whole) std::memcpy(memory.data(), read.data(), memory.size());
     for (Landing& piece : rest->pieces) piece.advance(0, image_bytes);
     if (!rest->handover.receive_rest([&](std::size_t part) {
           for (Landing& piece : rest->pieces) piece.advance(part + 1, image_bytes);
         })) {
       return false;
     }
-    return std::all_of(rest->pieces.begin(), rest->pieces.end(), [&](Landing& piece) {
+    const auto trailer = rest->handover.trailer();
+    std::size_t i = 0;
+    for (Landing& piece : rest->pieces) {
       piece.advance(count, image_bytes);
-      return piece.checksum->digest() == piece.expected;
-    });
+      if (!matches(piece.checksum->digest(), rest->in_image[i++], piece.trailer_word, trailer)) return false;
+    }
+    for (WholeExtra& whole : rest->whole) {
+      if (!matches(checksum64(whole.bytes), rest->in_image[i++], whole.trailer_word, trailer)) return false;
+      std::memcpy(whole.memory.data(), whole.bytes.data(), whole.memory.size());
+    }
+    return true;
   };
 }
 

@@ -19,9 +19,11 @@ struct ExtraPiece {
   std::string name;
   std::span<const std::byte> bytes;
   ArrayShape shape;
-  /// In an image sent in pieces (`current_image_pieces`): referenced, not
-  /// copied, from 1 MiB on, like the registered memory.
-  bool by_reference = false;
+  /// Sent after the state, in an image sent in pieces
+  /// (`current_image_pieces`), from 1 MiB on: referenced, not copied, like
+  /// the registered memory, and not hashed while the image is built, its
+  /// checksum left out of the image (`late_checksums` gives it).
+  bool late = false;
 };
 
 /// A piece an image carries besides the registered ones, and where it goes
@@ -45,6 +47,12 @@ struct ExtraLanding {
 [[nodiscard]] ImagePieces current_image_pieces(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                                                std::span<const ExtraPiece> extras = {});
 
+/// The checksums the image `current_image_pieces` builds with `extras`
+/// leaves out (those of the late extras it references), in the order of
+/// `extras`: for the handover's trailer, which `load_arriving_image` checks
+/// them against.
+[[nodiscard]] std::vector<std::uint64_t> late_checksums(std::span<const ExtraPiece> extras);
+
 /// Sets the registered state of `checkpoint` from `image`: every checksum
 /// checked where the image lies and every piece against its registration
 /// before any is loaded, then each piece copied once, into the registered
@@ -63,8 +71,9 @@ void load_image(const Image& image, Checkpoint& checkpoint);
 /// (for the fault point before the parts are received). `receive_s`: the
 /// seconds spent receiving the parts. `extras`: pieces besides the
 /// registered ones, received and checked the same way into their memory
-/// (`UsageError`, nothing loaded, if one is missing or of another size).
-/// With `extras_later`, only the parts the state needs are awaited here:
+/// (`UsageError`, nothing loaded, if one is missing or of another size);
+/// those whose checksum the image leaves out against the words of the
+/// handover's trailer, in their order in `extras`. With `extras_later`, only the parts the state needs are awaited here:
 /// the returned function (empty otherwise) takes `handover`, receives the
 /// rest and checks every extra against its checksum, and returns whether
 /// they all arrived intact; it may run on another thread, and must have

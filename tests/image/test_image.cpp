@@ -485,8 +485,44 @@ TEST(Image, ANewerFormatOrAMissingAttributeIsRefused) {
   const std::vector<std::byte> no_checksum = rewritten(image, [](hid_t file) {
     H5Adelete_by_name(file, "state/piece", "checksum", H5P_DEFAULT);
   });
+  // Such a piece opens as one whose checksum travels apart, which the image
+  // cannot check: refused by every check, never taken for intact.
   message = corrupt_message(no_checksum);
-  EXPECT_NE(message.find("no checksum attribute on piece 'piece'"), std::string::npos) << message;
+  EXPECT_NE(message.find("piece 'piece' has no checksum in the image"), std::string::npos) << message;
+  const Image opened = Image::view(no_checksum);
+  EXPECT_TRUE(opened.dataset("piece").checksum_apart);
+  std::vector<std::byte> out(100, std::byte{7});
+  EXPECT_THROW(opened.read("piece", out), CorruptData);
+  EXPECT_EQ(out, std::vector<std::byte>(100, std::byte{7}));
+  EXPECT_THROW(opened.verify("piece", random_bytes(100, 9)), CorruptData);
+}
+
+// A migration sends its checkpoint copies last: the image leaves their
+// checksums out (nothing hashes them while it is built), and its holder
+// reads them unchecked and checks them against the checksums sent apart.
+TEST(Image, APieceWhoseChecksumIsApartIsInTheImageWithoutOne) {
+  const std::vector<std::byte> kept = random_bytes(2 * kMiB, 21);
+  const std::vector<std::byte> late = random_bytes(3 * kMiB + 5, 22);
+  std::vector<std::byte> sparse_late = random_bytes(2 * kMiB, 23);
+  std::memset(sparse_late.data(), 0, kMiB);  // copied, not referenced: apart all the same
+  ImageBuilder builder(sample_info(), sparse_late.size(), 2);
+  builder.add_referenced("kept", kept);
+  builder.add_referenced("late", late, {}, ImageChecksum::kApart);
+  builder.add_referenced("sparse late", sparse_late, {}, ImageChecksum::kApart);
+  const ImageBytes whole = gathered(std::move(builder).finish_pieces());
+  const Image image = Image::view(whole.span());
+  EXPECT_FALSE(image.dataset("kept").checksum_apart);
+  EXPECT_EQ(image.read("kept"), kept);
+  const std::vector<std::pair<std::string, const std::vector<std::byte>*>> apart{{"late", &late},
+                                                                                   {"sparse late", &sparse_late}};
+  for (const auto& [name, bytes] : apart) {
+    EXPECT_TRUE(image.dataset(name).checksum_apart) << name;
+    std::vector<std::byte> out(bytes->size());
+    image.read_unverified(name, out);
+    EXPECT_EQ(out, *bytes) << name;
+    EXPECT_THROW(image.verify(name), CorruptData) << name;
+  }
+  EXPECT_THROW(image.verify(), CorruptData);
 }
 
 TEST(Image, ReadFileNamesThePath) {

@@ -500,15 +500,15 @@ TEST(Migration, ALeavingProcessKilledWhileTheCopiesTravelLosesNothing) {
   expect_copies_carried(seen);
 }
 
-// The same move, and one leaving process dies once its successor has its
-// state, before the copies it carries are sent: the successor runs on
-// without them (each state keeps its other copy), holds none until the
+// The same move, and one leaving process dies at `fault_point`, once its
+// successor has its state: the successor runs on without the copies it
+// carried (each state keeps its other copy), holds none until the
 // checkpoint at step 10, and the run ends exact.
-TEST(Migration, ALeavingProcessKilledAfterItsStateLeftCostsOnlyTheCopiesItCarried) {
+void expect_only_the_carried_copies_lost(const char* fault_point) {
   std::size_t held_on_arrival = 0;
   const auto seen = run_moving_all_but_rank_zero(
       [](std::uint64_t, OriginalRank, int, Migration&) {},
-      [](int victim) { inject::arm("comm.migrate.rest", OriginalRank{victim}); },
+      [&](int victim) { inject::arm(fault_point, OriginalRank{victim}); },
       [&](Checkpoint& checkpoint) { held_on_arrival = checkpoint.held_copies().size(); });
   EXPECT_EQ(seen.version, 2U) << "step 0's and step 10's: the move took no checkpoint and nothing was restored";
   EXPECT_EQ(seen.migrated_in, seen.me != OriginalRank{0}) << "the successor whose predecessor died must run on";
@@ -518,6 +518,17 @@ TEST(Migration, ALeavingProcessKilledAfterItsStateLeftCostsOnlyTheCopiesItCarrie
     EXPECT_EQ(held_on_arrival, seen.me == OriginalRank{carried_victim(seen.processes)} ? 0U : 2U)
         << "original rank " << seen.me.value();
   }
+}
+
+// Killed before the copies are sent.
+TEST(Migration, ALeavingProcessKilledAfterItsStateLeftCostsOnlyTheCopiesItCarried) {
+  expect_only_the_carried_copies_lost("comm.migrate.rest");
+}
+
+// Killed once the copies were sent, before their checksums (the trailer):
+// copies that cannot be checked are not taken.
+TEST(Migration, CarriedCopiesWhoseChecksumsNeverCameAreNotTaken) {
+  expect_only_the_carried_copies_lost("comm.migrate.trailer");
 }
 
 // A large piece damaged between the image's build and its transfer (its
