@@ -8,8 +8,8 @@ namespace reprise {
 /// (or after) an `Environment` exists: 70, `EX_SOFTWARE` of sysexits.h.
 inline constexpr int kUncaughtExceptionStatus = 70;
 
-/// Initialises MPI (with `MPI_THREAD_MULTIPLE` support requested) on
-/// construction and finalises it on destruction. Construct exactly one, first
+/// Initialises MPI (with `MPI_THREAD_MULTIPLE` support requested, unless
+/// told otherwise) on construction and finalises it on destruction. Construct exactly one, first
 /// thing in `main`. If MPI is already initialised it does neither.
 ///
 /// After process failures, Open MPI 5's `MPI_Finalize` sometimes never
@@ -38,6 +38,12 @@ inline constexpr int kUncaughtExceptionStatus = 70;
 class Environment {
  public:
   Environment(int& argc, char**& argv);
+  /// As above, asking MPI for `thread_level` (an `MPI_THREAD_*` constant)
+  /// instead: less than `MPI_THREAD_MULTIPLE` for the message log
+  /// (libreprise_msglog.so refuses it). With less, `Heartbeat` refuses to
+  /// start, and the checkpoint copies a move carries land before
+  /// `Migration::arrive()` returns instead of after.
+  Environment(int& argc, char**& argv, int thread_level);
   ~Environment();
   Environment(const Environment&) = delete;
   Environment& operator=(const Environment&) = delete;

@@ -107,7 +107,9 @@ void warn_if_not_fault_tolerant() {
 
 }  // namespace
 
-Environment::Environment(int& argc, char**& argv) {
+Environment::Environment(int& argc, char**& argv) : Environment(argc, argv, MPI_THREAD_MULTIPLE) {}
+
+Environment::Environment(int& argc, char**& argv, int thread_level) {
   (void)finalize_timeout();  // a bad setting is refused now, not when the run ends
   // Open MPI writes to sockets (TCP between a spawned replacement and the
   // rest, the runtime's own) whose other end may belong to a process that
@@ -127,7 +129,7 @@ Environment::Environment(int& argc, char**& argv) {
   if (initialized != 0) {
     MPI_Query_thread(&_thread_level);
   } else {
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &_thread_level);
+    MPI_Init_thread(&argc, &argv, thread_level, &_thread_level);
     _owns = true;
   }
   MPI_Comm parent = MPI_COMM_NULL;

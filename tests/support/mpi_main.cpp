@@ -29,10 +29,29 @@ void arm_from_environment() {
   reprise::inject::arm(spec.substr(0, at), reprise::OriginalRank{std::stoi(spec.substr(at + 1))});
 }
 
+/// `$REPRISE_TEST_THREAD_LEVEL=single`: MPI_THREAD_SINGLE asked for, for
+/// the paths a program takes when MPI grants no threads; else the default.
+int thread_level_asked() {
+  const char* level = std::getenv("REPRISE_TEST_THREAD_LEVEL");
+  if (level == nullptr) return MPI_THREAD_MULTIPLE;
+  if (std::string(level) != "single") {
+    std::fprintf(stderr, "REPRISE_TEST_THREAD_LEVEL='%s': expected single\n", level);
+    std::exit(2);
+  }
+  return MPI_THREAD_SINGLE;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  reprise::Environment environment(argc, argv);
+  const int thread_level = thread_level_asked();
+  reprise::Environment environment(argc, argv, thread_level);
+  if (thread_level == MPI_THREAD_SINGLE && environment.thread_level() != MPI_THREAD_SINGLE) {
+    std::fprintf(stderr, "REPRISE_TEST_THREAD_LEVEL=single: MPI granted thread level %d instead\n",
+                 environment.thread_level());
+    environment.set_exit_status(2);
+    return 2;
+  }
   testing::InitGoogleTest(&argc, argv);
   arm_from_environment();
   const reprise::OriginalRank me = reprise::test::launch_rank();
