@@ -13,6 +13,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -62,18 +63,38 @@ std::uint8_t code_of(Checkpoint::CopiesOnMove copies) {
 /// Checkpoint copies carried by a move, once they all landed intact.
 using CarriedCopies = std::optional<std::map<OriginalRank, std::vector<std::byte>>>;
 
-/// `land` (what makes the carried copies' memory ready, receives their
-/// parts and checks them) started on a thread of its own, as what the
-/// checkpoint calls before it uses the copies. Where no thread can start,
-/// it runs here.
-Checkpoint::ArrivingCopies arriving_on_a_thread(std::function<CarriedCopies()> land) {
-  try {
-    auto landed = std::make_shared<std::future<CarriedCopies>>(std::async(std::launch::async, land));
-    return [landed] { return landed->get(); };
-  } catch (const std::system_error&) {
-    auto copies = std::make_shared<CarriedCopies>(land());
-    return [copies] { return std::move(*copies); };
-  }
+/// The carried copies' landing: `land` (what makes their memory ready,
+/// receives their parts and checks them), run on a thread of its own once
+/// `start` is called (where no thread can start, by whoever waits for it),
+/// and `arriving`, what the checkpoint calls before it uses the copies
+/// (which starts `land` first if nobody did).
+struct CopiesLanding {
+  Checkpoint::ArrivingCopies arriving;
+  std::function<void()> start;
+};
+
+CopiesLanding landing_of(std::function<CarriedCopies()> land) {
+  struct Shared {
+    std::function<CarriedCopies()> land;
+    std::once_flag started;
+    std::future<CarriedCopies> landed;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->land = std::move(land);
+  auto start = [shared] {
+    std::call_once(shared->started, [&shared] {
+      try {
+        shared->landed = std::async(std::launch::async, shared->land);
+      } catch (const std::system_error&) {
+        shared->landed = std::async(std::launch::deferred, shared->land);
+      }
+    });
+  };
+  return {[shared, start] {
+            start();
+            return shared->landed.get();
+          },
+          start};
 }
 
 // No request in a round: its "minus the earliest request time".
@@ -335,6 +356,7 @@ void Migration::arrive() {
   }
   double receive_s = 0;
   std::function<bool()> copies_rest;
+  std::function<void()> start_landing;
   if (handover.deferred().empty() && landings.empty()) {
     detail::load_image(image, _checkpoint);
   } else {
@@ -350,14 +372,15 @@ void Migration::arrive() {
     std::vector<std::size_t> sizes;
     for (const auto& landing : landings) sizes.push_back(landing.memory.size());
     for (const auto& [owner, copy] : *copies) carried.push_back(owner);
-    _checkpoint.continue_commit(
-        image.read_array<std::uint64_t>(kLayoutName), std::move(carried),
-        arriving_on_a_thread([copies, sizes, rest = std::move(copies_rest)]() -> CarriedCopies {
-          std::size_t i = 0;
-          for (auto& [owner, copy] : *copies) copy.resize(sizes[i++]);  // within what was reserved: in place
-          if (!rest()) return std::nullopt;
-          return std::move(*copies);
-        }));
+    auto landing = landing_of([copies, sizes, rest = std::move(copies_rest)]() -> CarriedCopies {
+      std::size_t i = 0;
+      for (auto& [owner, copy] : *copies) copy.resize(sizes[i++]);  // within what was reserved: in place
+      if (!rest()) return std::nullopt;
+      return std::move(*copies);
+    });
+    start_landing = std::move(landing.start);
+    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(carried),
+                                std::move(landing.arriving));
   } else {
     _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(*copies));
   }
@@ -383,6 +406,10 @@ void Migration::arrive() {
   } catch (const CommFailure&) {
     _negotiation = MPI_COMM_NULL;
   }
+  // The carried copies land from here on: that communicator is made once
+  // every process that moved runs again, and their transfer must not take
+  // cores from the others' arrival.
+  if (start_landing) start_landing();
 }
 
 }  // namespace reprise
