@@ -121,7 +121,8 @@ class Migration {
   /// and the others recover the rank from the committed checkpoint). Carried
   /// copies come after the state, into memory of their own: where MPI
   /// grants `MPI_THREAD_MULTIPLE` a thread takes them while this process
-  /// runs again, and the checkpoint waits for them before it uses them.
+  /// runs again (from the end of this call, when every process that moved
+  /// runs again), and the checkpoint waits for them before it uses them.
   /// Their checksums come last (the leaving process hashes them after it
   /// sent them); if the leaving process fails first, or a copy does not
   /// match, this process drops them and goes on: each state keeps its other
