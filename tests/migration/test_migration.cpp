@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -572,6 +573,70 @@ TEST(Migration, ALargePieceDamagedInTransitIsRefusedOnArrival) {
                                               : std::span<const std::size_t>());
   if (mine) comm.leave_after_migration();
   ASSERT_TRUE(moved.has_value());
+}
+
+namespace {
+
+/// What each process saw of a run where every process the job started
+/// moved at once, carrying its checkpoint copies, and `replaced` was killed
+/// later: its replacement saw no move; the others arrived by the move
+/// (`moves` records in all: their own arrival, then the later ones).
+void expect_everyone_moved(const Seen& seen, int replaced, std::size_t moves) {
+  EXPECT_EQ(seen.version, 3U) << "step 0's, the restore's and step 10's: no move took a checkpoint";
+  if (seen.me == OriginalRank{replaced}) {
+    EXPECT_FALSE(seen.migrated_in);
+    EXPECT_TRUE(seen.history.empty()) << "the replacement came after the moves";
+    return;
+  }
+  EXPECT_TRUE(seen.migrated_in) << "original rank " << seen.me.value();
+  ASSERT_EQ(seen.history.size(), moves) << "original rank " << seen.me.value();
+  EXPECT_EQ(seen.history[0].moved, std::vector{seen.me});
+  EXPECT_TRUE(seen.history[0].copies_carried);
+  EXPECT_FALSE(seen.history[0].checkpointed);
+}
+
+}  // namespace
+
+// Every process the job started moves, so none of them is left; then a new
+// process dies. Its job's other processes share memory with it and see no
+// error of their own: they learn of the failure only from the runtime,
+// which tells the processes of a job started by MPI_Comm_spawn only when
+// launched with state_base_notify_errors (reprise-run passes it; this hung
+// without it, docs/RELIABILITY.md defect 27). The driver respawns it from the copy of
+// its state that another new process carried, and the run ends exact.
+TEST(Migration, EveryProcessMovesThenANewOneIsKilled) {
+  bool first_generation = false;
+  const auto seen = run_driven(
+      14,
+      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 4 && first_generation) migration.request();
+        if (step == 7 && !migration.history().empty() && me == OriginalRank{1}) inject::kill_self(me);
+      },
+      [&](const Comm&) { first_generation = true; }, 10);
+  expect_everyone_moved(seen, 1, 1);
+}
+
+// Every process moves, then original rank 2 moves again, alone, to a job of
+// its own, and dies there: the others, none of which the job started,
+// learn of it and respawn it.
+TEST(Migration, EveryProcessMovesThenOneMovesAloneAndIsKilled) {
+  bool first_generation = false;
+  std::optional<std::uint64_t> born;  // the first step this process ran
+  const auto seen = run_driven(
+      14,
+      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (!born) born = step;
+        if (step == 4 && first_generation) migration.request();
+        const bool second_generation = *born > 4 && *born <= 6;
+        if (step == 6 && me == OriginalRank{2} && second_generation) migration.request();
+        if (step == 9 && me == OriginalRank{2} && *born > 6) inject::kill_self(me);
+      },
+      [&](const Comm&) { first_generation = true; }, 10);
+  expect_everyone_moved(seen, 2, 2);
+  if (seen.me != OriginalRank{2}) {
+    ASSERT_EQ(seen.history.size(), 2U);
+    EXPECT_EQ(seen.history[1].moved, ranks({2}));
+  }
 }
 
 }  // namespace reprise
