@@ -133,8 +133,8 @@ class Store {
   [[nodiscard]] PlacementConfig placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const;
   /// Collective: loads `ranges` from live copies and keeps them here.
   void fetch_copies(const std::vector<BlockRange>& ranges);
-  /// True if `holder` is a member and is still the process that was there at
-  /// the baseline (it has not failed since, replaced or not).
+  /// True if `holder` is a member, was one at the baseline, and is still the
+  /// process that was there then (it has not failed since, replaced or not).
   [[nodiscard]] bool is_live(OriginalRank holder) const;
   /// True if `range` overlaps a range known to be lost.
   [[nodiscard]] bool is_lost(BlockRange range) const;
@@ -145,6 +145,10 @@ class Store {
   [[nodiscard]] std::optional<Rank> pick_holder(const Placement::Piece& piece, std::size_t spread) const;
   /// Gives every piece short of copies new holders, which fetch it.
   void rereplicate();
+  /// Local, the same on every member: forgets the holders heal() added for
+  /// pieces whose own holders are all live again (their replacements
+  /// fetched them), and drops this process's copies of those pieces.
+  void drop_surplus_copies();
   /// Appends the pieces of memory holding `range` (which this process holds) to `out`.
   void held_pieces(BlockRange range, std::vector<std::span<const std::byte>>& out) const;
   /// Sends the layout from the lowest rank that has one to every member.
@@ -161,6 +165,7 @@ class Store {
   std::optional<Placement> _placement;
   SlotLayout _slots;                               // who took each slot at the submit
   std::vector<OriginalRank> _baseline_renewals;   // Comm::failures() and moves() when the holders were last right
+  std::vector<OriginalRank> _baseline_members;    // the members then, sorted
   std::vector<BlockRange> _lost;                   // pieces with no copy left, sorted
   std::map<std::uint64_t, Chunk> _chunks;         // copies held here, by first id
   std::map<std::uint64_t, ExtraCopies> _extra;    // holders added by heal(), by first id of the piece

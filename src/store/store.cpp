@@ -25,6 +25,12 @@ std::vector<OriginalRank> renewals(const Comm& comm) {
   return all;
 }
 
+/// The original ranks of the members, sorted.
+std::vector<OriginalRank> sorted_members(const Comm& comm) {
+  auto members = comm.members();
+  std::sort(members.begin(), members.end());
+  return members;
+}
 
 void put_u64(std::vector<std::byte>& out, std::uint64_t value) {
   const auto* bytes = reinterpret_cast<const std::byte*>(&value);
@@ -245,6 +251,7 @@ void Store::commit(StagedSubmit&& staged) {
   _placement.emplace(std::move(staged.placement));
   _slots = std::move(staged.slots);
   _baseline_renewals = renewals(_comm);
+  _baseline_members = sorted_members(_comm);
 }
 
 void Store::clear() noexcept {
@@ -255,6 +262,7 @@ void Store::clear() noexcept {
   _placement.reset();
   _slots = {};
   _baseline_renewals.clear();
+  _baseline_members.clear();
 }
 
 PlacementConfig Store::placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const {
@@ -286,10 +294,13 @@ void Store::fetch_copies(const std::vector<BlockRange>& ranges) {
 bool Store::is_live(OriginalRank holder) const {
   // A process that failed or moved after the baseline lost its copies, even
   // if a replacement now has its original rank (then it was renewed once more).
+  // One that was no member at the baseline (a shrink removed it) held
+  // nothing then: a replacement of it since holds nothing either.
   const auto renewals_now = renewals(_comm);
   const auto now = std::equal_range(renewals_now.begin(), renewals_now.end(), holder);
   const auto then = std::equal_range(_baseline_renewals.begin(), _baseline_renewals.end(), holder);
-  return now.second - now.first == then.second - then.first && _comm.rank_of(holder).has_value();
+  return now.second - now.first == then.second - then.first && _comm.rank_of(holder).has_value() &&
+         std::binary_search(_baseline_members.begin(), _baseline_members.end(), holder);
 }
 
 bool Store::is_lost(BlockRange range) const {
@@ -442,9 +453,10 @@ void Store::share_layout() {
       layout = {placement.blocks,           static_cast<std::uint64_t>(_config.copies),
                 _config.block_bytes,        _config.bytes_per_permuted_range,
                 _config.seed,               _baseline_renewals.size(),
-                _lost.size()};
+                _lost.size(),               _baseline_members.size()};
       _slots.append_to(layout);
       for (auto failed : _baseline_renewals) layout.push_back(static_cast<std::uint64_t>(failed.value()));
+      for (auto member : _baseline_members) layout.push_back(static_cast<std::uint64_t>(member.value()));
       for (const auto& range : _lost) layout.insert(layout.end(), {range.begin.value, range.end.value});
       for (const auto& [first, extra] : _extra) {
         layout.insert(layout.end(), {extra.range.begin.value, extra.range.end.value, extra.holders.size()});
@@ -462,11 +474,13 @@ void Store::share_layout() {
   }
   agree_on_input(problem, "heal");
   if (_placement) return;
-  std::size_t at = 7;
+  std::size_t at = 8;
   _slots = SlotLayout::read_from(layout, at);
   _placement.emplace(placement_config(layout[0], _slots.nodes()));
   _baseline_renewals.clear();
   for (std::uint64_t i = 0; i < layout[5]; ++i) _baseline_renewals.emplace_back(static_cast<int>(layout[at++]));
+  _baseline_members.clear();
+  for (std::uint64_t i = 0; i < layout[7]; ++i) _baseline_members.emplace_back(static_cast<int>(layout[at++]));
   _lost.clear();
   for (std::uint64_t i = 0; i < layout[6]; ++i, at += 2) _lost.push_back({BlockId{layout[at]}, BlockId{layout[at + 1]}});
   _extra.clear();
@@ -513,6 +527,8 @@ void Store::heal() try {
   // Replacements hold their slots' copies again, the dead that were not
   // replaced are no members: from now on only later failures count.
   _baseline_renewals = renewals(_comm);
+  _baseline_members = sorted_members(_comm);
+  drop_surplus_copies();
   rereplicate();
   if (_lost != lost_before) {
     throw DataLost("reprise::Store::heal: every copy of blocks " + describe(_lost) +
@@ -522,6 +538,27 @@ void Store::heal() try {
   }
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Store::heal");
+}
+
+void Store::drop_surplus_copies() {
+  const auto wanted_copies = static_cast<std::size_t>(std::min(_config.copies, _comm.size()));
+  const auto live = [this](OriginalRank owner) { return is_live(owner); };
+  for (auto it = _extra.begin(); it != _extra.end();) {
+    const ExtraCopies& extra = it->second;
+    const auto pieces = _placement->pieces(extra.range);
+    const bool surplus = std::all_of(pieces.begin(), pieces.end(), [&](const Placement::Piece& piece) {
+      return _slots.live_holders(piece.holders, live).size() >= wanted_copies;
+    });
+    if (!surplus) {
+      ++it;
+      continue;
+    }
+    if (std::find(extra.holders.begin(), extra.holders.end(), _comm.original_rank()) != extra.holders.end()) {
+      const auto chunk = _chunks.find(extra.range.begin.value);
+      if (chunk != _chunks.end() && chunk->second.range.end == extra.range.end) _chunks.erase(chunk);
+    }
+    it = _extra.erase(it);
+  }
 }
 
 void Store::rereplicate() {

@@ -539,3 +539,52 @@ TEST(Store, AReplacementWhoseHealWasInterruptedFetchesItsCopiesNextTime) {
   EXPECT_TRUE(store.lost().empty());
   load_all_and_check(store);
 }
+
+TEST(Store, AProcessAShrinkRemovedThenALaterRespawnReplacedFetchesItsCopies) {
+  auto comm = Comm::world();
+  Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
+  Store permuted(comm, {.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
+                        .seed = 6});
+  // #1 dies and the job shrinks; after the heal #2 dies and the respawn
+  // replaces both. #1's replacement owns the slots of a process that held
+  // nothing since the shrink: it must fetch their copies from the others,
+  // not take itself for their holder.
+  if (comm.epoch() == 0) {
+    submit_own_blocks(store, comm);
+    submit_own_blocks(permuted, comm);
+    kill_and_detect(comm, {OriginalRank{1}});
+    comm = comm.shrink();
+    store.heal();
+    permuted.heal();
+    kill_and_detect(comm, {OriginalRank{2}});
+    comm = comm.respawn();
+  }
+  EXPECT_EQ(comm.size(), comm.original_size()) << "the respawn brought the job back to its size";
+  for (Store* s : {&store, &permuted}) {
+    s->heal();
+    EXPECT_TRUE(s->lost().empty());
+    EXPECT_EQ(comm.allreduce(static_cast<unsigned long>(s->stored_bytes()), MPI_SUM), 2 * s->blocks() * kBlockBytes)
+        << "exactly two copies of everything again";
+    load_all_and_check(*s);
+  }
+}
+
+TEST(Store, AKillInsideAnExchangeOfManySmallPiecesIsSurvived) {
+  auto comm = Comm::world();
+  // Permutation ranges of one block: each holder answers a load of every
+  // block with thousands of separate pieces for each process. The victim
+  // dies in the answers' exchange with its sends posted, so every process
+  // has thousands of pieces in flight when the failure comes.
+  constexpr std::uint64_t kMany = 8000;
+  Store store(comm, {.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = kBlockBytes, .seed = 3});
+  const auto first = static_cast<std::uint64_t>(comm.rank().value()) * kMany;
+  const BlockRange mine{BlockId{first}, BlockId{first + kMany}};
+  store.submit(mine, bytes_of(mine));
+  const OriginalRank victim{1};
+  inject::arm("comm.sparse_all_to_all", victim, inject::Action::kKill, 2);
+  expect_failure_reported(comm, {victim}, [&] { load_all_and_check(store); });
+  comm = comm.shrink();
+  store.heal();
+  EXPECT_TRUE(store.lost().empty());
+  load_all_and_check(store);
+}
