@@ -1,6 +1,7 @@
 #include "requests.hpp"
 
 #include <mutex>
+#include <span>
 #include <vector>
 
 namespace reprise::detail {
@@ -13,10 +14,14 @@ std::vector<MPI_Request> failed;     // ended in error: never freed
 
 }  // namespace
 
-void let_go(MPI_Request request) noexcept {
+void let_go(MPI_Request request) noexcept { let_go(std::span(&request, 1)); }
+
+void let_go(std::span<const MPI_Request> requests) noexcept {
   const std::lock_guard lock(requests_mutex);
   try {
-    if (request != MPI_REQUEST_NULL) in_flight.push_back(request);
+    for (MPI_Request request : requests) {
+      if (request != MPI_REQUEST_NULL) in_flight.push_back(request);
+    }
     std::vector<MPI_Request> still;
     for (MPI_Request r : in_flight) {
       int done = 0;

@@ -3,6 +3,8 @@
 
 #include <mpi.h>
 
+#include <span>
+
 namespace reprise::detail {
 
 /// Takes a send request this process will not wait for (a message sent and
@@ -13,5 +15,8 @@ namespace reprise::detail {
 /// send to a dead process or on a revoked communicator. Each call also frees
 /// the requests taken earlier that have completed well. Thread-safe.
 void let_go(MPI_Request request) noexcept;
+/// Takes many such requests at once: one pass over those in flight, not
+/// one per request.
+void let_go(std::span<const MPI_Request> requests) noexcept;
 
 }  // namespace reprise::detail

@@ -27,16 +27,19 @@ namespace {
 constexpr int kExchangeTagBase = 0x5e9a;
 constexpr int kSplitTagBase = kExchangeTagBase + 2;
 
-// A message of several pieces and at least this many bytes travels split: a
-// header (total bytes, piece count), then one MPI message per piece, all on
-// the split tag so they arrive in order. Contiguous messages let Open MPI's
-// shared-memory transport copy once, straight between the two processes;
-// a message over scattered memory goes through its bounce buffers instead.
+// A message of at least this many bytes with a piece this large travels
+// split: a header (total bytes, part count), then one MPI message per large
+// piece and one per run of smaller pieces between them (`split_parts`), all
+// on the split tag so they arrive in order. Contiguous messages let Open
+// MPI's shared-memory transport copy once, straight between the two
+// processes; a message over scattered memory goes through its bounce buffers
+// instead. Small pieces stay together: one message per piece would put
+// thousands of sends in flight for a layout of many small ranges.
 constexpr std::size_t kSplitBytes = std::size_t{64} << 10U;
 
 struct SplitHeader {
   std::uint64_t bytes = 0;
-  std::uint64_t pieces = 0;
+  std::uint64_t parts = 0;
 };
 
 /// The receiving side of a split message in progress from one source.
@@ -44,7 +47,7 @@ struct SplitReceive {
   std::vector<std::span<std::byte>> landing;  // where the whole message goes
   std::vector<std::byte> scratch;             // landing if the target gave the wrong size
   std::size_t offset = 0;                     // bytes received so far
-  std::uint64_t pieces_left = 0;
+  std::uint64_t parts_left = 0;
 };
 
 /// The part [offset, offset + length) of the memory `pieces` describe back to
@@ -144,6 +147,24 @@ std::size_t total_size(const std::vector<std::span<std::byte>>& pieces) {
   return total;
 }
 
+/// The parts a split message travels in: each piece of at least
+/// kSplitBytes alone (contiguous, copied once), and each run of smaller
+/// pieces between them together, so that a message of many small pieces
+/// stays one MPI message, whatever their number. Empty pieces are left out.
+std::vector<std::vector<std::span<const std::byte>>> split_parts(
+    const std::vector<std::span<const std::byte>>& pieces) {
+  std::vector<std::vector<std::span<const std::byte>>> parts;
+  bool gathering = false;  // the last part collects small pieces
+  for (const auto& piece : pieces) {
+    if (piece.empty()) continue;
+    const bool large = piece.size() >= kSplitBytes;
+    if (large || !gathering) parts.emplace_back();
+    parts.back().push_back(piece);
+    gathering = !large;
+  }
+  return parts;
+}
+
 /// One process's side of one round of the exchange, in its phases: `post`
 /// the sends (and copy what a process sends itself), `receive_all` until
 /// NBX shows that nothing is left in flight to this process, and after an
@@ -192,9 +213,8 @@ class Exchange {
   // to the dead or on the revoked communicator end. The payload stays the
   // caller's to keep until recovery.
   void let_go_sends() {
-    for (auto& request : _sends) {
-      if (request != MPI_REQUEST_NULL) detail::let_go(std::exchange(request, MPI_REQUEST_NULL));
-    }
+    detail::let_go(_sends);
+    _sends.clear();
   }
 
   // The barrier request cannot be freed (erroneous for a collective); on the
@@ -242,27 +262,23 @@ class Exchange {
     return true;
   }
 
-  // One message, whole or split (a header, then a message per piece).
+  // One message, whole or split (a header, then a message per part).
   bool post_message(const GatherMessage& message) {
     std::size_t bytes = 0;
-    std::size_t nonempty = 0;
-    for (const auto& piece : message.pieces) {
-      bytes += piece.size();
-      nonempty += piece.empty() ? 0 : 1;
-    }
-    if (nonempty < 2 || bytes < kSplitBytes) {
+    for (const auto& piece : message.pieces) bytes += piece.size();
+    auto parts = split_parts(message.pieces);
+    if (parts.size() < 2 || bytes < kSplitBytes) {
       _send_views.push_back(std::make_unique<MemoryView>(message.pieces));
       const MemoryView& view = *_send_views.back();
       return post_send(view.base(), view.count(), view.type(), message.destination, _tag);
     }
-    _headers.push_back({bytes, nonempty});
+    _headers.push_back({bytes, parts.size()});
     if (!post_send(&_headers.back(), static_cast<int>(sizeof(SplitHeader)), MPI_BYTE, message.destination,
                    _split_tag)) {
       return false;
     }
-    for (const auto& piece : message.pieces) {
-      if (piece.empty()) continue;
-      _send_views.push_back(std::make_unique<MemoryView>(std::vector<std::span<const std::byte>>{piece}));
+    for (const auto& part : parts) {
+      _send_views.push_back(std::make_unique<MemoryView>(part));
       const MemoryView& view = *_send_views.back();
       if (!post_send(view.base(), view.count(), view.type(), message.destination, _split_tag)) return false;
     }
@@ -300,7 +316,7 @@ class Exchange {
     if (!ok(MPI_Improbe(MPI_ANY_SOURCE, _split_tag, _comm, &arrived, &handle, &status), "MPI_Improbe")) return true;
     if (arrived == 0) return false;
     auto& split = _splits[status.MPI_SOURCE];
-    if (split.pieces_left == 0) {  // a header
+    if (split.parts_left == 0) {  // a header
       SplitHeader header;
       if (!ok(MPI_Mrecv(&header, static_cast<int>(sizeof header), MPI_BYTE, &handle, MPI_STATUS_IGNORE),
               "MPI_Mrecv")) {
@@ -313,7 +329,7 @@ class Exchange {
         split.landing = {split.scratch};
       }
       split.offset = 0;
-      split.pieces_left = header.pieces;
+      split.parts_left = header.parts;
       return true;
     }
     MPI_Count count = 0;
@@ -329,7 +345,7 @@ class Exchange {
     const MemoryView view(pieces);
     if (!ok(MPI_Mrecv(view.base(), view.count(), view.type(), &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) return true;
     split.offset += bytes;
-    if (--split.pieces_left == 0) split = SplitReceive{};
+    if (--split.parts_left == 0) split = SplitReceive{};
     return true;
   }
 
