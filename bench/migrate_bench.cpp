@@ -12,10 +12,9 @@
 //   the registered memory, when the move takes no checkpoint) and restore_s
 //   (checksums checked, the rest of the state copied into the registered
 //   memory) are Migration's own MigrationTimes: response_s ends once the new process has restored the
-//   state. If every holder of some process's checkpoint copies moves (with
-//   --migrating all), each leaving process carries the copies it holds in
-//   its image (image_bytes then counts them), and the new process receives
-//   them before it runs again.
+//   state. Each leaving process carries the checkpoint copies it holds in
+//   its image (image_bytes counts them), and the new process receives them
+//   after it runs again.
 // - disk: the leaving process takes the time of the request, builds the image
 //   of the same state with the public ImageBuilder, writes it to a file,
 //   fsyncs it and drops it from the page cache (posix_fadvise DONTNEED), then
@@ -26,9 +25,7 @@
 //   checkpoint, every process takes it. Carried checkpoint copies travel
 //   through Migration the same way in both.
 //
-// In every move, after the times: the next safe point, where the new
-// processes get back the checkpoint copies their predecessors held
-// (rereplicate_s, Migration's own; 0 when the move took a checkpoint or carried the copies), a
+// In every move, after the times: a
 // checkpoint of the state alone (checkpoint_s) and, on every process, a
 // memcpy of the bytes a process carried (image_bytes, the largest image of the
 // move: the state, plus the checkpoint copies when they travel with it) into
@@ -179,7 +176,6 @@ enum Field : std::size_t {
   kWrite,
   kRead,
   kCheckpoint,
-  kRereplicate,
   kImageBytes,
   kCachedFraction,
   kFromSpare,
@@ -323,9 +319,9 @@ void print(const Move& move, int processes, std::int64_t spares, const std::vect
   std::printf(
       "{\"bench\":\"migrate\",\"via\":\"%s\",\"processes\":%d,\"migrating\":%d,\"bytes_per_process\":%zu,"
       "\"response_s\":%.6f,\"evacuation_s\":%.6f,\"image_build_s\":%.6f,\"image_open_s\":%.6f,\"restore_s\":%.6f,"
-      "\"receive_s\":%.6f,\"memcpy_s\":%.6f,\"memcpy_fresh_s\":%.6f,\"memcpy_state_s\":%.6f,\"spawn_s\":%.6f,\"rereplicate_s\":%.6f,\"checkpoint_s\":%.6f,",
+      "\"receive_s\":%.6f,\"memcpy_s\":%.6f,\"memcpy_fresh_s\":%.6f,\"memcpy_state_s\":%.6f,\"spawn_s\":%.6f,\"checkpoint_s\":%.6f,",
       disk ? "disk" : "memory", processes, move.migrating, move.bytes, m[kResponse], m[kEvacuation], m[kImageBuild],
-      m[kImageOpen], m[kRestore], m[kReceive], m[kMemcpy], m[kMemcpyFresh], m[kMemcpyState], m[kSpawn], m[kRereplicate], m[kCheckpoint]);
+      m[kImageOpen], m[kRestore], m[kReceive], m[kMemcpy], m[kMemcpyFresh], m[kMemcpyState], m[kSpawn], m[kCheckpoint]);
   if (disk) std::printf("\"write_s\":%.6f,\"read_s\":%.6f,\"cached_fraction\":%.3f,", m[kWrite], m[kRead], m[kCachedFraction]);
   std::printf("\"image_bytes\":%.0f,\"spares\":%lld,\"moves_to_spares\":%lld,\"repetitions\":%zu,"
               "\"response_per_memcpy\":%.2f,\"response_per_memcpy_state\":%.2f,\"build_open_per_memcpy\":%.2f}\n",
@@ -474,8 +470,8 @@ class Bench {
         _fields[kRestore] = seconds(restore);
         ::unlink(path.c_str());
       }
-      // The checkpoint a move in memory ends with when every holder of some
-      // state moves, here of the state restored from the file.
+      // The checkpoint a move in memory ends with when it cannot carry the
+      // copies, here of the state restored from the file.
       if (_migration.history().back().checkpointed) _checkpoint.checkpoint();
       if (arrived) _fields[kResponse] = shared_clock() - _progress.disk_request_time;
     }
@@ -490,10 +486,8 @@ class Bench {
       _fields[kFromSpare] = from_spare ? 1 : 0;
       _fields[kSpawn] = from_spare ? 0 : _started - _request_time - _fields[kImageBuild] - _fields[kWrite];
     }
-    // The safe point after the move: the new processes get their checkpoint
-    // copies back (none to give when the move took a checkpoint).
+    // The safe point after the move, as the application's next step has.
     _migration.poll();
-    _fields[kRereplicate] = _migration.last_times().rereplicate_s;
     _fields[kCheckpoint] = time_once(_comm, [this] { _checkpoint.checkpoint(); });
     // The bytes each process carried: the state, and the checkpoint copies
     // when they travel with it (what the largest image held).

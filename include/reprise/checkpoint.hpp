@@ -212,22 +212,18 @@ class Checkpoint {
   /// Where the committed checkpoint's copies are after a move
   /// (`copies_on_move`).
   enum class CopiesOnMove {
-    /// Every committed state keeps a copy on a member that stays: the
-    /// copies the leaving processes held are given back to their successors
-    /// afterwards (`rereplicate`).
-    kKeptByOthers,
     /// Every leaving process holds its copies and carries them to its
     /// successor (`held_copies`, `continue_commit`): the version stays as
-    /// redundant as at its commit.
+    /// redundant as at its commit, through the move and after it.
     kCarried,
-    /// Neither: the move must end with a new checkpoint.
+    /// Not: the move must end with a new checkpoint.
     kRetaken,
   };
 
   /// Collective: where the committed copies would be if the processes of
-  /// original ranks `leaving` moved away, so that a move needs no new
-  /// checkpoint unless some member has no committed version, or a leaving
-  /// process lacks its copies while no member that stays holds them.
+  /// original ranks `leaving` moved away: carried, so that a move needs no
+  /// new checkpoint, unless some member has no committed version or a
+  /// leaving process lacks its copies.
   [[nodiscard]] CopiesOnMove copies_on_move(std::span<const OriginalRank> leaving);
 
   /// One committed copy this process holds: whose state, and its bytes.
@@ -237,7 +233,7 @@ class Checkpoint {
   };
   /// The committed copies this process holds (its own state's and its
   /// buddies'), by owner; empty if it holds none. Valid until the next
-  /// `checkpoint()`/`restore()`/`rereplicate()`.
+  /// `checkpoint()`/`restore()`.
   [[nodiscard]] std::vector<HeldCopy> held_copies() const;
 
   /// The committed version and its layout (who held which copies), as
@@ -249,7 +245,7 @@ class Checkpoint {
   /// after its state is loaded): continues the committed version that
   /// `committed_layout()` described there, so that a `restore` serves this
   /// process; the next checkpoint is the version after. Without `copies`
-  /// it holds none of the version's copies, and `rereplicate` refills it;
+  /// it holds none of the version's copies until the next checkpoint;
   /// with them (what its predecessor's `held_copies()` were, by owner) it
   /// holds them as its predecessor did. `UsageError` if this checkpoint has
   /// committed a version already; `CorruptData` if `layout` is malformed or
@@ -271,14 +267,6 @@ class Checkpoint {
   /// are raised, so that its copies land before their memory goes).
   void continue_commit(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners,
                        ArrivingCopies arriving);
-
-  /// Collective: the members that hold none of the committed version's
-  /// copies (the new processes of a migration) receive them from live
-  /// holders, so that the version is as redundant as at its commit, without
-  /// a new checkpoint. Returns the bytes received here. `DataLost` if a
-  /// state has no live copy left; on a failure the receivers stay without
-  /// copies, which `restore` allows for.
-  std::size_t rereplicate();
 
   /// The last committed version on this process (0: none).
   [[nodiscard]] std::uint64_t version() const noexcept { return _version; }

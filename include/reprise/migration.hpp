@@ -16,14 +16,11 @@
 /// safe point s + 1 on every process.
 ///
 /// Redundancy: the committed checkpoint stays the rollback line, and no
-/// move takes a new one unless it must. If every committed state keeps a
-/// copy on a process that stays, the leaving processes leave their copies
-/// behind, and at the next safe point the holders give the new processes the
-/// copies their predecessors held (`Checkpoint::rereplicate`). If every
-/// holder of some state moves (all processes of a node, the whole job),
-/// each leaving process carries the copies it holds to its successor in its
-/// image. Only if a leaving process holds none yet (it arrived by a move
-/// and has not been given them) does the move end with a checkpoint of
+/// move takes a new one unless it must. Each leaving process carries the
+/// copies it holds to its successor in its image, so every committed state
+/// keeps its number of copies through the move: one failure right after it
+/// loses nothing. Only if a leaving process holds none (the copies it was
+/// carried were lost on the way) does the move end with a checkpoint of
 /// everyone's state.
 
 #include <cstdint>
@@ -58,10 +55,9 @@ struct MigrationTimes {
   double image_open_s = 0;   ///< opening the image where it arrived, without copying it (in the new process)
   double receive_s = 0;      ///< receiving the image's large pieces straight into the registered memory (in the new process; 0 if they came with the rest)
   double restore_s = 0;      ///< checking its checksums and copying the rest of the state into the registered memory (in the new process)
-  double rereplicate_s = 0;  ///< at the safe point after the move: giving the new processes the copies their predecessors held (any member; 0 if the move took a checkpoint)
   std::uint64_t image_bytes = 0;  ///< size of the image sent
   /// Of the image: the checkpoint copies the leaving process carried to the
-  /// new one (every holder of some state moved), which spares a checkpoint.
+  /// new one, which spare a checkpoint.
   /// They may land after `response_s` (see `Migration::arrive`), before
   /// `evacuation_s`.
   std::uint64_t carried_bytes = 0;
@@ -149,7 +145,6 @@ class Migration {
   void negotiate_from_here();
   void drop_round() noexcept;
   void move(const std::vector<OriginalRank>& leaving, double requested_at);
-  void give_back_copies_after(int polls_before);
 
   Comm& _comm;
   Checkpoint& _checkpoint;
@@ -164,8 +159,6 @@ class Migration {
   double _asked_at = 0;              // when the first of them was made (seconds, CLOCK_REALTIME)
   MigrationTimes _times;
   std::vector<MigrationRecord> _history;
-  int _rereplicate_in = -1;             // polls before the copies are given back to new processes (-1: none due)
-  std::uint64_t _rereplicate_epoch = 0;  // ... unless the communicator changed since the move
 };
 
 }  // namespace reprise

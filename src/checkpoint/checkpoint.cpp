@@ -571,14 +571,11 @@ Checkpoint::CopiesOnMove Checkpoint::copies_on_move(std::span<const OriginalRank
     return std::all_of(holders.begin(), holders.end(), [](const auto& holder) { return holder.has_value(); });
   };
   bool leaving_hold_theirs = true;
-  std::vector<int> holds_outside = holds_of;
   for (const auto owner : leaving) {
     if (const auto rank = _comm.rank_of(owner)) {
       leaving_hold_theirs = leaving_hold_theirs && holds_of[static_cast<std::size_t>(rank->value())] != 0;
-      holds_outside[static_cast<std::size_t>(rank->value())] = 0;
     }
   }
-  if (every_state_held(holds_outside)) return CopiesOnMove::kKeptByOthers;
   return leaving_hold_theirs && every_state_held(holds_of) ? CopiesOnMove::kCarried : CopiesOnMove::kRetaken;
 }
 
@@ -703,67 +700,6 @@ void Checkpoint::settle_copies() const noexcept {
                _comm.original_rank().value(), static_cast<unsigned long long>(_version));
   _held.clear();
   _holds_copies = false;
-}
-
-std::size_t Checkpoint::rereplicate() try {
-  settle_copies();
-  const auto holds_of = share_holders("rereplicate");
-  inject::fault_point("checkpoint.rereplicate", _comm.original_rank());
-  if (std::find(holds_of.begin(), holds_of.end(), 0) == holds_of.end()) return 0;
-  const int p = _slots.size();
-  const Placement placement({.blocks = static_cast<std::uint64_t>(p),
-                             .slots = p,
-                             .copies = std::min(_config.copies, p),
-                             .node_of_slot = _slots.nodes()});
-  const auto holders = live_holders(holds_of);
-  // The size of every state, from its live holder.
-  std::vector<std::uint64_t> sizes(static_cast<std::size_t>(p), 0);
-  std::vector<OriginalRank> lost;
-  for (std::size_t slot = 0; slot < sizes.size(); ++slot) {
-    if (!holders[slot]) {
-      lost.push_back(_slots.owners()[slot]);
-    } else if (*holders[slot] == _comm.rank()) {
-      sizes[slot] = _held.at(_slots.owners()[slot]).size();
-    }
-  }
-  if (!lost.empty()) {
-    (void)_comm.agree(false);  // as in restore(): every process gets here first
-    throw_lost(lost, "rereplicate", _version);
-  }
-  _comm.allreduce(std::span<std::uint64_t>(sizes), MPI_MAX);
-  // Each state goes from its live holder to every member along its copies
-  // that holds none; a receiver takes them from each source in slot order.
-  std::map<int, GatherMessage> outgoing;        // by receiver
-  std::map<int, std::vector<std::size_t>> due;  // here, by source: the slots it sends
-  for (std::size_t slot = 0; slot < sizes.size(); ++slot) {
-    const OriginalRank owner = _slots.owners()[slot];
-    for (const Slot copy : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
-      const auto receiver = _comm.rank_of(_slots.owner(copy));
-      if (!receiver || holds_of[static_cast<std::size_t>(receiver->value())] != 0) continue;
-      if (*holders[slot] == _comm.rank()) {
-        auto& message = outgoing.try_emplace(receiver->value(), GatherMessage{*receiver, {}}).first->second;
-        message.pieces.emplace_back(_held.at(owner));
-      }
-      if (*receiver == _comm.rank()) due[holders[slot]->value()].push_back(slot);
-    }
-  }
-  std::vector<GatherMessage> messages;
-  for (auto& [receiver, message] : outgoing) messages.push_back(std::move(message));
-  std::size_t received = 0;
-  _comm.sparse_all_to_all(messages, [&](Rank source, std::size_t) {
-    std::vector<std::span<std::byte>> pieces;
-    for (const auto slot : due[source.value()]) {
-      auto& copy = _held[_slots.owners()[slot]];
-      copy.resize(sizes[slot]);
-      received += copy.size();
-      pieces.emplace_back(copy);
-    }
-    return pieces;
-  });
-  if (holds_of[static_cast<std::size_t>(_comm.rank().value())] == 0) _holds_copies = true;
-  return received;
-} catch (const Error&) {
-  detail::rethrow_naming("reprise::Checkpoint::rereplicate");
 }
 
 std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) try {

@@ -23,6 +23,7 @@
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 #include "spares.hpp"
+#include "spawn.hpp"
 #include "ulfm.hpp"
 
 namespace reprise {
@@ -129,6 +130,7 @@ Environment::Environment(int& argc, char**& argv, int thread_level) {
   if (initialized != 0) {
     MPI_Query_thread(&_thread_level);
   } else {
+    const detail::InitWatch watch;  // in a spawned process: MPI_Init may never return
     MPI_Init_thread(&argc, &argv, thread_level, &_thread_level);
     _owns = true;
   }

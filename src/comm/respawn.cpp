@@ -4,12 +4,20 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "comm_detail.hpp"
 #include "spares.hpp"
@@ -156,27 +164,267 @@ SpawnInfo::~SpawnInfo() {
   if (_info != MPI_INFO_NULL) MPI_Info_free(&_info);
 }
 
-void spawn_replacements(Comm& healed, const Command& command, int count, const SpawnInfo& where, MPI_Comm& inter) {
-  std::vector<char*> argv;
-  for (const auto& argument : command.arguments) argv.push_back(const_cast<char*>(argument.c_str()));
-  argv.push_back(nullptr);
-  std::vector<int> spawn_errors(static_cast<std::size_t>(count), MPI_SUCCESS);
-  const int spawn_rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, where.get(), 0, healed.raw(),
-                                      &inter, spawn_errors.data());
-  if (spawn_rc != MPI_SUCCESS) inter = MPI_COMM_NULL;  // like a failed split: nothing there to use or free
-  if (inter != MPI_COMM_NULL) MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
-  bool all_spawned = spawn_rc == MPI_SUCCESS &&
-                     std::all_of(spawn_errors.begin(), spawn_errors.end(), [](int e) { return e == MPI_SUCCESS; });
-  healed.check(detail::ulfm::agree_on_step(healed.raw(), all_spawned), "respawn: agreement after MPI_Comm_spawn");
-  if (!all_spawned) {
-    if (inter != MPI_COMM_NULL) detail::ulfm::revoke(inter);
-    throw MpiError("respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" +
-                       command.executable +
-                       "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots" +
-                       (where.get() == MPI_INFO_NULL ? std::string(")")
-                                                     : "; is " + where.source() + "=" + where.hosts() + " a host of the job?)"),
-                   MPI_ERR_SPAWN);
+std::chrono::seconds spawn_timeout() {
+  const char* text = std::getenv("REPRISE_SPAWN_TIMEOUT");
+  if (text == nullptr || *text == '\0') return kDefaultSpawnTimeout;
+  const char* last = text + std::char_traits<char>::length(text);
+  long value = 0;
+  const auto [end, error] = std::from_chars(text, last, value);
+  if (error != std::errc{} || end != last || value < 1 || value > 86400) {
+    throw UsageError(std::string("REPRISE_SPAWN_TIMEOUT=") + text +
+                     " is not a number of seconds from 1 to 86400 (how long starting new processes may take); "
+                     "unset it for the default, " + std::to_string(kDefaultSpawnTimeout.count()));
   }
+  return std::chrono::seconds(value);
+}
+
+namespace {
+
+// The one parent that spawns (the others wait in an agreement) calls
+// MPI_Comm_spawn on MPI_COMM_SELF: no other parent takes part, so none that
+// dies meanwhile can leave it waiting forever, as a collective spawn does
+// (its root waits in PMIx_Connect for the dead member). A new process that
+// dies while it starts still leaves the spawn waiting: with threads the
+// spawn runs on a thread of its own, which the parent gives up on after
+// spawn_timeout(). Such a parent does not spawn again while that thread is
+// stuck.
+constexpr int kBridgeTag = 0x5e9c;
+constexpr int kSpawnRunning = 0;
+constexpr int kSpawnDone = 1;
+constexpr int kSpawnAbandoned = 2;
+
+/// Spawns given up on whose MPI_Comm_spawn has not returned yet.
+std::atomic<int> stuck_spawns{0};
+
+/// One MPI_Comm_spawn from MPI_COMM_SELF, with what it needs of its own, so
+/// that a thread given up on can outlive its caller.
+struct SelfSpawn {
+  Command command;
+  int count = 0;
+  MPI_Info info = MPI_INFO_NULL;
+  MPI_Comm inter = MPI_COMM_NULL;
+  bool started = false;  // every process started
+  std::atomic<int> state{kSpawnRunning};
+  std::mutex mutex;
+  std::condition_variable finished;
+
+  SelfSpawn(const Command& what, int processes, MPI_Info where) : command(what), count(processes) {
+    if (where != MPI_INFO_NULL) MPI_Info_dup(where, &info);
+  }
+  SelfSpawn(const SelfSpawn&) = delete;
+  SelfSpawn& operator=(const SelfSpawn&) = delete;
+  ~SelfSpawn() {
+    if (info != MPI_INFO_NULL) MPI_Info_free(&info);
+  }
+
+  void run() {
+    std::vector<char*> argv;
+    for (const auto& argument : command.arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+    argv.push_back(nullptr);
+    std::vector<int> errors(static_cast<std::size_t>(count), MPI_SUCCESS);
+    // A duplicate of MPI_COMM_SELF, so that a refused spawn returns its
+    // error instead of ending the process (MPI_COMM_SELF's handler is the
+    // application's).
+    MPI_Comm self = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_SELF, &self);
+    MPI_Comm_set_errhandler(self, MPI_ERRORS_RETURN);
+    const int rc = MPI_Comm_spawn(command.executable.c_str(), argv.data(), count, info, 0, self, &inter, errors.data());
+    MPI_Comm_free(&self);
+    if (rc != MPI_SUCCESS) inter = MPI_COMM_NULL;  // like a failed split: nothing there to use or free
+    if (inter != MPI_COMM_NULL) MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+    started = rc == MPI_SUCCESS && std::all_of(errors.begin(), errors.end(), [](int e) { return e == MPI_SUCCESS; });
+  }
+};
+
+/// The new processes behind `inter` (from the spawning parent) are told to
+/// leave, and it is dropped.
+void drop_spawned(MPI_Comm& inter) {
+  if (inter == MPI_COMM_NULL) return;
+  auto told = tell_spawned(inter, kJoinAbandon);
+  ulfm::revoke(inter);
+  complete_told(told);
+  MPI_Comm_free(&inter);
+}
+
+/// What the spawning parent's MPI_Comm_spawn gave.
+enum class Spawned { kStarted, kRefused, kHung };
+
+/// Runs `spawn` here, or on a thread given up on after spawn_timeout() where
+/// MPI allows threads; `inter` is the intercommunicator to the new processes.
+Spawned spawn_from_self(const std::shared_ptr<SelfSpawn>& spawn, MPI_Comm& inter) {
+  int threads = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&threads);
+  if (threads != MPI_THREAD_MULTIPLE) {
+    spawn->run();
+  } else {
+    std::thread([spawn] {
+      spawn->run();
+      int running = kSpawnRunning;
+      if (spawn->state.compare_exchange_strong(running, kSpawnDone)) {
+        const std::lock_guard lock(spawn->mutex);
+        spawn->finished.notify_all();
+        return;
+      }
+      drop_spawned(spawn->inter);  // given up on: its processes leave
+      --stuck_spawns;
+    }).detach();
+    std::unique_lock lock(spawn->mutex);
+    spawn->finished.wait_for(lock, spawn_timeout(), [&] { return spawn->state.load() != kSpawnRunning; });
+    lock.unlock();
+    int running = kSpawnRunning;
+    if (spawn->state.compare_exchange_strong(running, kSpawnAbandoned)) {
+      ++stuck_spawns;
+      return Spawned::kHung;
+    }
+  }
+  inter = spawn->inter;
+  if (!spawn->started) {
+    drop_spawned(inter);
+    return Spawned::kRefused;
+  }
+  return Spawned::kStarted;
+}
+
+/// Collective: the lowest rank of `healed` with no spawn stuck.
+int spawning_rank(Comm& healed) {
+  const int mine = stuck_spawns.load() > 0 ? INT_MAX : healed.rank().value();
+  int lowest = INT_MAX;
+  healed.check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, healed.raw()),
+               "respawn: choosing the process that spawns");
+  if (lowest == INT_MAX) {
+    throw MpiError("respawn: every process has an earlier MPI_Comm_spawn that never returned (new processes died "
+                   "while they started, " + std::to_string(stuck_spawns.load()) +
+                   " of them here); the job cannot start new processes", MPI_ERR_SPAWN);
+  }
+  return lowest;
+}
+
+/// After an agreement that the spawn did not work and no member failed:
+/// `MpiError` if the spawn was refused (trying again would not help),
+/// else `Revoked` (it hung: trying again may work, from another parent).
+[[noreturn]] void raise_failed_spawn(Comm& healed, Spawned spawned, const Command& command, const SpawnInfo& where,
+                                     int count) {
+  bool not_refused = spawned != Spawned::kRefused;
+  const int rc = ulfm::agree(healed.raw(), not_refused);
+  healed.check(rc, "respawn: agreement after MPI_Comm_spawn");
+  if (not_refused) {
+    healed.revoke();
+    throw Revoked("respawn: starting " + std::to_string(count) + " new process(es) did not end within " +
+                      std::to_string(spawn_timeout().count()) +
+                      " s (REPRISE_SPAWN_TIMEOUT): one of them died while it started; they are given up",
+                  ulfm::revoked_error_class());
+  }
+  throw MpiError("respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" + command.executable +
+                     "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots" +
+                     (where.get() == MPI_INFO_NULL ? std::string(")")
+                                                   : "; is " + where.source() + "=" + where.hosts() + " a host of the job?)"),
+                 MPI_ERR_SPAWN);
+}
+
+/// Every parent and the new processes behind the spawning parent's
+/// `spawned`: the intercommunicator between the parents (`healed`) and them,
+/// built over the spawning parent's merge with them. Null where it failed.
+MPI_Comm connect_parents(Comm& healed, int root, MPI_Comm& spawned) {
+  const bool spawning = healed.rank().value() == root;
+  std::vector<MPI_Request> told;
+  MPI_Comm bridge = MPI_COMM_NULL;
+  if (spawning) {
+    told = tell_spawned(spawned, kJoinGo);
+    if (MPI_Intercomm_merge(spawned, 0, &bridge) == MPI_SUCCESS) {
+      MPI_Comm_set_errhandler(bridge, MPI_ERRORS_RETURN);
+    } else {
+      bridge = MPI_COMM_NULL;
+    }
+  }
+  MPI_Comm inter = MPI_COMM_NULL;
+  if (MPI_Intercomm_create(healed.raw(), root, bridge, 1, kBridgeTag, &inter) == MPI_SUCCESS) {
+    MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+  } else {
+    inter = MPI_COMM_NULL;
+    healed.revoke();                                   // the parents still inside leave it
+    if (bridge != MPI_COMM_NULL) ulfm::revoke(bridge);  // and so do the new processes
+  }
+  if (spawning) {
+    if (bridge == MPI_COMM_NULL) ulfm::revoke(spawned);
+    complete_told(told);
+    if (bridge != MPI_COMM_NULL) MPI_Comm_free(&bridge);
+    MPI_Comm_free(&spawned);
+  }
+  return inter;
+}
+
+}  // namespace
+
+void spawn_replacements(Comm& healed, const Command& command, int count, const SpawnInfo& where, MPI_Comm& inter) {
+  inter = MPI_COMM_NULL;
+  const int root = spawning_rank(healed);
+  MPI_Comm spawned_inter = MPI_COMM_NULL;
+  Spawned spawned = Spawned::kStarted;
+  if (healed.rank().value() == root) {
+    spawned = spawn_from_self(std::make_shared<SelfSpawn>(command, count, where.get()), spawned_inter);
+  }
+  bool all_spawned = spawned == Spawned::kStarted;
+  const int rc = ulfm::agree_on_step(healed.raw(), all_spawned);
+  if (rc != MPI_SUCCESS || !all_spawned) {
+    drop_spawned(spawned_inter);
+    healed.check(rc, "respawn: agreement after MPI_Comm_spawn");
+    raise_failed_spawn(healed, spawned, command, where, count);
+  }
+  inter = connect_parents(healed, root, spawned_inter);
+  bool connected = inter != MPI_COMM_NULL;
+  healed.check(ulfm::agree_on_step(healed.raw(), connected), "respawn: agreement after MPI_Intercomm_create");
+  if (!connected) {
+    healed.revoke();
+    throw Revoked("respawn: connecting to the new processes failed on another member (MPI_Intercomm_create); "
+                  "they are given up",
+                  ulfm::revoked_error_class());
+  }
+}
+
+InitWatch::InitWatch() {
+  if (std::getenv("OMPI_PARENT_PORT") == nullptr) return;
+  const auto limit = spawn_timeout() + kInitGrace;
+  _watcher = std::thread([this, limit] {
+    std::unique_lock lock(_mutex);
+    if (_returned.wait_for(lock, limit, [this] { return _done; })) return;
+    abandon(("MPI_Init did not return within " + std::to_string(limit.count()) +
+             " s: another process of its spawn, or the process that spawned it, died while it started")
+                .c_str());
+  });
+}
+
+InitWatch::~InitWatch() {
+  if (!_watcher.joinable()) return;
+  {
+    const std::lock_guard lock(_mutex);
+    _done = true;
+  }
+  _returned.notify_all();
+  _watcher.join();
+}
+
+MPI_Comm connect_to_parents(MPI_Comm parent) {
+  MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+  int word = kJoinAbandon;
+  if (MPI_Recv(&word, 1, MPI_INT, 0, kJoinTag, parent, MPI_STATUS_IGNORE) != MPI_SUCCESS || word == kJoinAbandon) {
+    abandon("the survivors' recovery was interrupted by another failure");
+  }
+  MPI_Comm bridge = MPI_COMM_NULL;
+  if (MPI_Intercomm_merge(parent, 1, &bridge) != MPI_SUCCESS) abandon("merge with the process that started it failed");
+  MPI_Comm_set_errhandler(bridge, MPI_ERRORS_RETURN);
+  MPI_Comm siblings = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &siblings);
+  MPI_Comm_set_errhandler(siblings, MPI_ERRORS_RETURN);
+  MPI_Comm inter = MPI_COMM_NULL;
+  if (MPI_Intercomm_create(siblings, 0, bridge, 0, kBridgeTag, &inter) != MPI_SUCCESS) {
+    ulfm::revoke(bridge);
+    abandon("a process failed while it connected to the processes that started it");
+  }
+  MPI_Comm_free(&siblings);
+  MPI_Comm_free(&bridge);
+  MPI_Comm_free(&parent);
+  MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
+  return inter;
 }
 
 // The agreement on `inter` leaves it out of Open MPI's table of
@@ -270,8 +518,8 @@ Comm Comm::respawn() {
   }
 }
 
-Comm Comm::join_as_replacement(MPI_Comm parent) {
-  MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
+Comm Comm::join_as_replacement(MPI_Comm spawned_by) {
+  MPI_Comm parent = detail::connect_to_parents(spawned_by);
   int word = detail::kJoinAbandon;
   if (MPI_Recv(&word, 1, MPI_INT, 0, detail::kJoinTag, parent, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
       word == detail::kJoinAbandon) {

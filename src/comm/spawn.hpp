@@ -5,11 +5,15 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "reprise/comm.hpp"
@@ -117,12 +121,51 @@ class SpawnInfo {
   std::string _source;
 };
 
-/// Spawns `count` processes of `command` from `parents` and agrees that all
-/// of them started; `inter` is then the intercommunicator to them (null if
-/// the spawn gave none). `MpiError` if the spawn itself is impossible (no
-/// process failed: trying again would not help); `CommFailure` if a member
-/// failed meanwhile.
+/// How long starting new processes may take (REPRISE_SPAWN_TIMEOUT, in
+/// seconds) before the parent that spawns them gives up: a new process that
+/// dies while it starts leaves MPI_Comm_spawn waiting forever. `UsageError`
+/// if the setting is not a number of seconds from 1 to 86400.
+inline constexpr std::chrono::seconds kDefaultSpawnTimeout{60};
+std::chrono::seconds spawn_timeout();
+
+/// Spawns `count` processes of `command` and agrees that all of them
+/// started: one parent spawns them alone (from MPI_COMM_SELF, on a thread it
+/// gives up on after spawn_timeout() where MPI allows threads) while the
+/// others wait in an agreement, so a parent that dies meanwhile cannot hang
+/// the spawn; then every parent connects to them (MPI_Intercomm_create over
+/// the spawning parent's merge with them). `inter` is then the
+/// intercommunicator from `parents` to them. `MpiError` if the spawn itself
+/// is impossible (trying again would not help); `CommFailure` if a member
+/// failed meanwhile, or the spawn hung (`Revoked`: a new process died while
+/// it started); the new processes are then told to leave.
 void spawn_replacements(Comm& parents, const Command& command, int count, const SpawnInfo& where, MPI_Comm& inter);
+
+/// Watches MPI_Init in a process that MPI_Comm_spawn started (Open MPI sets
+/// OMPI_PARENT_PORT there): if it has not returned within spawn_timeout()
+/// and kInitGrace more, another process of the spawn died while it started
+/// and MPI_Init never will, so the process gives up (`abandon`) instead of
+/// keeping the job from ending. Does nothing in other processes.
+class InitWatch {
+ public:
+  static constexpr std::chrono::seconds kInitGrace{10};
+  InitWatch();
+  /// MPI_Init returned: stops watching.
+  ~InitWatch();
+  InitWatch(const InitWatch&) = delete;
+  InitWatch& operator=(const InitWatch&) = delete;
+
+ private:
+  std::mutex _mutex;
+  std::condition_variable _returned;
+  bool _done = false;
+  std::thread _watcher;
+};
+
+/// In a spawned process: waits for the spawning parent's word, then
+/// connects to every parent (the counterpart of `spawn_replacements`) and
+/// returns the intercommunicator to them. Frees `parent`. Abandons (exits)
+/// if the parents gave up, or a failure broke the connection.
+MPI_Comm connect_to_parents(MPI_Comm parent);
 
 /// Tells the processes behind `inter` to go on (`word`: kJoinGo or
 /// kJoinMigrate) and merges them with `parents`, once every process agreed

@@ -32,10 +32,9 @@ constexpr const char* kWhere = "reprise::Migration";
 // The extra dataset of a migration image: when the move was asked for.
 constexpr const char* kRequestTimeName = "reprise::Migration request time";
 // The other extra dataset: where the committed checkpoint's copies are
-// after the move (`Checkpoint::CopiesOnMove`): kept by members that stay,
-// carried in this image, or retaken (the move ends with a new checkpoint).
+// after the move (`Checkpoint::CopiesOnMove`): carried in this image, or
+// retaken (the move ends with a new checkpoint).
 constexpr const char* kCopiesName = "reprise::Migration copies";
-constexpr std::uint8_t kCopiesKept = 1;
 constexpr std::uint8_t kCopiesCarried = 2;
 constexpr std::uint8_t kCopiesRetaken = 0;
 // Unless retaken: the committed version and its layout
@@ -50,15 +49,7 @@ std::string copy_name(std::uint64_t owner) {
 }
 
 std::uint8_t code_of(Checkpoint::CopiesOnMove copies) {
-  switch (copies) {
-    case Checkpoint::CopiesOnMove::kKeptByOthers:
-      return kCopiesKept;
-    case Checkpoint::CopiesOnMove::kCarried:
-      return kCopiesCarried;
-    case Checkpoint::CopiesOnMove::kRetaken:
-      break;
-  }
-  return kCopiesRetaken;
+  return copies == Checkpoint::CopiesOnMove::kCarried ? kCopiesCarried : kCopiesRetaken;
 }
 /// Checkpoint copies carried by a move, once they all landed intact.
 using CarriedCopies = std::optional<std::map<OriginalRank, std::vector<std::byte>>>;
@@ -176,19 +167,14 @@ void Migration::negotiate_from_here() {
   _comm.check(MPI_Comm_dup(_comm.raw(), &_negotiation), "reprise::Migration: MPI_Comm_dup");
   MPI_Comm_set_errhandler(_negotiation, MPI_ERRORS_RETURN);
   _negotiation_epoch = _comm.epoch();
+  // No process goes on (and may die) while another still activates the
+  // duplicate: Open MPI 5.0 crashes a process that learns of a failure
+  // then (RELIABILITY.md, defect 23). The agreement ends only once every
+  // member has entered it, so after the duplicate everywhere.
+  (void)_comm.agree(true);
 }
 
 bool Migration::poll() {
-  if (_rereplicate_in == 0 && _rereplicate_epoch == _comm.epoch()) {
-    _rereplicate_in = -1;
-    const double started = MPI_Wtime();
-    _checkpoint.rereplicate();
-    _times.rereplicate_s = MPI_Wtime() - started;
-  } else if (_rereplicate_in > 0 && _rereplicate_epoch == _comm.epoch()) {
-    --_rereplicate_in;
-  } else {
-    _rereplicate_in = -1;  // a recovery came first, and its restore took a checkpoint
-  }
   if (_negotiation == MPI_COMM_NULL || _negotiation_epoch != _comm.epoch()) negotiate_from_here();
   bool moved = false;
   if (_round != MPI_REQUEST_NULL) {
@@ -230,8 +216,8 @@ bool Migration::poll() {
 void Migration::move(const std::vector<OriginalRank>& leaving, double requested_at) {
   const bool leaves = std::binary_search(leaving.begin(), leaving.end(), _comm.original_rank());
   _times = {};
-  // Without a checkpoint at the end of the move when every committed state
-  // keeps a copy outside the leaving processes, or when they carry theirs.
+  // Without a checkpoint at the end of the move when the leaving processes
+  // carry their copies.
   const auto copies = _checkpoint.copies_on_move(leaving);
   ImagePieces image;
   // The carried copies: sent after the state, and hashed only then, while
@@ -283,22 +269,10 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
     _comm.leave_after_migration();
   }
   _comm = std::move(*moved);
-  if (copies == Checkpoint::CopiesOnMove::kKeptByOthers) {
-    give_back_copies_after(0);
-  } else if (copies == Checkpoint::CopiesOnMove::kRetaken) {
-    _checkpoint.checkpoint();
-  }
+  if (copies == Checkpoint::CopiesOnMove::kRetaken) _checkpoint.checkpoint();
   _history.push_back({leaving, _comm.epoch(), _checkpoint.version(), copies == Checkpoint::CopiesOnMove::kRetaken,
                       copies == Checkpoint::CopiesOnMove::kCarried});
   negotiate_from_here();
-}
-
-// The committed checkpoint stays the rollback line: at the next safe point
-// (after `polls_before` more calls of poll() here) its holders give the new
-// processes the copies their predecessors held.
-void Migration::give_back_copies_after(int polls_before) {
-  _rereplicate_in = polls_before;
-  _rereplicate_epoch = _comm.epoch();
 }
 
 void Migration::arrive() {
@@ -317,9 +291,9 @@ void Migration::arrive() {
   std::vector<std::uint64_t> owners;
   try {
     code = image.read_array<std::uint8_t>(kCopiesName).at(0);
-    if (code != kCopiesKept && code != kCopiesCarried && code != kCopiesRetaken) {
+    if (code != kCopiesCarried && code != kCopiesRetaken) {
       throw CorruptData(std::string(kWhere) + "::arrive: the image says the checkpoint's copies are " +
-                        std::to_string(code) + " (not 0, 1 or 2): it is damaged, or from another version of reprise");
+                        std::to_string(code) + " (not 0 or 2): it is damaged, or from another version of reprise");
     }
     if (code == kCopiesCarried) owners = image.read_array<std::uint64_t>(kCarriedOwnersName);
     for (std::size_t i = 0; i < owners.size(); ++i) {
@@ -388,12 +362,7 @@ void Migration::arrive() {
   _times.receive_s = receive_s;
   _times.restore_s = MPI_Wtime() - opened - receive_s;
   const auto request_time = image.read_array<double>(kRequestTimeName);
-  if (code == kCopiesKept) {
-    // This safe point is the move's: the others give back one later.
-    give_back_copies_after(1);
-  } else if (code == kCopiesRetaken) {
-    _checkpoint.checkpoint();
-  }
+  if (code == kCopiesRetaken) _checkpoint.checkpoint();
   _times.response_s = shared_clock() - request_time.at(0);
   _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(), code == kCopiesRetaken,
                       code == kCopiesCarried});

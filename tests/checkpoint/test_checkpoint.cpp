@@ -303,9 +303,8 @@ TEST(Checkpoint, ContinuingAnotherProcessesCommitNeedsAWellFormedLayout) {
   EXPECT_THROW(checkpoint.continue_commit(layout), UsageError) << "a commit already";
 }
 
-// Where the committed copies are if some processes moved away: kept by the
-// others when one moves (with two copies among several processes), carried
-// by the leaving ones when all move. A process taking over another's
+// Where the committed copies are if some processes moved away: carried by
+// the leaving ones, whether one moves or all do. A process taking over another's
 // version with the copies it held holds exactly those; copies of other
 // owners are refused, and nothing is taken.
 TEST(Checkpoint, CopiesGoWithTheProcessesThatHoldThemWhenEveryHolderMoves) {
@@ -319,8 +318,7 @@ TEST(Checkpoint, CopiesGoWithTheProcessesThatHoldThemWhenEveryHolderMoves) {
   checkpoint.checkpoint();
   EXPECT_EQ(checkpoint.copies_on_move(everyone), Checkpoint::CopiesOnMove::kCarried);
   const std::vector<OriginalRank> first{OriginalRank{0}};
-  EXPECT_EQ(checkpoint.copies_on_move(first),
-            comm.size() > 1 ? Checkpoint::CopiesOnMove::kKeptByOthers : Checkpoint::CopiesOnMove::kCarried);
+  EXPECT_EQ(checkpoint.copies_on_move(first), Checkpoint::CopiesOnMove::kCarried);
   const auto held = checkpoint.held_copies();
   ASSERT_EQ(held.size(), static_cast<std::size_t>(std::min(2, comm.size())));
   std::size_t held_bytes = 0;

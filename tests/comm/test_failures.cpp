@@ -184,6 +184,56 @@ TEST(Failures, KillDuringRespawn) {
   EXPECT_EQ(comm.is_replacement(), comm.original_rank() == first || comm.original_rank() == second);
 }
 
+namespace {
+
+/// `victim` kills itself `delay` from now, on a thread of its own: in the
+/// middle of whatever it does then.
+void kill_after(const Comm& comm, OriginalRank victim, std::chrono::milliseconds delay) {
+  if (comm.original_rank() != victim) return;
+  std::thread([victim, delay] {
+    std::this_thread::sleep_for(delay);
+    inject::kill_self(victim);
+  }).detach();
+}
+
+/// #1 dies; while the survivors spawn its replacement (one of them alone,
+/// rank 0 of the survivors, which takes about a second here), `second` dies
+/// too. The respawn starts over and replaces both.
+void kill_while_spawning(OriginalRank second) {
+  auto comm = Comm::world();
+  const OriginalRank first{1};
+  if (!comm.is_replacement()) {
+    kill_and_detect(comm, {first});
+    kill_after(comm, second, std::chrono::milliseconds(300));
+    comm = comm.respawn();
+  }
+  expect_full_size(comm, first < second ? std::vector{first, second} : std::vector{second, first});
+}
+
+}  // namespace
+
+// The parent that does not spawn dies during the spawn: the spawn ends, the
+// agreement after it fails, its processes are told to leave.
+TEST(Failures, ASurvivorKilledWhileTheReplacementIsSpawned) { kill_while_spawning(OriginalRank{2}); }
+
+// The parent that spawns dies during the spawn: the processes it was
+// starting wait in MPI_Init until they give up (REPRISE_SPAWN_TIMEOUT and
+// 10 s), the others spawn again from another parent.
+TEST(Failures, TheSurvivorThatSpawnsKilledWhileItSpawns) { kill_while_spawning(OriginalRank{0}); }
+
+// A new process dies inside its MPI_Init (REPRISE_TEST_KILL_IN_INIT): the
+// spawn never ends, the parent that spawned gives up after
+// REPRISE_SPAWN_TIMEOUT, and another parent spawns again.
+TEST(Failures, ANewProcessKilledWhileItStartsIsGivenUp) {
+  auto comm = Comm::world();
+  const OriginalRank first{1};
+  if (!comm.is_replacement()) {
+    kill_and_detect(comm, {first});
+    comm = comm.respawn();
+  }
+  expect_full_size(comm, {first});
+}
+
 TEST(Failures, SendsToAProcessThatDiesDoNotAbortAReplacement) {
   // A spawned replacement talks to the others over TCP. When a process it is
   // sending large messages to dies, the replacement must carry on.

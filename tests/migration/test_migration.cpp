@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reprise/checkpoint.hpp"
@@ -272,6 +274,56 @@ TEST(Migration, ABystanderKilledDuringAMoveIsRecoveredAndTheMoveRetried) {
 
 namespace {
 
+/// Original rank 2 asks to move at step 5 (the move is at the safe point
+/// before step 7, and spawning its successor takes about a second here);
+/// 300 ms into step 6, on a thread, `victim` dies: during the spawn. Only
+/// the processes the job started kill or ask; a move that failed is asked
+/// again after the rollback.
+Seen run_killed_while_spawning(int victim) {
+  bool first_generation = false;
+  return run_driven(
+      20,
+      [&](std::uint64_t step, OriginalRank me, Migration& migration) {
+        if (step == 5 && me == OriginalRank{2} && migration.history().empty()) migration.request();
+        if (step == 6 && me == OriginalRank{victim} && first_generation) {
+          std::thread([me] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            inject::kill_self(me);
+          }).detach();
+        }
+      },
+      [&](const Comm&) { first_generation = true; });
+}
+
+}  // namespace
+
+// A process that neither moves nor spawns dies while the successor is
+// spawned: the spawn ends (one parent spawns alone), the agreement after
+// it fails everywhere, the driver recovers, the move is asked again.
+TEST(Migration, ABystanderKilledWhileTheSuccessorIsSpawnedIsRecovered) { (void)run_killed_while_spawning(1); }
+
+// The parent that spawns (rank 0) dies while it spawns: the others recover
+// without it, and the successor it was starting gives up.
+TEST(Migration, TheProcessThatSpawnsKilledWhileItSpawnsIsRecovered) { (void)run_killed_while_spawning(0); }
+
+// The leaving process dies while its successor is spawned: its request dies
+// with it, the driver respawns it from its copies.
+TEST(Migration, TheLeavingProcessKilledWhileItsSuccessorIsSpawnedIsRecovered) { (void)run_killed_while_spawning(2); }
+
+// The successor dies inside its MPI_Init (REPRISE_TEST_KILL_IN_INIT): the
+// spawn never ends, the parent that spawned gives up after
+// REPRISE_SPAWN_TIMEOUT, every process raises, the driver recovers, and the
+// move asked again spawns from another parent.
+TEST(Migration, ASuccessorKilledWhileItStartsIsGivenUpAndTheMoveRetried) {
+  const auto seen = run_driven(16, [](std::uint64_t step, OriginalRank me, Migration& migration) {
+    if (step == 5 && me == OriginalRank{2} && migration.history().empty()) migration.request();
+  });
+  ASSERT_EQ(seen.history.size(), 1U);
+  EXPECT_EQ(seen.history[0].moved, ranks({2}));
+}
+
+namespace {
+
 /// The slots holding original rank `owner`'s checkpoint copies (slots in
 /// rank order on one node, two copies).
 std::vector<Slot> holders_of(int owner, int processes) {
@@ -292,17 +344,6 @@ int victim_of(int mover, int processes) {
   return -1;
 }
 
-/// A rank that shares no checkpoint copy with `mover`, or -1: losing it
-/// right after `mover` moved loses no state.
-int bystander_of(int mover, int processes) {
-  for (int rank = 0; rank < processes; ++rank) {
-    if (rank != mover && !holds(holders_of(rank, processes), mover) && !holds(holders_of(mover, processes), rank)) {
-      return rank;
-    }
-  }
-  return -1;
-}
-
 /// What each process saw of a run where `mover` moved once and `replaced`
 /// was killed after the move: its replacement saw no move.
 void expect_one_move(const Seen& seen, int mover, int replaced) {
@@ -316,19 +357,27 @@ void expect_one_move(const Seen& seen, int mover, int replaced) {
 
 }  // namespace
 
-// The move takes no checkpoint (every state keeps a copy elsewhere): the
-// driver's plan goes on (checkpoints every 10 steps), and at the next safe
-// point the new process receives the copies its predecessor held. Then the
-// process whose other copy the predecessor held is killed: the rollback to
-// step 0 needs exactly the copy the new process received.
-TEST(Migration, TheCopiesTheLeavingProcessHeldAreGivenBackWithoutACheckpoint) {
+/// The original rank holding the other copy of `mover`'s state (two copies), or -1.
+int other_holder_of(int mover, int processes) {
+  for (const Slot slot : holders_of(mover, processes)) {
+    if (slot.value() != mover) return slot.value();
+  }
+  return -1;
+}
+
+// The move takes no checkpoint (the leaving process carries the copies it
+// held): the driver's plan goes on (checkpoints every 10 steps). Asked at
+// step 4, the move happens at the safe point before step 6; in that step,
+// the process whose other copy the predecessor held is killed:
+// the rollback to step 0 needs exactly the copy the new process carried.
+TEST(Migration, TheCopiesTheLeavingProcessHeldTravelWithItWithoutACheckpoint) {
   constexpr int kMover = 2;
   int victim = -1;  // set in the processes the job started
   const auto seen = run_driven(
       14,
       [&](std::uint64_t step, OriginalRank me, Migration& migration) {
         if (step == 4 && me == OriginalRank{kMover} && migration.history().empty()) migration.request();
-        if (step == 7 && me == OriginalRank{victim}) inject::kill_self(me);
+        if (step == 6 && me == OriginalRank{victim}) inject::kill_self(me);
       },
       [&](const Comm& comm) {
         victim = victim_of(kMover, comm.size());
@@ -340,28 +389,29 @@ TEST(Migration, TheCopiesTheLeavingProcessHeldAreGivenBackWithoutACheckpoint) {
   expect_one_move(seen, kMover, victim_of(kMover, seen.processes));
 }
 
-// A process is killed while the copies are given back after a move (at
-// the safe point after it): the driver respawns it and rolls everyone back
-// to the committed version, whose copies the new process never received;
-// the move is not asked again, and the run ends exact.
-TEST(Migration, AKillWhileTheCopiesAreGivenBackIsRecovered) {
+// Right after a move, in the first step after it, the process holding the
+// other copy of the moved state is killed: one failure must lose nothing,
+// so the new process holds its predecessor's copy of that state. The driver
+// respawns the victim and rolls everyone back; the run ends exact.
+TEST(Migration, TheOtherHolderOfTheMovedStateKilledRightAfterTheMoveLosesNothing) {
   constexpr int kMover = 2;
-  int bystander = -1;  // set in the processes the job started
+  int victim = -1;  // set in the processes the job started
   const auto seen = run_driven(
       14,
       [&](std::uint64_t step, OriginalRank me, Migration& migration) {
         if (step == 4 && me == OriginalRank{kMover} && migration.history().empty()) migration.request();
+        if (step == 6 && me == OriginalRank{victim}) inject::kill_self(me);
       },
       [&](const Comm& comm) {
-        bystander = bystander_of(kMover, comm.size());
-        ASSERT_GE(bystander, 0);
-        inject::arm("checkpoint.rereplicate", OriginalRank{bystander});
+        victim = other_holder_of(kMover, comm.size());
+        ASSERT_GE(victim, 0);
       },
       10);
-  expect_one_move(seen, kMover, bystander_of(kMover, seen.processes));
+  EXPECT_EQ(seen.version, 3U) << "the move took no checkpoint";
+  expect_one_move(seen, kMover, other_holder_of(kMover, seen.processes));
 }
 
-// A move that keeps every state's copy elsewhere, with 3 MiB of ballast
+// A move with 3 MiB of ballast
 // (several chunks and a short last one): the ballast's chunks are received
 // straight into the new process's registered memory after the move, and
 // every byte, the ballast's included, is exact at the end.
@@ -374,7 +424,7 @@ TEST(Migration, ALargeStateLandsInTheNewProcessesMemory) {
       },
       {}, 3, kBallast);
   ASSERT_EQ(seen.history.size(), 1U);
-  EXPECT_FALSE(seen.history[0].checkpointed) << "every state keeps a copy: no checkpoint ends the move";
+  EXPECT_FALSE(seen.history[0].checkpointed) << "the copies travel: no checkpoint ends the move";
   if (seen.migrated_in) {
     EXPECT_GT(seen.receive_s, 0.0) << "the ballast came in deferred parts";
   }
@@ -562,9 +612,9 @@ TEST(Migration, ALargePieceDamagedInTransitIsRefusedOnArrival) {
   info.world_size = comm.size();
   ImageBuilder builder(info, 0, 1);
   builder.add_referenced("values", std::as_bytes(std::span(values)), ArrayShape{ElementType::kFloat64, {}});
-  // What Migration's images say first: the committed copies stay with the others.
-  const std::uint8_t copies_kept[1] = {1};
-  builder.add("reprise::Migration copies", std::as_bytes(std::span(copies_kept)), ArrayShape{ElementType::kUint8, {}});
+  // What Migration's images say first: no copies carried, the move ends with a checkpoint.
+  const std::uint8_t copies_retaken[1] = {0};
+  builder.add("reprise::Migration copies", std::as_bytes(std::span(copies_retaken)), ArrayShape{ElementType::kUint8, {}});
   const ImagePieces image = std::move(builder).finish_pieces();
   ASSERT_FALSE(image.referenced.empty());
   values[values.size() / 2] += 1;  // after the checksum, before the transfer

@@ -4,9 +4,14 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "reprise/environment.hpp"
 #include "reprise/inject.hpp"
@@ -29,6 +34,24 @@ void arm_from_environment() {
   reprise::inject::arm(spec.substr(0, at), reprise::OriginalRank{std::stoi(spec.substr(at + 1))});
 }
 
+/// `$REPRISE_TEST_KILL_IN_INIT=MS`: the first process that MPI_Comm_spawn
+/// starts in the job (a marker file in `$REPRISE_OUTCOME_DIR` says which)
+/// kills itself MS milliseconds into its MPI_Init, so that the spawn it
+/// belongs to never ends. Open MPI sets OMPI_PARENT_PORT in spawned processes.
+void kill_first_spawned_in_init() {
+  const char* delay = std::getenv("REPRISE_TEST_KILL_IN_INIT");
+  const char* dir = std::getenv("REPRISE_OUTCOME_DIR");
+  if (delay == nullptr || dir == nullptr || std::getenv("OMPI_PARENT_PORT") == nullptr) return;
+  const std::string marker = std::string(dir) + "/killed-in-init";
+  const int fd = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0600);
+  if (fd < 0) return;
+  ::close(fd);
+  std::thread([milliseconds = std::stoi(delay)] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(milliseconds));
+    reprise::inject::kill_self(reprise::OriginalRank{-1});
+  }).detach();
+}
+
 /// `$REPRISE_TEST_THREAD_LEVEL=single`: MPI_THREAD_SINGLE asked for, for
 /// the paths a program takes when MPI grants no threads; else the default.
 int thread_level_asked() {
@@ -44,6 +67,7 @@ int thread_level_asked() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  kill_first_spawned_in_init();
   const int thread_level = thread_level_asked();
   reprise::Environment environment(argc, argv, thread_level);
   if (thread_level == MPI_THREAD_SINGLE && environment.thread_level() != MPI_THREAD_SINGLE) {
