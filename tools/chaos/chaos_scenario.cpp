@@ -2,7 +2,7 @@
 // ULFM and writes each process's verdict to $CHAOS_RESULT_DIR/<pid>.json for
 // scripts/chaos, which combines them.
 //
-//   chaos_scenario --seed S [--family store|varstore|checkpoint|incremental] [--plan]
+//   chaos_scenario --seed S [--family store|varstore|checkpoint|incremental|storemix|pieces|migration] [--plan]
 //
 // --plan prints the scenario as one JSON line without starting MPI (the
 // driver learns from it how many processes to start).
@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mix.hpp"
@@ -511,6 +513,22 @@ Progress agree_on_progress(Comm& comm, Progress mine) {
   return {high[0], high[1]};
 }
 
+/// After a recovery: the processes that submitted the version held, from
+/// the survivors (a replacement, `fresh`, knows nothing yet). Original ranks
+/// are below 64, so a bit mask carries them; the slots are in rank order.
+std::vector<OriginalRank> agree_on_submitters(Comm& comm, const std::vector<OriginalRank>& mine, bool fresh) {
+  std::uint64_t mask = 0;
+  if (!fresh) {
+    for (const auto rank : mine) mask |= std::uint64_t{1} << static_cast<unsigned>(rank.value());
+  }
+  comm.check(MPI_Allreduce(MPI_IN_PLACE, &mask, 1, MPI_UINT64_T, MPI_BOR, comm.raw()), "MPI_Allreduce");
+  std::vector<OriginalRank> submitters;
+  for (int rank = 0; rank < 64; ++rank) {
+    if ((mask >> static_cast<unsigned>(rank) & 1U) != 0) submitters.emplace_back(rank);
+  }
+  return submitters;
+}
+
 /// Judges a load of `version` (and the heal before it, if any) against the expected loss.
 void judge(const Loaded& loaded, const std::set<std::uint64_t>& expected, std::uint64_t version, const char* when,
            const std::optional<std::set<std::uint64_t>>& heal_lost, bool heal_names_blocks) {
@@ -548,7 +566,7 @@ void now_doing(std::string& doing, std::string what, const Comm& comm) {
 /// from every failure (shrink or respawn, then heal, then check again).
 Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
   Progress progress;
-  std::vector<OriginalRank> submitted_by = comm.members();  // a replacement exists only after full respawns
+  std::vector<OriginalRank> submitted_by = comm.members();  // a replacement learns it from the survivors
   bool recovering = comm.is_replacement();
   bool joined = comm.is_replacement();  // a replacement is already inside the survivors' recovery
   bool loss_reported = false;
@@ -557,11 +575,14 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
   for (;;) {
     try {
       if (recovering) {
-        now_doing(doing, s.mode == Mode::kShrink ? "shrink" : "respawn", comm);
+        const bool shrink = s.mode == Mode::kShrink || (s.mode == Mode::kMixed && comm.epoch() % 2 == 0);
+        now_doing(doing, shrink ? "shrink" : "respawn", comm);
         arm_kills(s, static_cast<int>(progress.round), comm, armed, true);
-        if (!joined) comm = s.mode == Mode::kShrink ? comm.shrink() : comm.respawn();
+        if (!joined) comm = shrink ? comm.shrink() : comm.respawn();
         joined = false;
+        const bool fresh = comm.is_replacement() && progress.round == 0 && progress.committed == 0;
         progress = agree_on_progress(comm, progress);
+        submitted_by = agree_on_submitters(comm, submitted_by, fresh);
         const bool loss_struck = s.loss_round >= 0 && progress.committed == static_cast<std::uint64_t>(s.loss_round) + 1;
         const auto expected = loss_struck ? subject.lost_if(s.loss_victims, submitted_by, progress.committed)
                                           : std::set<std::uint64_t>{};
@@ -639,6 +660,32 @@ std::uint64_t next_value(std::uint64_t value, std::uint64_t id, std::uint64_t su
   return detail::mix64(value ^ (id * 0x9e3779b97f4a7c15ULL) ^ sum);
 }
 
+/// This process's items at iteration 0.
+Work initial_work(const Scenario& s, const Comm& comm, const std::vector<std::vector<std::uint64_t>>& expected) {
+  Work work;
+  const auto me = static_cast<std::uint64_t>(comm.original_rank().value());
+  for (std::uint64_t k = 0; k < static_cast<std::uint64_t>(s.items); ++k) {
+    work.ids.push_back(me * static_cast<std::uint64_t>(s.items) + k);
+    work.values.push_back(expected[0][work.ids.back()]);
+  }
+  return work;
+}
+
+void protect(Checkpoint& checkpoint, Work& work) {
+  checkpoint.protect("ids", work.ids);
+  checkpoint.protect("values", work.values);
+  checkpoint.protect("iteration", work.iteration);
+}
+
+/// One iteration: every value moves on with the sum of all values.
+void advance(Comm& comm, Work& work) {
+  std::uint64_t local = 0;
+  for (auto v : work.values) local += v;
+  const auto sum = comm.allreduce(local, MPI_SUM);
+  for (std::size_t k = 0; k < work.values.size(); ++k) work.values[k] = next_value(work.values[k], work.ids[k], sum);
+  ++work.iteration[0];
+}
+
 /// Every item's value at every iteration of a failure-free run: [iteration][id].
 std::vector<std::vector<std::uint64_t>> trajectory(const Scenario& s) {
   const auto items = static_cast<std::size_t>(s.processes * s.items);
@@ -654,10 +701,13 @@ std::vector<std::vector<std::uint64_t>> trajectory(const Scenario& s) {
   return values;
 }
 
-/// Every value this process holds must be its item's value at its iteration.
-void check_state(const Work& work, const std::vector<std::vector<std::uint64_t>>& expected, const char* when) {
+/// Every value this process holds must be its item's value at its
+/// iteration; restored from a checkpoint (`restored`), that iteration must
+/// be the one checkpointed.
+void check_state(const Work& work, const std::vector<std::vector<std::uint64_t>>& expected, const char* when,
+                 bool restored = true) {
   const auto at = work.iteration[0];
-  if (at >= expected.size() || work.iteration[1] != at || work.ids.size() != work.values.size()) {
+  if (at >= expected.size() || (restored && work.iteration[1] != at) || work.ids.size() != work.values.size()) {
     throw Finding{Verdict::kWrongData, std::string("restored progress is inconsistent ") + when + ": iteration " +
                                            std::to_string(at) + ", checkpointed at " +
                                            std::to_string(work.iteration[1])};
@@ -752,11 +802,7 @@ void run_checkpoint_loop(const Scenario& s, Comm& comm, Checkpoint& checkpoint, 
       if (static_cast<int>(at) == s.loss_round) kill_loss_victims(s, comm);
       arm_kills(s, static_cast<int>(at), comm, armed);
       kill_if_due(s, static_cast<int>(at), Moment::kBeforeSubmit, comm);
-      std::uint64_t local = 0;
-      for (auto v : work.values) local += v;
-      const auto sum = comm.allreduce(local, MPI_SUM);
-      for (std::size_t k = 0; k < work.values.size(); ++k) work.values[k] = next_value(work.values[k], work.ids[k], sum);
-      ++work.iteration[0];
+      advance(comm, work);
     }
     check_result(comm, work, expected);  // inside the loop, so a failure here is recovered too
   });
@@ -769,18 +815,11 @@ void run_checkpoint_loop(const Scenario& s, Comm& comm, Checkpoint& checkpoint, 
 
 Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   const auto expected = trajectory(s);
-  Work work;
-  const auto me = static_cast<std::uint64_t>(comm.original_rank().value());
-  for (std::uint64_t k = 0; k < static_cast<std::uint64_t>(s.items); ++k) {
-    work.ids.push_back(me * static_cast<std::uint64_t>(s.items) + k);
-    work.values.push_back(expected[0][work.ids.back()]);
-  }
+  Work work = initial_work(s, comm, expected);
   std::vector<bool> armed(s.kills.size(), false);
   if (comm.is_replacement()) arm_kills(s, 0, comm, armed, true);
   Checkpoint checkpoint(comm, {.copies = s.copies});
-  checkpoint.protect("ids", work.ids);
-  checkpoint.protect("values", work.values);
-  checkpoint.protect("iteration", work.iteration);
+  protect(checkpoint, work);
   Driver driver(comm, checkpoint, {.mode = s.mode == Mode::kShrink ? RecoveryMode::kShrink : RecoveryMode::kRespawn});
   driver.on_recovery([&](const Recovery& recovery) {
     if (recovery.mode == RecoveryMode::kShrink) {
@@ -823,6 +862,87 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
 }
 
 
+// ---------------------------------------------------------------- migration family
+
+/// Whether this process is the one `kill` names: its original rank, and the
+/// process the move started (`new`) or the one the job started (otherwise).
+bool is_victim(const Kill& kill, const Comm& comm) {
+  return kill.victim == comm.original_rank().value() && generation(comm) == 0 &&
+         comm.migrated_in() == (kill.role == Role::kNew);
+}
+
+/// Arms this process's kills of the migration family that are due: a new
+/// process's before it arrives (`at` < 0), the others' at their iteration,
+/// before its safe point. A `between` kill fires at its iteration, after
+/// the safe point (`after_poll`).
+void arm_migration_kills(const Scenario& s, const Comm& comm, std::vector<bool>& armed, long long at, bool after_poll) {
+  for (std::size_t k = 0; k < s.kills.size(); ++k) {
+    const Kill& kill = s.kills[k];
+    if (armed[k] || !is_victim(kill, comm)) continue;
+    const bool between = kill.how == KillHow::kBetween;
+    const bool due = between ? after_poll && at == kill.round
+                             : !after_poll && (kill.role == Role::kNew ? at < 0 : at == kill.round);
+    if (!due) continue;
+    armed[k] = true;
+    const OriginalRank me = comm.original_rank();
+    switch (kill.how) {
+      case KillHow::kBetween: inject::kill_self(me); break;
+      case KillHow::kFaultPoint: inject::arm(kill.point, me); break;
+      case KillHow::kMpiCall: arm_mpi_kill(kill.kind, kill.nth, me); break;
+      case KillHow::kTimer:
+        std::thread([delay = kill.delay_ms, me] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+          inject::kill_self(me);
+        }).detach();
+        break;
+    }
+  }
+}
+
+/// The migration family: the checkpoint family's iteration under the
+/// driver (respawn), with a safe point before every iteration, where the
+/// planned processes ask to move; one process dies around the first move.
+/// Every value is checked after every recovery and at the end.
+Verdict run_migration_family(const Scenario& s, Comm& comm) {
+  const auto expected = trajectory(s);
+  Work work = initial_work(s, comm, expected);
+  std::vector<bool> armed(s.kills.size(), false);
+  Checkpoint checkpoint(comm, {.copies = s.copies});
+  protect(checkpoint, work);
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kRespawn});
+  Migration migration(comm, checkpoint, {.hosts = {}, .signal = 0});
+  driver.on_recovery([&](const Recovery&) { check_state(work, expected, "after a recovery"); });
+  if (comm.migrated_in()) {
+    arm_migration_kills(s, comm, armed, -1, false);
+    migration.arrive();
+    check_state(work, expected, "after a move", false);
+  }
+  const auto iterations = static_cast<std::uint64_t>(s.rounds);
+  const auto every = static_cast<std::uint64_t>(s.checkpoint_every);
+  driver.run([&] {
+    while (work.iteration[0] < iterations) {
+      const auto at = work.iteration[0];
+      arm_migration_kills(s, comm, armed, static_cast<long long>(at), false);
+      (void)migration.poll();
+      arm_migration_kills(s, comm, armed, static_cast<long long>(at), true);
+      if (at % every == 0 && work.iteration[1] != at) {
+        work.iteration[1] = at;
+        checkpoint.checkpoint();
+      }
+      for (const auto& move : s.moves) {
+        const bool mover = std::find(move.movers.begin(), move.movers.end(), comm.original_rank().value()) !=
+                           move.movers.end();
+        if (mover && static_cast<int>(at) == move.iteration && generation(comm) == 0 && !comm.migrated_in()) {
+          migration.request();
+        }
+      }
+      advance(comm, work);
+    }
+    check_result(comm, work, expected);  // inside the loop, so a failure here is recovered too
+  });
+  return Verdict::kOk;
+}
+
 // ---------------------------------------------------------------- main
 
 struct Options {
@@ -854,23 +974,18 @@ std::optional<Options> parse(int argc, char** argv) {
   return options;
 }
 
+/// The store under test for the families that run through rounds.
+std::unique_ptr<Subject> make_subject(const Scenario& s, Comm& comm) {
+  if (s.family == Family::kIncremental) return std::make_unique<IncrementalSubject>(comm, s);
+  if (s.variable_blocks()) return std::make_unique<VariableSubject>(comm, s);
+  return std::make_unique<FixedSubject>(comm, s);
+}
+
 Verdict run(const Scenario& s, Comm& comm) {
-  switch (s.family) {
-    case Family::kStore: {
-      FixedSubject subject(comm, s);
-      return run_store_family(s, comm, subject);
-    }
-    case Family::kVarstore: {
-      VariableSubject subject(comm, s);
-      return run_store_family(s, comm, subject);
-    }
-    case Family::kCheckpoint: return run_checkpoint_family(s, comm);
-    case Family::kIncremental: {
-      IncrementalSubject subject(comm, s);
-      return run_store_family(s, comm, subject);
-    }
-  }
-  return Verdict::kUnexpectedError;
+  if (s.family == Family::kCheckpoint) return run_checkpoint_family(s, comm);
+  if (s.family == Family::kMigration) return run_migration_family(s, comm);
+  const auto subject = make_subject(s, comm);
+  return run_store_family(s, comm, *subject);
 }
 
 }  // namespace
@@ -881,7 +996,8 @@ int main(int argc, char** argv) {
   using namespace reprise::chaos;
   const auto options = parse(argc, argv);
   if (!options) {
-    std::fprintf(stderr, "usage: chaos_scenario --seed S [--family store|varstore|checkpoint|incremental] [--plan]\n"
+    std::fprintf(stderr, "usage: chaos_scenario --seed S [--family store|varstore|checkpoint|incremental|storemix|"
+                         "pieces|migration] [--plan]\n"
                          "  S is a non-negative integer; the family is forced if given, otherwise drawn from S\n");
     return 2;
   }

@@ -50,6 +50,9 @@ const char* family_name(Family family) {
     case Family::kVarstore: return "varstore";
     case Family::kCheckpoint: return "checkpoint";
     case Family::kIncremental: return "incremental";
+    case Family::kStoreMix: return "storemix";
+    case Family::kPieces: return "pieces";
+    case Family::kMigration: return "migration";
   }
   return "?";
 }
@@ -66,7 +69,7 @@ const char* moment_name(Moment moment) {
 /// The fault points only a recovery passes, in this scenario's mode.
 std::vector<const char*> recovery_points(const Scenario& s) {
   std::vector<const char*> points{"comm.shrink"};
-  if (s.mode == Mode::kRespawn) points.push_back("comm.respawn");
+  if (s.mode != Mode::kShrink) points.push_back("comm.respawn");
   if (s.family == Family::kCheckpoint) points.push_back("checkpoint.restore");
   return points;
 }
@@ -178,6 +181,72 @@ void plan_checkpoint_loss(Scenario& s, Draw& draw) {
   std::sort(s.loss_victims.begin(), s.loss_victims.end());
 }
 
+/// The migration family's kill: a process that moves, one that does not, or
+/// the new process of one that moved, around the first move.
+Kill draw_migration_kill(const Scenario& s, Draw& draw) {
+  const Move& first = s.moves.front();
+  std::vector<int> others;
+  for (int rank = 0; rank < s.processes; ++rank) {
+    if (std::find(first.movers.begin(), first.movers.end(), rank) == first.movers.end()) others.push_back(rank);
+  }
+  Kill kill{.round = first.iteration + 2};
+  kill.role = draw.pick(std::array{Role::kLeaving, Role::kBystander, Role::kNew});
+  const auto& candidates = kill.role == Role::kBystander ? others : first.movers;
+  kill.victim = candidates[static_cast<std::size_t>(draw.between(0, static_cast<int>(candidates.size()) - 1))];
+  const int how = draw.between(0, 3);
+  if (how == 0) {
+    kill.how = KillHow::kFaultPoint;
+    if (kill.role == Role::kNew) {
+      kill.point = draw.pick(std::array{"comm.migrate.arrived", "migration.arrive.deferred"});
+    } else if (kill.role == Role::kLeaving) {
+      kill.point = draw.pick(std::array{"comm.migrate", "comm.migrate.handover", "comm.migrate.deferred",
+                                        "comm.migrate.rest", "comm.migrate.trailer", "comm.take_from_pool"});
+    } else {
+      kill.point = draw.pick(std::array{"comm.migrate", "comm.migrate.handover", "comm.take_from_pool"});
+    }
+  } else if (how == 1) {
+    kill.how = KillHow::kMpiCall;
+    kill.kind = draw.pick(kMpiKinds);
+    kill.nth = draw.between(1, 12);
+  } else if (how == 2) {
+    kill.how = KillHow::kTimer;
+    kill.delay_ms = kill.role == Role::kNew ? draw.between(0, 400) : draw.between(0, 1500);
+  } else {
+    // Right after the move, in the step after it: a process that moved is
+    // its new process by then.
+    kill.how = KillHow::kBetween;
+    kill.round = first.iteration + 3;
+    if (kill.role == Role::kLeaving) kill.role = Role::kNew;
+  }
+  return kill;
+}
+
+/// The migration family: 4 to 6 processes under the driver (respawn, two
+/// copies), one or two moves (by spawn, or to spares: 1 or 2, so a move of
+/// two processes may find too few), and at most one death around the first
+/// move, so nothing may be lost.
+Scenario make_migration_scenario(std::uint64_t seed, Draw& draw) {
+  Scenario s;
+  s.seed = seed;
+  s.family = Family::kMigration;
+  s.mode = Mode::kRespawn;
+  s.processes = draw.between(4, 6);
+  s.copies = 2;
+  s.spares = draw.pick(std::array{0, 0, 1, 2});
+  s.rounds = draw.between(10, 16);
+  s.checkpoint_every = draw.between(3, 5);
+  s.items = draw.between(1, 32);
+  std::vector<int> pool;
+  for (int rank = 0; rank < s.processes; ++rank) pool.push_back(rank);
+  Move first{.iteration = draw.between(1, s.rounds / 2 - 1), .movers = draw.take(pool, draw.between(1, 2))};
+  std::sort(first.movers.begin(), first.movers.end());
+  s.moves.push_back(first);
+  const int later = draw.between(first.iteration + 4, s.rounds + 2);
+  if (later <= s.rounds - 3) s.moves.push_back({.iteration = later, .movers = draw.take(pool, 1)});
+  if (draw.percent(85)) s.kills.push_back(draw_migration_kill(s, draw));
+  return s;
+}
+
 }  // namespace
 
 int Scenario::loss_generation(int victim) const {
@@ -200,22 +269,40 @@ const char* mpi_kind_name(MpiKind kind) {
 }
 
 std::optional<Family> parse_family(std::string_view name) {
-  for (auto family : {Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental}) {
+  for (auto family : {Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental,
+                      Family::kStoreMix, Family::kPieces, Family::kMigration}) {
     if (name == family_name(family)) return family;
   }
   return std::nullopt;
 }
 
 Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
+  // The newer families come from a stream of their own, 20% each, so that
+  // every other seed draws the scenario it drew before they existed.
+  Draw newer(seed ^ 0x6e657765722d6661ULL);
+  const int pick = newer.between(0, 99);
+  std::optional<Family> newer_family;
+  if (family && (*family == Family::kStoreMix || *family == Family::kPieces || *family == Family::kMigration)) {
+    newer_family = family;
+  } else if (!family && pick < 60) {
+    newer_family = std::array{Family::kStoreMix, Family::kPieces, Family::kMigration}[static_cast<std::size_t>(pick / 20)];
+  }
+  if (newer_family == Family::kMigration) return make_migration_scenario(seed, newer);
   Draw draw(seed);
   Scenario s;
   s.seed = seed;
   s.family = draw.pick(std::array{Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental});
   if (family) s.family = *family;
+  if (newer_family) s.family = *newer_family;
   s.mode = draw.percent(50) ? Mode::kRespawn : Mode::kShrink;
+  if (s.family == Family::kStoreMix) s.mode = Mode::kMixed;
   s.processes = draw.between(4, 8);
   s.copies = draw.between(2, 3);
   if (s.mode == Mode::kRespawn && draw.percent(50)) s.spares = draw.between(1, 2);
+  if (s.family == Family::kStoreMix) {
+    s.variable = newer.percent(50);
+    if (newer.percent(30)) s.spares = 1;
+  }
   // Fewer than `copies` deaths in all can never lose data, and a shrunken
   // job keeps at least `copies` processes.
   const int most_kills = std::min(s.copies - 1, s.processes - s.copies);
@@ -243,9 +330,15 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   }
   s.rounds = draw.between(2, 4);
   s.blocks = static_cast<std::uint64_t>(draw.between(s.processes, 48 * s.processes));
-  s.block_bytes = s.family == Family::kStore ? static_cast<std::size_t>(draw.pick(std::array{1, 8, 24, 64, 200}))
-                                            : static_cast<std::size_t>(draw.between(0, 300));
+  s.block_bytes = !s.variable_blocks() ? static_cast<std::size_t>(draw.pick(std::array{1, 8, 24, 64, 200}))
+                                       : static_cast<std::size_t>(draw.between(0, 300));
   if (draw.percent(50)) s.permuted_blocks = static_cast<std::uint64_t>(draw.pick(std::array{1, 2, 4, 16}));
+  if (s.family == Family::kPieces) {
+    // Thousands of pieces in every exchange, each a block or two.
+    s.blocks = static_cast<std::uint64_t>(s.processes * newer.between(256, 2048));
+    s.block_bytes = static_cast<std::size_t>(newer.pick(std::array{8, 16, 64}));
+    s.permuted_blocks = static_cast<std::uint64_t>(newer.between(1, 2));
+  }
   if (draw.percent(30)) {
     // Data may be lost: copies or more die at once right after a submit.
     // Earlier rounds may lose fewer, killed between operations (they are
@@ -269,6 +362,14 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   }
   plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
   plan_replacement_kill(s, draw, s.rounds - 1);
+  if (s.family == Family::kStoreMix) {
+    // A second recovery, so that the job that shrank respawns: one more
+    // process dies before the last round's submit, after the others were
+    // healed (so at most copies - 1 are ever dead between two heals).
+    for (auto& kill : s.kills) kill.round = std::min(kill.round, s.rounds - 2);
+    s.kills.push_back({.victim = newer.take(pool, 1).front(), .how = KillHow::kBetween, .round = s.rounds - 1,
+                       .moment = Moment::kBeforeSubmit});
+  }
   return s;
 }
 
@@ -276,30 +377,37 @@ std::string Scenario::describe() const {
   std::ostringstream out;
   out << "seed " << seed << ": " << family_name(family) << ", " << processes << " processes";
   if (spares > 0) out << " + " << spares << " spares";
-  out << ", " << (mode == Mode::kRespawn ? "respawn" : "shrink") << ", " << copies
-      << " copies";
-  if (family == Family::kCheckpoint) {
+  out << ", " << std::array{"shrink", "respawn", "shrink then respawn"}[static_cast<std::size_t>(mode)] << ", "
+      << copies << " copies";
+  if (family == Family::kCheckpoint || family == Family::kMigration) {
     out << ", " << rounds << " iterations, checkpoint every " << checkpoint_every << ", " << items
         << " items per process";
+    for (const auto& move : moves) {
+      out << "; moving at iteration " << move.iteration << ":";
+      for (int mover : move.movers) out << " #" << mover;
+    }
   } else if (family == Family::kIncremental) {
     out << ", " << rounds << " versions of " << blocks << " pages, "
         << std::array{"sync", "address order", "learned order"}[static_cast<std::size_t>(commit_mode)] << ", "
         << cow_pages << " copy-on-write pages";
   } else {
-    out << ", " << rounds << " versions of " << blocks << " blocks of "
-        << (family == Family::kStore ? "" : "0 to ") << block_bytes << " bytes";
+    out << ", " << rounds << " versions of " << blocks << " blocks of " << (variable_blocks() ? "0 to " : "")
+        << block_bytes << " bytes";
     if (permuted_blocks > 0) out << ", permutation ranges of " << permuted_blocks << " blocks";
   }
   out << "; kills:";
   if (kills.empty() && loss_victims.empty()) out << " none";
   for (const auto& kill : kills) {
+    const bool stepping = family == Family::kCheckpoint || family == Family::kMigration;
     out << " #" << kill.victim << (kill.generation > 0 ? "'s replacement" : "")
-        << (family == Family::kCheckpoint ? "@iteration " : "@round ") << kill.round << " "
+        << (family == Family::kMigration ? std::array{" (leaving)", " (bystander)", " (its new process)"}[static_cast<std::size_t>(kill.role)] : "")
+        << (stepping ? "@iteration " : "@round ") << kill.round << " "
         << (kill.in_recovery ? (kill.generation > 0 ? "in the recovery that spawned it, " : "in a recovery, ") : "");
     switch (kill.how) {
-      case KillHow::kBetween: out << (family == Family::kCheckpoint ? "between steps" : moment_name(kill.moment)); break;
+      case KillHow::kBetween: out << (stepping ? "between steps" : moment_name(kill.moment)); break;
       case KillHow::kFaultPoint: out << "in " << kill.point; break;
       case KillHow::kMpiCall: out << "at call " << kill.nth << " of " << mpi_kind_name(kill.kind); break;
+      case KillHow::kTimer: out << kill.delay_ms << " ms later"; break;
     }
     out << ";";
   }

@@ -13,17 +13,34 @@
 
 namespace reprise::chaos {
 
-/// Which part of reprise a scenario exercises.
-enum class Family { kStore, kVarstore, kCheckpoint, kIncremental };
+/// Which part of reprise a scenario exercises. The last three are drawn
+/// first, from a stream of their own (`make_scenario`), so that a seed that
+/// draws none of them keeps the scenario it had before they existed:
+/// `kStoreMix` a store or a variable store recovering by shrink and by
+/// respawn in turn, `kPieces` a store of many small blocks in permutation
+/// ranges of one or two blocks (thousands of pieces per exchange),
+/// `kMigration` processes moving live (by spawn or to spares) under the
+/// driver while one dies around the move.
+enum class Family { kStore, kVarstore, kCheckpoint, kIncremental, kStoreMix, kPieces, kMigration };
 
-/// How the survivors recover.
-enum class Mode { kShrink, kRespawn };
+/// How the survivors recover: `kMixed` shrinks from an even epoch and
+/// respawns from an odd one (every process agrees on the epoch), so a run
+/// shrinks first and respawns next.
+enum class Mode { kShrink, kRespawn, kMixed };
 
 /// How a victim dies.
 enum class KillHow {
   kBetween,     ///< `inject::kill_self` between two operations
   kFaultPoint,  ///< at one of reprise's named fault points (`inject::arm`)
   kMpiCall,     ///< at the n-th MPI call of one kind (the PMPI interposition)
+  kTimer,       ///< `delay_ms` after it is armed, on a thread, whatever the process does then
+};
+
+/// In the migration family: who dies, seen from the first move.
+enum class Role {
+  kLeaving,    ///< a process that moves
+  kBystander,  ///< a process that does not
+  kNew,        ///< the process that takes over from a leaving one
 };
 
 /// Where a `between` kill falls within a round of the store families.
@@ -44,6 +61,15 @@ struct Kill {
   int nth = 1;               ///< for `mpi_call`: dies at the nth call of `kind` after arming
   bool in_recovery = false;  ///< armed when a recovery starts (store and incremental families); for a
                              ///< replacement, when it joins the recovery that spawned it (every family)
+  int delay_ms = 0;          ///< for `timer`
+  Role role = Role::kBystander;  ///< migration family: a `new` victim is the process started by the move
+};
+
+/// In the migration family: at iteration `iteration` the processes `movers`
+/// ask to move; the move happens two safe points later.
+struct Move {
+  int iteration = 0;
+  std::vector<int> movers;
 };
 
 /// A whole scenario.
@@ -61,7 +87,9 @@ struct Scenario {
   int checkpoint_every = 2;            ///< checkpoint: iterations between checkpoints
   int items = 0;                       ///< checkpoint: items per process
   int commit_mode = 0;                 ///< incremental: 0 sync, 1 address order, 2 learned order
+  bool variable = false;               ///< storemix: a VariableStore (else a Store)
   int cow_pages = 0;                   ///< incremental: pages of the copy-on-write buffer
+  std::vector<Move> moves;             ///< migration: the moves asked for, in order
   std::vector<Kill> kills;             ///< at most copies - 1 original ranks, plus replacements of them
   int loss_round = -1;                 ///< round after whose submit (checkpoint: iteration after whose checkpoint) `loss_victims` die at once
   std::vector<int> loss_victims;       ///< copies or more, so data may be lost
@@ -69,6 +97,11 @@ struct Scenario {
   /// Which process of original rank `victim` a loss batch kills: in respawn
   /// mode, the replacement of a process killed earlier.
   [[nodiscard]] int loss_generation(int victim) const;
+
+  /// Whether the store's blocks vary in size (varstore, or a variable storemix).
+  [[nodiscard]] bool variable_blocks() const {
+    return family == Family::kVarstore || (family == Family::kStoreMix && variable);
+  }
 
   /// The scenario in one line, for reports.
   [[nodiscard]] std::string describe() const;
@@ -78,7 +111,8 @@ struct Scenario {
 /// follows from the seed).
 [[nodiscard]] Scenario make_scenario(std::uint64_t seed, std::optional<Family> family);
 
-/// "store", "varstore", "checkpoint" or "incremental"; nothing for anything else.
+/// A family by its name ("store", "varstore", "checkpoint", "incremental",
+/// "storemix", "pieces", "migration"); nothing for anything else.
 [[nodiscard]] std::optional<Family> parse_family(std::string_view name);
 
 /// The name of `kind` as the interposed MPI function is called.
