@@ -343,7 +343,14 @@ std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
     }
     if (parts.internal != MPI_COMM_NULL) MPI_Comm_free(&parts.internal);
     if (parts.comm != MPI_COMM_NULL) MPI_Comm_free(&parts.comm);
-    if (migration) {
+    // Whether the round was a migration, the same everywhere: a process
+    // whose broadcast of the header failed may not know (a spare), while the
+    // actives of a migration always do. Without this agreement such a spare
+    // would start another round while the others renew the pool, and both
+    // would wait for each other forever.
+    bool plain_round = !migration && round.leaving.empty();
+    (void)detail::ulfm::agree(shrunk, plain_round);
+    if (!plain_round) {
       // Nobody moved: the actives raise and recover as after any failure
       // (the leaving ones are still members), the spares wait on, on a pool
       // that is not revoked (the failed agreement revoked this one).

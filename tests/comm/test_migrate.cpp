@@ -241,15 +241,16 @@ TEST(Migrate, DifferentListsAreAUsageErrorEverywhere) {
   test::expect_working(comm);
 }
 
-// A process that does not leave dies during the handover: every member
-// raises, including the leaving one (still a member, its state intact), the
-// new process gives up, and the survivors shrink and migrate again.
-TEST(Migrate, ABystanderKilledDuringAMigration) {
-  const OriginalRank leaving{1};
-  const OriginalRank bystander{2};
+namespace {
+
+/// `bystander` dies at fault point `point` of a move of `leaving`: every
+/// member raises, including the leaving one (still a member, its state
+/// intact), the new process gives up (or no spare was taken), and the
+/// survivors shrink and migrate again.
+void bystander_killed_during_a_migration(const char* point, OriginalRank leaving, OriginalRank bystander) {
   auto comm = Comm::world();
   if (!comm.migrated_in()) {
-    inject::arm("comm.migrate.handover", bystander);
+    inject::arm(point, bystander);
     const auto mine = comm.original_rank() == leaving ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
     test::expect_failure_reported(comm, {bystander}, [&] { (void)comm.migrate(std::vector{leaving}, mine); });
     comm = comm.shrink();
@@ -266,6 +267,21 @@ TEST(Migrate, ABystanderKilledDuringAMigration) {
   }
   EXPECT_EQ(comm.size(), comm.original_size() - 1);
   test::expect_working(comm);
+}
+
+}  // namespace
+
+TEST(Migrate, ABystanderKilledDuringAMigration) {
+  bystander_killed_during_a_migration("comm.migrate.handover", OriginalRank{1}, OriginalRank{2});
+}
+
+// With spares: a bystander dies as the spares learn of the move (before the
+// pool's broadcast of who leaves, where it relays that broadcast to a
+// spare). The spare never learns the round was a migration; it must still
+// end the round as the others do (a chaos seed hung there: the spare started
+// another round while the others renewed the pool).
+TEST(Migrate, ABystanderKilledAsTheSparesAreToldOfAMigration) {
+  bystander_killed_during_a_migration("comm.take_from_pool", OriginalRank{3}, OriginalRank{1});
 }
 
 // The leaving process dies during the handover: the others raise,
