@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
@@ -109,6 +110,30 @@ std::vector<MPI_Request> tell_spawned(MPI_Comm inter, int word) {
 void complete_told(std::vector<MPI_Request>& told) noexcept {
   if (!told.empty()) MPI_Waitall(static_cast<int>(told.size()), told.data(), MPI_STATUSES_IGNORE);
   told.clear();
+}
+
+int wait_for_join_word(MPI_Comm parents) {
+  int word = kJoinAbandon;
+  MPI_Request request = MPI_REQUEST_NULL;
+  if (MPI_Irecv(&word, 1, MPI_INT, 0, kJoinTag, parents, &request) != MPI_SUCCESS) {
+    abandon("the survivors' recovery was interrupted by another failure");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kJoinWordTimeout;
+  for (;;) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+      abandon("the survivors' recovery was interrupted by another failure");
+    }
+    if (done != 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      abandon(("no word from the process that started it within " + std::to_string(kJoinWordTimeout.count()) +
+               " s: it died before it told this one anything")
+                  .c_str());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (word == kJoinAbandon) abandon("the survivors' recovery was interrupted by another failure");
+  return word;
 }
 
 void abandon(const char* why) {
@@ -241,8 +266,8 @@ struct SelfSpawn {
 void drop_spawned(MPI_Comm& inter) {
   if (inter == MPI_COMM_NULL) return;
   auto told = tell_spawned(inter, kJoinAbandon);
-  ulfm::revoke(inter);
   complete_told(told);
+  ulfm::revoke(inter);
   MPI_Comm_free(&inter);
 }
 
@@ -326,15 +351,16 @@ int spawning_rank(Comm& healed) {
 /// built over the spawning parent's merge with them. Null where it failed.
 MPI_Comm connect_parents(Comm& healed, int root, MPI_Comm& spawned) {
   const bool spawning = healed.rank().value() == root;
-  std::vector<MPI_Request> told;
   MPI_Comm bridge = MPI_COMM_NULL;
   if (spawning) {
-    told = tell_spawned(spawned, kJoinGo);
+    auto told = tell_spawned(spawned, kJoinGo);
     if (MPI_Intercomm_merge(spawned, 0, &bridge) == MPI_SUCCESS) {
       MPI_Comm_set_errhandler(bridge, MPI_ERRORS_RETURN);
     } else {
       bridge = MPI_COMM_NULL;
     }
+    complete_told(told);
+    if (bridge == MPI_COMM_NULL) ulfm::revoke(spawned);  // the new processes leave the merge
   }
   MPI_Comm inter = MPI_COMM_NULL;
   if (MPI_Intercomm_create(healed.raw(), root, bridge, 1, kBridgeTag, &inter) == MPI_SUCCESS) {
@@ -345,8 +371,6 @@ MPI_Comm connect_parents(Comm& healed, int root, MPI_Comm& spawned) {
     if (bridge != MPI_COMM_NULL) ulfm::revoke(bridge);  // and so do the new processes
   }
   if (spawning) {
-    if (bridge == MPI_COMM_NULL) ulfm::revoke(spawned);
-    complete_told(told);
     if (bridge != MPI_COMM_NULL) MPI_Comm_free(&bridge);
     MPI_Comm_free(&spawned);
   }
@@ -370,6 +394,7 @@ void spawn_replacements(Comm& healed, const Command& command, int count, const S
     healed.check(rc, "respawn: agreement after MPI_Comm_spawn");
     raise_failed_spawn(healed, spawned, command, where, count);
   }
+  inject::fault_point("comm.respawn.spawned", healed.original_rank());
   inter = connect_parents(healed, root, spawned_inter);
   bool connected = inter != MPI_COMM_NULL;
   healed.check(ulfm::agree_on_step(healed.raw(), connected), "respawn: agreement after MPI_Intercomm_create");
@@ -405,10 +430,7 @@ InitWatch::~InitWatch() {
 
 MPI_Comm connect_to_parents(MPI_Comm parent) {
   MPI_Comm_set_errhandler(parent, MPI_ERRORS_RETURN);
-  int word = kJoinAbandon;
-  if (MPI_Recv(&word, 1, MPI_INT, 0, kJoinTag, parent, MPI_STATUS_IGNORE) != MPI_SUCCESS || word == kJoinAbandon) {
-    abandon("the survivors' recovery was interrupted by another failure");
-  }
+  (void)wait_for_join_word(parent);
   MPI_Comm bridge = MPI_COMM_NULL;
   if (MPI_Intercomm_merge(parent, 1, &bridge) != MPI_SUCCESS) abandon("merge with the process that started it failed");
   MPI_Comm_set_errhandler(bridge, MPI_ERRORS_RETURN);
@@ -436,9 +458,8 @@ MPI_Comm merge_replacements(Comm& healed, MPI_Comm& inter, int word) {
   MPI_Comm merged = MPI_COMM_NULL;
   bool merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS;
   const int rc = detail::ulfm::agree_on_step(inter, merged_ok);
-  // A process that is gone never receives its word: the revoke ends the send.
-  if (rc != MPI_SUCCESS || !merged_ok) detail::ulfm::revoke(inter);
   complete_told(told);
+  if (rc != MPI_SUCCESS || !merged_ok) detail::ulfm::revoke(inter);
   healed.check(rc, "respawn: agreement after MPI_Intercomm_merge");
   MPI_Comm_free(&inter);
   return merged_ok ? merged : MPI_COMM_NULL;
@@ -448,8 +469,8 @@ void abandon_replacements(const Comm& healed, MPI_Comm& inter) {
   if (inter == MPI_COMM_NULL) return;
   std::vector<MPI_Request> told;
   if (healed.rank().value() == 0) told = tell_spawned(inter, kJoinAbandon);
-  detail::ulfm::revoke(inter);
   complete_told(told);
+  detail::ulfm::revoke(inter);
   MPI_Comm_free(&inter);
 }
 
@@ -520,11 +541,7 @@ Comm Comm::respawn() {
 
 Comm Comm::join_as_replacement(MPI_Comm spawned_by) {
   MPI_Comm parent = detail::connect_to_parents(spawned_by);
-  int word = detail::kJoinAbandon;
-  if (MPI_Recv(&word, 1, MPI_INT, 0, detail::kJoinTag, parent, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
-      word == detail::kJoinAbandon) {
-    detail::abandon("the survivors' recovery was interrupted by another failure");
-  }
+  const int word = detail::wait_for_join_word(parent);
   MPI_Comm merged = MPI_COMM_NULL;
   bool merged_ok = MPI_Intercomm_merge(parent, 1, &merged) == MPI_SUCCESS;
   if (detail::ulfm::agree_on_step(parent, merged_ok) != MPI_SUCCESS || !merged_ok) {

@@ -45,8 +45,14 @@ inline constexpr int kJoinMigrate = 2;
 /// before `inter` is freed (see there).
 [[nodiscard]] std::vector<MPI_Request> tell_spawned(MPI_Comm inter, int word);
 
-/// Waits for the sends of `tell_spawned`, which have completed or, on a
-/// revoked intercommunicator, end with an error. They must not outlive the
+/// Waits for the sends of `tell_spawned`: a word is sent eagerly, so each
+/// completes once it left, or with an error if its process is gone. Call it
+/// before any revoke of the intercommunicator: a revoke completes a send
+/// still queued in the TCP transport (a connection to a new process is made
+/// at its first message) with an error, the wait frees it, and when the
+/// transport later fails the fragment (the process left on the revoke),
+/// Open MPI aborts the sender ("Send error after request freed"; chaos
+/// seed 193). They must not outlive the
 /// intercommunicator's MPI_Comm_free: Open MPI 5.0's agreement on an
 /// intercommunicator (ERA's shadow communicator in coll/ftagree) drops the
 /// intercommunicator's entry from the table of communicator indices, so the
@@ -99,6 +105,18 @@ void keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexce
 
 /// Ends a spawned process whose joining failed (recorded as abandoned).
 [[noreturn]] void abandon(const char* why);
+
+/// How long a spawned process waits for a word from its parents. They send
+/// it right after an agreement they were all in when the spawn ended, so it
+/// comes within milliseconds; none comes if the parent to send it died
+/// first, and a process of another job learns of that death only from a
+/// connection to it, which a word would have made.
+inline constexpr std::chrono::seconds kJoinWordTimeout{10};
+
+/// In a spawned process: the next word (kJoin*) from rank 0 of the remote
+/// group of `parents`; abandons (exits) on an error, on kJoinAbandon, or if
+/// none came within kJoinWordTimeout.
+int wait_for_join_word(MPI_Comm parents);
 
 /// Where new processes go: the hosts given (comma-separated), else
 /// `$REPRISE_SPAWN_HOSTS`, as MPI_Comm_spawn's "host" key; else where Open

@@ -198,13 +198,18 @@ void kill_after(const Comm& comm, OriginalRank victim, std::chrono::milliseconds
 
 /// #1 dies; while the survivors spawn its replacement (one of them alone,
 /// rank 0 of the survivors, which takes about a second here), `second` dies
-/// too. The respawn starts over and replaces both.
-void kill_while_spawning(OriginalRank second) {
+/// too: 300 ms into the respawn, or at fault point `point` if given. The
+/// respawn starts over and replaces both.
+void kill_while_spawning(OriginalRank second, const char* point = nullptr) {
   auto comm = Comm::world();
   const OriginalRank first{1};
   if (!comm.is_replacement()) {
     kill_and_detect(comm, {first});
-    kill_after(comm, second, std::chrono::milliseconds(300));
+    if (point != nullptr) {
+      inject::arm(point, second);
+    } else {
+      kill_after(comm, second, std::chrono::milliseconds(300));
+    }
     comm = comm.respawn();
   }
   expect_full_size(comm, first < second ? std::vector{first, second} : std::vector{second, first});
@@ -220,6 +225,15 @@ TEST(Failures, ASurvivorKilledWhileTheReplacementIsSpawned) { kill_while_spawnin
 // starting wait in MPI_Init until they give up (REPRISE_SPAWN_TIMEOUT and
 // 10 s), the others spawn again from another parent.
 TEST(Failures, TheSurvivorThatSpawnsKilledWhileItSpawns) { kill_while_spawning(OriginalRank{0}); }
+
+// The parent that spawned dies once the spawn is agreed, before it told the
+// new processes anything: they learn of its death from no one (another job,
+// no connection to it yet), give up after kJoinWordTimeout (10 s), and the
+// others spawn again from another parent. A chaos seed hung here: the new
+// processes waited for the word forever.
+TEST(Failures, TheSurvivorThatSpawnedKilledBeforeItToldTheNewProcesses) {
+  kill_while_spawning(OriginalRank{0}, "comm.respawn.spawned");
+}
 
 // A new process dies inside its MPI_Init (REPRISE_TEST_KILL_IN_INIT): the
 // spawn never ends, the parent that spawned gives up after
