@@ -365,8 +365,16 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   if (s.family == Family::kStoreMix) {
     // A second recovery, so that the job that shrank respawns: one more
     // process dies before the last round's submit, after the others were
-    // healed (so at most copies - 1 are ever dead between two heals).
-    for (auto& kill : s.kills) kill.round = std::min(kill.round, s.rounds - 2);
+    // healed (so at most copies - 1 are ever dead between two heals). A
+    // kill at the n-th MPI call could come rounds later, even inside the
+    // heal of the second recovery: those die at an exchange instead.
+    for (auto& kill : s.kills) {
+      kill.round = std::min(kill.round, s.rounds - 2);
+      if (kill.how == KillHow::kMpiCall && !kill.in_recovery) {
+        kill.how = KillHow::kFaultPoint;
+        kill.point = kExchangePoints[static_cast<std::size_t>(kill.nth % 2)];
+      }
+    }
     s.kills.push_back({.victim = newer.take(pool, 1).front(), .how = KillHow::kBetween, .round = s.rounds - 1,
                        .moment = Moment::kBeforeSubmit});
   }
