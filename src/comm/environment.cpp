@@ -112,6 +112,7 @@ Environment::Environment(int& argc, char**& argv) : Environment(argc, argv, MPI_
 
 Environment::Environment(int& argc, char**& argv, int thread_level) {
   (void)finalize_timeout();  // a bad setting is refused now, not when the run ends
+  (void)detail::spawn_timeout();  // likewise, not at the first spawn
   // Open MPI writes to sockets (TCP between a spawned replacement and the
   // rest, the runtime's own) whose other end may belong to a process that
   // just died; the default SIGPIPE would then kill this survivor too. With
