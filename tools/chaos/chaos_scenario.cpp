@@ -2,7 +2,7 @@
 // ULFM and writes each process's verdict to $CHAOS_RESULT_DIR/<pid>.json for
 // scripts/chaos, which combines them.
 //
-//   chaos_scenario --seed S [--family store|varstore|checkpoint|incremental|storemix|pieces|migration] [--plan]
+//   chaos_scenario --seed S [--family store|...|migration|disk] [--plan] [--restart]
 //
 // --plan prints the scenario as one JSON line without starting MPI (the
 // driver learns from it how many processes to start).
@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -862,6 +863,22 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
 }
 
 
+/// Kills this process (`me`) as `kill` says, now (`between`) or later: at
+/// its fault point, at its MPI call, or by timer on a thread.
+void carry_out(const Kill& kill, OriginalRank me) {
+  switch (kill.how) {
+    case KillHow::kBetween: inject::kill_self(me);
+    case KillHow::kFaultPoint: inject::arm(kill.point, me); break;
+    case KillHow::kMpiCall: arm_mpi_kill(kill.kind, kill.nth, me); break;
+    case KillHow::kTimer:
+      std::thread([delay = kill.delay_ms, me] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+        inject::kill_self(me);
+      }).detach();
+      break;
+  }
+}
+
 // ---------------------------------------------------------------- migration family
 
 /// Whether this process is the one `kill` names: its original rank, and the
@@ -884,18 +901,7 @@ void arm_migration_kills(const Scenario& s, const Comm& comm, std::vector<bool>&
                              : !after_poll && (kill.role == Role::kNew ? at < 0 : at == kill.round);
     if (!due) continue;
     armed[k] = true;
-    const OriginalRank me = comm.original_rank();
-    switch (kill.how) {
-      case KillHow::kBetween: inject::kill_self(me); break;
-      case KillHow::kFaultPoint: inject::arm(kill.point, me); break;
-      case KillHow::kMpiCall: arm_mpi_kill(kill.kind, kill.nth, me); break;
-      case KillHow::kTimer:
-        std::thread([delay = kill.delay_ms, me] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-          inject::kill_self(me);
-        }).detach();
-        break;
-    }
+    carry_out(kill, comm.original_rank());
   }
 }
 
@@ -943,12 +949,185 @@ Verdict run_migration_family(const Scenario& s, Comm& comm) {
   return Verdict::kOk;
 }
 
+// ---------------------------------------------------------------- disk family
+
+/// The disk level's directory, from scripts/chaos.
+std::filesystem::path disk_directory() {
+  const char* dir = std::getenv("CHAOS_DISK_DIR");
+  if (dir == nullptr || *dir == '\0') {
+    throw Finding{Verdict::kUnexpectedError, "the disk family needs CHAOS_DISK_DIR (scripts/chaos sets it)"};
+  }
+  return dir;
+}
+
+/// Arms this process's death in the whole-job loss at `at` (once).
+void arm_whole_job_loss(const Scenario& s, const Comm& comm, std::uint64_t at, bool& armed) {
+  const Kill& kill = s.kills[static_cast<std::size_t>(comm.original_rank().value())];
+  if (armed || static_cast<int>(at) != kill.round) return;
+  armed = true;
+  carry_out(kill, comm.original_rank());
+}
+
+/// The first job of the disk family: the checkpoint family's iteration with
+/// every `disk_every`-th version on disk, until every process dies. A
+/// process that meets another's death (every death is planned) dies too,
+/// as does one whose own death is armed when anything fails; any other
+/// error is a finding. Never returns.
+[[noreturn]] void run_disk_first_job(const Scenario& s, Comm& comm) {
+  const auto expected = trajectory(s);
+  Work work = initial_work(s, comm, expected);
+  Checkpoint checkpoint(comm, {.copies = s.copies});
+  protect(checkpoint, work);
+  DiskLevel disk(comm, checkpoint, {.directory = disk_directory(),
+                                    .every = static_cast<std::uint64_t>(s.disk_every),
+                                    .keep = s.disk_keep});
+  if (disk.restart().outcome != RestartOutcome::kNoCheckpoint) {
+    throw Finding{Verdict::kUnexpectedError, "the first job found a checkpoint in its fresh directory"};
+  }
+  bool armed = false;
+  try {
+    for (std::uint64_t at = 0; at < static_cast<std::uint64_t>(s.rounds); ++at) {
+      arm_whole_job_loss(s, comm, at, armed);
+      if (at % static_cast<std::uint64_t>(s.checkpoint_every) == 0) {
+        work.iteration[1] = at;
+        checkpoint.checkpoint();
+      }
+      advance(comm, work);
+    }
+  } catch (const CommFailure&) {
+  } catch (const Error&) {
+    if (!armed) throw;
+  }
+  inject::kill_self(comm.original_rank());
+}
+
+/// What scripts/chaos says the second job must find ($CHAOS_DISK_EXPECT):
+/// the version to restart from, or that no version is usable although
+/// some have a manifest (`corrupt`), or that none has one (`none`).
+struct DiskExpectation {
+  std::uint64_t version = 0;  ///< 0: none to restart from
+  bool corrupt = false;
+};
+
+DiskExpectation disk_expectation() {
+  const char* text = std::getenv("CHAOS_DISK_EXPECT");
+  const std::string_view expect = text == nullptr ? "" : text;
+  if (expect == "none") return {};
+  if (expect == "corrupt") return {.corrupt = true};
+  if (expect.size() > 1 && expect[0] == 'v') return {.version = std::strtoull(text + 1, nullptr, 10)};
+  throw Finding{Verdict::kUnexpectedError, "the second job of the disk family needs CHAOS_DISK_EXPECT (scripts/chaos sets it)"};
+}
+
+/// A fresh start on this job's processes: item k goes to rank k mod size.
+void start_fresh(const Comm& comm, Work& work, const std::vector<std::vector<std::uint64_t>>& expected) {
+  for (std::uint64_t id = 0; id < expected[0].size(); ++id) {
+    if (id % static_cast<std::uint64_t>(comm.size()) == static_cast<std::uint64_t>(comm.rank().value())) {
+      work.ids.push_back(id);
+      work.values.push_back(expected[0][id]);
+    }
+  }
+}
+
+/// On another process count: old process k's state goes to rank k mod size.
+void adopt_saved(const DiskLevel& disk, const DiskRestart& restart, Comm& comm, Work& work) {
+  std::vector<OriginalRank> mine;
+  for (std::size_t k = 0; k < restart.old_members.size(); ++k) {
+    if (static_cast<int>(k % static_cast<std::size_t>(comm.size())) == comm.rank().value()) {
+      mine.push_back(restart.old_members[k]);
+    }
+  }
+  work.iteration = {UINT64_MAX, UINT64_MAX};
+  for (const auto& [owner, saved] : disk.fetch(mine)) {
+    const auto iteration = saved.values<std::uint64_t>("iteration");
+    if (work.iteration[0] != UINT64_MAX && iteration != work.iteration) {
+      throw Finding{Verdict::kWrongData, "the saved states of version " + std::to_string(restart.version) +
+                                             " are from different iterations"};
+    }
+    work.iteration = iteration;
+    const auto ids = saved.values<std::uint64_t>("ids");
+    const auto values = saved.values<std::uint64_t>("values");
+    work.ids.insert(work.ids.end(), ids.begin(), ids.end());
+    work.values.insert(work.values.end(), values.begin(), values.end());
+  }
+  // A process that adopted nothing takes the iteration from the others.
+  std::uint64_t at = work.iteration[0];
+  comm.check(MPI_Allreduce(MPI_IN_PLACE, &at, 1, MPI_UINT64_T, MPI_MIN, comm.raw()), "MPI_Allreduce");
+  work.iteration = {at, at};
+}
+
+/// Judges what `restart()` found against what scripts/chaos expects.
+void judge_restart(const DiskRestart& restart, const DiskExpectation& expect, const Scenario& s, const Comm& comm) {
+  const auto found = restart.outcome == RestartOutcome::kNoCheckpoint ? 0 : restart.version;
+  if (found == expect.version) {
+    const auto outcome = s.processes == comm.size() ? RestartOutcome::kRestored : RestartOutcome::kRedistribute;
+    if (found != 0 && restart.outcome != outcome) {
+      throw Finding{Verdict::kUnexpectedError, "restart() on " + std::to_string(comm.size()) + " processes of a version " +
+                                                   "written by " + std::to_string(s.processes) + " gave the wrong outcome"};
+    }
+    return;
+  }
+  if (found > expect.version) {
+    throw Finding{Verdict::kWrongData, "restart() chose version " + std::to_string(found) + ", damaged or unfinished; " +
+                                           (expect.version == 0 ? std::string("no version is intact")
+                                                                : "the newest intact one is " + std::to_string(expect.version))};
+  }
+  throw Finding{Verdict::kSilentLoss, "restart() " + (found == 0 ? std::string("started afresh") :
+                                                      "chose version " + std::to_string(found)) +
+                                          " although version " + std::to_string(expect.version) + " is intact"};
+}
+
+/// The second job of the disk family: restarts from disk, checks every
+/// value it restored, runs the remaining iterations (checkpointing to
+/// disk) and checks the result.
+Verdict run_disk_restart(const Scenario& s, Comm& comm) {
+  const auto expected = trajectory(s);
+  const auto expect = disk_expectation();
+  Work work;
+  Checkpoint checkpoint(comm, {.copies = s.copies});
+  protect(checkpoint, work);
+  DiskLevel disk(comm, checkpoint, {.directory = disk_directory(),
+                                    .every = static_cast<std::uint64_t>(s.disk_every),
+                                    .keep = s.disk_keep});
+  DiskRestart restart;
+  try {
+    restart = disk.restart();
+  } catch (const CorruptData& error) {
+    if (expect.corrupt) return Verdict::kOk;
+    throw Finding{expect.version != 0 ? Verdict::kWrongLossReport : Verdict::kUnexpectedError,
+                  std::string("restart() raised CorruptData: ") + error.what()};
+  }
+  if (expect.corrupt && restart.outcome == RestartOutcome::kNoCheckpoint) {
+    throw Finding{Verdict::kSilentLoss, "restart() started afresh although every version with a manifest is damaged"};
+  }
+  judge_restart(restart, expect, s, comm);
+  if (restart.outcome == RestartOutcome::kNoCheckpoint) start_fresh(comm, work, expected);
+  if (restart.outcome == RestartOutcome::kRedistribute) adopt_saved(disk, restart, comm, work);
+  if (restart.outcome != RestartOutcome::kNoCheckpoint) {
+    const auto iteration = (restart.version - 1) * static_cast<std::uint64_t>(s.checkpoint_every);
+    if (work.iteration[0] != iteration) {
+      throw Finding{Verdict::kWrongData, "version " + std::to_string(restart.version) + " holds iteration " +
+                                             std::to_string(work.iteration[0]) + ", not " + std::to_string(iteration)};
+    }
+    check_state(work, expected, "after the restart from disk");
+  }
+  for (std::uint64_t at = work.iteration[0]; at < static_cast<std::uint64_t>(s.rounds); at = work.iteration[0]) {
+    if (at % static_cast<std::uint64_t>(s.checkpoint_every) == 0 && work.iteration[1] != at) {
+      work.iteration[1] = at;
+      checkpoint.checkpoint();
+    }
+    advance(comm, work);
+  }
+  check_result(comm, work, expected);
+  return Verdict::kOk;
+}
+
 // ---------------------------------------------------------------- main
 
 struct Options {
   std::uint64_t seed = 0;
   std::optional<Family> family;
   bool plan = false;
+  bool restart = false;  ///< the disk family's second job
 };
 
 std::optional<Options> parse(int argc, char** argv) {
@@ -958,6 +1137,8 @@ std::optional<Options> parse(int argc, char** argv) {
     const std::string_view arg = argv[i];
     if (arg == "--plan") {
       options.plan = true;
+    } else if (arg == "--restart") {
+      options.restart = true;
     } else if (arg == "--seed" && i + 1 < argc) {
       char* end = nullptr;
       options.seed = std::strtoull(argv[++i], &end, 10);
@@ -974,6 +1155,17 @@ std::optional<Options> parse(int argc, char** argv) {
   return options;
 }
 
+/// The disk family's damages as a JSON list, for scripts/chaos.
+std::string damages_json(const Scenario& s) {
+  std::string out = "[";
+  for (const auto& damage : s.damages) {
+    out += (out.size() > 1 ? "," : "") + std::string("{\"kind\":") + json_string(damage_name(damage.kind)) +
+           ",\"newest\":" + std::to_string(damage.newest) + ",\"rank\":" + std::to_string(damage.rank) +
+           ",\"permille\":" + std::to_string(damage.permille) + "}";
+  }
+  return out + "]";
+}
+
 /// The store under test for the families that run through rounds.
 std::unique_ptr<Subject> make_subject(const Scenario& s, Comm& comm) {
   if (s.family == Family::kIncremental) return std::make_unique<IncrementalSubject>(comm, s);
@@ -981,7 +1173,11 @@ std::unique_ptr<Subject> make_subject(const Scenario& s, Comm& comm) {
   return std::make_unique<FixedSubject>(comm, s);
 }
 
-Verdict run(const Scenario& s, Comm& comm) {
+Verdict run(const Scenario& s, Comm& comm, bool restart) {
+  if (s.family == Family::kDisk) {
+    if (restart) return run_disk_restart(s, comm);
+    run_disk_first_job(s, comm);
+  }
   if (s.family == Family::kCheckpoint) return run_checkpoint_family(s, comm);
   if (s.family == Family::kMigration) return run_migration_family(s, comm);
   const auto subject = make_subject(s, comm);
@@ -997,15 +1193,17 @@ int main(int argc, char** argv) {
   const auto options = parse(argc, argv);
   if (!options) {
     std::fprintf(stderr, "usage: chaos_scenario --seed S [--family store|varstore|checkpoint|incremental|storemix|"
-                         "pieces|migration] [--plan]\n"
-                         "  S is a non-negative integer; the family is forced if given, otherwise drawn from S\n");
+                         "pieces|migration|disk] [--plan] [--restart]\n"
+                         "  S is a non-negative integer; the family is forced if given, otherwise drawn from S;\n"
+                         "  --restart runs the second job of a disk scenario\n");
     return 2;
   }
   const Scenario scenario = make_scenario(options->seed, options->family);
   if (options->plan) {
-    std::printf("{\"seed\":%llu,\"processes\":%d,\"spares\":%d,\"scenario\":%s}\n",
+    std::printf("{\"seed\":%llu,\"processes\":%d,\"spares\":%d,\"restart_processes\":%d,\"damages\":%s,"
+                "\"scenario\":%s}\n",
                 static_cast<unsigned long long>(scenario.seed), scenario.processes, scenario.spares,
-                json_string(scenario.describe()).c_str());
+                scenario.restart_processes, damages_json(scenario).c_str(), json_string(scenario.describe()).c_str());
     return 0;
   }
   catch_crashes();
@@ -1021,7 +1219,7 @@ int main(int argc, char** argv) {
     replacement = comm.is_replacement();
     reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, comm.original_rank());
     if (!replacement && me == 0) std::printf("chaos %s\n", scenario.describe().c_str());
-    verdict = run(scenario, comm);
+    verdict = run(scenario, comm, options->restart);
   } catch (const Finding& finding) {
     verdict = finding.verdict;
     reason = finding.reason;

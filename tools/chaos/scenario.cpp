@@ -53,6 +53,7 @@ const char* family_name(Family family) {
     case Family::kStoreMix: return "storemix";
     case Family::kPieces: return "pieces";
     case Family::kMigration: return "migration";
+    case Family::kDisk: return "disk";
   }
   return "?";
 }
@@ -247,7 +248,72 @@ Scenario make_migration_scenario(std::uint64_t seed, Draw& draw) {
   return s;
 }
 
+/// The disk family's whole-job loss: at one iteration every process of the
+/// first job arms its death. Either all die by timer after the same delay
+/// (a wall-clock limit), or each on its own: at once, after its image of
+/// the next version written to disk (before the manifest), or by timer
+/// after its own delay, so some may die while writing.
+void plan_whole_job_loss(Scenario& s, Draw& draw) {
+  const int iteration = draw.between(1, s.rounds - 1);
+  const bool together = draw.percent(40);
+  const int delay = draw.between(0, 150);
+  for (int rank = 0; rank < s.processes; ++rank) {
+    Kill kill{.victim = rank, .how = KillHow::kTimer, .round = iteration, .delay_ms = delay};
+    if (!together) {
+      const int how = draw.between(0, 2);
+      if (how == 0) kill.how = KillHow::kBetween;
+      if (how == 1) {
+        kill.how = KillHow::kFaultPoint;
+        kill.point = "disk_level.written";
+      }
+      kill.delay_ms = draw.between(0, 150);
+    }
+    s.kills.push_back(kill);
+  }
+}
+
+/// The disk family: a checkpointed iteration (two copies in memory, every
+/// `disk_every`-th version on disk, `disk_keep` kept) whose job loses every
+/// process; up to three damages to the files; a second job on 2 to 8
+/// processes (the same count a third of the time) restarts from disk.
+Scenario make_disk_scenario(std::uint64_t seed, Draw& draw) {
+  Scenario s;
+  s.seed = seed;
+  s.family = Family::kDisk;
+  s.mode = Mode::kRespawn;
+  s.processes = draw.between(2, 6);
+  s.copies = 2;
+  s.rounds = draw.between(6, 14);
+  s.checkpoint_every = draw.between(1, 3);
+  s.items = draw.between(1, 32);
+  s.disk_every = draw.between(1, 2);
+  s.disk_keep = draw.between(1, 3);
+  s.restart_processes = draw.percent(33) ? s.processes : draw.between(2, 8);
+  plan_whole_job_loss(s, draw);
+  const int damages = draw.pick(std::array{0, 0, 1, 1, 2, 3});
+  for (int k = 0; k < damages; ++k) {
+    s.damages.push_back({.kind = draw.pick(std::array{DamageKind::kCorruptImage, DamageKind::kTruncateImage,
+                                                      DamageKind::kDeleteImage, DamageKind::kCorruptManifest,
+                                                      DamageKind::kDeleteManifest}),
+                         .newest = draw.between(0, 1),
+                         .rank = draw.between(0, s.processes - 1),
+                         .permille = draw.between(0, 999)});
+  }
+  return s;
+}
+
 }  // namespace
+
+const char* damage_name(DamageKind kind) {
+  switch (kind) {
+    case DamageKind::kCorruptImage: return "corrupt-image";
+    case DamageKind::kTruncateImage: return "truncate-image";
+    case DamageKind::kDeleteImage: return "delete-image";
+    case DamageKind::kCorruptManifest: return "corrupt-manifest";
+    case DamageKind::kDeleteManifest: return "delete-manifest";
+  }
+  return "?";
+}
 
 int Scenario::loss_generation(int victim) const {
   if (mode != Mode::kRespawn) return 0;
@@ -270,7 +336,7 @@ const char* mpi_kind_name(MpiKind kind) {
 
 std::optional<Family> parse_family(std::string_view name) {
   for (auto family : {Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental,
-                      Family::kStoreMix, Family::kPieces, Family::kMigration}) {
+                      Family::kStoreMix, Family::kPieces, Family::kMigration, Family::kDisk}) {
     if (name == family_name(family)) return family;
   }
   return std::nullopt;
@@ -281,13 +347,15 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   // every other seed draws the scenario it drew before they existed.
   Draw newer(seed ^ 0x6e657765722d6661ULL);
   const int pick = newer.between(0, 99);
+  constexpr std::array kNewer{Family::kStoreMix, Family::kPieces, Family::kMigration, Family::kDisk};
   std::optional<Family> newer_family;
-  if (family && (*family == Family::kStoreMix || *family == Family::kPieces || *family == Family::kMigration)) {
+  if (family && std::find(kNewer.begin(), kNewer.end(), *family) != kNewer.end()) {
     newer_family = family;
-  } else if (!family && pick < 60) {
-    newer_family = std::array{Family::kStoreMix, Family::kPieces, Family::kMigration}[static_cast<std::size_t>(pick / 20)];
+  } else if (!family && pick < 80) {
+    newer_family = kNewer[static_cast<std::size_t>(pick / 20)];
   }
   if (newer_family == Family::kMigration) return make_migration_scenario(seed, newer);
+  if (newer_family == Family::kDisk) return make_disk_scenario(seed, newer);
   Draw draw(seed);
   Scenario s;
   s.seed = seed;
@@ -385,14 +453,31 @@ std::string Scenario::describe() const {
   std::ostringstream out;
   out << "seed " << seed << ": " << family_name(family) << ", " << processes << " processes";
   if (spares > 0) out << " + " << spares << " spares";
-  out << ", " << std::array{"shrink", "respawn", "shrink then respawn"}[static_cast<std::size_t>(mode)] << ", "
-      << copies << " copies";
-  if (family == Family::kCheckpoint || family == Family::kMigration) {
+  if (family != Family::kDisk) {
+    out << ", " << std::array{"shrink", "respawn", "shrink then respawn"}[static_cast<std::size_t>(mode)];
+  }
+  out << ", " << copies << " copies";
+  if (family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk) {
     out << ", " << rounds << " iterations, checkpoint every " << checkpoint_every << ", " << items
         << " items per process";
     for (const auto& move : moves) {
       out << "; moving at iteration " << move.iteration << ":";
       for (int mover : move.movers) out << " #" << mover;
+    }
+    if (family == Family::kDisk) {
+      out << ", every " << disk_every << (disk_every == 1 ? "st" : "nd") << " version on disk, " << disk_keep
+          << " kept; then restarted on " << restart_processes << " processes";
+      for (const auto& damage : damages) {
+        out << "; damage: " << damage_name(damage.kind) << " of the " << (damage.newest == 0 ? "newest" : "second newest")
+            << " version";
+        if (damage.kind != DamageKind::kCorruptManifest && damage.kind != DamageKind::kDeleteManifest) {
+          out << ", #" << damage.rank << "'s image";
+        }
+        if (damage.kind == DamageKind::kCorruptImage || damage.kind == DamageKind::kCorruptManifest ||
+            damage.kind == DamageKind::kTruncateImage) {
+          out << " at " << damage.permille << "/1000";
+        }
+      }
     }
   } else if (family == Family::kIncremental) {
     out << ", " << rounds << " versions of " << blocks << " pages, "
@@ -406,7 +491,7 @@ std::string Scenario::describe() const {
   out << "; kills:";
   if (kills.empty() && loss_victims.empty()) out << " none";
   for (const auto& kill : kills) {
-    const bool stepping = family == Family::kCheckpoint || family == Family::kMigration;
+    const bool stepping = family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk;
     out << " #" << kill.victim << (kill.generation > 0 ? "'s replacement" : "")
         << (family == Family::kMigration ? std::array{" (leaving)", " (bystander)", " (its new process)"}[static_cast<std::size_t>(kill.role)] : "")
         << (stepping ? "@iteration " : "@round ") << kill.round << " "

@@ -13,15 +13,18 @@
 
 namespace reprise::chaos {
 
-/// Which part of reprise a scenario exercises. The last three are drawn
+/// Which part of reprise a scenario exercises. The last four are drawn
 /// first, from a stream of their own (`make_scenario`), so that a seed that
 /// draws none of them keeps the scenario it had before they existed:
 /// `kStoreMix` a store or a variable store recovering by shrink and by
 /// respawn in turn, `kPieces` a store of many small blocks in permutation
 /// ranges of one or two blocks (thousands of pieces per exchange),
 /// `kMigration` processes moving live (by spawn or to spares) under the
-/// driver while one dies around the move.
-enum class Family { kStore, kVarstore, kCheckpoint, kIncremental, kStoreMix, kPieces, kMigration };
+/// driver while one dies around the move, `kDisk` a job checkpointing to the
+/// disk level that loses every process, then a second job that restarts
+/// from what is on disk (damaged by scripts/chaos in between) on another
+/// process count or the same.
+enum class Family { kStore, kVarstore, kCheckpoint, kIncremental, kStoreMix, kPieces, kMigration, kDisk };
 
 /// How the survivors recover: `kMixed` shrinks from an even epoch and
 /// respawns from an odd one (every process agrees on the epoch), so a run
@@ -72,6 +75,25 @@ struct Move {
   std::vector<int> movers;
 };
 
+/// What scripts/chaos does to the disk level's directory between the two
+/// jobs of the disk family.
+enum class DamageKind {
+  kCorruptImage,     ///< flips a byte of an image file
+  kTruncateImage,    ///< cuts an image file short
+  kDeleteImage,      ///< removes an image file
+  kCorruptManifest,  ///< flips a byte of a manifest
+  kDeleteManifest,   ///< removes a manifest (the version then looks unfinished)
+};
+
+/// One damage: to the `newest`-th newest version with a manifest (0: the
+/// newest) when the first job has ended; nothing if there are not so many.
+struct Damage {
+  DamageKind kind = DamageKind::kCorruptImage;
+  int newest = 0;
+  int rank = 0;      ///< whose image (image kinds)
+  int permille = 0;  ///< where in the file the byte flips, or how much of it is kept
+};
+
 /// A whole scenario.
 struct Scenario {
   std::uint64_t seed = 0;
@@ -90,7 +112,12 @@ struct Scenario {
   bool variable = false;               ///< storemix: a VariableStore (else a Store)
   int cow_pages = 0;                   ///< incremental: pages of the copy-on-write buffer
   std::vector<Move> moves;             ///< migration: the moves asked for, in order
-  std::vector<Kill> kills;             ///< at most copies - 1 original ranks, plus replacements of them
+  int restart_processes = 0;           ///< disk: processes of the second job
+  int disk_every = 1;                  ///< disk: versions written to disk (multiples of this)
+  int disk_keep = 2;                   ///< disk: complete versions kept on disk
+  std::vector<Damage> damages;         ///< disk: what happens to the files between the jobs
+  std::vector<Kill> kills;             ///< at most copies - 1 original ranks, plus replacements of them;
+                                       ///< disk: every process of the first job
   int loss_round = -1;                 ///< round after whose submit (checkpoint: iteration after whose checkpoint) `loss_victims` die at once
   std::vector<int> loss_victims;       ///< copies or more, so data may be lost
 
@@ -112,8 +139,11 @@ struct Scenario {
 [[nodiscard]] Scenario make_scenario(std::uint64_t seed, std::optional<Family> family);
 
 /// A family by its name ("store", "varstore", "checkpoint", "incremental",
-/// "storemix", "pieces", "migration"); nothing for anything else.
+/// "storemix", "pieces", "migration", "disk"); nothing for anything else.
 [[nodiscard]] std::optional<Family> parse_family(std::string_view name);
+
+/// The name of a damage kind, as scripts/chaos reads it from the plan.
+[[nodiscard]] const char* damage_name(DamageKind kind);
 
 /// The name of `kind` as the interposed MPI function is called.
 [[nodiscard]] const char* mpi_kind_name(MpiKind kind);
