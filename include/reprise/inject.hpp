@@ -61,8 +61,9 @@ struct NodeMember {
 /// node would: it stops itself (SIGSTOP, every thread) and never returns.
 [[noreturn]] void hang(OriginalRank me);
 
-/// What an injected fault does.
-enum class Action { kKill, kHang };
+/// What an injected fault does: `kCrash` ends the process with SIGSEGV
+/// (recorded as killed on purpose), as a fault inside MPI would.
+enum class Action { kKill, kHang, kCrash };
 
 /// One planned fault: `rank` fails when it reaches `step`; or, for a node
 /// fault, every process of node `node` dies with the first of them to reach
@@ -86,7 +87,7 @@ class Schedule {
   /// No faults.
   Schedule() = default;
 
-  /// Parses `"RANK@STEP[:hang],..."`, e.g. `"3@10,5@20:hang"`, and whole
+  /// Parses `"RANK@STEP[:hang|:crash],..."`, e.g. `"3@10,5@20:hang"`, and whole
   /// nodes as `"nodeK@STEP"` (node K of the job, counting from 1 in the order
   /// of their lowest ranks; see `bind_nodes`). Empty text is no faults.
   /// `UsageError` on anything malformed or a rank or node listed twice,

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "comm_detail.hpp"
+#include "crash_note.hpp"
 #include "spares.hpp"
 #include "reprise/inject.hpp"
 #include "ulfm.hpp"
@@ -366,6 +367,7 @@ void Comm::meet_failed(FirstAgreement first) {
 }
 
 void Comm::revoke() {
+  const detail::RecoveryScope scope(original_rank());
   // Revoking twice is harmless; errors here mean the communicator is gone
   // already, which is what we want.
   detail::ulfm::revoke(_internal);
@@ -410,6 +412,7 @@ std::vector<OriginalRank> Comm::ack_failed() {
 
 Comm Comm::shrink() {
   if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("shrink");
+  const detail::RecoveryScope scope(original_rank());
   // Each attempt shrinks, builds the private duplicate and agrees that every
   // survivor got this far. A failure in between makes the agreement fail on
   // all survivors alike, and they shrink the shrunk communicator again.

@@ -19,6 +19,7 @@
 #include <thread>
 #include <typeinfo>
 
+#include "crash_note.hpp"
 #include "finalize.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
@@ -140,6 +141,7 @@ Environment::Environment(int& argc, char**& argv, int thread_level) {
   identity.spawned = parent != MPI_COMM_NULL;
   MPI_Comm_rank(MPI_COMM_WORLD, &identity.world_rank);
   std::set_terminate(end_on_uncaught_exception);
+  detail::install_crash_note();  // after MPI_Init, over Open MPI's own handlers
   if (_owns) warn_if_not_fault_tolerant();
   if (!inject::recorded_outcome()) inject::record_outcome(inject::Outcome::kRunning, launcher_rank());
 }

@@ -62,6 +62,11 @@ std::atomic<bool> anything_armed{false};
 
 [[noreturn]] void carry_out(Action action, OriginalRank me) {
   if (action == Action::kHang) hang(me);
+  if (action == Action::kCrash) {
+    record_outcome(Outcome::kKilled, me, "crashed on purpose");
+    std::fflush(stdout);
+    ::raise(SIGSEGV);
+  }
   kill_self(me);
 }
 
@@ -172,7 +177,7 @@ Schedule Schedule::parse(std::string_view text, std::string source) {
   std::set<OriginalRank> seen;
   auto fail = [&](std::string_view entry, const std::string& why) -> UsageError {
     return UsageError(source + ": entry \"" + std::string(entry) + "\": " + why +
-                      "; expected RANK@STEP[:hang] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30");
+                      "; expected RANK@STEP[:hang|:crash] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30");
   };
   std::string_view rest = text;
   while (!rest.empty()) {
@@ -198,7 +203,8 @@ Schedule Schedule::parse(std::string_view text, std::string source) {
     if (const auto colon = entry.find(':'); colon != std::string_view::npos) {
       const auto action = entry.substr(colon + 1);
       if (action == "hang") fault.action = Action::kHang;
-      else if (action != "kill") throw fail(entry, "the action \"" + std::string(action) + "\" is neither kill nor hang");
+      else if (action == "crash") fault.action = Action::kCrash;
+      else if (action != "kill") throw fail(entry, "the action \"" + std::string(action) + "\" is not kill, hang or crash");
       place = entry.substr(0, colon);
     }
     const auto at = place.find('@');
@@ -330,6 +336,7 @@ std::string Schedule::to_string() const {
     }
     out << fault.rank.value() << '@' << fault.step;
     if (fault.action == Action::kHang) out << ":hang";
+    if (fault.action == Action::kCrash) out << ":crash";
   }
   return out.str();
 }

@@ -12,6 +12,7 @@
 #include <iterator>
 #include <string>
 
+#include "crash_note.hpp"
 #include "comm_detail.hpp"
 #include "spares.hpp"
 #include "reprise/comm.hpp"
@@ -99,6 +100,7 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
                                            std::span<const std::size_t> deferred,
                                            const HandoverTrailer& trailer) {
   if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("migrate");
+  const detail::RecoveryScope scope(original_rank());
   std::vector<OriginalRank> sorted(leaving.begin(), leaving.end());
   std::sort(sorted.begin(), sorted.end());
   std::string problem;
@@ -174,6 +176,7 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
 }
 
 Comm Comm::join_migration(MPI_Comm merged) {
+  const detail::RecoveryScope scope(OriginalRank{-1});
   detail::Assignment plan;
   OriginalRank me{-1};
   Parts parts;

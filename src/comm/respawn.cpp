@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "crash_note.hpp"
 #include "comm_detail.hpp"
 #include "spares.hpp"
 #include "spawn.hpp"
@@ -481,6 +482,7 @@ void abandon_replacements(const Comm& healed, MPI_Comm& inter) {
 // and give the replacements their original ranks.
 Comm Comm::respawn() {
   if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("respawn");
+  const detail::RecoveryScope scope(original_rank());
   const detail::Command command = detail::current_command();
   const detail::SpawnInfo where;
 
@@ -540,6 +542,7 @@ Comm Comm::respawn() {
 }
 
 Comm Comm::join_as_replacement(MPI_Comm spawned_by) {
+  const detail::RecoveryScope scope(OriginalRank{-1});
   MPI_Comm parent = detail::connect_to_parents(spawned_by);
   const int word = detail::wait_for_join_word(parent);
   MPI_Comm merged = MPI_COMM_NULL;

@@ -184,6 +184,20 @@ TEST(Failures, KillDuringRespawn) {
   EXPECT_EQ(comm.is_replacement(), comm.original_rank() == first || comm.original_rank() == second);
 }
 
+// A process that crashes inside the recovery (as Open MPI 5.0 can) says so
+// in one line (ctest checks it) and is replaced like any failed process.
+TEST(Failures, ACrashInsideARecoveryIsSaidInOneLineAndSurvived) {
+  auto comm = Comm::world();
+  const OriginalRank first{1};
+  const OriginalRank second{2};
+  if (!comm.is_replacement()) {
+    inject::arm("comm.respawn", second, inject::Action::kCrash);
+    kill_and_detect(comm, {first});
+    comm = comm.respawn();
+  }
+  expect_full_size(comm, {first, second});
+}
+
 namespace {
 
 /// `victim` kills itself `delay` from now, on a thread of its own: in the

@@ -19,12 +19,13 @@ using reprise::UsageError;
 using namespace reprise::inject;
 
 TEST(Schedule, ParsesAndPrintsBack) {
-  const auto schedule = Schedule::parse("5@20:hang,3@10,7@10:kill");
-  ASSERT_EQ(schedule.faults().size(), 3U);
+  const auto schedule = Schedule::parse("5@20:hang,3@10,7@10:kill,2@30:crash");
+  ASSERT_EQ(schedule.faults().size(), 4U);
   EXPECT_EQ(schedule.faults()[0], (Fault{.rank = OriginalRank{3}, .step = 10, .action = Action::kKill}));
   EXPECT_EQ(schedule.faults()[1], (Fault{.rank = OriginalRank{7}, .step = 10, .action = Action::kKill}));
   EXPECT_EQ(schedule.faults()[2], (Fault{.rank = OriginalRank{5}, .step = 20, .action = Action::kHang}));
-  EXPECT_EQ(schedule.to_string(), "3@10,7@10,5@20:hang");
+  EXPECT_EQ(schedule.faults()[3], (Fault{.rank = OriginalRank{2}, .step = 30, .action = Action::kCrash}));
+  EXPECT_EQ(schedule.to_string(), "3@10,7@10,5@20:hang,2@30:crash");
   EXPECT_EQ(Schedule::parse(schedule.to_string()).faults(), schedule.faults());
   EXPECT_TRUE(Schedule::parse("").faults().empty());
 }
@@ -67,7 +68,7 @@ TEST(Schedule, RejectsMalformedTextNamingTheBadEntry) {
       {"1@2,3@4x", "3@4x", "the step \"4x\" is not a whole number from 0 up"},
       {"3@-4", "3@-4", "the step \"-4\" is not a whole number from 0 up"},
       {"3@99999999999999999999", "3@99999999999999999999", "the step \"99999999999999999999\" is too large"},
-      {"3@4:explode", "3@4:explode", "the action \"explode\" is neither kill nor hang"},
+      {"3@4:explode", "3@4:explode", "the action \"explode\" is not kill, hang or crash"},
       {"3@4,3@5", "3@5", "rank 3 already has a fault (a process dies once)"},
       {"node2", "node2", "no '@' between the node and the step"},
       {"nodex@3", "nodex@3", "the node \"x\" is not a whole number from 0 up"},
@@ -84,7 +85,7 @@ TEST(Schedule, RejectsMalformedTextNamingTheBadEntry) {
       const std::string what = error.what();
       EXPECT_EQ(what.rfind(expected, 0), 0U) << what;
       EXPECT_NE(what.find(c.why), std::string::npos) << what;
-      EXPECT_NE(what.find("; expected RANK@STEP[:hang] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30"), std::string::npos)
+      EXPECT_NE(what.find("; expected RANK@STEP[:hang|:crash] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30"), std::string::npos)
           << what;
       EXPECT_EQ(error.mpi_error_class(), MPI_ERR_ARG);
     }
@@ -99,7 +100,7 @@ TEST(Schedule, ErrorsInTheEnvironmentNameTheVariable) {
   } catch (const UsageError& error) {
     EXPECT_STREQ(error.what(),
                  "REPRISE_TEST_FAULTS=\"3@x,5@20\": entry \"3@x\": the step \"x\" is not a whole number from 0 up; "
-                 "expected RANK@STEP[:hang] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30");
+                 "expected RANK@STEP[:hang|:crash] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30");
   }
   ::unsetenv("REPRISE_TEST_FAULTS");
 }
