@@ -815,7 +815,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallw(const void* sendbuf, const int
 // ---- refused -------------------------------------------------------------------------
 
 REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {
-  if (Runtime::current() == nullptr) return PMPI_Cancel(request);
+  // A request the log does not track (MPI_COMM_SELF's, a collective's, a
+  // generalized one, MPI_REQUEST_NULL) is MPI's to cancel, or to refuse.
+  const Runtime* runtime = Runtime::current();
+  if (runtime == nullptr || request == nullptr || !runtime->tracks(*request)) return PMPI_Cancel(request);
   return refuse("MPI_Cancel",
                 "cancelling is not supported by the message log (libreprise_msglog.so): a cancelled send would stay "
                 "logged, a cancelled receive would leave its sequence number unconsumed; complete the request "
@@ -824,7 +827,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {
 
 REPRISE_MSGLOG_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                      MPI_Request* request) {
-  if (logged(comm) != nullptr) {
+  if (dest != MPI_PROC_NULL && logged(comm) != nullptr) {
     return refuse("MPI_Ibsend", "not supported by the message log (libreprise_msglog.so): use MPI_Isend or MPI_Bsend",
                   comm);
   }
@@ -833,7 +836,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype ty
 
 REPRISE_MSGLOG_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
                                          MPI_Comm comm, MPI_Request* request) {
-  if (logged(comm) != nullptr) {
+  if (dest != MPI_PROC_NULL && logged(comm) != nullptr) {
     return refuse("MPI_Bsend_init",
                   "not supported by the message log (libreprise_msglog.so): use MPI_Send_init or MPI_Bsend", comm);
   }

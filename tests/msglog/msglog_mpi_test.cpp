@@ -847,6 +847,30 @@ TEST(MsglogMpi, TheBoundFailsTheSendAfterTheHook) {
   EXPECT_EQ(reprise::msglog::counters().log_bytes_now, 0U) << "nothing was logged or sent";
 }
 
+// Cancelling what the log does not track, and buffered sends to no one, are
+// MPI's business: they behave as without the library.
+TEST(MsglogMpi, WhatTheLogDoesNotTrackIsCancelledOrSentAsByMpi) {
+  int value = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Irecv(&value, 1, MPI_INT, 0, 7, MPI_COMM_SELF, &request), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Cancel(&request), MPI_SUCCESS);
+  MPI_Status status{};
+  ASSERT_EQ(MPI_Wait(&request, &status), MPI_SUCCESS);
+  int cancelled = 0;
+  MPI_Test_cancelled(&status, &cancelled);
+  EXPECT_EQ(cancelled, 1);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Request none = MPI_REQUEST_NULL;
+  EXPECT_EQ(error_class(MPI_Cancel(&none)), MPI_ERR_REQUEST);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+  MPI_Request buffered = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Ibsend(&value, 1, MPI_INT, MPI_PROC_NULL, 7, MPI_COMM_WORLD, &buffered), MPI_SUCCESS);
+  EXPECT_EQ(MPI_Wait(&buffered, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  MPI_Request persistent = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Bsend_init(&value, 1, MPI_INT, MPI_PROC_NULL, 7, MPI_COMM_WORLD, &persistent), MPI_SUCCESS);
+  EXPECT_EQ(MPI_Request_free(&persistent), MPI_SUCCESS);
+}
+
 TEST(MsglogMpi, UncoveredCallsAreRefusedByName) {
   int memory[4] = {};
   MPI_Win window = MPI_WIN_NULL;
