@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <new>
 
@@ -110,16 +111,23 @@ REPRISE_MSGLOG_EXPORT int MPI_Init(int* argc, char*** argv) {
   return code == MPI_SUCCESS ? start_runtime() : code;
 }
 
+// The log's state is not locked: it provides MPI_THREAD_SERIALIZED at most
+// (one thread in MPI at a time), as MPI lets a library provide less than
+// asked. A program asking for MPI_THREAD_MULTIPLE that calls MPI from one
+// thread at a time runs unchanged.
+constexpr int kMostThreads = MPI_THREAD_SERIALIZED;
+
 REPRISE_MSGLOG_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   const int code = PMPI_Init_thread(argc, argv, required, provided);
   if (code != MPI_SUCCESS) return code;
-  if (required == MPI_THREAD_MULTIPLE) {
-    return refuse("MPI_Init_thread",
-                  "MPI_THREAD_MULTIPLE is not supported by the message log (libreprise_msglog.so), whose state "
-                  "is not locked: ask for MPI_THREAD_SERIALIZED or less (one thread in MPI at a time), or run "
-                  "without the library");
-  }
+  *provided = std::min(*provided, kMostThreads);
   return start_runtime();
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Query_thread(int* provided) {
+  const int code = PMPI_Query_thread(provided);
+  if (code == MPI_SUCCESS && Runtime::current() != nullptr) *provided = std::min(*provided, kMostThreads);
+  return code;
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Finalize() {
