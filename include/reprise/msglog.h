@@ -18,7 +18,7 @@ typedef struct reprise_msglog_counters {
   uint64_t events_delivery;    /**< delivery events logged (Test*, Waitany, Waitsome, Iprobe outcomes) */
   uint64_t log_bytes_now;      /**< bytes the log holds now */
   uint64_t log_bytes_peak;     /**< most bytes the log held at once */
-  uint64_t log_bytes_discarded; /**< bytes dropped at the bound (REPRISE_MSGLOG_WHEN_FULL=discard): no longer recoverable */
+  uint64_t log_bytes_discarded; /**< bytes dropped at the bound (REPRISE_MSGLOG_WHEN_FULL=discard, the default): no longer recoverable */
   uint64_t determinant_batches; /**< batches of determinants sent to the buddy and acknowledged (its only extra messages, outside MPI) */
 } reprise_msglog_counters;
 /** Fills *counters; returns 0 when the message log is active in this process, nonzero otherwise. */

@@ -64,9 +64,9 @@ void mark_checkpoint();
 void set_max_bytes(std::size_t bytes);
 
 /// Calls `hook(bytes_needed, max_bytes)` when a send would take the log past
-/// its bound, before what REPRISE_MSGLOG_WHEN_FULL says happens (the send
-/// fails with MPI_ERR_NO_MEM, or the oldest entries are discarded) if the
-/// log still does not fit. An empty function removes it. UsageError when
+/// its bound, before what REPRISE_MSGLOG_WHEN_FULL says happens (the oldest
+/// entries are discarded, by default, or the send fails with MPI_ERR_NO_MEM)
+/// if the log still does not fit. An empty function removes it. UsageError when
 /// not active.
 void on_log_full(std::function<void(std::size_t bytes_needed, std::size_t max_bytes)> hook);
 

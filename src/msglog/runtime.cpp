@@ -71,8 +71,10 @@ std::size_t bytes_from_environment(const char* name, std::size_t fallback) {
 
 WhenFull when_full_from_environment() {
   const char* text = std::getenv("REPRISE_MSGLOG_WHEN_FULL");
-  if (text == nullptr || std::string_view(text).empty() || std::string_view(text) == "error") return WhenFull::kError;
-  if (std::string_view(text) == "discard") return WhenFull::kDiscard;
+  if (text == nullptr || std::string_view(text).empty() || std::string_view(text) == "discard") {
+    return WhenFull::kDiscard;
+  }
+  if (std::string_view(text) == "error") return WhenFull::kError;
   throw UsageError(std::string("REPRISE_MSGLOG_WHEN_FULL='") + text + "': expected 'error' or 'discard'");
 }
 
@@ -253,6 +255,14 @@ void Runtime::make_room(std::size_t bytes) {
   if (_full_hook) _full_hook(_log.bytes() + bytes, _max_bytes);
   if (_log.bytes() + bytes <= _max_bytes) return;
   if (_when_full == WhenFull::kDiscard) {
+    if (_counters.log_bytes_discarded == 0) {
+      std::fprintf(stderr,
+                   "reprise msglog: the log reached REPRISE_MSGLOG_MAX_BYTES=%zu without a checkpoint; from now on "
+                   "its oldest messages are dropped, so a failure before the next checkpoint cannot be recovered "
+                   "from the log (mark checkpoints more often or raise the bound; REPRISE_MSGLOG_WHEN_FULL=error "
+                   "stops the send instead)\n",
+                   _max_bytes);
+    }
     const std::size_t over = _log.bytes() + bytes - _max_bytes;
     _counters.log_bytes_discarded += _log.discard_oldest(over);
     return;
@@ -260,7 +270,7 @@ void Runtime::make_room(std::size_t bytes) {
   throw MpiError("the sender-based log would hold " + std::to_string(_log.bytes() + bytes) +
                      " bytes, over REPRISE_MSGLOG_MAX_BYTES=" + std::to_string(_max_bytes) +
                      ": take checkpoints more often (reprise::msglog::mark_checkpoint frees what receivers consumed), "
-                     "raise the bound, or set REPRISE_MSGLOG_WHEN_FULL=discard for a run that needs no recovery",
+                     "raise the bound, or unset REPRISE_MSGLOG_WHEN_FULL=error so that the oldest entries are dropped",
                  MPI_ERR_NO_MEM);
 }
 

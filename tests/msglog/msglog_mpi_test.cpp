@@ -672,19 +672,24 @@ TEST(MsglogMpi, FreeingAnActiveReceiveIsRefused) {
   EXPECT_EQ(value, me);
 }
 
-TEST(MsglogMpi, TheBoundDiscardsWhenAskedTo) {
-  if (std::getenv("REPRISE_MSGLOG_WHEN_FULL") == nullptr) GTEST_SKIP() << "run by msglog_mpi_discard";
-  // REPRISE_MSGLOG_MAX_BYTES=10000, REPRISE_MSGLOG_WHEN_FULL=discard.
+TEST(MsglogMpi, TheBoundDiscardsByDefaultAndSaysSoOnce) {
+  if (std::getenv("REPRISE_MSGLOG_MAX_BYTES") == nullptr) GTEST_SKIP() << "run by msglog_mpi_discard";
+  // REPRISE_MSGLOG_MAX_BYTES=10000, REPRISE_MSGLOG_WHEN_FULL unset.
   const int me = rank_of(MPI_COMM_WORLD);
   const int size = size_of(MPI_COMM_WORLD);
   std::vector<char> out(4000, 'd');
   std::vector<char> in(4000);
+  testing::internal::CaptureStderr();
   for (int i = 0; i < 10; ++i) {
     MPI_Sendrecv(out.data(), 4000, MPI_CHAR, (me + 1) % size, 0, in.data(), 4000, MPI_CHAR, (me + size - 1) % size,
                  0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     EXPECT_EQ(in[3999], 'd');
     EXPECT_LE(reprise::msglog::counters().log_bytes_now, 10000U);
   }
+  const std::string said = testing::internal::GetCapturedStderr();
+  const std::string line = "reprise msglog: the log reached REPRISE_MSGLOG_MAX_BYTES=10000 without a checkpoint";
+  EXPECT_NE(said.find(line), std::string::npos) << said;
+  EXPECT_EQ(said.find(line), said.rfind(line)) << "said once: " << said;
   const reprise_msglog_counters counters = reprise::msglog::counters();
   EXPECT_EQ(counters.messages_logged, 10U);
   EXPECT_EQ(counters.log_bytes_discarded, 8U * 4012U) << "two entries fit";
@@ -822,7 +827,9 @@ TEST(MsglogMpi, FreedCommunicatorsAreForgottenAtCheckpoints) {
   }
 }
 
-TEST(MsglogMpi, TheBoundFailsTheSendAfterTheHook) {
+TEST(MsglogMpi, TheBoundFailsTheSendAfterTheHookWhenAskedTo) {
+  if (std::getenv("REPRISE_MSGLOG_WHEN_FULL") == nullptr) GTEST_SKIP() << "run by msglog_mpi_error";
+  // REPRISE_MSGLOG_WHEN_FULL=error.
   const Returning returning;
   const MPI_Comm comm = returning.comm();
   reprise::msglog::mark_checkpoint();
