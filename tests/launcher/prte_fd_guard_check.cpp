@@ -1,17 +1,23 @@
 // Checks libreprise_prte_fd_guard.so, preloaded (tools/prte_fd_guard). Built
 // twice: as "prted", the name of a launcher, where the guard acts, and under
-// another name, where it must leave every close() alone. Exit status 0 when
-// every check holds; each failed check prints one line.
+// another name, where it must leave every close() and every PMIx_Info_create
+// alone. Linked to a stand-in for OpenPMIx (fake_pmix.cpp) that records what
+// reached it. Exit status 0 when every check holds; each failed check prints
+// one line.
 
 #include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+extern "C" void* PMIx_Info_create(std::size_t count);
+extern "C" std::size_t fake_pmix_last_count();
 
 namespace {
 
@@ -73,5 +79,11 @@ int main(int argc, char** argv) {
   check(pipe(pipe_ends) == 0, "pipe");
   watch(epoll, pipe_ends[0]);
   check(close(pipe_ends[0]) == 0 && !is_open(pipe_ends[0]), "a watched pipe's number is freed");
+
+  // An info array of one element (defect 36): one more in a launcher.
+  std::free(PMIx_Info_create(1));
+  check(fake_pmix_last_count() == (launcher ? 2U : 1U),
+        launcher ? "in a launcher, PMIx_Info_create(1) asks OpenPMIx for 2 elements"
+                 : "outside a launcher, PMIx_Info_create(1) asks OpenPMIx for 1 element");
   return failures == 0 ? 0 : 1;
 }

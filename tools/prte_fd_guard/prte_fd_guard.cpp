@@ -1,25 +1,38 @@
 // Loaded into Open MPI's launcher (prterun, prted) with LD_PRELOAD: works
-// around a defect of OpenPMIx's server (5.0.x, and master as of 2026-11) that
-// can make MPI_Comm_spawn hang after processes died (docs/RELIABILITY.md,
-// defect 14; tools/upstream/spawn_hang).
+// around two defects of the runtime Open MPI 5.0 ships (OpenPMIx 5.0.x and
+// PRRTE 3.0.x). In prterun and prted it removes itself from LD_PRELOAD, so
+// the launched processes run without it; in any other program (mpirun runs
+// prterun) it does nothing.
 //
-// When the launcher learns of a child's death before the PMIx server has
-// read the end of that child's connection, the server closes the socket while
-// its read event is still registered with libevent, and keeps the event (the
-// dead client's event registrations hold the peer object). The kernel drops
-// the closed socket from the epoll set, but libevent still counts the
-// descriptor number as watched. The next connection that gets that number (a
-// process spawned later) has its read event added "again", which libevent
-// skips: its first request is never read, it waits in PMIx_Init forever, and
-// so does the spawn.
-//
+// 1. A spawn that hangs after processes died (docs/RELIABILITY.md, defect 14;
+// tools/upstream/spawn_hang). When the launcher learns of a child's death
+// before the PMIx server has read the end of that child's connection, the
+// server closes the socket while its read event is still registered with
+// libevent, and keeps the event (the dead client's event registrations hold
+// the peer object). The kernel drops the closed socket from the epoll set,
+// but libevent still counts the descriptor number as watched. The next
+// connection that gets that number (a process spawned later) has its read
+// event added "again", which libevent skips: its first request is never
+// read, it waits in PMIx_Init forever, and so does the spawn.
 // The guard: a close() of a socket that is still in one of this process's
 // epoll sets (a correct caller deletes the event first) closes the socket but
 // keeps the descriptor number taken, by /dev/null, so that no later
 // descriptor inherits the stale registration. It keeps one descriptor per
-// occurrence and leaves every other close() alone. In prterun and prted it
-// removes itself from LD_PRELOAD, so the launched processes run without it;
-// in any other program (mpirun runs prterun) it does nothing.
+// occurrence and leaves every other close() alone.
+//
+// 2. A daemon that corrupts its heap in every PMIx_Connect (docs/RELIABILITY.md,
+// defect 36): MPI_Comm_spawn and MPI_Comm_connect/accept connect the old
+// and the new processes, and each daemon with a process in the connect,
+// when it ends, creates an array of one pmix_info_t (two if the runtime
+// assigned the group a context id, which it never does for MPI), passes two
+// elements to PMIx_server_register_nspace and destructs the second: reads
+// and writes past the array, into whatever the heap holds there. Valgrind
+// reports it on every spawn across nodes; on a busy machine glibc then
+// aborts the daemon now and then, and the job ends ("PRTE has lost
+// communication with a remote daemon"). The guard makes every
+// PMIx_Info_create in the launcher allocate and initialize one element more
+// than asked: the second element is then an empty one, constructed like the
+// first, and nothing is read or written outside the array.
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -27,6 +40,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +50,7 @@
 namespace {
 
 using CloseFunction = int (*)(int);
+using InfoCreateFunction = void* (*)(std::size_t);
 
 CloseFunction real_close = nullptr;
 bool active = false;   // in prterun or prted
@@ -127,4 +142,10 @@ extern "C" __attribute__((visibility("default"))) int close(int fd) {
     return 0;
   }
   return real_close(fd);
+}
+
+extern "C" __attribute__((visibility("default"))) void* PMIx_Info_create(std::size_t count) {
+  static const auto real_create = reinterpret_cast<InfoCreateFunction>(dlsym(RTLD_NEXT, "PMIx_Info_create"));
+  if (real_create == nullptr) return nullptr;
+  return real_create(active ? count + 1 : count);
 }
