@@ -113,7 +113,10 @@ class IncrementalCheckpoint {
   /// the system refuses a file operation. Collective when the sink is.
   IncrementalRestore restore();
 
-  /// The newest version started (0: none).
+  /// The newest version: right after construction, the newest the sink
+  /// already holds (0: none; with a `DirectorySink`, `version() > 0` says
+  /// whether a run before left something to `restore()`), then the newest
+  /// `checkpoint()` started or `restore()` loaded.
   [[nodiscard]] std::uint64_t version() const noexcept;
 
   /// Statistics of every checkpoint taken by this object, oldest first.
