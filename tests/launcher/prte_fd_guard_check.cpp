@@ -80,10 +80,13 @@ int main(int argc, char** argv) {
   watch(epoll, pipe_ends[0]);
   check(close(pipe_ends[0]) == 0 && !is_open(pipe_ends[0]), "a watched pipe's number is freed");
 
-  // An info array of one element (defect 36): one more in a launcher.
+  // An info array of one element (defect 36): one more in a launcher; of
+  // none: none anywhere.
   std::free(PMIx_Info_create(1));
   check(fake_pmix_last_count() == (launcher ? 2U : 1U),
         launcher ? "in a launcher, PMIx_Info_create(1) asks OpenPMIx for 2 elements"
                  : "outside a launcher, PMIx_Info_create(1) asks OpenPMIx for 1 element");
+  std::free(PMIx_Info_create(0));
+  check(fake_pmix_last_count() == 0U, "PMIx_Info_create(0) asks OpenPMIx for no element");
   return failures == 0 ? 0 : 1;
 }

@@ -30,9 +30,10 @@
 // reports it on every spawn across nodes; on a busy machine glibc then
 // aborts the daemon now and then, and the job ends ("PRTE has lost
 // communication with a remote daemon"). The guard makes every
-// PMIx_Info_create in the launcher allocate and initialize one element more
-// than asked: the second element is then an empty one, constructed like the
-// first, and nothing is read or written outside the array.
+// PMIx_Info_create of one element or more in the launcher allocate and
+// initialize one element more than asked: the second element is then an
+// empty one, constructed like the first, and nothing is read or written
+// outside the array. An array of none stays none (OpenPMIx returns no array).
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -147,5 +148,5 @@ extern "C" __attribute__((visibility("default"))) int close(int fd) {
 extern "C" __attribute__((visibility("default"))) void* PMIx_Info_create(std::size_t count) {
   static const auto real_create = reinterpret_cast<InfoCreateFunction>(dlsym(RTLD_NEXT, "PMIx_Info_create"));
   if (real_create == nullptr) return nullptr;
-  return real_create(active ? count + 1 : count);
+  return real_create(active && count > 0 ? count + 1 : count);
 }
