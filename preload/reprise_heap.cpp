@@ -559,8 +559,13 @@ extern "C" {
 
 [[gnu::visibility("default")]] int reprise_heap_restore(void) {
   using namespace reprise::heap;
-  return api_call("reprise_heap_restore", [] {
+  bool fresh = false;  // a first run: nothing in REPRISE_HEAP_DIR to restore
+  const int result = api_call("reprise_heap_restore", [&fresh] {
     auto& checkpoint = checkpointer();
+    if (checkpoint.version() == 0) {
+      fresh = true;
+      return;
+    }
     const std::lock_guard heap(g_heap_lock);
     if (const std::size_t live = g_arena.live_blocks(); live != 0) {
       throw HeapError(std::to_string(live) +
@@ -581,6 +586,7 @@ extern "C" {
                                           " (the heap was emptied)");
     }
   });
+  return result == 0 && fresh ? 1 : result;
 }
 
 [[gnu::visibility("default")]] void reprise_heap_set_root(void* root) {

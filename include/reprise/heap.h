@@ -30,8 +30,9 @@ __attribute__((weak)) int reprise_heap_wait(void);
 /// newest good one if newer ones are damaged, saying so on stderr), in a
 /// process started anew: call it first thing in main(), before anything is
 /// allocated (it refuses otherwise), then find the data via
-/// `reprise_heap_root()`. 0, or -1 after a message on stderr, the heap then
-/// empty and usable.
+/// `reprise_heap_root()`. 0; 1, silently, if REPRISE_HEAP_DIR holds no
+/// checkpoint yet (a first run: start from scratch); or -1 after a message on
+/// stderr, the heap then empty and usable.
 __attribute__((weak)) int reprise_heap_restore(void);
 
 /// Keeps `root` inside the heap, so that a restored process finds its data

@@ -452,6 +452,13 @@ int late_restore() {
   return g_failures == 0 ? 0 : 1;
 }
 
+int fresh_start() {
+  check(reprise_heap_restore() == 1, "a restore with no checkpoint yet is a fresh start");
+  check(reprise_heap_checkpoint() == 0 && reprise_heap_wait() == 0, "then a first checkpoint");
+  if (g_failures == 0) std::fprintf(stderr, "child: fresh-start ok\n");
+  return g_failures == 0 ? 0 : 1;
+}
+
 int own_allocations() {
   // Nothing is allocated here; two checkpoints set up the checkpoint, its
   // sink and commit thread, and commit twice.
@@ -509,6 +516,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "two-writers") == 0) return two_writers();
   if (std::strcmp(mode, "late-restore") == 0) return late_restore();
   if (std::strcmp(mode, "own-allocations") == 0) return own_allocations();
+  if (std::strcmp(mode, "fresh-start") == 0) return fresh_start();
   if (std::strcmp(mode, "no-dir") == 0) return no_dir();
   return 2;
 }

@@ -259,6 +259,14 @@ TEST(HeapPreload, ARestoreAfterAnAllocationIsRefused) {
       << outcome.output;
 }
 
+TEST(HeapPreload, AFirstRunRestoresNothingAndSaysNothing) {
+  TempDir dir;
+  const auto outcome = run_child({"fresh-start"}, settings_for(dir));
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("child: fresh-start ok"), std::string::npos) << outcome.output;
+  EXPECT_EQ(outcome.output.find("reprise_heap_restore"), std::string::npos) << outcome.output;
+}
+
 TEST_P(HeapPreloadModes, CheckpointsAllocateNothingFromTheHeap) {
   TempDir dir;
   const auto outcome = run_child({"own-allocations"}, settings_for(dir, {"REPRISE_HEAP_MODE=" + GetParam()}));
