@@ -81,14 +81,8 @@ std::string describe_current_exception() {
 /// status of a process that exits with one.
 [[noreturn]] void end_on_uncaught_exception() noexcept {
   std::string line = "reprise: ";
-  const std::string pid = std::to_string(::getpid());
-  if (identity.spawned) {
-    line += "a replacement process (pid " + pid + ")";
-  } else if (identity.world_rank < 0) {
-    line += "process " + pid + " (before MPI started)";
-  } else {
-    line += "process #" + std::to_string(identity.world_rank);
-  }
+  line += identity.spawned ? "a replacement process (pid " + std::to_string(::getpid()) + ")"
+                           : "process #" + std::to_string(identity.world_rank);
   line += " ended with " + describe_current_exception();
   std::fflush(stdout);
   std::fprintf(stderr, "%s\n", line.c_str());
@@ -118,7 +112,6 @@ void warn_if_not_fault_tolerant() {
 Environment::Environment(int& argc, char**& argv) : Environment(argc, argv, MPI_THREAD_MULTIPLE) {}
 
 Environment::Environment(int& argc, char**& argv, int thread_level) {
-  std::set_terminate(end_on_uncaught_exception);  // an uncaught bad setting below: one line, not an abort
   (void)finalize_timeout();  // a bad setting is refused now, not when the run ends
   (void)detail::spawn_timeout();  // likewise, not at the first spawn
   // Open MPI writes to sockets (TCP between a spawned replacement and the
@@ -147,6 +140,7 @@ Environment::Environment(int& argc, char**& argv, int thread_level) {
   MPI_Comm_get_parent(&parent);
   identity.spawned = parent != MPI_COMM_NULL;
   MPI_Comm_rank(MPI_COMM_WORLD, &identity.world_rank);
+  std::set_terminate(end_on_uncaught_exception);
   detail::install_crash_note();  // after MPI_Init, over Open MPI's own handlers
   if (_owns) warn_if_not_fault_tolerant();
   if (!inject::recorded_outcome()) inject::record_outcome(inject::Outcome::kRunning, launcher_rank());
