@@ -194,8 +194,8 @@ inline std::string json_or_null(bool known, double value, const char* format = "
 }
 inline std::string json_or_null(bool known, std::uint64_t value) { return known ? std::to_string(value) : "null"; }
 
-/// The main of a message-log benchmark: MPI_Init (not MPI_Init_thread: the
-/// log refuses MPI_THREAD_MULTIPLE), after setting REPRISE_MSGLOG_WHEN_FULL
+/// The main of a message-log benchmark: MPI_Init (one thread: the log
+/// takes no lock, as in most MPI programs), after setting REPRISE_MSGLOG_WHEN_FULL
 /// to discard unless the caller set it (the benchmarks take no checkpoint,
 /// so the log only grows: at its bound it drops its oldest entries instead
 /// of failing the send; every message is still copied into it), the

@@ -39,8 +39,7 @@ class Environment {
  public:
   Environment(int& argc, char**& argv);
   /// As above, asking MPI for `thread_level` (an `MPI_THREAD_*` constant)
-  /// instead: less than `MPI_THREAD_MULTIPLE` for the message log
-  /// (libreprise_msglog.so refuses it). With less, `Heartbeat` refuses to
+  /// instead. With less than `MPI_THREAD_MULTIPLE`, `Heartbeat` refuses to
   /// start, and the checkpoint copies a move carries land before
   /// `Migration::arrive()` returns instead of after.
   Environment(int& argc, char**& argv, int thread_level);

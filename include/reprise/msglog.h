@@ -4,6 +4,7 @@
  * counters any program can read, and checkpoint marks, also through dlsym(RTLD_DEFAULT, name)
  * when the library is preloaded. Fields are only ever added at the end. */
 
+#include <mpi.h>
 #include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +29,12 @@ int reprise_msglog_get_counters(reprise_msglog_counters* counters);
  * MPI_COMM_WORLD; the log frees what receivers consumed). Returns 0 on success; -1 when the message
  * log is not active; else the MPI error class of what failed, its message printed on stderr. */
 int reprise_msglog_mark_checkpoint(void);
+
+/** Marks a checkpoint, collective over the processes of comm only (an intracommunicator of processes
+ * of MPI_COMM_WORLD): each drops what the others consumed of its messages. reprise::Checkpoint calls
+ * it at every commit when the library is loaded. Returns as reprise_msglog_mark_checkpoint does;
+ * MPI_ERR_ARG when a member of comm is not a process of MPI_COMM_WORLD (a replacement). */
+int reprise_msglog_mark_checkpoint_on(MPI_Comm comm);
 #ifdef __cplusplus
 }
 #endif

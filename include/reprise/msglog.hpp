@@ -54,7 +54,8 @@ struct LoggedMessage {
 
 /// Marks a checkpoint. Collective over every process of MPI_COMM_WORLD;
 /// call it once the application's state at this point is safely saved and
-/// no older checkpoint will be restarted from. Each receiver tells each
+/// no older checkpoint will be restarted from (`reprise::Checkpoint` marks
+/// the log at every commit, over its communicator, by itself). Each receiver tells each
 /// sender what it consumed; senders drop those log entries; the buddies drop
 /// the determinants the checkpoint covers. UsageError when not active.
 void mark_checkpoint();

@@ -1,5 +1,7 @@
 #include "reprise/checkpoint.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -21,6 +23,26 @@ namespace {
 constexpr const char* kWhere = "reprise::Checkpoint";
 
 [[noreturn]] void truncated() { throw CorruptData(std::string(kWhere) + ": a saved state is truncated"); }
+
+/// After a commit over `comm`, when the program runs with the message log
+/// (libreprise_msglog.so linked or preloaded, found through dlsym so that
+/// libreprise does not depend on it): marks the log, which frees what the
+/// receivers consumed (collective over `comm`). A failure of MPI is raised
+/// as usual; a refusal (a member the log does not follow, said on stderr by
+/// the log) ends the marking in this process.
+void mark_message_log(Comm& comm) {
+  using Mark = int (*)(MPI_Comm);
+  static const auto mark = reinterpret_cast<Mark>(dlsym(RTLD_DEFAULT, "reprise_msglog_mark_checkpoint_on"));
+  static bool refused = false;
+  if (mark == nullptr || refused) return;
+  const int rc = mark(comm.raw());
+  if (rc == 0 || rc == -1) return;
+  if (rc == MPI_ERR_ARG) {
+    refused = true;
+    return;
+  }
+  comm.check(rc, "marking the message log");
+}
 
 }  // namespace
 
@@ -346,6 +368,7 @@ std::uint64_t Checkpoint::checkpoint() try {
   _holds_copies = true;
   _slots = std::move(slots);
   ++_version;
+  mark_message_log(_comm);
   // A hook may add or remove hooks: call the ones there were at the commit.
   const auto hooks = _hooks;
   for (const auto& [id, hook] : hooks) hook(_version);

@@ -145,7 +145,10 @@ int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal) {
     return rc;
   }
   MPI_Comm_set_errhandler(application, MPI_ERRORS_RETURN);
-  rc = MPI_Comm_dup(comm, &internal);
+  // Through PMPI: the message log (libreprise_msglog.so) then never sees
+  // reprise's own traffic (checkpoint copies, agreements), only the
+  // application's.
+  rc = PMPI_Comm_dup(comm, &internal);
   if (rc != MPI_SUCCESS) {
     internal = MPI_COMM_NULL;
     MPI_Comm_free(&application);

@@ -44,7 +44,9 @@ Heartbeat::Heartbeat(Comm& comm, HeartbeatConfig config) : _comm(comm), _config(
 Heartbeat::~Heartbeat() { stop(); }
 
 void Heartbeat::start() {
-  _comm.check(MPI_Comm_dup(_comm.raw(), &_channel), "MPI_Comm_dup");
+  // Through PMPI: the message log (libreprise_msglog.so) leaves the beats
+  // of this thread out, and follows the application's calls only.
+  _comm.check(PMPI_Comm_dup(_comm.raw(), &_channel), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(_channel, MPI_ERRORS_RETURN);
   _rank = _comm.rank().value();
   _pid = _comm.allgather(static_cast<int>(::getpid()));

@@ -5,6 +5,10 @@
 // log cannot cover is refused: a line on stderr naming it and what to do,
 // then the communicator's error handler with MPI_ERR_UNSUPPORTED_OPERATION
 // (fatal by default; with MPI_ERRORS_RETURN the call returns that class).
+// When MPI granted MPI_THREAD_MULTIPLE, every call that reads or changes the
+// runtime holds its lock (Runtime::enter), let go around the MPI calls that
+// block; calls that pass straight to PMPI hold it only to look up their
+// communicator.
 
 #include <mpi.h>
 
@@ -37,7 +41,9 @@ constexpr const char* kNewComm =
 /// The logged communicator behind `comm`, or nullptr: the call passes straight to MPI.
 CommInfo* logged(MPI_Comm comm) noexcept {
   Runtime* runtime = Runtime::current();
-  return runtime == nullptr ? nullptr : runtime->find(comm);
+  if (runtime == nullptr) return nullptr;
+  const auto lock = runtime->enter();
+  return runtime->find(comm);
 }
 
 /// One line on stderr naming `call`, then `comm`'s error handler.
@@ -53,10 +59,12 @@ int refuse(const char* call, const char* what, MPI_Comm comm = MPI_COMM_WORLD) {
   return report(call, what, comm, MPI_ERR_UNSUPPORTED_OPERATION);
 }
 
-/// Runs `body`; a reprise error it raises is reported as `call`'s.
+/// Runs `body` with the runtime's lock; a reprise error it raises is
+/// reported as `call`'s, the lock let go.
 template <class Body>
 int guarded(const char* call, MPI_Comm comm, Body&& body) noexcept {
   try {
+    const auto lock = Runtime::current()->enter();
     return body();
   } catch (const reprise::Error& error) {
     return report(call, error.what(), comm, error.mpi_error_class());
@@ -78,22 +86,25 @@ int collective(const char* call, MPI_Comm& comm) {
   return code;
 }
 
-/// After `make` created `*created` from `parent` (collective over it).
+/// After `make` created `*created` from `parent` (collective over it,
+/// so run without the runtime's lock).
 template <class Make>
 int create(const char* call, MPI_Comm parent, MPI_Comm* created, Make&& make) {
   CommInfo* info = logged(parent);
   if (info == nullptr) return make(parent);
+  MPI_Comm physical = parent;
+  if (const int code = collective(call, physical); code != MPI_SUCCESS) return code;
+  const int code = make(physical);
+  if (code != MPI_SUCCESS) return code;
   return guarded(call, parent, [&] {
-    Runtime::current()->before_collective();
-    const int code = make(info->physical);
-    if (code == MPI_SUCCESS) Runtime::current()->created(*info, *created);
-    return code;
+    Runtime::current()->created(*info, *created);
+    return MPI_SUCCESS;
   });
 }
 
-int start_runtime() {
+int start_runtime(bool shared) {
   try {
-    Runtime::start();
+    Runtime::start().set_shared(shared);
     return MPI_SUCCESS;
   } catch (const reprise::Error& error) {
     std::fprintf(stderr, "reprise msglog: MPI_Init: %s\n", error.what());
@@ -108,26 +119,16 @@ int start_runtime() {
 
 REPRISE_MSGLOG_EXPORT int MPI_Init(int* argc, char*** argv) {
   const int code = PMPI_Init(argc, argv);
-  return code == MPI_SUCCESS ? start_runtime() : code;
+  return code == MPI_SUCCESS ? start_runtime(false) : code;
 }
 
-// The log's state is not locked: it provides MPI_THREAD_SERIALIZED at most
-// (one thread in MPI at a time), as MPI lets a library provide less than
-// asked. A program asking for MPI_THREAD_MULTIPLE that calls MPI from one
-// thread at a time runs unchanged.
-constexpr int kMostThreads = MPI_THREAD_SERIALIZED;
+// The level MPI grants is the program's: under MPI_THREAD_MULTIPLE the
+// runtime serializes the threads' calls through its lock.
 
 REPRISE_MSGLOG_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   const int code = PMPI_Init_thread(argc, argv, required, provided);
   if (code != MPI_SUCCESS) return code;
-  *provided = std::min(*provided, kMostThreads);
-  return start_runtime();
-}
-
-REPRISE_MSGLOG_EXPORT int MPI_Query_thread(int* provided) {
-  const int code = PMPI_Query_thread(provided);
-  if (code == MPI_SUCCESS && Runtime::current() != nullptr) *provided = std::min(*provided, kMostThreads);
-  return code;
+  return start_runtime(*provided == MPI_THREAD_MULTIPLE);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Finalize() {
@@ -312,7 +313,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Request_free(MPI_Request* request) {
 
 REPRISE_MSGLOG_EXPORT int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
-  if (runtime != nullptr && runtime->tracks(request)) {
+  if (runtime != nullptr && [&] {
+        const auto lock = runtime->enter();
+        return runtime->tracks(request);
+      }()) {
     return refuse("MPI_Request_get_status",
                   "not supported on the message log's requests (libreprise_msglog.so): use MPI_Test");
   }
@@ -320,7 +324,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Request_get_status(MPI_Request request, int* flag,
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Buffer_detach(void* buffer, int* size) {
-  if (Runtime* runtime = Runtime::current(); runtime != nullptr) runtime->complete_detached();
+  if (Runtime* runtime = Runtime::current(); runtime != nullptr) {
+    const auto lock = runtime->enter();
+    runtime->complete_detached();
+  }
   return PMPI_Buffer_detach(buffer, size);
 }
 
@@ -463,13 +470,17 @@ REPRISE_MSGLOG_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], M
 REPRISE_MSGLOG_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler handler) {
   const int code = PMPI_Comm_set_errhandler(comm, handler);
   if (CommInfo* info = logged(comm); info != nullptr && code == MPI_SUCCESS) {
+    const auto lock = Runtime::current()->enter();
     Runtime::current()->set_errhandler(*info, handler);
   }
   return code;
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
-  if (Runtime* runtime = Runtime::current(); runtime != nullptr && *comm != MPI_COMM_WORLD) runtime->freed(*comm);
+  if (Runtime* runtime = Runtime::current(); runtime != nullptr && *comm != MPI_COMM_WORLD) {
+    const auto lock = runtime->enter();
+    runtime->freed(*comm);
+  }
   return PMPI_Comm_free(comm);
 }
 

@@ -25,12 +25,16 @@ REPRISE_MSGLOG_API bool active() noexcept { return detail::Runtime::current() !=
 
 REPRISE_MSGLOG_API reprise_msglog_counters counters() noexcept {
   const detail::Runtime* runtime = detail::Runtime::current();
-  return runtime == nullptr ? reprise_msglog_counters{} : runtime->counters();
+  if (runtime == nullptr) return reprise_msglog_counters{};
+  const auto lock = runtime->enter();
+  return runtime->counters();
 }
 
 REPRISE_MSGLOG_API std::vector<ChannelState> channel_states() {
   std::vector<ChannelState> states;
-  runtime("channel_states").for_each_channel([&](const detail::ChannelKey& key, const detail::Channel& channel,
+  detail::Runtime& log = runtime("channel_states");
+  const auto lock = log.enter();
+  log.for_each_channel([&](const detail::ChannelKey& key, const detail::Channel& channel,
                                                  std::size_t logged) {
     ChannelState state;
     state.communicator = key.communicator;
@@ -46,7 +50,9 @@ REPRISE_MSGLOG_API std::vector<ChannelState> channel_states() {
 
 REPRISE_MSGLOG_API std::vector<LoggedMessage> logged_messages(std::uint64_t communicator, int peer) {
   std::vector<LoggedMessage> messages;
-  for (const detail::LogEntry& entry : runtime("logged_messages").logged(detail::ChannelKey{communicator, peer})) {
+  detail::Runtime& log = runtime("logged_messages");
+  const auto lock = log.enter();
+  for (const detail::LogEntry& entry : log.logged(detail::ChannelKey{communicator, peer})) {
     const std::byte* payload = entry.bytes.get() + detail::kWireHeaderBytes;
     const std::byte* end = entry.bytes.get() + entry.size;
     messages.push_back(LoggedMessage{.sequence = entry.sequence,
@@ -56,16 +62,30 @@ REPRISE_MSGLOG_API std::vector<LoggedMessage> logged_messages(std::uint64_t comm
   return messages;
 }
 
-REPRISE_MSGLOG_API void mark_checkpoint() { runtime("mark_checkpoint").mark_checkpoint(); }
+REPRISE_MSGLOG_API void mark_checkpoint() {
+  detail::Runtime& log = runtime("mark_checkpoint");
+  const auto lock = log.enter();
+  log.mark_checkpoint(MPI_COMM_NULL);
+}
 
-REPRISE_MSGLOG_API void set_max_bytes(std::size_t bytes) { runtime("set_max_bytes").set_max_bytes(bytes); }
+REPRISE_MSGLOG_API void set_max_bytes(std::size_t bytes) {
+  detail::Runtime& log = runtime("set_max_bytes");
+  const auto lock = log.enter();
+  log.set_max_bytes(bytes);
+}
 
 REPRISE_MSGLOG_API void on_log_full(std::function<void(std::size_t, std::size_t)> hook) {
-  runtime("on_log_full").set_full_hook(std::move(hook));
+  detail::Runtime& log = runtime("on_log_full");
+  const auto lock = log.enter();
+  log.set_full_hook(std::move(hook));
 }
 
 REPRISE_MSGLOG_API int buddy() { return runtime("buddy").buddy(); }
 
-REPRISE_MSGLOG_API std::size_t held_determinants(int rank) { return runtime("held_determinants").held_for(rank).size(); }
+REPRISE_MSGLOG_API std::size_t held_determinants(int rank) {
+  detail::Runtime& log = runtime("held_determinants");
+  const auto lock = log.enter();
+  return log.held_for(rank).size();
+}
 
 }  // namespace reprise::msglog

@@ -114,6 +114,24 @@ RequestRecord make_record(bool receive, const void* buffer, int count, MPI_Datat
 /// Makes `status` count `payload` bytes, as MPI would have without the header.
 void set_payload(MPI_Status& status, MPI_Count payload) { PMPI_Status_set_elements_x(&status, MPI_BYTE, payload); }
 
+/// The rank in MPI_COMM_WORLD of each member of `comm` (MPI_UNDEFINED for
+/// a process that was not in it).
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  int size = 0;
+  PMPI_Comm_size(comm, &size);
+  std::vector<int> ranks(static_cast<std::size_t>(size));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  std::vector<int> world_ranks(ranks.size());
+  MPI_Group group = MPI_GROUP_NULL;
+  MPI_Group world = MPI_GROUP_NULL;
+  PMPI_Comm_group(comm, &group);
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
+  PMPI_Group_free(&group);
+  PMPI_Group_free(&world);
+  return world_ranks;
+}
+
 }  // namespace
 
 Runtime* Runtime::current() noexcept { return instance(); }
@@ -181,19 +199,8 @@ void Runtime::created(CommInfo& parent, MPI_Comm created) {
   PMPI_Comm_test_inter(created, &inter);
   if (inter != 0) return;
   int rank = 0;
-  int size = 0;
   PMPI_Comm_rank(created, &rank);
-  PMPI_Comm_size(created, &size);
-  std::vector<int> world_ranks(static_cast<std::size_t>(size));
-  std::vector<int> ranks(static_cast<std::size_t>(size));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  MPI_Group group = MPI_GROUP_NULL;
-  MPI_Group world = MPI_GROUP_NULL;
-  PMPI_Comm_group(created, &group);
-  PMPI_Comm_group(MPI_COMM_WORLD, &world);
-  PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
-  PMPI_Group_free(&group);
-  PMPI_Group_free(&world);
+  std::vector<int> world_ranks = world_ranks_of(created);
   _comms[created] = CommInfo{.key = key,
                              .physical = created,
                              .rank = rank,
@@ -370,31 +377,32 @@ int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype typ
     LogEntry held;  // until the send completes
     MPI_Request physical = MPI_REQUEST_NULL;
     const int code = send_from_application(mode, buffer, run, dest, tag, comm, held, physical);
-    return code == MPI_SUCCESS ? PMPI_Wait(&physical, MPI_STATUS_IGNORE) : code;
+    return code == MPI_SUCCESS ? blocking([&] { return PMPI_Wait(&physical, MPI_STATUS_IGNORE); }) : code;
   }
   const LogEntry* entry = nullptr;
   if (const int code = log_message(buffer, count, type, dest, tag, comm, entry); code != MPI_SUCCESS) return code;
-  // The entry stays in the log during a blocking send: nothing changes the log meanwhile.
-  void* wire = entry->bytes.get();
-  const int bytes = wire_count(entry->size);
+  // Held until the send completes: another thread may change the log meanwhile.
+  const LogEntry held = *entry;
+  void* wire = held.bytes.get();
+  const int bytes = wire_count(held.size);
   switch (mode) {
     case SendMode::kSynchronous:
-      return PMPI_Ssend(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
+      return blocking([&] { return PMPI_Ssend(wire, bytes, MPI_PACKED, dest, tag, comm.physical); });
     case SendMode::kReady:
-      return PMPI_Rsend(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
+      return blocking([&] { return PMPI_Rsend(wire, bytes, MPI_PACKED, dest, tag, comm.physical); });
     case SendMode::kBuffered: {
       // The log's copy is the buffer: the send goes on from it, and the
       // application's buffer is free at once, as MPI_Bsend promises.
       MPI_Request request = MPI_REQUEST_NULL;
       const int code = PMPI_Isend(wire, bytes, MPI_PACKED, dest, tag, comm.physical, &request);
-      if (code == MPI_SUCCESS) _detached.emplace_back(request, *entry);
+      if (code == MPI_SUCCESS) _detached.emplace_back(request, held);
       if (_detached.size() >= kDetachedBeforeSweep) release_detached();
       return code;
     }
     case SendMode::kStandard:
       break;
   }
-  return PMPI_Send(wire, bytes, MPI_PACKED, dest, tag, comm.physical);
+  return blocking([&] { return PMPI_Send(wire, bytes, MPI_PACKED, dest, tag, comm.physical); });
 }
 
 int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
@@ -444,8 +452,8 @@ void Runtime::release_detached() {
 }
 
 void Runtime::complete_detached() {
-  for (auto& detached : _detached) PMPI_Wait(&detached.first, MPI_STATUS_IGNORE);
-  _detached.clear();
+  std::vector<std::pair<MPI_Request, LogEntry>> sending = std::exchange(_detached, {});
+  for (auto& detached : sending) blocking([&] { return PMPI_Wait(&detached.first, MPI_STATUS_IGNORE); });
 }
 
 // ---- receives ------------------------------------------------------------
@@ -453,9 +461,10 @@ void Runtime::complete_detached() {
 std::byte* Runtime::staging_for(RequestRecord& record, std::size_t bytes, bool blocking) {
   record.capacity = bytes;
   if (blocking) {
-    // One blocking receive at a time: the runtime's buffer, kept between calls.
-    if (_scratch.size() < bytes) _scratch.resize(bytes);
-    record.staging = _scratch.data();
+    // One blocking receive at a time per thread: the thread's buffer.
+    thread_local std::vector<std::byte> scratch;
+    if (scratch.size() < bytes) scratch.resize(bytes);
+    record.staging = scratch.data();
     return record.staging;
   }
   record.owned = std::make_unique_for_overwrite<std::byte[]>(bytes);
@@ -575,7 +584,8 @@ int Runtime::recv(void* buffer, int count, MPI_Datatype type, int source, int ta
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
   ReceiveTarget target = prepare_receive(record, true);
-  const int code = PMPI_Recv(target.buffer, target.count, target.type, source, tag, comm.physical, &out);
+  const int code = blocking(
+      [&] { return PMPI_Recv(target.buffer, target.count, target.type, source, tag, comm.physical, &out); });
   if (target.owned_type) PMPI_Type_free(&target.type);
   finish_receive(record, out);
   return code;
@@ -621,10 +631,12 @@ int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send
     }
   }
   const int received = source == MPI_PROC_NULL
-                           ? PMPI_Recv(receive_buffer, receive_count, receive_type, source, receive_tag,
-                                       comm.physical, status)
+                           ? blocking([&] {
+                               return PMPI_Recv(receive_buffer, receive_count, receive_type, source, receive_tag,
+                                                comm.physical, status);
+                             })
                            : recv(receive_buffer, receive_count, receive_type, source, receive_tag, comm, status);
-  const int code = PMPI_Wait(&sent, MPI_STATUS_IGNORE);
+  const int code = blocking([&] { return PMPI_Wait(&sent, MPI_STATUS_IGNORE); });
   return received != MPI_SUCCESS ? received : code;
 }
 
@@ -685,32 +697,23 @@ int Runtime::request_free(MPI_Request* request) {
 
 // ---- completion ------------------------------------------------------------
 
-std::vector<MPI_Request> Runtime::physical_requests(int count, const MPI_Request* requests) const {
-  std::vector<MPI_Request> physical(requests, requests + count);
-  for (MPI_Request& request : physical) {
-    const auto found = _requests.find(request);
-    if (found != _requests.end()) request = found->second.physical;
-  }
-  return physical;
-}
-
-void Runtime::finish(MPI_Request& request, MPI_Request before, MPI_Request after, MPI_Status& status) {
-  const auto found = _requests.find(request);
-  if (found == _requests.end()) {
+void Runtime::finish(MPI_Request& request, RequestTable::node_type& record, MPI_Request before, MPI_Request after,
+                     MPI_Status& status) {
+  if (record.empty()) {
     request = after;
     return;
   }
   if (before == MPI_REQUEST_NULL || after != MPI_REQUEST_NULL) return;  // inactive, or not complete
-  RequestRecord& record = found->second;
-  if (record.receive) {
-    finish_receive(record, status);
-  } else if (record.entry.bytes) {
-    set_payload(status, static_cast<MPI_Count>(record.entry.size - kWireHeaderBytes));
+  RequestRecord& finished = record.mapped();
+  if (finished.receive) {
+    finish_receive(finished, status);
+  } else if (finished.entry.bytes) {
+    set_payload(status, static_cast<MPI_Count>(finished.entry.size - kWireHeaderBytes));
   }
-  record.entry = {};
-  record.physical = MPI_REQUEST_NULL;
-  if (!record.persistent) {
-    _requests.erase(found);
+  finished.entry = {};
+  finished.physical = MPI_REQUEST_NULL;
+  if (!finished.persistent) {
+    record = {};
     request = MPI_REQUEST_NULL;
   }
 }
@@ -733,19 +736,24 @@ std::uint64_t active_count(const std::vector<MPI_Request>& physical) {
 }  // namespace
 
 int Runtime::wait(MPI_Request* request, MPI_Status* status) {
-  const auto found = _requests.find(*request);
-  if (found == _requests.end()) return PMPI_Wait(request, status);
-  MPI_Request physical = found->second.physical;
-  const MPI_Request before = physical;
+  if (!_requests.contains(*request)) return blocking([&] { return PMPI_Wait(request, status); });
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  const int code = PMPI_Wait(&physical, &out);
-  finish(*request, before, physical, out);
+  Batch one = batch(1, request, &out);
+  const int code = blocking([&] { return PMPI_Wait(&one.physical[0], &out); });
+  finish_all(request, one, 1, nullptr);
   return code;
 }
 
-Runtime::Batch Runtime::batch(int count, const MPI_Request* requests, MPI_Status* statuses) const {
-  Batch batch{.physical = physical_requests(count, requests), .before = {}, .local = {}, .statuses = statuses};
+Runtime::Batch Runtime::batch(int count, const MPI_Request* requests, MPI_Status* statuses) {
+  Batch batch{.records = {}, .physical = {requests, requests + count}, .before = {}, .local = {},
+              .statuses = statuses};
+  batch.records.resize(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < batch.physical.size(); ++i) {
+    if (batch.physical[i] == MPI_REQUEST_NULL) continue;
+    batch.records[i] = _requests.extract(batch.physical[i]);
+    if (!batch.records[i].empty()) batch.physical[i] = batch.records[i].mapped().physical;
+  }
   batch.before = batch.physical;
   if (statuses == MPI_STATUSES_IGNORE) {
     batch.local.resize(static_cast<std::size_t>(count));
@@ -756,15 +764,18 @@ Runtime::Batch Runtime::batch(int count, const MPI_Request* requests, MPI_Status
 
 void Runtime::finish_all(MPI_Request* requests, Batch& batch, int count, const int* indices) {
   for (int k = 0; k < count; ++k) {
-    const int i = indices == nullptr ? k : indices[k];
-    finish(requests[i], batch.before[i], batch.physical[i], batch.statuses[k]);
+    const auto i = static_cast<std::size_t>(indices == nullptr ? k : indices[k]);
+    finish(requests[i], batch.records[i], batch.before[i], batch.physical[i], batch.statuses[k]);
+  }
+  for (RequestTable::node_type& record : batch.records) {
+    if (!record.empty()) _requests.insert(std::move(record));
   }
 }
 
 int Runtime::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
-  if (_requests.empty()) return PMPI_Waitall(count, requests, statuses);
+  if (_requests.empty()) return blocking([&] { return PMPI_Waitall(count, requests, statuses); });
   Batch all = batch(count, requests, statuses);
-  const int code = PMPI_Waitall(count, all.physical.data(), all.statuses);
+  const int code = blocking([&] { return PMPI_Waitall(count, all.physical.data(), all.statuses); });
   finish_all(requests, all, count, nullptr);
   return code;
 }
@@ -773,7 +784,7 @@ int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* st
   Batch all = batch(count, requests, statuses);
   const int code = PMPI_Testall(count, all.physical.data(), flag, all.statuses);
   choice(active_count(all.before), *flag != 0, {count});
-  if (*flag != 0) finish_all(requests, all, count, nullptr);
+  finish_all(requests, all, *flag != 0 ? count : 0, nullptr);
   return code;
 }
 
@@ -782,38 +793,40 @@ int Runtime::any(bool blocking, int count, MPI_Request* requests, int* index, in
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
   Batch one = batch(count, requests, &out);
   int done = 1;
-  const int code = blocking ? PMPI_Waitany(count, one.physical.data(), index, &out)
+  const int code = blocking ? this->blocking([&] { return PMPI_Waitany(count, one.physical.data(), index, &out); })
                             : PMPI_Testany(count, one.physical.data(), index, &done, &out);
   if (flag != nullptr) *flag = done;
   const bool completed = done != 0 && *index != MPI_UNDEFINED;
   // A wait over one active request makes no choice.
   const std::uint64_t active = active_count(one.before);
   if (!blocking || active > 1) choice(active, completed, {completed ? *index : MPI_UNDEFINED});
-  if (completed) finish(requests[*index], one.before[*index], one.physical[*index], out);
+  finish_all(requests, one, completed ? 1 : 0, index);
   return code;
 }
 
 int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount, int* indices,
                   MPI_Status* statuses) {
   Batch some = batch(count, requests, statuses);
-  const int code = blocking ? PMPI_Waitsome(count, some.physical.data(), outcount, indices, some.statuses)
+  const int code = blocking ? this->blocking([&] {
+    return PMPI_Waitsome(count, some.physical.data(), outcount, indices, some.statuses);
+  })
                             : PMPI_Testsome(count, some.physical.data(), outcount, indices, some.statuses);
-  if (*outcount == MPI_UNDEFINED) return code;
-  const std::uint64_t active = active_count(some.before);
-  if (!blocking || active > 1) choice(active, *outcount > 0, std::vector<int>(indices, indices + *outcount));
-  finish_all(requests, some, *outcount, indices);
+  const bool none_active = *outcount == MPI_UNDEFINED;
+  if (!none_active) {
+    const std::uint64_t active = active_count(some.before);
+    if (!blocking || active > 1) choice(active, *outcount > 0, std::vector<int>(indices, indices + *outcount));
+  }
+  finish_all(requests, some, none_active ? 0 : *outcount, indices);
   return code;
 }
 
 int Runtime::test(MPI_Request* request, int* flag, MPI_Status* status) {
-  const auto found = _requests.find(*request);
-  MPI_Request physical = found == _requests.end() ? *request : found->second.physical;
-  const MPI_Request before = physical;
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  const int code = PMPI_Test(&physical, flag, &out);
-  choice(before == MPI_REQUEST_NULL ? 0 : 1, *flag != 0, {0});
-  if (*flag != 0) finish(*request, before, physical, out);
+  Batch one = batch(1, request, &out);
+  const int code = PMPI_Test(&one.physical[0], flag, &out);
+  choice(one.before[0] == MPI_REQUEST_NULL ? 0 : 1, *flag != 0, {0});
+  finish_all(request, one, *flag != 0 ? 1 : 0, nullptr);
   return code;
 }
 
@@ -829,8 +842,10 @@ void Runtime::fix_probe_status(MPI_Status& status) {
 int Runtime::probe(int source, int tag, CommInfo& comm, MPI_Message* message, MPI_Status* status) {
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  const int code = message == nullptr ? PMPI_Probe(source, tag, comm.physical, &out)
-                                      : PMPI_Mprobe(source, tag, comm.physical, message, &out);
+  const int code = blocking([&] {
+    return message == nullptr ? PMPI_Probe(source, tag, comm.physical, &out)
+                              : PMPI_Mprobe(source, tag, comm.physical, message, &out);
+  });
   if (code != MPI_SUCCESS) return code;
   fix_probe_status(out);
   if (source == MPI_ANY_SOURCE) choice(1, true, {out.MPI_SOURCE});
@@ -862,11 +877,13 @@ RequestRecord* Runtime::matched(MPI_Message message, RequestRecord& record) {
 
 int Runtime::mrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
   RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, nullptr);
-  if (matched(*message, record) == nullptr) return PMPI_Mrecv(buffer, count, type, message, status);
+  if (matched(*message, record) == nullptr) {
+    return blocking([&] { return PMPI_Mrecv(buffer, count, type, message, status); });
+  }
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
   ReceiveTarget target = prepare_receive(record, true);
-  const int code = PMPI_Mrecv(target.buffer, target.count, target.type, message, &out);
+  const int code = blocking([&] { return PMPI_Mrecv(target.buffer, target.count, target.type, message, &out); });
   if (target.owned_type) PMPI_Type_free(&target.type);
   finish_receive(record, out);
   return code;
@@ -886,17 +903,16 @@ int Runtime::imrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* mes
 
 // ---- checkpoints and state -------------------------------------------------
 
-void Runtime::mark_checkpoint() {
-  int size = 1;
-  PMPI_Comm_size(_internal, &size);
-  // What this process consumed, sent to each sender: communicator key, my
+std::vector<std::byte> Runtime::consumed_for(const std::vector<int>& place, std::vector<int>& counts) const {
+  // Per sender (its rank in the exchange): communicator key, this process's
   // rank in it, the watermark, then the numbers consumed out of order.
-  std::vector<std::vector<std::byte>> outgoing(static_cast<std::size_t>(size));
+  std::vector<std::vector<std::byte>> outgoing(counts.size());
   for (const auto& [key, members] : _members) {
     for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
       const ReceiveWindow<Sequence>& received = members.channels[peer].received;
-      if (received.next() == 0 && received.out_of_order().empty()) continue;
-      auto& words = outgoing[static_cast<std::size_t>(members.world[peer])];
+      const int sender = place[static_cast<std::size_t>(members.world[peer])];
+      if (sender < 0 || (received.next() == 0 && received.out_of_order().empty())) continue;
+      auto& words = outgoing[static_cast<std::size_t>(sender)];
       append_word(words, key);
       append_word(words, static_cast<std::uint64_t>(members.rank));
       append_word(words, received.next());
@@ -904,23 +920,77 @@ void Runtime::mark_checkpoint() {
       for (const Sequence s : received.out_of_order()) append_word(words, s);
     }
   }
-  std::vector<int> send_counts(static_cast<std::size_t>(size));
-  std::vector<int> send_offsets(static_cast<std::size_t>(size));
-  std::vector<std::byte> send_bytes;
+  std::vector<std::byte> bytes;
   for (std::size_t r = 0; r < outgoing.size(); ++r) {
-    send_offsets[r] = static_cast<int>(send_bytes.size());
-    send_counts[r] = static_cast<int>(outgoing[r].size());
-    send_bytes.insert(send_bytes.end(), outgoing[r].begin(), outgoing[r].end());
+    counts[r] = static_cast<int>(outgoing[r].size());
+    bytes.insert(bytes.end(), outgoing[r].begin(), outgoing[r].end());
   }
-  std::vector<int> receive_counts(static_cast<std::size_t>(size));
-  std::vector<int> receive_offsets(static_cast<std::size_t>(size));
-  PMPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, _internal);
+  return bytes;
+}
+
+std::vector<std::byte> Runtime::exchange_consumed(MPI_Comm over, const std::vector<int>& place) {
+  const std::size_t size = std::count_if(place.begin(), place.end(), [](int r) { return r >= 0; });
+  std::vector<int> send_counts(size);
+  const std::vector<std::byte> send_bytes = consumed_for(place, send_counts);
+  std::vector<int> send_offsets(size);
+  std::exclusive_scan(send_counts.begin(), send_counts.end(), send_offsets.begin(), 0);
+  std::vector<int> receive_counts(size);
+  std::vector<int> receive_offsets(size);
+  const auto failed = [](int code) {
+    char text[MPI_MAX_ERROR_STRING];
+    int length = 0;
+    PMPI_Error_string(code, text, &length);
+    int error_class = code;
+    PMPI_Error_class(code, &error_class);
+    return MpiError("the exchange of consumed sequence numbers failed: " + std::string(text, length), error_class);
+  };
+  if (const int code = blocking([&] {
+        return PMPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, over);
+      });
+      code != MPI_SUCCESS) {
+    throw failed(code);
+  }
   std::exclusive_scan(receive_counts.begin(), receive_counts.end(), receive_offsets.begin(), 0);
-  std::vector<std::byte> receive_bytes(
-      static_cast<std::size_t>(receive_offsets.back() + receive_counts.back()));
-  PMPI_Alltoallv(send_bytes.data(), send_counts.data(), send_offsets.data(), MPI_BYTE, receive_bytes.data(),
-                 receive_counts.data(), receive_offsets.data(), MPI_BYTE, _internal);
-  WordReader in(receive_bytes);
+  std::vector<std::byte> receive_bytes(static_cast<std::size_t>(receive_offsets.back() + receive_counts.back()));
+  if (const int code = blocking([&] {
+        return PMPI_Alltoallv(send_bytes.data(), send_counts.data(), send_offsets.data(), MPI_BYTE,
+                              receive_bytes.data(), receive_counts.data(), receive_offsets.data(), MPI_BYTE, over);
+      });
+      code != MPI_SUCCESS) {
+    throw failed(code);
+  }
+  return receive_bytes;
+}
+
+std::vector<int> Runtime::world_places(MPI_Comm over) const {
+  int world_size = 0;
+  PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  std::vector<int> place(static_cast<std::size_t>(world_size), -1);
+  if (over == _internal) {
+    std::iota(place.begin(), place.end(), 0);
+    return place;
+  }
+  const std::vector<int> world_ranks = world_ranks_of(over);
+  for (std::size_t r = 0; r < world_ranks.size(); ++r) {
+    const int w = world_ranks[r];
+    if (w == MPI_UNDEFINED) {
+      throw UsageError("the checkpoint's communicator has a member that was not a process of MPI_COMM_WORLD at "
+                       "MPI_Init (a replacement); the log follows those processes only, so it is no longer marked "
+                       "at checkpoints and grows to its bound (REPRISE_MSGLOG_MAX_BYTES)");
+    }
+    place[static_cast<std::size_t>(w)] = static_cast<int>(r);
+  }
+  return place;
+}
+
+void Runtime::mark_checkpoint(MPI_Comm over) {
+  MPI_Comm physical = _internal;
+  if (over != MPI_COMM_NULL) {
+    const CommInfo* info = find(over);
+    physical = info != nullptr ? info->physical : over;
+  }
+  const std::vector<std::byte> consumed = exchange_consumed(physical, world_places(physical));
+  WordReader in(consumed);
   std::vector<Sequence> out_of_order;
   while (in.ok() && in.remaining() > 0) {
     const std::uint64_t communicator = in.word();
@@ -973,15 +1043,21 @@ void Runtime::for_each_channel(
 extern "C" __attribute__((visibility("default"))) int reprise_msglog_get_counters(reprise_msglog_counters* counters) {
   const reprise::detail::Runtime* runtime = reprise::detail::Runtime::current();
   if (runtime == nullptr || counters == nullptr) return 1;
+  const auto lock = runtime->enter();
   *counters = runtime->counters();
   return 0;
 }
 
 extern "C" __attribute__((visibility("default"))) int reprise_msglog_mark_checkpoint(void) {
+  return reprise_msglog_mark_checkpoint_on(MPI_COMM_NULL);
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_mark_checkpoint_on(MPI_Comm comm) {
   reprise::detail::Runtime* runtime = reprise::detail::Runtime::current();
   if (runtime == nullptr) return -1;
   try {
-    runtime->mark_checkpoint();
+    const auto lock = runtime->enter();
+    runtime->mark_checkpoint(comm);
     return 0;
   } catch (const reprise::Error& error) {
     std::fprintf(stderr, "reprise_msglog_mark_checkpoint: %s\n", error.what());

@@ -4,8 +4,9 @@
 // interfaces (docs/ARCHITECTURE.md §16). It owns the communicator table
 // (application handle → physical communicator), the request table, the
 // channels and their sequence numbers, the payload log, the determinants
-// and the buddy links. Every method is called with MPI initialized, from
-// one thread at a time (MPI_THREAD_MULTIPLE is refused).
+// and the buddy links. Every method is called with MPI initialized; when the
+// program was granted MPI_THREAD_MULTIPLE, with the runtime's lock held
+// (enter()), which the runtime lets go around every MPI call that may block.
 
 #include <mpi.h>
 
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -84,7 +86,7 @@ struct RequestRecord {
   // The active operation.
   LogEntry entry;                               ///< a send's log entry (its wire buffer)
   std::byte* staging = nullptr;                 ///< a receive's [header | packed payload], or the header alone
-  std::unique_ptr<std::byte[]> owned;           ///< `staging` of a non-blocking receive (a blocking one uses the runtime's)
+  std::unique_ptr<std::byte[]> owned;           ///< `staging` of a non-blocking receive (a blocking one uses its thread's)
   std::size_t capacity = 0;                     ///< bytes of `staging`
   std::size_t payload_offset = 0;               ///< where the payload starts in `staging`
   bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
@@ -108,6 +110,26 @@ class Runtime {
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
+
+  /// Whether several threads may call MPI at once (MPI granted
+  /// MPI_THREAD_MULTIPLE): then the entry points serialize through enter().
+  void set_shared(bool shared) noexcept { _shared = shared; }
+  /// The runtime's lock, held while an entry point reads or changes the
+  /// runtime; not taken when one thread at a time calls MPI.
+  [[nodiscard]] std::unique_lock<std::recursive_mutex> enter() const {
+    return _shared ? std::unique_lock<std::recursive_mutex>(_mutex) : std::unique_lock<std::recursive_mutex>();
+  }
+  /// Runs `call`, an MPI call that may block, with the lock (held by this
+  /// thread through enter()) let go meanwhile, so that another thread's
+  /// call can complete what this one waits for.
+  template <class Call>
+  int blocking(Call&& call) {
+    if (!_shared) return call();
+    _mutex.unlock();
+    const int code = call();
+    _mutex.lock();
+    return code;
+  }
 
   /// The logged communicator behind the application's `comm`, or nullptr
   /// when calls on it pass straight to MPI (MPI_COMM_SELF, intercommunicators,
@@ -168,8 +190,9 @@ class Runtime {
   /// Completes the buffered sends still in flight (MPI_Buffer_detach, MPI_Finalize).
   void complete_detached();
 
-  /// Marks a checkpoint: collective over every process (see msglog.hpp).
-  void mark_checkpoint();
+  /// Marks a checkpoint: collective over `over`, an intracommunicator of
+  /// processes of MPI_COMM_WORLD (MPI_COMM_NULL: every process; see msglog.hpp).
+  void mark_checkpoint(MPI_Comm over);
   /// The counters, as the C interface returns them.
   [[nodiscard]] reprise_msglog_counters counters() const noexcept;
   /// Every channel with state (see msglog.hpp's ChannelState).
@@ -197,9 +220,15 @@ class Runtime {
     bool owned_type = false;
   };
 
+  using RequestTable = std::unordered_map<MPI_Request, RequestRecord>;
+
   /// The physical side of an application's array of requests, for one
-  /// Wait/Test call: what MPI completes, as it was before, the statuses.
+  /// Wait/Test call: the log's records of them, taken out of the table for
+  /// the call (empty for a request the log does not track), so that a
+  /// handle MPI frees and gives another thread's new request meanwhile
+  /// never meets them; what MPI completes, as it was before, the statuses.
   struct Batch {
+    std::vector<RequestTable::node_type> records;
     std::vector<MPI_Request> physical;
     std::vector<MPI_Request> before;
     std::vector<MPI_Status> local;
@@ -236,8 +265,8 @@ class Runtime {
   void make_room(std::size_t bytes);
   void flush_determinants();
   int post_send(RequestRecord& record, CommInfo& comm);
-  /// A staging buffer of `bytes` for `record`: the runtime's own for a
-  /// blocking receive, else one the record owns.
+  /// A staging buffer of `bytes` for `record`: the calling thread's own
+  /// for a blocking receive (kept between calls), else one the record owns.
   std::byte* staging_for(RequestRecord& record, std::size_t bytes, bool blocking);
   [[nodiscard]] ReceiveTarget prepare_receive(RequestRecord& record, bool blocking);
   int post_receive(RequestRecord& record, const CommInfo& comm);
@@ -245,32 +274,45 @@ class Runtime {
   void finish_receive(RequestRecord& record, MPI_Status& status);
   static void fix_probe_status(MPI_Status& status);
   /// After MPI completed (or not) `before` into `after`: finishes the
-  /// application's `request` if it is the log's, else hands `after` back.
-  void finish(MPI_Request& request, MPI_Request before, MPI_Request after, MPI_Status& status);
+  /// application's `request` if `record` holds the log's (then left empty
+  /// when the request is done with), else hands `after` back.
+  void finish(MPI_Request& request, RequestTable::node_type& record, MPI_Request before, MPI_Request after,
+              MPI_Status& status);
   /// A non-deterministic call over `active` requests (none: no choice).
   void choice(std::uint64_t active, bool succeeded, std::vector<int> outcome);
   RequestRecord* matched(MPI_Message message, RequestRecord& record);
-  [[nodiscard]] std::vector<MPI_Request> physical_requests(int count, const MPI_Request* requests) const;
-  [[nodiscard]] Batch batch(int count, const MPI_Request* requests, MPI_Status* statuses) const;
+  [[nodiscard]] Batch batch(int count, const MPI_Request* requests, MPI_Status* statuses);
   /// finish() for the `count` requests at `indices` (nullptr: the first
-  /// `count`), whose statuses are the batch's first `count`.
+  /// `count`), whose statuses are the batch's first `count`; then every
+  /// record still needed goes back into the table.
   void finish_all(MPI_Request* requests, Batch& batch, int count, const int* indices);
   void release_detached();
+  /// What this process consumed of each sender, as words, per sender in
+  /// the order of its place in the exchange (`place`: a world rank's, or -1
+  /// for one outside it); `counts` gets the bytes per sender.
+  [[nodiscard]] std::vector<std::byte> consumed_for(const std::vector<int>& place, std::vector<int>& counts) const;
+  /// Exchanges consumed_for() over `over` (MPI_Alltoallv): what each
+  /// receiver consumed of this process's messages. MpiError when MPI fails.
+  std::vector<std::byte> exchange_consumed(MPI_Comm over, const std::vector<int>& place);
+  /// Each world rank's rank in `over` (-1 when not a member). UsageError
+  /// when a member is not a process of MPI_COMM_WORLD.
+  [[nodiscard]] std::vector<int> world_places(MPI_Comm over) const;
   /// After a checkpoint: drops the members and channels of freed
   /// communicators with nothing logged and no request or matched message left.
   void forget_freed();
 
+  mutable std::recursive_mutex _mutex;  ///< see enter()
+  bool _shared = false;
   std::size_t _max_bytes;
   LogArena _arena;  ///< the entries' memory: first, so that it outlives every entry
   std::unordered_map<MPI_Comm, CommInfo> _comms;
   std::pair<MPI_Comm, CommInfo*> _last_found{MPI_COMM_NULL, nullptr};  ///< the last hit of find()
   std::unordered_map<std::uint64_t, Members> _members;
-  std::unordered_map<MPI_Request, RequestRecord> _requests;
+  RequestTable _requests;
   std::unordered_map<MPI_Message, Members*> _messages;               ///< matched messages (Mprobe)
   PayloadLog _log;
   DeterminantLog _determinants;
   std::vector<std::pair<MPI_Request, LogEntry>> _detached;
-  std::vector<std::byte> _scratch;  ///< the staging buffer of blocking receives
   std::array<std::pair<MPI_Datatype, std::size_t>, 16> _contiguous{};  ///< contiguous_bytes' cache: type, element bytes
   std::unordered_map<int, MPI_Datatype> _guarded_types;  ///< guarded_staging_type's cache, by payload bytes
   MPI_Comm _internal = MPI_COMM_NULL;

@@ -1,5 +1,6 @@
 // GoogleTest main for the message log's MPI tests: MPI_Init, not
-// reprise::Environment, whose MPI_THREAD_MULTIPLE the message log refuses.
+// reprise::Environment, so that the log's own calls are all the tests see
+// (msglog_with_reprise runs under reprise::Environment).
 // Every process records its outcome for scripts/reprise-run.
 
 #include <gtest/gtest.h>
