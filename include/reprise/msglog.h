@@ -20,7 +20,7 @@ typedef struct reprise_msglog_counters {
   uint64_t log_bytes_now;      /**< bytes the log holds now */
   uint64_t log_bytes_peak;     /**< most bytes the log held at once */
   uint64_t log_bytes_discarded; /**< bytes dropped at the bound (REPRISE_MSGLOG_WHEN_FULL=discard, the default): no longer recoverable */
-  uint64_t determinant_batches; /**< batches of determinants sent to the buddy and acknowledged (its only extra messages, outside MPI) */
+  uint64_t determinant_batches; /**< batches of determinants stored at the buddy: written to memory shared with it on one host, else sent and acknowledged (the log's only extra messages, outside MPI) */
 } reprise_msglog_counters;
 /** Fills *counters; returns 0 when the message log is active in this process, nonzero otherwise. */
 int reprise_msglog_get_counters(reprise_msglog_counters* counters);

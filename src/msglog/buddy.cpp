@@ -15,6 +15,7 @@
 #include <string>
 
 #include "reprise/error.hpp"
+#include "shared_events.hpp"
 #include "words.hpp"
 
 namespace reprise::detail {
@@ -23,7 +24,8 @@ namespace {
 
 constexpr std::uint32_t kStore = 1;
 constexpr std::uint32_t kForget = 2;
-constexpr std::size_t kAddressBytes = 64;  // a port, then the host name
+constexpr std::size_t kAddressBytes = 64;  // a port, a process id, then the host name
+constexpr std::size_t kHostOffset = sizeof(std::uint16_t) + sizeof(std::uint32_t);
 constexpr std::size_t kFrameHeaderBytes = 16;
 
 [[noreturn]] void fail(const std::string& what) {
@@ -53,7 +55,7 @@ bool read_all(int fd, std::byte* data, std::size_t size) {
 }
 
 std::string host_name() {
-  char name[kAddressBytes - sizeof(std::uint16_t)] = {};
+  char name[kAddressBytes - kHostOffset] = {};
   if (::gethostname(name, sizeof name - 1) != 0) fail("gethostname");
   return name;
 }
@@ -90,53 +92,89 @@ std::vector<int> choose_buddies(std::span<const std::string> hosts) {
   return buddies;
 }
 
-BuddyLinks::BuddyLinks(MPI_Comm comm) {
-  int size = 1;
-  PMPI_Comm_rank(comm, &_rank);
-  PMPI_Comm_size(comm, &size);
+namespace {
 
-  // Every process's host name, then its buddy.
+/// Every process's host name, by rank of `comm` (collective).
+std::vector<std::string> every_host(MPI_Comm comm) {
+  int size = 1;
+  PMPI_Comm_size(comm, &size);
   const std::string host = host_name();
-  std::vector<char> mine_host(kAddressBytes, '\0');
-  std::memcpy(mine_host.data(), host.data(), host.size());
-  std::vector<char> every_host(kAddressBytes * static_cast<std::size_t>(size));
-  PMPI_Allgather(mine_host.data(), static_cast<int>(kAddressBytes), MPI_CHAR, every_host.data(),
-                 static_cast<int>(kAddressBytes), MPI_CHAR, comm);
+  std::vector<char> mine(kAddressBytes, '\0');
+  std::memcpy(mine.data(), host.data(), host.size());
+  std::vector<char> all(kAddressBytes * static_cast<std::size_t>(size));
+  PMPI_Allgather(mine.data(), static_cast<int>(kAddressBytes), MPI_CHAR, all.data(), static_cast<int>(kAddressBytes),
+                 MPI_CHAR, comm);
   std::vector<std::string> hosts;
-  for (int r = 0; r < size; ++r) hosts.emplace_back(every_host.data() + kAddressBytes * static_cast<std::size_t>(r));
+  for (int r = 0; r < size; ++r) hosts.emplace_back(all.data() + kAddressBytes * static_cast<std::size_t>(r));
+  return hosts;
+}
+
+/// The name of the shared-memory object where `writer` stores its events
+/// for its buddy, the process `pid` listening on `port`.
+std::string region_name(std::uint32_t pid, std::uint16_t port, int writer) {
+  return "/reprise-msglog-" + std::to_string(pid) + "-" + std::to_string(port) + "-" + std::to_string(writer);
+}
+
+}  // namespace
+
+BuddyLinks::BuddyLinks(MPI_Comm comm) {
+  PMPI_Comm_rank(comm, &_rank);
+  const std::vector<std::string> hosts = every_host(comm);
   const std::vector<int> buddies = choose_buddies(hosts);
   _buddy = buddies[static_cast<std::size_t>(_rank)];
+  const std::string& host = hosts[static_cast<std::size_t>(_rank)];
 
   // Those whose buddy I am connect to me: when all of them are on my host,
   // I listen on the loopback address only, so that no other machine can
-  // reach the port.
+  // reach the port; those on my host store their events in memory we share.
   bool all_here = true;
-  for (int r = 0; r < size; ++r) {
-    if (buddies[static_cast<std::size_t>(r)] == _rank && hosts[static_cast<std::size_t>(r)] != host) all_here = false;
+  for (std::size_t r = 0; r < hosts.size(); ++r) {
+    if (buddies[r] == _rank && hosts[r] != host) all_here = false;
   }
+  const std::uint16_t port = listen(all_here);
+  const auto pid = static_cast<std::uint32_t>(::getpid());
+  for (std::size_t r = 0; r < hosts.size(); ++r) {
+    if (buddies[r] != _rank || hosts[r] != host) continue;
+    const std::string name = region_name(pid, port, static_cast<int>(r));
+    if (auto region = SharedEvents::create(name); region != nullptr) {
+      _shared_in.emplace(static_cast<int>(r), std::move(region));
+      _regions_made.push_back(name);
+    }
+  }
+
+  // Every address goes to everyone; I keep my buddy's.
+  std::vector<std::byte> mine(kAddressBytes);
+  std::memcpy(mine.data(), &port, sizeof port);
+  std::memcpy(mine.data() + sizeof port, &pid, sizeof pid);
+  std::memcpy(mine.data() + kHostOffset, host.data(), host.size());
+  std::vector<std::byte> addresses(kAddressBytes * hosts.size());
+  PMPI_Allgather(mine.data(), static_cast<int>(kAddressBytes), MPI_BYTE, addresses.data(),
+                 static_cast<int>(kAddressBytes), MPI_BYTE, comm);
+  const auto at = addresses.begin() + static_cast<std::ptrdiff_t>(kAddressBytes * static_cast<std::size_t>(_buddy));
+  _buddy_address.assign(at, at + static_cast<std::ptrdiff_t>(kAddressBytes));
+  if (hosts[static_cast<std::size_t>(_buddy)] == host) {
+    std::uint16_t buddy_port = 0;
+    std::uint32_t buddy_pid = 0;
+    std::memcpy(&buddy_port, _buddy_address.data(), sizeof buddy_port);
+    std::memcpy(&buddy_pid, _buddy_address.data() + sizeof buddy_port, sizeof buddy_pid);
+    _shared_out = SharedEvents::open(region_name(buddy_pid, buddy_port, _rank));
+  }
+  _server = std::thread([this] { serve(); });
+}
+
+std::uint16_t BuddyLinks::listen(bool loopback_only) {
   _listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (_listener < 0) fail("socket");
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(all_here ? INADDR_LOOPBACK : INADDR_ANY);
+  address.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
   socklen_t length = sizeof address;
   if (::bind(_listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       ::listen(_listener, 16) != 0 || ::getsockname(_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     fail("listen");
   }
   if (::pipe2(_wake, O_CLOEXEC) != 0) fail("pipe2");
-
-  // Every address goes to everyone; I keep my buddy's.
-  std::vector<std::byte> mine(kAddressBytes);
-  const std::uint16_t port = ntohs(address.sin_port);
-  std::memcpy(mine.data(), &port, sizeof port);
-  std::memcpy(mine.data() + sizeof port, host.data(), host.size());
-  std::vector<std::byte> addresses(kAddressBytes * static_cast<std::size_t>(size));
-  PMPI_Allgather(mine.data(), static_cast<int>(kAddressBytes), MPI_BYTE, addresses.data(),
-                 static_cast<int>(kAddressBytes), MPI_BYTE, comm);
-  const auto at = addresses.begin() + static_cast<std::ptrdiff_t>(kAddressBytes * static_cast<std::size_t>(_buddy));
-  _buddy_address.assign(at, at + static_cast<std::ptrdiff_t>(kAddressBytes));
-  _server = std::thread([this] { serve(); });
+  return ntohs(address.sin_port);
 }
 
 BuddyLinks::~BuddyLinks() {
@@ -149,12 +187,13 @@ BuddyLinks::~BuddyLinks() {
   ::close(_listener);
   ::close(_wake[0]);
   ::close(_wake[1]);
+  for (const std::string& name : _regions_made) SharedEvents::remove(name);  // a writer that never opened its own
 }
 
 void BuddyLinks::connect_to_buddy() {
   std::uint16_t port = 0;
   std::memcpy(&port, _buddy_address.data(), sizeof port);
-  const std::string host(reinterpret_cast<const char*>(_buddy_address.data() + sizeof port));
+  const std::string host(reinterpret_cast<const char*>(_buddy_address.data() + kHostOffset));
   const std::string target = host == host_name() ? "127.0.0.1" : host;
   addrinfo hints{};
   hints.ai_family = AF_INET;
@@ -187,20 +226,36 @@ void BuddyLinks::request(std::uint32_t kind, std::span<const std::byte> body) {
 void BuddyLinks::store(std::span<const Event> events) {
   std::vector<std::byte> body;
   encode_events(events, body);
-  request(kStore, body);
   ++_batches_sent;
+  if (_shared_out != nullptr && _shared_out->append(body)) return;
+  request(kStore, body);
+  _sent_since_forget = true;
 }
 
 void BuddyLinks::forget_before(std::uint64_t clock) {
+  // The region holds only events of clocks before the checkpoint's.
+  if (_shared_out != nullptr) {
+    _shared_out->clear();
+    if (!_sent_since_forget) return;
+  }
   std::vector<std::byte> body;
   append_word(body, clock);
   request(kForget, body);
+  _sent_since_forget = false;
 }
 
 std::vector<Event> BuddyLinks::held_for(int rank) const {
-  const std::lock_guard lock(_mutex);
-  const auto found = _held.find(rank);
-  return found == _held.end() ? std::vector<Event>{} : found->second;
+  std::vector<Event> events;
+  {
+    const std::lock_guard lock(_mutex);
+    if (const auto found = _held.find(rank); found != _held.end()) events = found->second;
+  }
+  if (const auto region = _shared_in.find(rank); region != _shared_in.end()) {
+    std::vector<Event> shared = decode_events(region->second->written());
+    events.insert(events.end(), std::make_move_iterator(shared.begin()), std::make_move_iterator(shared.end()));
+    std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) { return a.clock < b.clock; });
+  }
+  return events;
 }
 
 bool BuddyLinks::answer(int fd) {

@@ -1,11 +1,14 @@
 #pragma once
 // Where a process's determinants are held: in the memory of its checkpoint
-// buddy (a process on another host when there is one, choose_buddies),
-// which acknowledges each batch. The batches travel over a TCP connection, outside MPI, to a thread
-// of the buddy blocked in poll(): the buddy answers whatever its
-// application thread is doing (blocked in MPI_Recv or in a collective), so
-// the sender's wait for the acknowledgement cannot deadlock, and MPI sees
-// no extra message. Addresses are exchanged once, at MPI_Init, on the
+// buddy (a process on another host when there is one, choose_buddies).
+// On another host, the batches travel over a TCP connection, outside MPI,
+// to a thread of the buddy blocked in poll(), which acknowledges each: the
+// buddy answers whatever its application thread is doing (blocked in
+// MPI_Recv or in a collective), so the sender's wait for the
+// acknowledgement cannot deadlock, and MPI sees no extra message. On the
+// same host, the process writes them into memory it shares with its buddy
+// (SharedEvents): held once written, nothing waited for; over TCP again if
+// they do not fit. Addresses are exchanged once, at MPI_Init, on the
 // runtime's own communicator.
 
 #include <mpi.h>
@@ -13,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "determinants.hpp"
+#include "shared_events.hpp"
 
 namespace reprise::detail {
 
@@ -42,8 +47,9 @@ class BuddyLinks {
   BuddyLinks(const BuddyLinks&) = delete;
   BuddyLinks& operator=(const BuddyLinks&) = delete;
 
-  /// Sends `events` to the buddy and waits for its acknowledgement (the
-  /// first call connects). MpiError if the buddy cannot be reached.
+  /// Stores `events` at the buddy: written into the memory shared with it,
+  /// or sent and acknowledged (the first such call connects). MpiError if
+  /// the buddy cannot be reached.
   void store(std::span<const Event> events);
   /// Tells the buddy to drop this process's events before `clock` (a
   /// checkpoint covers them), and waits for its acknowledgement.
@@ -53,10 +59,12 @@ class BuddyLinks {
   [[nodiscard]] std::vector<Event> held_for(int rank) const;
   /// This process's buddy (its rank in the communicator given at construction).
   [[nodiscard]] int buddy() const noexcept { return _buddy; }
-  /// Batches of determinants this process sent to its buddy (each one acknowledged).
+  /// Batches of determinants this process stored at its buddy.
   [[nodiscard]] std::uint64_t batches_sent() const noexcept { return _batches_sent; }
 
  private:
+  /// Listens for the processes whose buddy this one is; returns the port.
+  std::uint16_t listen(bool loopback_only);
   void serve();
   void connect_to_buddy();
   void request(std::uint32_t kind, std::span<const std::byte> body);
@@ -69,6 +77,10 @@ class BuddyLinks {
   int _to_buddy = -1;
   std::vector<std::byte> _buddy_address;
   std::uint64_t _batches_sent = 0;
+  bool _sent_since_forget = false;                             ///< a batch went over TCP since the last forget
+  std::unique_ptr<SharedEvents> _shared_out;                   ///< where this process's events go, on the buddy's host
+  std::map<int, std::unique_ptr<SharedEvents>> _shared_in;     ///< the events of processes on this host, by rank
+  std::vector<std::string> _regions_made;
   mutable std::mutex _mutex;
   std::map<int, std::vector<Event>> _held;
   std::vector<int> _clients;

@@ -153,6 +153,9 @@ Runtime::Runtime()
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
   PMPI_Comm_dup(MPI_COMM_WORLD, &_internal);
+  // A process lost before MPI_Finalize makes the barrier there fail, which
+  // must not abort the survivors.
+  PMPI_Comm_set_errhandler(_internal, MPI_ERRORS_RETURN);
   std::vector<int> everyone(static_cast<std::size_t>(size));
   std::iota(everyone.begin(), everyone.end(), 0);
   _comms[MPI_COMM_WORLD] = CommInfo{.key = kWorldKey,

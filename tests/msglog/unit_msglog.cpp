@@ -4,6 +4,9 @@
 // unsuccessful tests into one determinant.
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -19,6 +22,7 @@
 #include "payload_log.hpp"
 #include "reprise/error.hpp"
 #include "sequence.hpp"
+#include "shared_events.hpp"
 
 namespace {
 
@@ -34,6 +38,48 @@ using reprise::detail::ReceiveWindow;
 using reprise::detail::Sequence;
 using reprise::detail::sequence_before;
 using reprise::detail::sequence_next;
+using reprise::detail::SharedEvents;
+
+/// A shared-memory name of this test process's own.
+std::string region_name(const char* what) { return "/reprise-unit-" + std::to_string(::getpid()) + "-" + what; }
+
+TEST(SharedEvents, WhatAKilledWriterWroteStaysWithTheBuddy) {
+  const std::string name = region_name("killed");
+  const auto buddy = SharedEvents::create(name);
+  ASSERT_NE(buddy, nullptr);
+  const std::vector<Event> events{{.kind = EventKind::kMatching, .clock = 3, .source = 2, .failures = 0, .outcome = {}},
+                                  {.kind = EventKind::kDelivery, .clock = 9, .source = 0, .failures = 4, .outcome = {0, 5}}};
+  const pid_t writer = ::fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    const auto mine = SharedEvents::open(name);
+    std::vector<std::byte> encoded;
+    reprise::detail::encode_events(events, encoded);
+    if (mine == nullptr || !mine->append(encoded)) ::_exit(1);
+    ::raise(SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(writer, &status, 0), writer);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the writer wrote, then was killed";
+  EXPECT_EQ(reprise::detail::decode_events(buddy->written()), events);
+  EXPECT_EQ(SharedEvents::open(name), nullptr) << "the writer removed the name once it had the region";
+}
+
+TEST(SharedEvents, AppendsUntilFullThenRefusesAndAClearEmptiesIt) {
+  const std::string name = region_name("full");
+  const auto buddy = SharedEvents::create(name);
+  ASSERT_NE(buddy, nullptr);
+  const auto writer = SharedEvents::open(name);
+  ASSERT_NE(writer, nullptr);
+  const std::vector<std::byte> chunk(SharedEvents::kCapacity / 4, std::byte{7});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(writer->append(chunk)) << i;
+  EXPECT_FALSE(writer->append(std::vector<std::byte>(1))) << "full: the caller sends it over TCP";
+  EXPECT_EQ(buddy->written().size(), SharedEvents::kCapacity);
+  writer->clear();
+  EXPECT_TRUE(buddy->written().empty());
+  ASSERT_TRUE(writer->append(std::vector<std::byte>(8, std::byte{1})));
+  EXPECT_EQ(buddy->written(), std::vector<std::byte>(8, std::byte{1}));
+}
 
 TEST(SequenceNumbers, OrderAcrossTheWrap) {
   EXPECT_TRUE(sequence_before<std::uint8_t>(250, 3));

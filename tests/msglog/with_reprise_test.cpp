@@ -3,7 +3,8 @@
 // it, a Heartbeat runs on its thread, and every Checkpoint commit marks the
 // log without the program calling reprise_msglog_mark_checkpoint. The log
 // holds the application's messages only: not the heartbeats, not the
-// checkpoint copies, not reprise's agreements.
+// checkpoint copies, not reprise's agreements. And the events of a process
+// killed for real stay with its buddy (in memory they share on one host).
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -13,7 +14,9 @@
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/heartbeat.hpp"
+#include "reprise/inject.hpp"
 #include "reprise/msglog.hpp"
+#include "failure_helpers.hpp"
 
 namespace {
 
@@ -54,6 +57,44 @@ TEST(MessageLogWithReprise, CommitsMarkTheLogWhichHoldsTheApplicationsMessagesOn
   EXPECT_EQ(after.messages_sent - before.messages_sent, static_cast<std::uint64_t>(kIterations));
   EXPECT_EQ(after.messages_received - before.messages_received, static_cast<std::uint64_t>(kIterations));
   EXPECT_EQ(after.messages_logged - before.messages_logged, static_cast<std::uint64_t>(kIterations));
+}
+
+// Process 1 matches kEvents receptions from MPI_ANY_SOURCE (one event
+// each), sends a word to its buddy (the events reach the buddy before it
+// leaves) and is killed; once every survivor has seen it fail, the buddy
+// still holds all kEvents.
+TEST(MessageLogWithReprise, TheEventsOfAKilledProcessStayWithItsBuddy) {
+  constexpr int kEvents = 5;
+  constexpr int kVictim = 1;
+  reprise::Comm comm = reprise::Comm::world();
+  ASSERT_GE(comm.size(), 3);
+  const int me = comm.rank().value();
+  const int buddy = kVictim + 1;  // on one host, the next rank
+  if (me == kVictim) {
+    ASSERT_EQ(reprise::msglog::buddy(), buddy);
+    for (int i = 0; i < kEvents; ++i) {
+      int value = -1;
+      MPI_Recv(&value, 1, MPI_INT, MPI_ANY_SOURCE, 7, comm.raw(), MPI_STATUS_IGNORE);
+    }
+    const int done = kEvents;
+    MPI_Send(&done, 1, MPI_INT, buddy, 8, comm.raw());
+    reprise::inject::kill_self(comm.original_rank());
+  }
+  if (me == 0) {
+    for (int i = 0; i < kEvents; ++i) MPI_Send(&i, 1, MPI_INT, kVictim, 7, comm.raw());
+  }
+  if (me == buddy) {
+    int done = -1;
+    MPI_Recv(&done, 1, MPI_INT, kVictim, 8, comm.raw(), MPI_STATUS_IGNORE);
+    ASSERT_EQ(done, kEvents);
+  }
+  reprise::test::expect_failure_reported(comm, {reprise::OriginalRank{kVictim}}, [&] {
+    comm.barrier();
+    comm.barrier();
+  });
+  if (me == buddy) {
+    EXPECT_EQ(reprise::msglog::held_determinants(kVictim), static_cast<std::size_t>(kEvents));
+  }
 }
 
 }  // namespace
