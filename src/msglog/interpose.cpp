@@ -36,7 +36,7 @@ constexpr const char* kIo =
 constexpr const char* kNewComm =
     "this way of making a communicator is not supported by the message log (libreprise_msglog.so), whose "
     "messages on it would go unlogged: use MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type, MPI_Comm_create, "
-    "MPI_Cart_create or MPI_Cart_sub";
+    "MPI_Cart_create, MPI_Cart_sub or the graph constructors";
 
 /// The logged communicator behind `comm`, or nullptr: the call passes straight to MPI.
 CommInfo* logged(MPI_Comm comm) noexcept {
@@ -188,8 +188,9 @@ int persistent(const char* call, bool receive, SendMode mode, const void* buffer
         return PMPI_Ssend_init(buffer, count, type, peer, tag, comm, request);
       case SendMode::kReady:
         return PMPI_Rsend_init(buffer, count, type, peer, tag, comm, request);
-      case SendMode::kStandard:
       case SendMode::kBuffered:
+        return PMPI_Bsend_init(buffer, count, type, peer, tag, comm, request);
+      case SendMode::kStandard:
         break;
     }
     return PMPI_Send_init(buffer, count, type, peer, tag, comm, request);
@@ -229,6 +230,15 @@ REPRISE_MSGLOG_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype ty
 REPRISE_MSGLOG_EXPORT int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                      MPI_Request* request) {
   return isend("MPI_Irsend", SendMode::kReady, buf, count, type, dest, tag, comm, request);
+}
+
+// Sent from the log's copy as MPI_Bsend is, so the request is complete at once.
+REPRISE_MSGLOG_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                     MPI_Request* request) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || !info->has(dest)) return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
+  return guarded("MPI_Ibsend", comm,
+                 [&] { return Runtime::current()->ibsend(buf, count, type, dest, tag, *info, request); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
@@ -288,6 +298,11 @@ REPRISE_MSGLOG_EXPORT int MPI_Rsend_init(const void* buf, int count, MPI_Datatyp
   return persistent("MPI_Rsend_init", false, SendMode::kReady, buf, count, type, dest, tag, comm, request);
 }
 
+REPRISE_MSGLOG_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
+                                         MPI_Comm comm, MPI_Request* request) {
+  return persistent("MPI_Bsend_init", false, SendMode::kBuffered, buf, count, type, dest, tag, comm, request);
+}
+
 REPRISE_MSGLOG_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                         MPI_Request* request) {
   return persistent("MPI_Recv_init", true, SendMode::kStandard, buf, count, type, source, tag, comm, request);
@@ -329,6 +344,23 @@ REPRISE_MSGLOG_EXPORT int MPI_Buffer_detach(void* buffer, int* size) {
     runtime->complete_detached();
   }
   return PMPI_Buffer_detach(buffer, size);
+}
+
+// A receive of the log's is cancelled in MPI; it consumes nothing. A send
+// of the log's cannot be: its sequence number is taken and the message
+// logged, so the receiver must see it.
+REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {
+  Runtime* runtime = Runtime::current();
+  if (runtime == nullptr || request == nullptr) return PMPI_Cancel(request);
+  if ([&] {
+        const auto lock = runtime->enter();
+        return runtime->sends(*request);
+      }()) {
+    return refuse("MPI_Cancel",
+                  "cancelling a send is not supported by the message log (libreprise_msglog.so): the message has "
+                  "its sequence number and stays logged, so the receiver must get it; complete the request instead");
+  }
+  return guarded("MPI_Cancel", MPI_COMM_WORLD, [&] { return runtime->cancel(request); });
 }
 
 // ---- completion ----------------------------------------------------------------
@@ -508,24 +540,26 @@ REPRISE_MSGLOG_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_le
 
 REPRISE_MSGLOG_EXPORT int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],
                                            int reorder, MPI_Comm* newcomm) {
-  if (logged(comm) != nullptr) return refuse("MPI_Graph_create", kNewComm, comm);
-  return PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+  return create("MPI_Graph_create", comm, newcomm,
+                [&](MPI_Comm parent) { return PMPI_Graph_create(parent, nnodes, index, edges, reorder, newcomm); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
                                                 const int destinations[], const int weights[], MPI_Info info,
                                                 int reorder, MPI_Comm* newcomm) {
-  if (logged(comm) != nullptr) return refuse("MPI_Dist_graph_create", kNewComm, comm);
-  return PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info, reorder, newcomm);
+  return create("MPI_Dist_graph_create", comm, newcomm, [&](MPI_Comm parent) {
+    return PMPI_Dist_graph_create(parent, n, sources, degrees, destinations, weights, info, reorder, newcomm);
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
                                                          const int sourceweights[], int outdegree,
                                                          const int destinations[], const int destweights[],
                                                          MPI_Info info, int reorder, MPI_Comm* newcomm) {
-  if (logged(comm) != nullptr) return refuse("MPI_Dist_graph_create_adjacent", kNewComm, comm);
-  return PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree, destinations,
-                                         destweights, info, reorder, newcomm);
+  return create("MPI_Dist_graph_create_adjacent", comm, newcomm, [&](MPI_Comm parent) {
+    return PMPI_Dist_graph_create_adjacent(parent, indegree, sources, sourceweights, outdegree, destinations,
+                                           destweights, info, reorder, newcomm);
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Comm_spawn(const char* command, char* argv[], int maxprocs, MPI_Info info, int root,
@@ -832,35 +866,6 @@ REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallw(const void* sendbuf, const int
 }
 
 // ---- refused -------------------------------------------------------------------------
-
-REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {
-  // A request the log does not track (MPI_COMM_SELF's, a collective's, a
-  // generalized one, MPI_REQUEST_NULL) is MPI's to cancel, or to refuse.
-  const Runtime* runtime = Runtime::current();
-  if (runtime == nullptr || request == nullptr || !runtime->tracks(*request)) return PMPI_Cancel(request);
-  return refuse("MPI_Cancel",
-                "cancelling is not supported by the message log (libreprise_msglog.so): a cancelled send would stay "
-                "logged, a cancelled receive would leave its sequence number unconsumed; complete the request "
-                "instead, or run without the library");
-}
-
-REPRISE_MSGLOG_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
-                                     MPI_Request* request) {
-  if (dest != MPI_PROC_NULL && logged(comm) != nullptr) {
-    return refuse("MPI_Ibsend", "not supported by the message log (libreprise_msglog.so): use MPI_Isend or MPI_Bsend",
-                  comm);
-  }
-  return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
-}
-
-REPRISE_MSGLOG_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
-                                         MPI_Comm comm, MPI_Request* request) {
-  if (dest != MPI_PROC_NULL && logged(comm) != nullptr) {
-    return refuse("MPI_Bsend_init",
-                  "not supported by the message log (libreprise_msglog.so): use MPI_Send_init or MPI_Bsend", comm);
-  }
-  return PMPI_Bsend_init(buf, count, type, dest, tag, comm, request);
-}
 
 REPRISE_MSGLOG_EXPORT int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
                                         int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,

@@ -557,6 +557,13 @@ void Runtime::unpack(RequestRecord& record, MPI_Count payload) {
 }
 
 void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
+  int cancelled = 0;
+  PMPI_Test_cancelled(&status, &cancelled);
+  if (cancelled != 0) {  // nothing was received, so nothing is consumed
+    record.owned.reset();
+    record.staging = nullptr;
+    return;
+  }
   const MPI_Count bytes = received_bytes(status);
   if (bytes == MPI_UNDEFINED || bytes < static_cast<MPI_Count>(kWireHeaderBytes)) return;
   const WireHeader header = read_header(record.staging);
@@ -674,10 +681,37 @@ int Runtime::start(int count, MPI_Request* requests) {
     if (comm == nullptr) {
       throw UsageError("the communicator of a persistent request was freed before the request was started");
     }
+    if (record.mode == SendMode::kBuffered) {
+      // As MPI_Bsend: sent from the log's copy, complete at once (the request stays inactive).
+      if (const int code = send(SendMode::kBuffered, record.send_buffer, record.count, record.type, record.peer,
+                                record.tag, *comm);
+          code != MPI_SUCCESS) {
+        return code;
+      }
+      continue;
+    }
     const int code = record.receive ? post_receive(record, *comm) : post_send(record, *comm);
     if (code != MPI_SUCCESS) return code;
   }
   return MPI_SUCCESS;
+}
+
+int Runtime::ibsend(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
+                    MPI_Request* request) {
+  if (const int code = send(SendMode::kBuffered, buffer, count, type, dest, tag, comm); code != MPI_SUCCESS) {
+    return code;
+  }
+  // The buffer is free at once, so the request is complete: a receive from
+  // MPI_PROC_NULL, which MPI completes when it is waited for.
+  return PMPI_Irecv(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, request);
+}
+
+int Runtime::cancel(MPI_Request* request) {
+  const auto found = _requests.find(*request);
+  if (found == _requests.end()) return PMPI_Cancel(request);
+  RequestRecord& record = found->second;
+  if (!record.receive) throw UsageError("a send of the message log cannot be cancelled");
+  return record.physical == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Cancel(&record.physical);
 }
 
 int Runtime::request_free(MPI_Request* request) {

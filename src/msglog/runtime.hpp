@@ -160,6 +160,17 @@ class Runtime {
   /// MPI_Start/MPI_Startall: posts each persistent request of the log anew
   /// (a request the log does not track goes to PMPI_Start).
   int start(int count, MPI_Request* requests);
+  /// MPI_Ibsend: sent from the log's copy as MPI_Bsend is; `request` is complete at once.
+  int ibsend(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
+             MPI_Request* request);
+  /// MPI_Cancel: a receive of the log's is cancelled in MPI (a cancelled
+  /// receive consumes nothing); a send of the log's is a UsageError (see sends()).
+  int cancel(MPI_Request* request);
+  /// Whether `request` is a send the log tracks.
+  [[nodiscard]] bool sends(MPI_Request request) const {
+    const auto found = _requests.find(request);
+    return found != _requests.end() && !found->second.receive;
+  }
   /// Whether `request` is one of the log's (the application's handle).
   [[nodiscard]] bool tracks(MPI_Request request) const { return _requests.contains(request); }
   int request_free(MPI_Request* request);

@@ -889,17 +889,126 @@ TEST(MsglogMpi, UncoveredCallsAreRefusedByName) {
   expect_refused("MPI_File_open", [&] {
     return MPI_File_open(MPI_COMM_WORLD, "/tmp/reprise_msglog_refused", MPI_MODE_RDONLY, MPI_INFO_NULL, &file);
   });
+  // A send has its sequence number and is logged: the receiver must get it.
+  const int me = rank_of(MPI_COMM_WORLD);
   MPI_Request request = MPI_REQUEST_NULL;
-  MPI_Irecv(memory, 1, MPI_INT, MPI_ANY_SOURCE, 99, MPI_COMM_WORLD, &request);
-  expect_refused("MPI_Cancel", [&] { return MPI_Cancel(&request); });
+  MPI_Isend(&me, 1, MPI_INT, me, 99, MPI_COMM_WORLD, &request);
+  expect_refused("MPI_Cancel", [&] { return MPI_Cancel(&request); }, MPI_ERR_UNSUPPORTED_OPERATION,
+                 "cancelling a send");
   MPI_Comm copy = MPI_COMM_NULL;
   MPI_Request duplication = MPI_REQUEST_NULL;
   expect_refused("MPI_Comm_idup", [&] { return MPI_Comm_idup(MPI_COMM_WORLD, &copy, &duplication); });
-  // Complete the receive the cancel left: every process sends itself tag 99.
-  const int me = rank_of(MPI_COMM_WORLD);
-  MPI_Send(&me, 1, MPI_INT, me, 99, MPI_COMM_WORLD);
+  MPI_Recv(memory, 1, MPI_INT, me, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   MPI_Wait(&request, MPI_STATUS_IGNORE);
   EXPECT_EQ(memory[0], me);
+}
+
+// A cancelled receive consumes nothing: the next message on its channel is
+// received by the next receive, and a checkpoint then frees every entry
+// (a number left unconsumed would keep the log from being collected).
+TEST(MsglogMpi, ACancelledReceiveConsumesNothing) {
+  reprise::msglog::mark_checkpoint();
+  const int me = rank_of(MPI_COMM_WORLD);
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  for (const bool persistent : {false, true}) {
+    int value = -1;
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (persistent) {
+      MPI_Recv_init(&value, 1, MPI_INT, me, 5, MPI_COMM_WORLD, &request);
+      MPI_Start(&request);
+    } else {
+      MPI_Irecv(&value, 1, MPI_INT, me, 5, MPI_COMM_WORLD, &request);
+    }
+    ASSERT_EQ(MPI_Cancel(&request), MPI_SUCCESS);
+    MPI_Status status{};
+    ASSERT_EQ(MPI_Wait(&request, &status), MPI_SUCCESS);
+    int cancelled = 0;
+    MPI_Test_cancelled(&status, &cancelled);
+    EXPECT_EQ(cancelled, 1);
+    EXPECT_EQ(value, -1);
+    if (persistent) MPI_Request_free(&request);
+    const int sent = me + 100;
+    MPI_Send(&sent, 1, MPI_INT, me, 5, MPI_COMM_WORLD);
+    MPI_Recv(&value, 1, MPI_INT, me, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    EXPECT_EQ(value, sent);
+  }
+  EXPECT_EQ(reprise::msglog::counters().messages_received - before.messages_received, 2U);
+  reprise::msglog::mark_checkpoint();
+  EXPECT_EQ(reprise::msglog::counters().log_bytes_now, 0U);
+}
+
+// MPI_Ibsend and a persistent buffered send complete at once, as with a
+// buffer attached: 1 MiB each, waited for before the receiver posts its
+// receive (a request completed by the transfer would wait forever), logged
+// byte for byte.
+TEST(MsglogMpi, BufferedNonBlockingAndPersistentSendsCompleteAtOnceAndAreLogged) {
+  constexpr int kCount = 1 << 18;
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  std::vector<int> attached(2 * (kCount * sizeof(int) + MPI_BSEND_OVERHEAD) / sizeof(int));
+  MPI_Buffer_attach(attached.data(), static_cast<int>(attached.size() * sizeof(int)));
+  reprise::msglog::mark_checkpoint();
+  std::vector<int> out(kCount, me);
+  std::vector<int> in(kCount, -1);
+  MPI_Request request = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Ibsend(out.data(), kCount, MPI_INT, next, 11, MPI_COMM_WORLD, &request), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(request, MPI_REQUEST_NULL);
+  MPI_Recv(in.data(), kCount, MPI_INT, previous, 11, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  EXPECT_EQ(in, std::vector<int>(kCount, previous));
+  ASSERT_EQ(MPI_Bsend_init(out.data(), kCount, MPI_INT, next, 12, MPI_COMM_WORLD, &request), MPI_SUCCESS);
+  for (int round = 0; round < 2; ++round) {
+    std::fill(out.begin(), out.end(), me * 10 + round);
+    ASSERT_EQ(MPI_Start(&request), MPI_SUCCESS);
+    ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+    MPI_Recv(in.data(), kCount, MPI_INT, previous, 12, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    EXPECT_EQ(in, std::vector<int>(kCount, previous * 10 + round)) << round;
+  }
+  MPI_Request_free(&request);
+  const auto logged = reprise::msglog::logged_messages(1, next);
+  ASSERT_EQ(logged.size(), 3U);
+  EXPECT_EQ(logged[0].tag, 11);
+  EXPECT_EQ(logged[2].payload.size(), kCount * sizeof(int));
+  int last = -1;
+  std::memcpy(&last, logged[2].payload.data() + logged[2].payload.size() - sizeof(int), sizeof(int));
+  EXPECT_EQ(last, me * 10 + 1);
+  void* detached = nullptr;
+  int bytes = 0;
+  MPI_Buffer_detach(&detached, &bytes);
+  reprise::msglog::mark_checkpoint();
+}
+
+// The graph constructors make logged communicators: a ring over a
+// distributed graph and over a graph topology, each message logged on its
+// own channel.
+TEST(MsglogMpi, GraphTopologiesAreLogged) {
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  MPI_Comm distributed = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &previous, MPI_UNWEIGHTED, 1, &next, MPI_UNWEIGHTED,
+                                           MPI_INFO_NULL, 0, &distributed),
+            MPI_SUCCESS);
+  std::vector<int> index(static_cast<std::size_t>(size));
+  std::vector<int> edges(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    index[static_cast<std::size_t>(r)] = r + 1;
+    edges[static_cast<std::size_t>(r)] = (r + 1) % size;
+  }
+  MPI_Comm graph = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Graph_create(MPI_COMM_WORLD, size, index.data(), edges.data(), 0, &graph), MPI_SUCCESS);
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  for (MPI_Comm comm : {distributed, graph}) {
+    int got = -1;
+    MPI_Sendrecv(&me, 1, MPI_INT, next, 3, &got, 1, MPI_INT, previous, 3, comm, MPI_STATUS_IGNORE);
+    EXPECT_EQ(got, previous);
+  }
+  EXPECT_EQ(reprise::msglog::counters().messages_logged - before.messages_logged, 2U);
+  std::size_t channels_to_next = 0;
+  for (const auto& state : reprise::msglog::channel_states()) {
+    if (state.peer == next && state.communicator != 1 && state.logged_messages == 1) ++channels_to_next;
+  }
+  EXPECT_EQ(channels_to_next, 2U) << "one channel per graph communicator";
+  MPI_Comm_free(&distributed);
+  MPI_Comm_free(&graph);
+  reprise::msglog::mark_checkpoint();
 }
 
 }  // namespace
