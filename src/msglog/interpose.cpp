@@ -283,6 +283,30 @@ REPRISE_MSGLOG_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatyp
   });
 }
 
+REPRISE_MSGLOG_EXPORT int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
+                                        int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,
+                                        int recvtag, MPI_Comm comm, MPI_Request* request) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
+    return PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                          comm, request);
+  }
+  const reprise::detail::SendReceive call{sendbuf, sendcount, sendtype, dest, sendtag,
+                                          recvbuf, recvcount, recvtype, source, recvtag};
+  return guarded("MPI_Isendrecv", comm, [&] { return Runtime::current()->isendrecv(call, comm, *info, request); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
+                                                int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
+    return PMPI_Isendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, request);
+  }
+  const reprise::detail::SendReceive call{buf, count, type, dest, sendtag, buf, count, type, source, recvtag};
+  return guarded("MPI_Isendrecv_replace", comm,
+                 [&] { return Runtime::current()->isendrecv(call, comm, *info, request); });
+}
+
 REPRISE_MSGLOG_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
                                         MPI_Comm comm, MPI_Request* request) {
   return persistent("MPI_Send_init", false, SendMode::kStandard, buf, count, type, dest, tag, comm, request);
@@ -867,25 +891,6 @@ REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallw(const void* sendbuf, const int
 
 // ---- refused -------------------------------------------------------------------------
 
-REPRISE_MSGLOG_EXPORT int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
-                                        int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,
-                                        int recvtag, MPI_Comm comm, MPI_Request* request) {
-  if (logged(comm) != nullptr) {
-    return refuse("MPI_Isendrecv",
-                  "not supported by the message log (libreprise_msglog.so): use MPI_Isend and MPI_Irecv", comm);
-  }
-  return PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
-                        comm, request);
-}
-
-REPRISE_MSGLOG_EXPORT int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
-                                                int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
-  if (logged(comm) != nullptr) {
-    return refuse("MPI_Isendrecv_replace",
-                  "not supported by the message log (libreprise_msglog.so): use MPI_Sendrecv_replace", comm);
-  }
-  return PMPI_Isendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, request);
-}
 
 REPRISE_MSGLOG_EXPORT int MPI_Psend_init(const void* buf, int partitions, MPI_Count count, MPI_Datatype type,
                                          int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {

@@ -650,6 +650,24 @@ int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send
   return received != MPI_SUCCESS ? received : code;
 }
 
+int Runtime::isendrecv(const SendReceive& call, MPI_Comm app, CommInfo& comm, MPI_Request* request) {
+  // The send goes from the log's copy, taken first (the buffers may be the
+  // same one), and completes in the background; the request is the receive's.
+  if (call.dest != MPI_PROC_NULL) {
+    if (const int code = send(SendMode::kBuffered, call.send_buffer, call.send_count, call.send_type, call.dest,
+                              call.send_tag, comm);
+        code != MPI_SUCCESS) {
+      return code;
+    }
+  }
+  if (call.source == MPI_PROC_NULL) {
+    return PMPI_Irecv(call.receive_buffer, call.receive_count, call.receive_type, MPI_PROC_NULL, call.receive_tag,
+                      comm.physical, request);
+  }
+  return irecv(call.receive_buffer, call.receive_count, call.receive_type, call.source, call.receive_tag, app, comm,
+               request);
+}
+
 int Runtime::persistent(bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type, int peer,
                         int tag, MPI_Comm app, const CommInfo& comm, MPI_Request* request) {
   // The application's handle is an inactive persistent request of MPI's

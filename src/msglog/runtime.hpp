@@ -62,6 +62,20 @@ struct CommInfo {
   }
 };
 
+/// The arguments of MPI_Isendrecv (and of MPI_Isendrecv_replace, both buffers the same).
+struct SendReceive {
+  const void* send_buffer = nullptr;
+  int send_count = 0;
+  MPI_Datatype send_type = MPI_DATATYPE_NULL;
+  int dest = MPI_PROC_NULL;
+  int send_tag = 0;
+  void* receive_buffer = nullptr;
+  int receive_count = 0;
+  MPI_Datatype receive_type = MPI_DATATYPE_NULL;
+  int source = MPI_PROC_NULL;
+  int receive_tag = 0;
+};
+
 /// How a send goes on the wire.
 enum class SendMode : std::uint8_t { kStandard, kSynchronous, kReady, kBuffered };
 
@@ -154,6 +168,8 @@ class Runtime {
   int sendrecv(const void* send_buffer, int send_count, MPI_Datatype send_type, int dest, int send_tag,
                void* receive_buffer, int receive_count, MPI_Datatype receive_type, int source, int receive_tag,
                CommInfo& comm, MPI_Status* status);
+  /// MPI_Isendrecv: the send from the log's copy, in the background; `request` is the receive's.
+  int isendrecv(const SendReceive& call, MPI_Comm app, CommInfo& comm, MPI_Request* request);
   /// A persistent send (`receive` false, in `mode`) or receive.
   int persistent(bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type, int peer, int tag,
                  MPI_Comm app, const CommInfo& comm, MPI_Request* request);

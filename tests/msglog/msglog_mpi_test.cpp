@@ -976,6 +976,35 @@ TEST(MsglogMpi, BufferedNonBlockingAndPersistentSendsCompleteAtOnceAndAreLogged)
   reprise::msglog::mark_checkpoint();
 }
 
+// MPI_Isendrecv and MPI_Isendrecv_replace around a ring, 1 MiB each (the
+// send from the log's copy, taken before the receive is posted): every
+// value arrives, and each send is logged.
+TEST(MsglogMpi, NonBlockingSendReceivesAreLogged) {
+  constexpr int kCount = 1 << 18;
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  reprise::msglog::mark_checkpoint();
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  std::vector<int> out(kCount, me);
+  std::vector<int> in(kCount, -1);
+  MPI_Request request = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Isendrecv(out.data(), kCount, MPI_INT, next, 21, in.data(), kCount, MPI_INT, previous, 21,
+                          MPI_COMM_WORLD, &request),
+            MPI_SUCCESS);
+  MPI_Status status{};
+  ASSERT_EQ(MPI_Wait(&request, &status), MPI_SUCCESS);
+  EXPECT_EQ(status.MPI_SOURCE, previous);
+  EXPECT_EQ(in, std::vector<int>(kCount, previous));
+  ASSERT_EQ(MPI_Isendrecv_replace(out.data(), kCount, MPI_INT, next, 22, MPI_ANY_SOURCE, 22, MPI_COMM_WORLD, &request),
+            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(out, std::vector<int>(kCount, previous));
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.messages_logged - before.messages_logged, 2U);
+  EXPECT_EQ(after.messages_received - before.messages_received, 2U);
+  EXPECT_EQ(after.events_matching - before.events_matching, 1U) << "the MPI_ANY_SOURCE receive";
+  reprise::msglog::mark_checkpoint();
+}
+
 // The graph constructors make logged communicators: a ring over a
 // distributed graph and over a graph topology, each message logged on its
 // own channel.
