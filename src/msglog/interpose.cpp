@@ -35,8 +35,8 @@ constexpr const char* kIo =
     "C++ library, or run without the library";
 constexpr const char* kNewComm =
     "this way of making a communicator is not supported by the message log (libreprise_msglog.so), whose "
-    "messages on it would go unlogged: use MPI_Comm_dup, MPI_Comm_split, MPI_Comm_split_type, MPI_Comm_create, "
-    "MPI_Cart_create, MPI_Cart_sub or the graph constructors";
+    "messages on it would go unlogged: use MPI_Comm_dup, MPI_Comm_idup, MPI_Comm_split, MPI_Comm_split_type, "
+    "MPI_Comm_create, MPI_Comm_create_group, MPI_Cart_create, MPI_Cart_sub or the graph constructors";
 
 /// The logged communicator behind `comm`, or nullptr: the call passes straight to MPI.
 CommInfo* logged(MPI_Comm comm) noexcept {
@@ -540,20 +540,41 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
   return PMPI_Comm_free(comm);
 }
 
+// The new communicator is registered when the request completes.
 REPRISE_MSGLOG_EXPORT int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
-  if (logged(comm) != nullptr) return refuse("MPI_Comm_idup", kNewComm, comm);
-  return PMPI_Comm_idup(comm, newcomm, request);
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return PMPI_Comm_idup(comm, newcomm, request);
+  return guarded("MPI_Comm_idup", comm,
+                 [&] { return Runtime::current()->comm_idup(*info, MPI_INFO_NULL, newcomm, request); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm,
                                                   MPI_Request* request) {
-  if (logged(comm) != nullptr) return refuse("MPI_Comm_idup_with_info", kNewComm, comm);
-  return PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+  CommInfo* parent = logged(comm);
+  if (parent == nullptr) return PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+  return guarded("MPI_Comm_idup_with_info", comm,
+                 [&] { return Runtime::current()->comm_idup(*parent, info, newcomm, request); });
 }
 
+// Collective over the group's members only: its key is the group's (Runtime::group_key).
 REPRISE_MSGLOG_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
-  if (logged(comm) != nullptr) return refuse("MPI_Comm_create_group", kNewComm, comm);
-  return PMPI_Comm_create_group(comm, group, tag, newcomm);
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return PMPI_Comm_create_group(comm, group, tag, newcomm);
+  std::uint64_t key = 0;
+  if (const int code = guarded("MPI_Comm_create_group", comm, [&] {
+        Runtime::current()->before_collective();
+        key = Runtime::current()->group_key(*info, group, tag);
+        return MPI_SUCCESS;
+      });
+      code != MPI_SUCCESS) {
+    return code;
+  }
+  const int code = PMPI_Comm_create_group(info->physical, group, tag, newcomm);
+  if (code != MPI_SUCCESS) return code;
+  return guarded("MPI_Comm_create_group", comm, [&] {
+    Runtime::current()->add_comm(*newcomm, key);
+    return MPI_SUCCESS;
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm bridge_comm,

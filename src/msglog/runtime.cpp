@@ -193,10 +193,33 @@ CommInfo* Runtime::find(MPI_Comm comm) noexcept {
   return &found->second;
 }
 
-void Runtime::created(CommInfo& parent, MPI_Comm created) {
+void Runtime::created(CommInfo& parent, MPI_Comm created) { add_comm(created, child_key(parent)); }
+
+std::uint64_t Runtime::child_key(CommInfo& parent) noexcept {
   // Every member of the parent counts the collective, members of the new
   // communicator or not, so the key is the same in every member.
-  const std::uint64_t key = mix64(parent.key ^ mix64(++parent.children)) | 1U;
+  return mix64(parent.key ^ mix64(++parent.children)) | 1U;
+}
+
+std::uint64_t Runtime::group_key(const CommInfo& parent, MPI_Group group, int tag) {
+  // Only the group's members take part, and calls of one group and tag are
+  // made in the same order by each of them: the key mixes the members' world
+  // ranks, the tag and the count of such calls.
+  int size = 0;
+  PMPI_Group_size(group, &size);
+  std::vector<int> ranks(static_cast<std::size_t>(size));
+  std::iota(ranks.begin(), ranks.end(), 0);
+  std::vector<int> world_ranks(ranks.size());
+  MPI_Group world = MPI_GROUP_NULL;
+  PMPI_Comm_group(MPI_COMM_WORLD, &world);
+  PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
+  PMPI_Group_free(&world);
+  std::uint64_t mixed = mix64(parent.key ^ mix64(static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag))));
+  for (const int r : world_ranks) mixed = mix64(mixed ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
+  return mix64(mixed ^ mix64(++_group_creations[mixed])) | 1U;
+}
+
+void Runtime::add_comm(MPI_Comm created, std::uint64_t key) {
   if (created == MPI_COMM_NULL) return;
   int inter = 0;
   PMPI_Comm_test_inter(created, &inter);
@@ -668,6 +691,19 @@ int Runtime::isendrecv(const SendReceive& call, MPI_Comm app, CommInfo& comm, MP
                request);
 }
 
+int Runtime::comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_Request* request) {
+  flush_determinants();
+  RequestRecord record;
+  record.created = created;
+  record.created_key = child_key(parent);
+  const int code = info == MPI_INFO_NULL ? PMPI_Comm_idup(parent.physical, created, &record.physical)
+                                         : PMPI_Comm_idup_with_info(parent.physical, info, created, &record.physical);
+  if (code != MPI_SUCCESS) return code;
+  *request = record.physical;
+  _requests.insert_or_assign(record.physical, std::move(record));
+  return code;
+}
+
 int Runtime::persistent(bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type, int peer,
                         int tag, MPI_Comm app, const CommInfo& comm, MPI_Request* request) {
   // The application's handle is an inactive persistent request of MPI's
@@ -728,7 +764,7 @@ int Runtime::cancel(MPI_Request* request) {
   const auto found = _requests.find(*request);
   if (found == _requests.end()) return PMPI_Cancel(request);
   RequestRecord& record = found->second;
-  if (!record.receive) throw UsageError("a send of the message log cannot be cancelled");
+  if (!record.receive && record.created == nullptr) throw UsageError("a send of the message log cannot be cancelled");
   return record.physical == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Cancel(&record.physical);
 }
 
@@ -740,6 +776,10 @@ int Runtime::request_free(MPI_Request* request) {
     if (record.receive) {
       throw UsageError("an active receive cannot be freed under the message log, which must see it consumed: "
                        "complete it with MPI_Wait or MPI_Test first");
+    }
+    if (record.created != nullptr) {
+      throw UsageError("an active MPI_Comm_idup cannot be freed under the message log, which must see the new "
+                       "communicator: complete it with MPI_Wait or MPI_Test first");
     }
     _detached.emplace_back(record.physical, std::move(record.entry));
   }
@@ -765,6 +805,7 @@ void Runtime::finish(MPI_Request& request, RequestTable::node_type& record, MPI_
   } else if (finished.entry.bytes) {
     set_payload(status, static_cast<MPI_Count>(finished.entry.size - kWireHeaderBytes));
   }
+  if (finished.created != nullptr) add_comm(*finished.created, finished.created_key);
   finished.entry = {};
   finished.physical = MPI_REQUEST_NULL;
   if (!finished.persistent) {

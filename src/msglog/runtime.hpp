@@ -105,6 +105,9 @@ struct RequestRecord {
   std::size_t payload_offset = 0;               ///< where the payload starts in `staging`
   bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
   bool matched_already = false;                 ///< an MPI_Imrecv: its probe logged the match
+  // An MPI_Comm_idup: where MPI puts the new communicator, and its key.
+  MPI_Comm* created = nullptr;
+  std::uint64_t created_key = 0;
 };
 
 /// What to do when the payload log reaches its bound.
@@ -152,6 +155,16 @@ class Runtime {
   /// Registers `created`, made from `parent` by a collective over it (every
   /// member calls this, `created` MPI_COMM_NULL where it is not a member).
   void created(CommInfo& parent, MPI_Comm created);
+  /// The key of the next communicator made from `parent` by a collective over it.
+  std::uint64_t child_key(CommInfo& parent) noexcept;
+  /// The key of a communicator made from `parent` by the members of `group`
+  /// alone (MPI_Comm_create_group with `tag`).
+  std::uint64_t group_key(const CommInfo& parent, MPI_Group group, int tag);
+  /// Registers `created` (MPI_COMM_NULL: nothing) under `key`.
+  void add_comm(MPI_Comm created, std::uint64_t key);
+  /// MPI_Comm_idup (`info` MPI_INFO_NULL) or _with_info: the new
+  /// communicator is registered when the request completes.
+  int comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_Request* request);
   /// Forgets the handle `comm`; its channels and log entries stay until a
   /// checkpoint finds nothing of them is needed any more.
   void freed(MPI_Comm comm) noexcept;
@@ -185,7 +198,7 @@ class Runtime {
   /// Whether `request` is a send the log tracks.
   [[nodiscard]] bool sends(MPI_Request request) const {
     const auto found = _requests.find(request);
-    return found != _requests.end() && !found->second.receive;
+    return found != _requests.end() && !found->second.receive && found->second.created == nullptr;
   }
   /// Whether `request` is one of the log's (the application's handle).
   [[nodiscard]] bool tracks(MPI_Request request) const { return _requests.contains(request); }
@@ -337,6 +350,7 @@ class Runtime {
   std::unordered_map<std::uint64_t, Members> _members;
   RequestTable _requests;
   std::unordered_map<MPI_Message, Members*> _messages;               ///< matched messages (Mprobe)
+  std::unordered_map<std::uint64_t, std::uint64_t> _group_creations;  ///< group_key's counts
   PayloadLog _log;
   DeterminantLog _determinants;
   std::vector<std::pair<MPI_Request, LogEntry>> _detached;

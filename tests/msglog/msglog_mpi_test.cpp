@@ -899,9 +899,6 @@ TEST(MsglogMpi, UncoveredCallsAreRefusedByName) {
   MPI_Isend(&me, 1, MPI_INT, me, 99, MPI_COMM_WORLD, &request);
   expect_refused("MPI_Cancel", [&] { return MPI_Cancel(&request); }, MPI_ERR_UNSUPPORTED_OPERATION,
                  "cancelling a send");
-  MPI_Comm copy = MPI_COMM_NULL;
-  MPI_Request duplication = MPI_REQUEST_NULL;
-  expect_refused("MPI_Comm_idup", [&] { return MPI_Comm_idup(MPI_COMM_WORLD, &copy, &duplication); });
   MPI_Recv(memory, 1, MPI_INT, me, 99, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   MPI_Wait(&request, MPI_STATUS_IGNORE);
   EXPECT_EQ(memory[0], me);
@@ -1003,6 +1000,48 @@ TEST(MsglogMpi, NonBlockingSendReceivesAreLogged) {
   EXPECT_EQ(after.messages_received - before.messages_received, 2U);
   EXPECT_EQ(after.events_matching - before.events_matching, 1U) << "the MPI_ANY_SOURCE receive";
   reprise::msglog::mark_checkpoint();
+}
+
+// MPI_Comm_idup (its communicator registered when the request completes)
+// and MPI_Comm_create_group (collective over the group only: here the even
+// ranks, while the odd ones make nothing) make logged communicators; each
+// message on them is logged on a channel of its own, and the keys agree
+// across processes (a message sent on one is received on the same one).
+TEST(MsglogMpi, NonBlockingAndGroupCommunicatorsAreLogged) {
+  const auto [me, size, next, previous] = ring_of(MPI_COMM_WORLD);
+  MPI_Comm copy = MPI_COMM_NULL;
+  MPI_Request duplication = MPI_REQUEST_NULL;
+  ASSERT_EQ(MPI_Comm_idup(MPI_COMM_WORLD, &copy, &duplication), MPI_SUCCESS);
+  int flag = 0;
+  while (flag == 0) MPI_Test(&duplication, &flag, MPI_STATUS_IGNORE);
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  int got = -1;
+  MPI_Sendrecv(&me, 1, MPI_INT, next, 4, &got, 1, MPI_INT, previous, 4, copy, MPI_STATUS_IGNORE);
+  EXPECT_EQ(got, previous);
+  MPI_Group world = MPI_GROUP_NULL;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  const int evens[] = {0, 2};
+  const int members = size > 2 ? 2 : 1;
+  MPI_Group group = MPI_GROUP_NULL;
+  MPI_Group_incl(world, members, evens, &group);
+  MPI_Comm even = MPI_COMM_NULL;
+  std::uint64_t group_messages = 0;
+  if (me % 2 == 0) {
+    for (int round = 0; round < 2; ++round) {  // two calls of one group and tag: two keys
+      ASSERT_EQ(MPI_Comm_create_group(MPI_COMM_WORLD, group, 9, &even), MPI_SUCCESS);
+      const int peer = (rank_of(even) + 1) % members;
+      MPI_Sendrecv(&me, 1, MPI_INT, peer, 4, &got, 1, MPI_INT, peer, 4, even, MPI_STATUS_IGNORE);
+      EXPECT_EQ(got, members == 2 ? 2 - me : me);
+      MPI_Comm_free(&even);
+      ++group_messages;
+    }
+  }
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  EXPECT_EQ(reprise::msglog::counters().messages_logged - before.messages_logged, 1 + group_messages);
+  MPI_Comm_free(&copy);
+  reprise::msglog::mark_checkpoint();
+  EXPECT_EQ(reprise::msglog::counters().log_bytes_now, 0U);
 }
 
 // The graph constructors make logged communicators: a ring over a
