@@ -114,21 +114,27 @@ RequestRecord make_record(bool receive, const void* buffer, int count, MPI_Datat
 /// Makes `status` count `payload` bytes, as MPI would have without the header.
 void set_payload(MPI_Status& status, MPI_Count payload) { PMPI_Status_set_elements_x(&status, MPI_BYTE, payload); }
 
-/// The rank in MPI_COMM_WORLD of each member of `comm` (MPI_UNDEFINED for
+/// The rank in MPI_COMM_WORLD of each member of `group` (MPI_UNDEFINED for
 /// a process that was not in it).
-std::vector<int> world_ranks_of(MPI_Comm comm) {
+std::vector<int> world_ranks_of(MPI_Group group) {
   int size = 0;
-  PMPI_Comm_size(comm, &size);
+  PMPI_Group_size(group, &size);
   std::vector<int> ranks(static_cast<std::size_t>(size));
   std::iota(ranks.begin(), ranks.end(), 0);
   std::vector<int> world_ranks(ranks.size());
-  MPI_Group group = MPI_GROUP_NULL;
   MPI_Group world = MPI_GROUP_NULL;
-  PMPI_Comm_group(comm, &group);
   PMPI_Comm_group(MPI_COMM_WORLD, &world);
   PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
-  PMPI_Group_free(&group);
   PMPI_Group_free(&world);
+  return world_ranks;
+}
+
+/// The same for the members of `comm`.
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  MPI_Group group = MPI_GROUP_NULL;
+  PMPI_Comm_group(comm, &group);
+  std::vector<int> world_ranks = world_ranks_of(group);
+  PMPI_Group_free(&group);
   return world_ranks;
 }
 
@@ -205,17 +211,8 @@ std::uint64_t Runtime::group_key(const CommInfo& parent, MPI_Group group, int ta
   // Only the group's members take part, and calls of one group and tag are
   // made in the same order by each of them: the key mixes the members' world
   // ranks, the tag and the count of such calls.
-  int size = 0;
-  PMPI_Group_size(group, &size);
-  std::vector<int> ranks(static_cast<std::size_t>(size));
-  std::iota(ranks.begin(), ranks.end(), 0);
-  std::vector<int> world_ranks(ranks.size());
-  MPI_Group world = MPI_GROUP_NULL;
-  PMPI_Comm_group(MPI_COMM_WORLD, &world);
-  PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
-  PMPI_Group_free(&world);
   std::uint64_t mixed = mix64(parent.key ^ mix64(static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag))));
-  for (const int r : world_ranks) mixed = mix64(mixed ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
+  for (const int r : world_ranks_of(group)) mixed = mix64(mixed ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
   return mix64(mixed ^ mix64(++_group_creations[mixed])) | 1U;
 }
 
