@@ -1068,8 +1068,8 @@ std::vector<int> Runtime::world_places(MPI_Comm over) const {
     const int w = world_ranks[r];
     if (w == MPI_UNDEFINED) {
       throw UsageError("the checkpoint's communicator has a member that was not a process of MPI_COMM_WORLD at "
-                       "MPI_Init (a replacement); the log follows those processes only, so it is no longer marked "
-                       "at checkpoints and grows to its bound (REPRISE_MSGLOG_MAX_BYTES)");
+                       "MPI_Init (a replacement); the log follows those processes only: the messages on this "
+                       "communicator are not logged from now on, and checkpoints no longer mark the log");
     }
     place[static_cast<std::size_t>(w)] = static_cast<int>(r);
   }
@@ -1152,6 +1152,12 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_mark_checkp
     const auto lock = runtime->enter();
     runtime->mark_checkpoint(comm);
     return 0;
+  } catch (const reprise::UsageError& error) {
+    // Every member refuses alike: the first of them says it for all.
+    int rank = 0;
+    PMPI_Comm_rank(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, &rank);
+    if (rank == 0) std::fprintf(stderr, "reprise_msglog_mark_checkpoint: %s\n", error.what());
+    return error.mpi_error_class();
   } catch (const reprise::Error& error) {
     std::fprintf(stderr, "reprise_msglog_mark_checkpoint: %s\n", error.what());
     return error.mpi_error_class() != MPI_SUCCESS ? error.mpi_error_class() : MPI_ERR_OTHER;
