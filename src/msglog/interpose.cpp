@@ -35,8 +35,8 @@ constexpr const char* kIo =
     "C++ library, or run without the library";
 constexpr const char* kNewComm =
     "this way of making a communicator is not supported by the message log (libreprise_msglog.so), whose "
-    "messages on it would go unlogged: use MPI_Comm_dup, MPI_Comm_idup, MPI_Comm_split, MPI_Comm_split_type, "
-    "MPI_Comm_create, MPI_Comm_create_group, MPI_Cart_create, MPI_Cart_sub or the graph constructors";
+    "messages on it would go unlogged: make it from a communicator of the processes of MPI_COMM_WORLD (MPI_Comm_dup, "
+    "MPI_Comm_split, MPI_Comm_create_group, MPI_Intercomm_create, ...)";
 
 /// The logged communicator behind `comm`, or nullptr: the call passes straight to MPI.
 CommInfo* logged(MPI_Comm comm) noexcept {
@@ -579,8 +579,26 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, 
 
 REPRISE_MSGLOG_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm bridge_comm,
                                                int remote_leader, int tag, MPI_Comm* newintercomm) {
-  if (logged(local_comm) != nullptr) return refuse("MPI_Intercomm_create", kNewComm, local_comm);
-  return PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
+  CommInfo* local = logged(local_comm);
+  if (local == nullptr) {
+    return PMPI_Intercomm_create(local_comm, local_leader, bridge_comm, remote_leader, tag, newintercomm);
+  }
+  MPI_Comm bridge = bridge_comm;
+  if (const CommInfo* info = logged(bridge_comm); info != nullptr) bridge = info->physical;
+  MPI_Comm physical = local_comm;
+  if (const int code = collective("MPI_Intercomm_create", physical); code != MPI_SUCCESS) return code;
+  const int code = PMPI_Intercomm_create(physical, local_leader, bridge, remote_leader, tag, newintercomm);
+  if (code != MPI_SUCCESS) return code;
+  return guarded("MPI_Intercomm_create", local_comm, [&] {
+    Runtime::current()->add_comm(*newintercomm, Runtime::current()->intercomm_key(*newintercomm));
+    return MPI_SUCCESS;
+  });
+}
+
+// Collective over both groups, each member counting it on the intercommunicator.
+REPRISE_MSGLOG_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm* newintracomm) {
+  return create("MPI_Intercomm_merge", intercomm, newintracomm,
+                [&](MPI_Comm parent) { return PMPI_Intercomm_merge(parent, high, newintracomm); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],

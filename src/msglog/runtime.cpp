@@ -129,6 +129,12 @@ std::vector<int> world_ranks_of(MPI_Group group) {
   return world_ranks;
 }
 
+/// `seed` mixed with every rank of `ranks`, in order.
+std::uint64_t mix_ranks(std::uint64_t seed, const std::vector<int>& ranks) {
+  for (const int r : ranks) seed = mix64(seed ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
+  return seed;
+}
+
 /// The same for the members of `comm`.
 std::vector<int> world_ranks_of(MPI_Comm comm) {
   MPI_Group group = MPI_GROUP_NULL;
@@ -211,8 +217,27 @@ std::uint64_t Runtime::group_key(const CommInfo& parent, MPI_Group group, int ta
   // Only the group's members take part, and calls of one group and tag are
   // made in the same order by each of them: the key mixes the members' world
   // ranks, the tag and the count of such calls.
-  std::uint64_t mixed = mix64(parent.key ^ mix64(static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag))));
-  for (const int r : world_ranks_of(group)) mixed = mix64(mixed ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(r)));
+  const std::uint64_t mixed =
+      mix_ranks(mix64(parent.key ^ mix64(static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag)))),
+                world_ranks_of(group));
+  return mix64(mixed ^ mix64(++_group_creations[mixed])) | 1U;
+}
+
+std::uint64_t Runtime::intercomm_key(MPI_Comm inter) {
+  // Both groups know both groups: the key mixes their world ranks, the
+  // group holding the lowest first, and the count of intercommunicators
+  // made between them (made in the same order on both sides, or the
+  // leaders' exchanges would deadlock).
+  MPI_Group local = MPI_GROUP_NULL;
+  MPI_Group remote = MPI_GROUP_NULL;
+  PMPI_Comm_group(inter, &local);
+  PMPI_Comm_remote_group(inter, &remote);
+  std::vector<int> first = world_ranks_of(local);
+  std::vector<int> second = world_ranks_of(remote);
+  PMPI_Group_free(&local);
+  PMPI_Group_free(&remote);
+  if (std::ranges::min(second) < std::ranges::min(first)) std::swap(first, second);
+  const std::uint64_t mixed = mix_ranks(mix64(mix_ranks(0, first) ^ first.size()), second);
   return mix64(mixed ^ mix64(++_group_creations[mixed])) | 1U;
 }
 
@@ -220,10 +245,20 @@ void Runtime::add_comm(MPI_Comm created, std::uint64_t key) {
   if (created == MPI_COMM_NULL) return;
   int inter = 0;
   PMPI_Comm_test_inter(created, &inter);
-  if (inter != 0) return;
   int rank = 0;
   PMPI_Comm_rank(created, &rank);
-  std::vector<int> world_ranks = world_ranks_of(created);
+  // An intercommunicator's channels go to the remote group's members.
+  std::vector<int> world_ranks;
+  if (inter != 0) {
+    MPI_Group remote = MPI_GROUP_NULL;
+    PMPI_Comm_remote_group(created, &remote);
+    world_ranks = world_ranks_of(remote);
+    PMPI_Group_free(&remote);
+  } else {
+    world_ranks = world_ranks_of(created);
+  }
+  // A member that was not in world (a spawned process) cannot be named by a channel.
+  if (std::ranges::find(world_ranks, MPI_UNDEFINED) != world_ranks.end()) return;
   _comms[created] = CommInfo{.key = key,
                              .physical = created,
                              .rank = rank,

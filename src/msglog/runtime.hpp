@@ -160,7 +160,10 @@ class Runtime {
   /// The key of a communicator made from `parent` by the members of `group`
   /// alone (MPI_Comm_create_group with `tag`).
   std::uint64_t group_key(const CommInfo& parent, MPI_Group group, int tag);
-  /// Registers `created` (MPI_COMM_NULL: nothing) under `key`.
+  /// The key of the intercommunicator `inter` MPI_Intercomm_create made.
+  std::uint64_t intercomm_key(MPI_Comm inter);
+  /// Registers `created` (MPI_COMM_NULL: nothing) under `key`; an
+  /// intercommunicator's channels go to its remote group.
   void add_comm(MPI_Comm created, std::uint64_t key);
   /// MPI_Comm_idup (`info` MPI_INFO_NULL) or _with_info: the new
   /// communicator is registered when the request completes.

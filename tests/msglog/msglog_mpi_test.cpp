@@ -1044,6 +1044,47 @@ TEST(MsglogMpi, NonBlockingAndGroupCommunicatorsAreLogged) {
   EXPECT_EQ(reprise::msglog::counters().log_bytes_now, 0U);
 }
 
+// An intercommunicator between the even and the odd processes, and the
+// intracommunicator merged from it, are logged: a message across and a ring
+// on the merged one, each logged, received on the same key (a mismatch is
+// an error), and collected by a checkpoint.
+TEST(MsglogMpi, IntercommunicatorsAreLogged) {
+  const int me = rank_of(MPI_COMM_WORLD);
+  MPI_Comm half = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, me % 2, me, &half);
+  MPI_Comm across = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, me % 2 == 0 ? 1 : 0, 17, &across), MPI_SUCCESS);
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  int remote_size = 0;
+  MPI_Comm_remote_size(across, &remote_size);
+  const int mine = rank_of(half);
+  // Each process sends to, and receives from, the remote process of its own
+  // local rank, when there is one.
+  const bool paired = mine < remote_size;
+  if (paired) {
+    int got = -1;
+    MPI_Status status{};
+    MPI_Sendrecv(&me, 1, MPI_INT, mine, 2, &got, 1, MPI_INT, mine, 2, across, &status);
+    EXPECT_EQ(status.MPI_SOURCE, mine);
+    EXPECT_EQ(got % 2, 1 - me % 2) << "from the other half";
+  }
+  const std::uint64_t received = paired ? 1 : 0;
+  MPI_Comm merged = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Intercomm_merge(across, me % 2, &merged), MPI_SUCCESS);
+  const auto [at, size, next, previous] = ring_of(merged);
+  int got = -1;
+  MPI_Sendrecv(&at, 1, MPI_INT, next, 3, &got, 1, MPI_INT, previous, 3, merged, MPI_STATUS_IGNORE);
+  EXPECT_EQ(got, previous);
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.messages_logged - before.messages_logged, received + 1U);
+  EXPECT_EQ(after.messages_received - before.messages_received, received + 1U);
+  MPI_Comm_free(&merged);
+  MPI_Comm_free(&across);
+  MPI_Comm_free(&half);
+  reprise::msglog::mark_checkpoint();
+  EXPECT_EQ(reprise::msglog::counters().log_bytes_now, 0U);
+}
+
 // The graph constructors make logged communicators: a ring over a
 // distributed graph and over a graph topology, each message logged on its
 // own channel.
