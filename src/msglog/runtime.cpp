@@ -824,94 +824,135 @@ int Runtime::request_free(MPI_Request* request) {
 
 // ---- completion ------------------------------------------------------------
 
-void Runtime::finish(MPI_Request& request, RequestTable::node_type& record, MPI_Request before, MPI_Request after,
+bool Runtime::finish(MPI_Request& request, RequestRecord* record, MPI_Request before, MPI_Request after,
                      MPI_Status& status) {
-  if (record.empty()) {
+  if (record == nullptr) {
     request = after;
-    return;
+    return false;
   }
-  if (before == MPI_REQUEST_NULL || after != MPI_REQUEST_NULL) return;  // inactive, or not complete
-  RequestRecord& finished = record.mapped();
-  if (finished.receive) {
-    finish_receive(finished, status);
-  } else if (finished.entry.bytes) {
-    set_payload(status, static_cast<MPI_Count>(finished.entry.size - kWireHeaderBytes));
+  if (before == MPI_REQUEST_NULL || after != MPI_REQUEST_NULL) return false;  // inactive, or not complete
+  if (record->receive) {
+    finish_receive(*record, status);
+  } else if (record->entry.bytes) {
+    set_payload(status, static_cast<MPI_Count>(record->entry.size - kWireHeaderBytes));
   }
-  if (finished.created != nullptr) add_comm(*finished.created, finished.created_key);
-  finished.entry = {};
-  finished.physical = MPI_REQUEST_NULL;
-  if (!finished.persistent) {
-    record = {};
-    request = MPI_REQUEST_NULL;
-  }
+  if (record->created != nullptr) add_comm(*record->created, record->created_key);
+  record->entry = {};
+  record->physical = MPI_REQUEST_NULL;
+  if (record->persistent) return false;
+  request = MPI_REQUEST_NULL;
+  return true;
 }
 
-void Runtime::choice(std::uint64_t active, bool succeeded, std::vector<int> outcome) {
+void Runtime::choice(std::uint64_t active, bool succeeded, std::span<const int> outcome) {
   if (active == 0) return;
   const std::uint64_t clock = _determinants.tick();
   if (succeeded) {
-    _determinants.delivery(clock, std::move(outcome));
+    _determinants.delivery(clock, std::vector<int>(outcome.begin(), outcome.end()));
   } else {
     _determinants.unsuccessful(clock);
   }
 }
 
 namespace {
+
 std::uint64_t active_count(const std::vector<MPI_Request>& physical) {
   return static_cast<std::uint64_t>(std::count_if(physical.begin(), physical.end(),
                                                   [](MPI_Request r) { return r != MPI_REQUEST_NULL; }));
 }
+
+/// The batches of this thread's Wait/Test calls in progress (an error
+/// handler may call MPI inside one), kept from call to call.
+thread_local std::vector<std::unique_ptr<RequestBatch>> t_batches;
+thread_local std::size_t t_batches_in_use = 0;
+
+/// One call's batch, from this thread's, given back when the call ends.
+class BatchLease {
+ public:
+  BatchLease() {
+    if (t_batches_in_use == t_batches.size()) t_batches.push_back(std::make_unique<RequestBatch>());
+    _batch = t_batches[t_batches_in_use++].get();
+  }
+  ~BatchLease() { --t_batches_in_use; }
+  BatchLease(const BatchLease&) = delete;
+  BatchLease& operator=(const BatchLease&) = delete;
+  RequestBatch& operator*() const noexcept { return *_batch; }
+
+ private:
+  RequestBatch* _batch;
+};
+
 }  // namespace
+
+void Runtime::fill(RequestBatch& batch, int count, const MPI_Request* requests, MPI_Status* statuses, bool blocks) {
+  const auto n = static_cast<std::size_t>(count);
+  batch.blocks = blocks;
+  batch.physical.assign(requests, requests + count);
+  batch.records.assign(n, nullptr);
+  batch.taken.clear();
+  if (blocks) batch.taken.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (batch.physical[i] == MPI_REQUEST_NULL) continue;
+    if (blocks) {
+      batch.taken[i] = _requests.extract(batch.physical[i]);
+      if (!batch.taken[i].empty()) batch.records[i] = &batch.taken[i].mapped();
+    } else if (const auto found = _requests.find(batch.physical[i]); found != _requests.end()) {
+      batch.records[i] = &found->second;
+    }
+    if (batch.records[i] != nullptr) batch.physical[i] = batch.records[i]->physical;
+  }
+  batch.before = batch.physical;
+  batch.statuses = statuses;
+  if (statuses == MPI_STATUSES_IGNORE) {
+    batch.local.resize(n);
+    batch.statuses = batch.local.data();
+  }
+}
+
+void Runtime::finish_all(MPI_Request* requests, RequestBatch& batch, int count, const int* indices) {
+  for (int k = 0; k < count; ++k) {
+    const auto i = static_cast<std::size_t>(indices == nullptr ? k : indices[k]);
+    const MPI_Request handle = requests[i];
+    if (!finish(requests[i], batch.records[i], batch.before[i], batch.physical[i], batch.statuses[k])) continue;
+    if (batch.blocks) {
+      batch.taken[i] = {};
+    } else {
+      _requests.erase(handle);
+    }
+  }
+  for (RequestTable::node_type& record : batch.taken) {
+    if (!record.empty()) _requests.insert(std::move(record));
+  }
+}
 
 int Runtime::wait(MPI_Request* request, MPI_Status* status) {
   if (!_requests.contains(*request)) return blocking([&] { return PMPI_Wait(request, status); });
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  Batch one = batch(1, request, &out);
+  const BatchLease lease;
+  RequestBatch& one = *lease;
+  fill(one, 1, request, &out, true);
   const int code = blocking([&] { return PMPI_Wait(&one.physical[0], &out); });
   finish_all(request, one, 1, nullptr);
   return code;
 }
 
-Runtime::Batch Runtime::batch(int count, const MPI_Request* requests, MPI_Status* statuses) {
-  Batch batch{.records = {}, .physical = {requests, requests + count}, .before = {}, .local = {},
-              .statuses = statuses};
-  batch.records.resize(static_cast<std::size_t>(count));
-  for (std::size_t i = 0; i < batch.physical.size(); ++i) {
-    if (batch.physical[i] == MPI_REQUEST_NULL) continue;
-    batch.records[i] = _requests.extract(batch.physical[i]);
-    if (!batch.records[i].empty()) batch.physical[i] = batch.records[i].mapped().physical;
-  }
-  batch.before = batch.physical;
-  if (statuses == MPI_STATUSES_IGNORE) {
-    batch.local.resize(static_cast<std::size_t>(count));
-    batch.statuses = batch.local.data();
-  }
-  return batch;
-}
-
-void Runtime::finish_all(MPI_Request* requests, Batch& batch, int count, const int* indices) {
-  for (int k = 0; k < count; ++k) {
-    const auto i = static_cast<std::size_t>(indices == nullptr ? k : indices[k]);
-    finish(requests[i], batch.records[i], batch.before[i], batch.physical[i], batch.statuses[k]);
-  }
-  for (RequestTable::node_type& record : batch.records) {
-    if (!record.empty()) _requests.insert(std::move(record));
-  }
-}
-
 int Runtime::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
   if (_requests.empty()) return blocking([&] { return PMPI_Waitall(count, requests, statuses); });
-  Batch all = batch(count, requests, statuses);
+  const BatchLease lease;
+  RequestBatch& all = *lease;
+  fill(all, count, requests, statuses, true);
   const int code = blocking([&] { return PMPI_Waitall(count, all.physical.data(), all.statuses); });
   finish_all(requests, all, count, nullptr);
   return code;
 }
 
 int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* statuses) {
-  Batch all = batch(count, requests, statuses);
+  const BatchLease lease;
+  RequestBatch& all = *lease;
+  fill(all, count, requests, statuses, false);
   const int code = PMPI_Testall(count, all.physical.data(), flag, all.statuses);
-  choice(active_count(all.before), *flag != 0, {count});
+  choice(active_count(all.before), *flag != 0, std::span<const int>(&count, 1));
   finish_all(requests, all, *flag != 0 ? count : 0, nullptr);
   return code;
 }
@@ -919,7 +960,9 @@ int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* st
 int Runtime::any(bool blocking, int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  Batch one = batch(count, requests, &out);
+  const BatchLease lease;
+  RequestBatch& one = *lease;
+  fill(one, count, requests, &out, blocking);
   int done = 1;
   const int code = blocking ? this->blocking([&] { return PMPI_Waitany(count, one.physical.data(), index, &out); })
                             : PMPI_Testany(count, one.physical.data(), index, &done, &out);
@@ -927,14 +970,17 @@ int Runtime::any(bool blocking, int count, MPI_Request* requests, int* index, in
   const bool completed = done != 0 && *index != MPI_UNDEFINED;
   // A wait over one active request makes no choice.
   const std::uint64_t active = active_count(one.before);
-  if (!blocking || active > 1) choice(active, completed, {completed ? *index : MPI_UNDEFINED});
+  const int chosen = completed ? *index : MPI_UNDEFINED;
+  if (!blocking || active > 1) choice(active, completed, std::span<const int>(&chosen, 1));
   finish_all(requests, one, completed ? 1 : 0, index);
   return code;
 }
 
 int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount, int* indices,
                   MPI_Status* statuses) {
-  Batch some = batch(count, requests, statuses);
+  const BatchLease lease;
+  RequestBatch& some = *lease;
+  fill(some, count, requests, statuses, blocking);
   const int code = blocking ? this->blocking([&] {
     return PMPI_Waitsome(count, some.physical.data(), outcount, indices, some.statuses);
   })
@@ -942,19 +988,32 @@ int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount
   const bool none_active = *outcount == MPI_UNDEFINED;
   if (!none_active) {
     const std::uint64_t active = active_count(some.before);
-    if (!blocking || active > 1) choice(active, *outcount > 0, std::vector<int>(indices, indices + *outcount));
+    if (!blocking || active > 1) {
+      choice(active, *outcount > 0, std::span<const int>(indices, static_cast<std::size_t>(*outcount)));
+    }
   }
   finish_all(requests, some, none_active ? 0 : *outcount, indices);
   return code;
 }
 
 int Runtime::test(MPI_Request* request, int* flag, MPI_Status* status) {
+  static constexpr int kFirst = 0;
+  const auto found = _requests.find(*request);
+  if (found == _requests.end()) {
+    const bool active = *request != MPI_REQUEST_NULL;
+    const int code = PMPI_Test(request, flag, status);
+    choice(active ? 1 : 0, *flag != 0, std::span<const int>(&kFirst, 1));
+    return code;
+  }
+  // Nothing blocks: the record stays in the table, under the lock.
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  Batch one = batch(1, request, &out);
-  const int code = PMPI_Test(&one.physical[0], flag, &out);
-  choice(one.before[0] == MPI_REQUEST_NULL ? 0 : 1, *flag != 0, {0});
-  finish_all(request, one, *flag != 0 ? 1 : 0, nullptr);
+  RequestRecord& record = found->second;
+  const MPI_Request before = record.physical;
+  MPI_Request physical = before;
+  const int code = PMPI_Test(&physical, flag, &out);
+  choice(before == MPI_REQUEST_NULL ? 0 : 1, *flag != 0, std::span<const int>(&kFirst, 1));
+  if (*flag != 0 && finish(*request, &record, before, physical, out)) _requests.erase(found);
   return code;
 }
 
@@ -976,7 +1035,7 @@ int Runtime::probe(int source, int tag, CommInfo& comm, MPI_Message* message, MP
   });
   if (code != MPI_SUCCESS) return code;
   fix_probe_status(out);
-  if (source == MPI_ANY_SOURCE) choice(1, true, {out.MPI_SOURCE});
+  if (source == MPI_ANY_SOURCE) choice(1, true, std::span<const int>(&out.MPI_SOURCE, 1));
   if (message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.members;
   return code;
 }
@@ -988,7 +1047,8 @@ int Runtime::iprobe(int source, int tag, CommInfo& comm, int* flag, MPI_Message*
                                       : PMPI_Improbe(source, tag, comm.physical, flag, message, &out);
   if (code != MPI_SUCCESS) return code;
   if (*flag != 0) fix_probe_status(out);
-  choice(1, *flag != 0, {*flag != 0 ? out.MPI_SOURCE : MPI_UNDEFINED});
+  const int found = *flag != 0 ? out.MPI_SOURCE : MPI_UNDEFINED;
+  choice(1, *flag != 0, std::span<const int>(&found, 1));
   if (*flag != 0 && message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.members;
   return code;
 }

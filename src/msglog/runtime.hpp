@@ -110,6 +110,25 @@ struct RequestRecord {
   std::uint64_t created_key = 0;
 };
 
+using RequestTable = std::unordered_map<MPI_Request, RequestRecord>;
+
+/// The physical side of an application's array of requests, for one
+/// Wait/Test call: the log's record of each (nullptr for a request the log
+/// does not track); what MPI completes, as it was before; the statuses.
+/// For a call that blocks (the runtime's lock let go meanwhile) the records
+/// are taken out of the table (`taken`), so that a handle MPI frees and
+/// gives another thread's new request meanwhile never meets them. Reused
+/// from call to call (Runtime::lease_batch), so a call allocates nothing.
+struct RequestBatch {
+  std::vector<RequestRecord*> records;
+  std::vector<RequestTable::node_type> taken;
+  std::vector<MPI_Request> physical;
+  std::vector<MPI_Request> before;
+  std::vector<MPI_Status> local;
+  MPI_Status* statuses = nullptr;
+  bool blocks = false;
+};
+
 /// What to do when the payload log reaches its bound.
 enum class WhenFull : std::uint8_t { kError, kDiscard };
 
@@ -263,21 +282,6 @@ class Runtime {
     bool owned_type = false;
   };
 
-  using RequestTable = std::unordered_map<MPI_Request, RequestRecord>;
-
-  /// The physical side of an application's array of requests, for one
-  /// Wait/Test call: the log's records of them, taken out of the table for
-  /// the call (empty for a request the log does not track), so that a
-  /// handle MPI frees and gives another thread's new request meanwhile
-  /// never meets them; what MPI completes, as it was before, the statuses.
-  struct Batch {
-    std::vector<RequestTable::node_type> records;
-    std::vector<MPI_Request> physical;
-    std::vector<MPI_Request> before;
-    std::vector<MPI_Status> local;
-    MPI_Status* statuses = nullptr;
-  };
-
   /// Registers the communicator `comm` of `key`, its members' world ranks `world`.
   Members& add_members(MPI_Comm comm, std::uint64_t key, int rank, std::vector<int> world);
   /// A datatype over a staging buffer [header | 4 unused bytes | `packed` bytes], and whether
@@ -317,18 +321,20 @@ class Runtime {
   void finish_receive(RequestRecord& record, MPI_Status& status);
   static void fix_probe_status(MPI_Status& status);
   /// After MPI completed (or not) `before` into `after`: finishes the
-  /// application's `request` if `record` holds the log's (then left empty
-  /// when the request is done with), else hands `after` back.
-  void finish(MPI_Request& request, RequestTable::node_type& record, MPI_Request before, MPI_Request after,
+  /// application's `request` if `record` is the log's, else hands `after`
+  /// back. True when the record is done with (the caller drops it).
+  bool finish(MPI_Request& request, RequestRecord* record, MPI_Request before, MPI_Request after,
               MPI_Status& status);
   /// A non-deterministic call over `active` requests (none: no choice).
-  void choice(std::uint64_t active, bool succeeded, std::vector<int> outcome);
+  void choice(std::uint64_t active, bool succeeded, std::span<const int> outcome);
   RequestRecord* matched(MPI_Message message, RequestRecord& record);
-  [[nodiscard]] Batch batch(int count, const MPI_Request* requests, MPI_Status* statuses);
+  /// Fills `batch` for the `count` requests at `requests`, taking their
+  /// records out of the table when the call `blocks`.
+  void fill(RequestBatch& batch, int count, const MPI_Request* requests, MPI_Status* statuses, bool blocks);
   /// finish() for the `count` requests at `indices` (nullptr: the first
   /// `count`), whose statuses are the batch's first `count`; then every
-  /// record still needed goes back into the table.
-  void finish_all(MPI_Request* requests, Batch& batch, int count, const int* indices);
+  /// record taken and still needed goes back into the table.
+  void finish_all(MPI_Request* requests, RequestBatch& batch, int count, const int* indices);
   void release_detached();
   /// What this process consumed of each sender, as words, per sender in
   /// the order of its place in the exchange (`place`: a world rank's, or -1
