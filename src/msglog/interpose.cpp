@@ -30,9 +30,6 @@ using reprise::detail::SendMode;
 constexpr const char* kRma =
     "one-sided communication (MPI_Win_*) is not supported by the message log (libreprise_msglog.so): use "
     "point-to-point messages, or run without the library";
-constexpr const char* kIo =
-    "MPI-IO (MPI_File_*) is not supported by the message log (libreprise_msglog.so): write files with the C or "
-    "C++ library, or run without the library";
 constexpr const char* kNewComm =
     "this way of making a communicator is not supported by the message log (libreprise_msglog.so), whose "
     "messages on it would go unlogged: make it from a communicator of the processes of MPI_COMM_WORLD (MPI_Comm_dup, "
@@ -352,14 +349,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Request_free(MPI_Request* request) {
 
 REPRISE_MSGLOG_EXPORT int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
-  if (runtime != nullptr && [&] {
-        const auto lock = runtime->enter();
-        return runtime->tracks(request);
-      }()) {
-    return refuse("MPI_Request_get_status",
-                  "not supported on the message log's requests (libreprise_msglog.so): use MPI_Test");
-  }
-  return PMPI_Request_get_status(request, flag, status);
+  if (runtime == nullptr) return PMPI_Request_get_status(request, flag, status);
+  return guarded("MPI_Request_get_status", MPI_COMM_WORLD,
+                 [&] { return runtime->request_get_status(request, flag, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Buffer_detach(void* buffer, int* size) {
@@ -371,19 +363,12 @@ REPRISE_MSGLOG_EXPORT int MPI_Buffer_detach(void* buffer, int* size) {
 }
 
 // A receive of the log's is cancelled in MPI; it consumes nothing. A send
-// of the log's cannot be: its sequence number is taken and the message
-// logged, so the receiver must see it.
+// of the log's is not cancelled, as MPI lets a cancel fail: its number is
+// taken and the message logged, so it completes once received
+// (MPI_Test_cancelled says it was not cancelled).
 REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr || request == nullptr) return PMPI_Cancel(request);
-  if ([&] {
-        const auto lock = runtime->enter();
-        return runtime->sends(*request);
-      }()) {
-    return refuse("MPI_Cancel",
-                  "cancelling a send is not supported by the message log (libreprise_msglog.so): the message has "
-                  "its sequence number and stays logged, so the receiver must get it; complete the request instead");
-  }
   return guarded("MPI_Cancel", MPI_COMM_WORLD, [&] { return runtime->cancel(request); });
 }
 
@@ -928,6 +913,15 @@ REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallw(const void* sendbuf, const int
                                   comm, request);
 }
 
+// ---- MPI-IO ------------------------------------------------------------------------
+
+// MPI-IO passes straight, after the pending determinants (opening a file is
+// collective): files are outside the log, as the program's POSIX files are.
+REPRISE_MSGLOG_EXPORT int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File* fh) {
+  if (const int code = collective("MPI_File_open", comm); code != MPI_SUCCESS) return code;
+  return PMPI_File_open(comm, filename, amode, info, fh);
+}
+
 // ---- refused -------------------------------------------------------------------------
 
 
@@ -974,14 +968,4 @@ REPRISE_MSGLOG_EXPORT int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, 
 REPRISE_MSGLOG_EXPORT int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win* win) {
   if (Runtime::current() != nullptr) return refuse("MPI_Win_create_dynamic", kRma, comm);
   return PMPI_Win_create_dynamic(info, comm, win);
-}
-
-REPRISE_MSGLOG_EXPORT int MPI_File_open(MPI_Comm comm, const char* filename, int amode, MPI_Info info, MPI_File* fh) {
-  if (Runtime::current() != nullptr) return refuse("MPI_File_open", kIo, comm);
-  return PMPI_File_open(comm, filename, amode, info, fh);
-}
-
-REPRISE_MSGLOG_EXPORT int MPI_File_delete(const char* filename, MPI_Info info) {
-  if (Runtime::current() != nullptr) return refuse("MPI_File_delete", kIo);
-  return PMPI_File_delete(filename, info);
 }

@@ -796,7 +796,7 @@ int Runtime::cancel(MPI_Request* request) {
   const auto found = _requests.find(*request);
   if (found == _requests.end()) return PMPI_Cancel(request);
   RequestRecord& record = found->second;
-  if (!record.receive && record.created == nullptr) throw UsageError("a send of the message log cannot be cancelled");
+  if (!record.receive && record.created == nullptr) return MPI_SUCCESS;  // a send: not cancelled
   return record.physical == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Cancel(&record.physical);
 }
 
@@ -831,17 +831,50 @@ bool Runtime::finish(MPI_Request& request, RequestRecord* record, MPI_Request be
     return false;
   }
   if (before == MPI_REQUEST_NULL || after != MPI_REQUEST_NULL) return false;  // inactive, or not complete
-  if (record->receive) {
-    finish_receive(*record, status);
-  } else if (record->entry.bytes) {
-    set_payload(status, static_cast<MPI_Count>(record->entry.size - kWireHeaderBytes));
-  }
-  if (record->created != nullptr) add_comm(*record->created, record->created_key);
+  complete(*record, status);
   record->entry = {};
   record->physical = MPI_REQUEST_NULL;
   if (record->persistent) return false;
   request = MPI_REQUEST_NULL;
   return true;
+}
+
+void Runtime::complete(RequestRecord& record, MPI_Status& status) {
+  if (record.completed_early) {
+    status = record.early_status;
+    record.completed_early = false;
+    return;
+  }
+  if (record.receive) {
+    finish_receive(record, status);
+  } else if (record.entry.bytes) {
+    set_payload(status, static_cast<MPI_Count>(record.entry.size - kWireHeaderBytes));
+  }
+  if (record.created != nullptr) add_comm(*record.created, record.created_key);
+}
+
+int Runtime::request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  static constexpr int kFirst = 0;
+  const auto found = _requests.find(request);
+  if (found == _requests.end()) return PMPI_Request_get_status(request, flag, status);
+  RequestRecord& record = found->second;
+  if (record.completed_early) {
+    *flag = 1;
+    if (status != MPI_STATUS_IGNORE) *status = record.early_status;
+    return MPI_SUCCESS;
+  }
+  if (record.physical == MPI_REQUEST_NULL) return PMPI_Request_get_status(request, flag, status);  // inactive
+  MPI_Status out{};
+  const int code = PMPI_Request_get_status(record.physical, flag, &out);
+  choice(1, code == MPI_SUCCESS && *flag != 0, std::span<const int>(&kFirst, 1));
+  if (code != MPI_SUCCESS || *flag == 0) return code;
+  // Complete: the data must be in the application's buffer now. The
+  // Wait/Test that frees the request gives this status again.
+  complete(record, out);
+  record.early_status = out;
+  record.completed_early = true;
+  if (status != MPI_STATUS_IGNORE) *status = out;
+  return code;
 }
 
 void Runtime::choice(std::uint64_t active, bool succeeded, std::span<const int> outcome) {

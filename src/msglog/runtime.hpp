@@ -108,6 +108,9 @@ struct RequestRecord {
   // An MPI_Comm_idup: where MPI puts the new communicator, and its key.
   MPI_Comm* created = nullptr;
   std::uint64_t created_key = 0;
+  // Completed by MPI_Request_get_status: its status, for the Wait/Test that frees it.
+  bool completed_early = false;
+  MPI_Status early_status{};
 };
 
 using RequestTable = std::unordered_map<MPI_Request, RequestRecord>;
@@ -215,13 +218,13 @@ class Runtime {
   int ibsend(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
              MPI_Request* request);
   /// MPI_Cancel: a receive of the log's is cancelled in MPI (a cancelled
-  /// receive consumes nothing); a send of the log's is a UsageError (see sends()).
+  /// receive consumes nothing); a send of the log's is not cancelled (its
+  /// number is taken and the message logged): it completes once received.
   int cancel(MPI_Request* request);
-  /// Whether `request` is a send the log tracks.
-  [[nodiscard]] bool sends(MPI_Request request) const {
-    const auto found = _requests.find(request);
-    return found != _requests.end() && !found->second.receive && found->second.created == nullptr;
-  }
+  /// MPI_Request_get_status: a request of the log's found complete is
+  /// completed now (data unpacked, number consumed), MPI's request left for
+  /// the Wait/Test that frees it.
+  int request_get_status(MPI_Request request, int* flag, MPI_Status* status);
   /// Whether `request` is one of the log's (the application's handle).
   [[nodiscard]] bool tracks(MPI_Request request) const { return _requests.contains(request); }
   int request_free(MPI_Request* request);
@@ -325,6 +328,9 @@ class Runtime {
   /// back. True when the record is done with (the caller drops it).
   bool finish(MPI_Request& request, RequestRecord* record, MPI_Request before, MPI_Request after,
               MPI_Status& status);
+  /// What a completed request of the log's finishes (a receive's data,
+  /// number and event, a send's count, a new communicator), once.
+  void complete(RequestRecord& record, MPI_Status& status);
   /// A non-deterministic call over `active` requests (none: no choice).
   void choice(std::uint64_t active, bool succeeded, std::span<const int> outcome);
   RequestRecord* matched(MPI_Message message, RequestRecord& record);

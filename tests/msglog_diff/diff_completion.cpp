@@ -3,7 +3,7 @@
 // processes: arrays with MPI_REQUEST_NULL entries, only null or no requests
 // at all, MPI_STATUS(ES)_IGNORE, inactive persistent requests, tests that
 // must fail because the sender has not sent yet, and tests after every
-// message arrived. Not MPI_Request_get_status: the message log refuses it.
+// message arrived. (MPI_Request_get_status is checked in msglog_mpi.)
 //
 // What a test returns depends on timing unless the program fixes it: a test
 // that must fail runs before the sender is allowed to send (it waits for a
