@@ -179,6 +179,9 @@ Runtime::Runtime()
 }
 
 Runtime::~Runtime() {
+  // MPI_Finalize: one thread, no call of another in progress (MPI's rule),
+  // and nobody holds the lock that blocking() would let go.
+  _shared = false;
   complete_detached();
   for (auto& [packed, type] : _guarded_types) PMPI_Type_free(&type);
   // No process may still need its buddy once this one stops serving.
