@@ -21,7 +21,7 @@
 namespace {
 
 constexpr int kThreads = 4;
-constexpr int kRounds = 2000;
+constexpr int kRounds = 500;
 
 /// Rank 0 blocks in a receive on `waiting` from 1 while its other thread
 /// sends 1 the message (on `trigger`) that 1 waits for before it answers.
