@@ -356,6 +356,21 @@ class Checkpoint {
   void continue_from(std::uint64_t version);
 
  private:
+  friend class Driver;
+  /// Which processes take back their state in `restore_as`.
+  enum class RestoreScope {
+    kEveryone,          ///< every process rolls back, then a fresh checkpoint (`restore()`)
+    kEveryoneNoRetake,  ///< every process rolls back; the caller takes the next checkpoint
+    kReplacements,      ///< only the processes that hold no copies (replacements): the others keep their state
+  };
+  void restore_as(RestoreScope scope);
+  /// Carries the message log's state (libreprise_msglog.so) with every
+  /// commit, for `Driver`'s replay: registered as a piece of state, filled
+  /// by the log before the copies are taken, the log marked once committed.
+  void carry_message_log();
+  /// The log's state saved with the last committed (or restored) version.
+  [[nodiscard]] const std::vector<std::byte>& message_log_state() const noexcept { return _log_state; }
+
   struct Item {
     std::string name;
     Save save;
@@ -410,6 +425,8 @@ class Checkpoint {
   std::map<OriginalRank, std::vector<std::byte>> _spare;    // buffers of the version before, reused
   std::vector<std::pair<std::uint64_t, std::function<void(std::uint64_t)>>> _hooks;  // by id, in order
   std::uint64_t _next_hook = 1;
+  bool _carries_log = false;            // carry_message_log()
+  std::vector<std::byte> _log_state;    // the message log's state, saved with each commit
   // Last, so that they go first: the copies still landing, and whose they are.
   mutable std::vector<OriginalRank> _arriving_owners;
   mutable ArrivingCopies _copies_arriving;

@@ -23,6 +23,13 @@ namespace reprise {
 enum class RecoveryMode {
   kRespawn,  ///< replacements take the failed original ranks (substituting recovery)
   kShrink,   ///< the survivors go on with fewer processes (shrinking recovery)
+  /// Replacements take the failed original ranks, restart from their own
+  /// checkpoints and replay from the message log (libreprise_msglog.so)
+  /// while the survivors keep their state and go on; when replay cannot
+  /// work, every process rolls back as with `kRespawn`, and one line says
+  /// why (docs/ARCHITECTURE.md §16). The program sends its messages on
+  /// `Comm::raw()` of the driver's communicator.
+  kReplay,
 };
 
 /// What one recovery did, as every process saw it.
@@ -80,11 +87,19 @@ class Driver {
   /// Registers the driver's own progress (the step counter of
   /// `run(steps, step)`) with `checkpoint`: construct it before the first
   /// checkpoint, on every process. `UsageError` for a negative setting.
+  /// With `RecoveryMode::kReplay`, `UsageError` unless the message log is
+  /// loaded and the cadence, if any, is `every_steps` (a time-based one
+  /// plans with collectives a replaying process would not match).
   Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config = {});
+  ~Driver();
   Driver(const Driver&) = delete;
   Driver& operator=(const Driver&) = delete;
+  Driver(Driver&&) = delete;
+  Driver& operator=(Driver&&) = delete;
 
-  /// Sets the callback run after each recovery.
+  /// Sets the callback run after each recovery. After a replay
+  /// (`RecoveryMode::kReplay`) it runs in the replacements only: the
+  /// survivors recovered inside an MPI call of the loop, which goes on.
   void on_recovery(OnRecovery callback) { _on_recovery = std::move(callback); }
 
   /// Restarts `heartbeat` on the recovered communicator after each recovery,
@@ -130,6 +145,14 @@ class Driver {
 
  private:
   void restore_state(bool joined_now, double started, int attempts);
+  // RecoveryMode::kReplay (driver_replay.cpp).
+  void enable_replay();
+  void heal();
+  void learn_lost(bool joined_now);
+  void restore_for_replay(bool joined_now, double started, int attempts);
+  void rejoin_message_log(bool rolled_back);
+  int heal_from_log(int* healed, int* lost, int capacity, int* count) noexcept;
+  int decide_from_log(int replay_here) noexcept;
   void plan_from_here();
   [[nodiscard]] double interval_seconds(double checkpoint_seconds) const;
   void checkpoint_and_plan();
@@ -154,6 +177,11 @@ class Driver {
     std::uint64_t measured_from = 0;
   };
   Progress _progress;
+  // The replay: the original ranks replaced in the current recovery; whether
+  // the processes already agreed (in the message log's hook) on a rollback.
+  std::vector<int> _lost;
+  bool _rollback_agreed = false;
+  double _log_recovery_started = 0;
   double _measuring_since = 0;  // this process's clock
   bool _entered = false;        // run(steps, step)'s loop has started here
   CheckpointStats _stats;

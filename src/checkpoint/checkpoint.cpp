@@ -11,6 +11,7 @@
 
 #include "huge_pages.hpp"
 #include "mix.hpp"
+#include "msglog_hooks.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
@@ -44,7 +45,37 @@ void mark_message_log(Comm& comm) {
   comm.check(rc, "marking the message log");
 }
 
+/// Before the copies of a commit over `comm`: the message log's state, to
+/// save with them (collective; see carry_message_log).
+void save_message_log(Comm& comm, std::vector<std::byte>& state) {
+  static const auto save =
+      reinterpret_cast<reprise_msglog_save_state_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogSaveState));
+  const auto sink = [](void* context, const void* bytes, std::size_t size) {
+    auto& out = *static_cast<std::vector<std::byte>*>(context);
+    const auto* first = static_cast<const std::byte*>(bytes);
+    out.assign(first, first + size);
+  };
+  comm.check(save(MPI_Comm_c2f(comm.raw()), sink, &state), "saving the message log's state");
+}
+
+/// Once that commit is done: the log frees what the receivers consumed.
+void commit_message_log(Comm& comm) {
+  static const auto commit =
+      reinterpret_cast<reprise_msglog_commit_state_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogCommitState));
+  comm.check(commit(), "marking the message log");
+}
+
 }  // namespace
+
+void Checkpoint::carry_message_log() {
+  if (_carries_log) return;
+  if (dlsym(RTLD_DEFAULT, detail::kMsglogSaveState) == nullptr ||
+      dlsym(RTLD_DEFAULT, detail::kMsglogCommitState) == nullptr) {
+    throw UsageError(std::string(kWhere) + ": the message log is not loaded: link or preload libreprise_msglog.so");
+  }
+  protect("reprise::Driver message log", _log_state);
+  _carries_log = true;
+}
 
 SavedState::SavedState(std::vector<std::byte> bytes) : _bytes(std::move(bytes)) {
   detail::WordReader in(_bytes);
@@ -362,13 +393,18 @@ std::uint64_t Checkpoint::checkpoint() try {
   settle_copies();
   const auto order = slot_order(join_checkpoint());
   SlotLayout slots(_comm, order);
+  if (_carries_log) save_message_log(_comm, _log_state);
   auto pending = exchange_copies(order, slots);
   _spare = std::move(_held);
   _held = std::move(pending);
   _holds_copies = true;
   _slots = std::move(slots);
   ++_version;
-  mark_message_log(_comm);
+  if (_carries_log) {
+    commit_message_log(_comm);
+  } else {
+    mark_message_log(_comm);
+  }
   // A hook may add or remove hooks: call the ones there were at the commit.
   const auto hooks = _hooks;
   for (const auto& [id, hook] : hooks) hook(_version);
@@ -527,7 +563,10 @@ namespace {
 
 }  // namespace
 
-void Checkpoint::restore() try {
+void Checkpoint::restore() { restore_as(RestoreScope::kEveryone); }
+
+void Checkpoint::restore_as(RestoreScope scope) try {
+  const bool takes_back = scope != RestoreScope::kReplacements || !_holds_copies;
   settle_copies();
   inject::fault_point("checkpoint.restore", _comm.original_rank());
   const auto holds_of = share_holders("restore");
@@ -564,7 +603,7 @@ void Checkpoint::restore() try {
   // Every process validates its own state first; all refuse together.
   std::string problem;
   try {
-    apply(_held.at(_comm.original_rank()), "restore");
+    if (takes_back) apply(_held.at(_comm.original_rank()), "restore");
   } catch (const UsageError& error) {
     problem = error.what();
   }
@@ -576,7 +615,7 @@ void Checkpoint::restore() try {
   // After a respawn the copies the failed processes held are gone: take
   // them again. After a shrink the application first fetches and
   // redistributes the departed processes' state.
-  if (departed().empty()) checkpoint();
+  if (scope == RestoreScope::kEveryone && departed().empty()) checkpoint();
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::restore");
 }

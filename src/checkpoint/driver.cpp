@@ -23,6 +23,7 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
     throw UsageError("reprise::Driver: DriverConfig::cadence has a negative interval; use a positive one");
   }
   _checkpoint.protect(std::string(kProgressPiece), _progress);
+  if (_config.mode == RecoveryMode::kReplay) enable_replay();
 }
 
 namespace {
@@ -118,6 +119,10 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
 // Restores everyone's state, learns who was lost, and (after a shrink) lets
 // the application redistribute before the copies are taken again.
 void Driver::restore_state(bool joined_now, double started, int attempts) {
+  if (_config.mode == RecoveryMode::kReplay) {
+    restore_for_replay(joined_now, started, attempts);
+    return;
+  }
   _checkpoint.restore();
   Recovery recovery{.mode = _config.mode, .lost = {}, .epoch = _comm.epoch(), .seconds = 0, .attempts = attempts};
   std::vector<int> joined_of;
@@ -180,8 +185,7 @@ void Driver::run(const std::function<void()>& loop) {
     std::exception_ptr error;  // not a process failure: every process stops
     try {
       if (heal_comm) {
-        _comm = _config.mode == RecoveryMode::kRespawn ? _comm.respawn() : _comm.shrink();
-        if (_heartbeat != nullptr) _heartbeat->restart();
+        heal();
         heal_comm = false;
       }
       if (recovering) {
@@ -194,6 +198,15 @@ void Driver::run(const std::function<void()>& loop) {
     } catch (...) {
       ok = false;
       error = std::current_exception();
+    }
+    if (_rollback_agreed && error == nullptr) {
+      // The message log's hook healed the job inside the loop, and every
+      // process agreed there to roll back: restore now.
+      recovering = true;
+      joined_now = false;
+      started = _log_recovery_started;
+      attempts = 1;
+      continue;
     }
     if (_comm.settle(ok)) return;
     stop_if_any_erred(error);

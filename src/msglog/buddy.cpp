@@ -117,10 +117,11 @@ std::string region_name(std::uint32_t pid, std::uint16_t port, int writer) {
 
 }  // namespace
 
-BuddyLinks::BuddyLinks(MPI_Comm comm) {
+BuddyLinks::BuddyLinks(MPI_Comm comm, std::map<int, std::vector<Event>> carried) : _held(std::move(carried)) {
   PMPI_Comm_rank(comm, &_rank);
   const std::vector<std::string> hosts = every_host(comm);
-  const std::vector<int> buddies = choose_buddies(hosts);
+  _buddies = choose_buddies(hosts);
+  const std::vector<int>& buddies = _buddies;
   _buddy = buddies[static_cast<std::size_t>(_rank)];
   const std::string& host = hosts[static_cast<std::size_t>(_rank)];
 

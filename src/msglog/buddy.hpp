@@ -42,7 +42,9 @@ class BuddyLinks {
  public:
   /// Listens, exchanges host names and addresses over `comm` (collective),
   /// starts the server thread. Buddies are chosen by choose_buddies.
-  explicit BuddyLinks(MPI_Comm comm);
+  /// `carried`: events this process holds already, by rank (after a
+  /// recovery, those of processes whose buddy it stays).
+  explicit BuddyLinks(MPI_Comm comm, std::map<int, std::vector<Event>> carried = {});
   ~BuddyLinks();
   BuddyLinks(const BuddyLinks&) = delete;
   BuddyLinks& operator=(const BuddyLinks&) = delete;
@@ -59,6 +61,8 @@ class BuddyLinks {
   [[nodiscard]] std::vector<Event> held_for(int rank) const;
   /// This process's buddy (its rank in the communicator given at construction).
   [[nodiscard]] int buddy() const noexcept { return _buddy; }
+  /// The buddy of every process, by rank.
+  [[nodiscard]] const std::vector<int>& buddies() const noexcept { return _buddies; }
   /// Batches of determinants this process stored at its buddy.
   [[nodiscard]] std::uint64_t batches_sent() const noexcept { return _batches_sent; }
 
@@ -72,6 +76,7 @@ class BuddyLinks {
 
   int _rank = 0;
   int _buddy = 0;
+  std::vector<int> _buddies;
   int _listener = -1;
   int _wake[2] = {-1, -1};
   int _to_buddy = -1;

@@ -15,6 +15,7 @@ void encode_events(std::span<const Event> events, std::vector<std::byte>& out) {
     append_word(out, event.clock);
     append_word(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(event.source)));
     append_word(out, event.failures);
+    append_word(out, event.ordinal);
     append_word(out, event.outcome.size());
     for (const int value : event.outcome) append_word(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(value)));
   }
@@ -29,6 +30,7 @@ std::vector<Event> decode_events(std::span<const std::byte> bytes) {
     event.clock = in.word();
     event.source = static_cast<int>(static_cast<std::int64_t>(in.word()));
     event.failures = in.word();
+    event.ordinal = in.word();
     const std::uint64_t outcomes = in.word();
     if (!in.ok() || outcomes > in.remaining() / sizeof(std::uint64_t)) break;
     for (std::uint64_t i = 0; i < outcomes; ++i) event.outcome.push_back(static_cast<int>(static_cast<std::int64_t>(in.word())));
@@ -49,9 +51,10 @@ Event make_event(EventKind kind, std::uint64_t clock) {
 }
 }  // namespace
 
-void DeterminantLog::matching(std::uint64_t clock, int source) {
+void DeterminantLog::matching(std::uint64_t clock, int source, std::uint64_t ordinal) {
   Event event = make_event(EventKind::kMatching, clock);
   event.source = source;
+  event.ordinal = ordinal;
   _pending.push_back(std::move(event));
   ++_matching_events;
 }

@@ -2,7 +2,8 @@
 // Determinants: the non-deterministic events of one process, stamped with
 // its logical clock, that a replaced process needs to take the same
 // decisions again (docs/ARCHITECTURE.md §16). Only two kinds exist:
-//   matching  {clock, source}: an MPI_ANY_SOURCE reception matched `source`;
+//   matching  {clock, source, ordinal}: the `ordinal`-th MPI_ANY_SOURCE
+//             receive the process posted matched `source`;
 //   delivery  {clock, failures, outcome}: a Test*, Waitany, Waitsome or
 //             Iprobe call returned `outcome` after `failures` unsuccessful
 //             calls since `clock` (a run of failed tests is one event).
@@ -23,6 +24,7 @@ struct Event {
   EventKind kind = EventKind::kMatching;
   std::uint64_t clock = 0;           ///< the clock of the event (of the first call of a merged run)
   int source = 0;                    ///< matching: the rank matched
+  std::uint64_t ordinal = 0;         ///< matching: which MPI_ANY_SOURCE receive (from 1, in posting order; 0: a probe's)
   std::uint64_t failures = 0;        ///< delivery: unsuccessful calls merged into the event
   std::vector<int> outcome;          ///< delivery: what the call returned (empty: none succeeded)
   friend bool operator==(const Event&, const Event&) = default;
@@ -41,9 +43,15 @@ class DeterminantLog {
   std::uint64_t tick() noexcept { return ++_clock; }
   /// The clock now.
   [[nodiscard]] std::uint64_t clock() const noexcept { return _clock; }
+  /// Sets the clock (a process restored from its checkpoint); nothing is pending then.
+  void restart_at(std::uint64_t clock) noexcept {
+    _clock = clock;
+    clear_pending();
+  }
 
-  /// An MPI_ANY_SOURCE reception at `clock` matched `source`.
-  void matching(std::uint64_t clock, int source);
+  /// An MPI_ANY_SOURCE reception at `clock` matched `source`: the
+  /// `ordinal`-th such receive posted (0: a probe's match).
+  void matching(std::uint64_t clock, int source, std::uint64_t ordinal = 0);
   /// A non-deterministic call at `clock` found nothing: extends the open
   /// run of failures (or opens one); no event yet (lazy logging).
   void unsuccessful(std::uint64_t clock);

@@ -40,7 +40,9 @@ CommInfo* logged(MPI_Comm comm) noexcept {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return nullptr;
   const auto lock = runtime->enter();
-  return runtime->find(comm);
+  // While this process recovers (reprise's Driver heals the job from inside
+  // the call that met the failure), its calls go straight to MPI.
+  return runtime->recovering() ? nullptr : runtime->find(comm);
 }
 
 /// One line on stderr naming `call`, then `comm`'s error handler.
@@ -520,7 +522,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler 
 REPRISE_MSGLOG_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
   if (Runtime* runtime = Runtime::current(); runtime != nullptr && *comm != MPI_COMM_WORLD) {
     const auto lock = runtime->enter();
-    runtime->freed(*comm);
+    // A recovery keeps the handle: it names the new communicator from then on.
+    if (!runtime->recovering()) runtime->freed(*comm);
   }
   return PMPI_Comm_free(comm);
 }

@@ -83,6 +83,11 @@ class PayloadLog {
 
   /// Forgets the (empty) logs of the communicator `key`'s channels.
   void forget_empty(std::uint64_t key);
+  /// Drops every entry and channel (a process restarting from its checkpoint).
+  void clear() noexcept {
+    _channels.clear();
+    _bytes = 0;
+  }
 
   /// How many entries of `channel` are held.
   [[nodiscard]] std::size_t count(const ChannelKey& channel) const;

@@ -114,18 +114,16 @@ RequestRecord make_record(bool receive, const void* buffer, int count, MPI_Datat
 /// Makes `status` count `payload` bytes, as MPI would have without the header.
 void set_payload(MPI_Status& status, MPI_Count payload) { PMPI_Status_set_elements_x(&status, MPI_BYTE, payload); }
 
-/// The rank in MPI_COMM_WORLD of each member of `group` (MPI_UNDEFINED for
-/// a process that was not in it).
-std::vector<int> world_ranks_of(MPI_Group group) {
+/// The rank in `world` (MPI_COMM_WORLD's group, or after a recovery in
+/// place the healed one's) of each member of `group` (MPI_UNDEFINED for a
+/// process that is not in it).
+std::vector<int> world_ranks_of(MPI_Group group, MPI_Group world) {
   int size = 0;
   PMPI_Group_size(group, &size);
   std::vector<int> ranks(static_cast<std::size_t>(size));
   std::iota(ranks.begin(), ranks.end(), 0);
   std::vector<int> world_ranks(ranks.size());
-  MPI_Group world = MPI_GROUP_NULL;
-  PMPI_Comm_group(MPI_COMM_WORLD, &world);
   PMPI_Group_translate_ranks(group, size, ranks.data(), world, world_ranks.data());
-  PMPI_Group_free(&world);
   return world_ranks;
 }
 
@@ -136,10 +134,10 @@ std::uint64_t mix_ranks(std::uint64_t seed, const std::vector<int>& ranks) {
 }
 
 /// The same for the members of `comm`.
-std::vector<int> world_ranks_of(MPI_Comm comm) {
+std::vector<int> world_ranks_of(MPI_Comm comm, MPI_Group world) {
   MPI_Group group = MPI_GROUP_NULL;
   PMPI_Comm_group(comm, &group);
-  std::vector<int> world_ranks = world_ranks_of(group);
+  std::vector<int> world_ranks = world_ranks_of(group, world);
   PMPI_Group_free(&group);
   return world_ranks;
 }
@@ -165,6 +163,8 @@ Runtime::Runtime()
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
   PMPI_Comm_dup(MPI_COMM_WORLD, &_internal);
+  PMPI_Comm_group(MPI_COMM_WORLD, &_world_group);
+  _incomplete.assign(static_cast<std::size_t>(size), 0);
   // A process lost before MPI_Finalize makes the barrier there fail, which
   // must not abort the survivors.
   PMPI_Comm_set_errhandler(_internal, MPI_ERRORS_RETURN);
@@ -188,6 +188,7 @@ Runtime::~Runtime() {
   PMPI_Barrier(_internal);
   _buddies.reset();
   PMPI_Comm_free(&_internal);
+  PMPI_Group_free(&_world_group);
 }
 
 Members& Runtime::add_members(MPI_Comm comm, std::uint64_t key, int rank, std::vector<int> world) {
@@ -222,7 +223,7 @@ std::uint64_t Runtime::group_key(const CommInfo& parent, MPI_Group group, int ta
   // ranks, the tag and the count of such calls.
   const std::uint64_t mixed =
       mix_ranks(mix64(parent.key ^ mix64(static_cast<std::uint64_t>(static_cast<std::uint32_t>(tag)))),
-                world_ranks_of(group));
+                world_ranks_of(group, _world_group));
   return mix64(mixed ^ mix64(++_group_creations[mixed])) | 1U;
 }
 
@@ -235,8 +236,8 @@ std::uint64_t Runtime::intercomm_key(MPI_Comm inter) {
   MPI_Group remote = MPI_GROUP_NULL;
   PMPI_Comm_group(inter, &local);
   PMPI_Comm_remote_group(inter, &remote);
-  std::vector<int> first = world_ranks_of(local);
-  std::vector<int> second = world_ranks_of(remote);
+  std::vector<int> first = world_ranks_of(local, _world_group);
+  std::vector<int> second = world_ranks_of(remote, _world_group);
   PMPI_Group_free(&local);
   PMPI_Group_free(&remote);
   if (std::ranges::min(second) < std::ranges::min(first)) std::swap(first, second);
@@ -255,10 +256,10 @@ void Runtime::add_comm(MPI_Comm created, std::uint64_t key) {
   if (inter != 0) {
     MPI_Group remote = MPI_GROUP_NULL;
     PMPI_Comm_remote_group(created, &remote);
-    world_ranks = world_ranks_of(remote);
+    world_ranks = world_ranks_of(remote, _world_group);
     PMPI_Group_free(&remote);
   } else {
-    world_ranks = world_ranks_of(created);
+    world_ranks = world_ranks_of(created, _world_group);
   }
   // A member that was not in world (a spawned process) cannot be named by a channel.
   if (std::ranges::find(world_ranks, MPI_UNDEFINED) != world_ranks.end()) return;
@@ -432,7 +433,24 @@ int Runtime::send_from_application(SendMode mode, const void* buffer, std::size_
 
 int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
                   CommInfo& comm) {
+  const Channel& channel = comm.members->channels[static_cast<std::size_t>(dest)];
+  const Sequence number = channel.next_send;
+  int code = send_once(mode, buffer, count, type, dest, tag, comm);
+  // Once logged, a send is complete after a recovery: the resynchronisation sent it again.
+  while (code != MPI_SUCCESS && recovered_from(code)) {
+    code = channel.next_send != number ? MPI_SUCCESS : send_once(mode, buffer, count, type, dest, tag, comm);
+  }
+  return code;
+}
+
+int Runtime::send_once(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
+                       CommInfo& comm) {
   flush_determinants();
+  if (suppressed(comm.key, dest, comm.members->channels[static_cast<std::size_t>(dest)].next_send)) {
+    // A replayed send the receiver consumed before the failure: logged again, not sent.
+    const LogEntry* entry = nullptr;
+    return log_message(buffer, count, type, dest, tag, comm, entry);
+  }
   if (const std::size_t run = contiguous_bytes(count, type);
       mode != SendMode::kBuffered && run >= kSendFromApplicationBytes) {
     LogEntry held;  // until the send completes
@@ -468,6 +486,15 @@ int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype typ
 
 int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
   flush_determinants();
+  if (suppressed(comm.key, record.peer, comm.members->channels[static_cast<std::size_t>(record.peer)].next_send)) {
+    const LogEntry* entry = nullptr;
+    const int code = log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm, entry);
+    if (code == MPI_SUCCESS) {
+      record.entry = *entry;
+      record.physical = completed_request();
+    }
+    return code;
+  }
   if (const std::size_t run = contiguous_bytes(record.count, record.type);
       record.mode != SendMode::kBuffered && run >= kSendFromApplicationBytes) {
     return send_from_application(record.mode, record.send_buffer, run, record.peer, record.tag, comm, record.entry,
@@ -497,10 +524,18 @@ int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
 int Runtime::isend(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, MPI_Comm app,
                    CommInfo& comm, MPI_Request* request) {
   RequestRecord record = make_record(false, buffer, count, type, dest, tag, app, comm.members, mode);
-  const int code = post_send(record, comm);
+  int code = post_send(record, comm);
+  while (code != MPI_SUCCESS && recovered_from(code)) {
+    // Logged already: the resynchronisation sent it again. Else post it now.
+    if (record.entry.bytes) {
+      record.physical = completed_request();
+      code = MPI_SUCCESS;
+    } else {
+      code = post_send(record, comm);
+    }
+  }
   if (code != MPI_SUCCESS) return code;
-  *request = record.physical;
-  _requests.insert_or_assign(record.physical, std::move(record));
+  track(request, std::move(record));
   return code;
 }
 
@@ -642,7 +677,9 @@ void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
   record.staging = nullptr;
   record.members->channels[static_cast<std::size_t>(status.MPI_SOURCE)].received.consume(header.sequence);
   const std::uint64_t clock = _determinants.tick();
-  if (record.peer == MPI_ANY_SOURCE && !record.matched_already) _determinants.matching(clock, status.MPI_SOURCE);
+  if (record.peer == MPI_ANY_SOURCE && !record.matched_already) {
+    _determinants.matching(clock, status.MPI_SOURCE, record.ordinal);
+  }
   ++_counters.messages_received;
 }
 
@@ -651,18 +688,22 @@ int Runtime::recv(void* buffer, int count, MPI_Datatype type, int source, int ta
   RequestRecord record = make_record(true, buffer, count, type, source, tag, MPI_COMM_NULL, comm.members);
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  ReceiveTarget target = prepare_receive(record, true);
-  const int code = blocking(
-      [&] { return PMPI_Recv(target.buffer, target.count, target.type, source, tag, comm.physical, &out); });
-  if (target.owned_type) PMPI_Type_free(&target.type);
-  finish_receive(record, out);
-  return code;
+  const int posted = posted_source(record);
+  for (;;) {
+    ReceiveTarget target = prepare_receive(record, true);
+    const int code = blocking(
+        [&] { return PMPI_Recv(target.buffer, target.count, target.type, posted, tag, comm.physical, &out); });
+    if (target.owned_type) PMPI_Type_free(&target.type);
+    if (code != MPI_SUCCESS && recovered_from(code)) continue;  // nothing consumed: receive it anew
+    finish_receive(record, out);
+    return code;
+  }
 }
 
 int Runtime::post_receive(RequestRecord& record, const CommInfo& comm) {
   ReceiveTarget target = prepare_receive(record, false);
-  const int code =
-      PMPI_Irecv(target.buffer, target.count, target.type, record.peer, record.tag, comm.physical, &record.physical);
+  const int code = PMPI_Irecv(target.buffer, target.count, target.type, posted_source(record), record.tag,
+                              comm.physical, &record.physical);
   if (target.owned_type) PMPI_Type_free(&target.type);
   return code;
 }
@@ -670,10 +711,10 @@ int Runtime::post_receive(RequestRecord& record, const CommInfo& comm) {
 int Runtime::irecv(void* buffer, int count, MPI_Datatype type, int source, int tag, MPI_Comm app, CommInfo& comm,
                    MPI_Request* request) {
   RequestRecord record = make_record(true, buffer, count, type, source, tag, app, comm.members);
-  const int code = post_receive(record, comm);
+  int code = post_receive(record, comm);
+  while (code != MPI_SUCCESS && recovered_from(code)) code = post_receive(record, comm);
   if (code != MPI_SUCCESS) return code;
-  *request = record.physical;
-  _requests.insert_or_assign(record.physical, std::move(record));
+  track(request, std::move(record));
   return code;
 }
 
@@ -692,19 +733,25 @@ int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send
       return code;
     }
     entry = *logged;
-    if (const int code = PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, send_tag,
-                                    comm.physical, &sent);
-        code != MPI_SUCCESS) {
-      return code;
+    // Not sent when a replayed process's receiver consumed it already; a
+    // send that fails is sent again by the resynchronisation of a recovery.
+    if (!suppressed(comm.key, dest, entry.sequence)) {
+      const int code = PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, send_tag,
+                                  comm.physical, &sent);
+      if (code != MPI_SUCCESS && !recovered_from(code)) return code;
     }
   }
+  const std::uint64_t recoveries = _recoveries;
   const int received = source == MPI_PROC_NULL
                            ? blocking([&] {
                                return PMPI_Recv(receive_buffer, receive_count, receive_type, source, receive_tag,
                                                 comm.physical, status);
                              })
                            : recv(receive_buffer, receive_count, receive_type, source, receive_tag, comm, status);
-  const int code = blocking([&] { return PMPI_Wait(&sent, MPI_STATUS_IGNORE); });
+  if (sent == MPI_REQUEST_NULL) return received;
+  int code = blocking([&] { return PMPI_Wait(&sent, MPI_STATUS_IGNORE); });
+  // The send went on a communicator a recovery has replaced since, or fails now: it is sent again.
+  if (code != MPI_SUCCESS && (_recoveries != recoveries || recovered_from(code))) code = MPI_SUCCESS;
   return received != MPI_SUCCESS ? received : code;
 }
 
@@ -734,8 +781,7 @@ int Runtime::comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_R
   const int code = info == MPI_INFO_NULL ? PMPI_Comm_idup(parent.physical, created, &record.physical)
                                          : PMPI_Comm_idup_with_info(parent.physical, info, created, &record.physical);
   if (code != MPI_SUCCESS) return code;
-  *request = record.physical;
-  _requests.insert_or_assign(record.physical, std::move(record));
+  track(request, std::move(record));
   return code;
 }
 
@@ -779,7 +825,16 @@ int Runtime::start(int count, MPI_Request* requests) {
       }
       continue;
     }
-    const int code = record.receive ? post_receive(record, *comm) : post_send(record, *comm);
+    record.ordinal = 0;  // a new operation
+    int code = record.receive ? post_receive(record, *comm) : post_send(record, *comm);
+    while (code != MPI_SUCCESS && recovered_from(code)) {
+      if (!record.receive && record.entry.bytes) {
+        record.physical = completed_request();
+        code = MPI_SUCCESS;
+      } else {
+        code = record.receive ? post_receive(record, *comm) : post_send(record, *comm);
+      }
+    }
     if (code != MPI_SUCCESS) return code;
   }
   return MPI_SUCCESS;
@@ -838,6 +893,7 @@ bool Runtime::finish(MPI_Request& request, RequestRecord* record, MPI_Request be
   record->entry = {};
   record->physical = MPI_REQUEST_NULL;
   if (record->persistent) return false;
+  if (record->placeholder) PMPI_Request_free(&request);
   request = MPI_REQUEST_NULL;
   return true;
 }
@@ -967,20 +1023,26 @@ int Runtime::wait(MPI_Request* request, MPI_Status* status) {
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
   const BatchLease lease;
   RequestBatch& one = *lease;
-  fill(one, 1, request, &out, true);
-  const int code = blocking([&] { return PMPI_Wait(&one.physical[0], &out); });
-  finish_all(request, one, 1, nullptr);
-  return code;
+  for (;;) {
+    fill(one, 1, request, &out, true);
+    const int code = blocking([&] { return PMPI_Wait(&one.physical[0], &out); });
+    if (code != MPI_SUCCESS && recovered_in(request, one, 1, code)) continue;
+    finish_all(request, one, 1, nullptr);
+    return code;
+  }
 }
 
 int Runtime::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
   if (_requests.empty()) return blocking([&] { return PMPI_Waitall(count, requests, statuses); });
   const BatchLease lease;
   RequestBatch& all = *lease;
-  fill(all, count, requests, statuses, true);
-  const int code = blocking([&] { return PMPI_Waitall(count, all.physical.data(), all.statuses); });
-  finish_all(requests, all, count, nullptr);
-  return code;
+  for (;;) {
+    fill(all, count, requests, statuses, true);
+    const int code = blocking([&] { return PMPI_Waitall(count, all.physical.data(), all.statuses); });
+    if (code != MPI_SUCCESS && recovered_in(requests, all, count, code)) continue;
+    finish_all(requests, all, count, nullptr);
+    return code;
+  }
 }
 
 int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* statuses) {
@@ -988,6 +1050,10 @@ int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* st
   RequestBatch& all = *lease;
   fill(all, count, requests, statuses, false);
   const int code = PMPI_Testall(count, all.physical.data(), flag, all.statuses);
+  if (code != MPI_SUCCESS && recovered_in(requests, all, count, code)) {
+    *flag = 0;  // nothing consumed: what completed comes again
+    return MPI_SUCCESS;
+  }
   choice(active_count(all.before), *flag != 0, std::span<const int>(&count, 1));
   finish_all(requests, all, *flag != 0 ? count : 0, nullptr);
   return code;
@@ -998,10 +1064,19 @@ int Runtime::any(bool blocking, int count, MPI_Request* requests, int* index, in
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
   const BatchLease lease;
   RequestBatch& one = *lease;
-  fill(one, count, requests, &out, blocking);
   int done = 1;
-  const int code = blocking ? this->blocking([&] { return PMPI_Waitany(count, one.physical.data(), index, &out); })
-                            : PMPI_Testany(count, one.physical.data(), index, &done, &out);
+  int code = MPI_SUCCESS;
+  for (;;) {
+    fill(one, count, requests, &out, blocking);
+    code = blocking ? this->blocking([&] { return PMPI_Waitany(count, one.physical.data(), index, &out); })
+                    : PMPI_Testany(count, one.physical.data(), index, &done, &out);
+    if (code == MPI_SUCCESS || !recovered_in(requests, one, 1, code)) break;
+    if (!blocking) {
+      *flag = 0;
+      *index = MPI_UNDEFINED;
+      return MPI_SUCCESS;
+    }
+  }
   if (flag != nullptr) *flag = done;
   const bool completed = done != 0 && *index != MPI_UNDEFINED;
   // A wait over one active request makes no choice.
@@ -1016,11 +1091,19 @@ int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount
                   MPI_Status* statuses) {
   const BatchLease lease;
   RequestBatch& some = *lease;
-  fill(some, count, requests, statuses, blocking);
-  const int code = blocking ? this->blocking([&] {
-    return PMPI_Waitsome(count, some.physical.data(), outcount, indices, some.statuses);
-  })
-                            : PMPI_Testsome(count, some.physical.data(), outcount, indices, some.statuses);
+  int code = MPI_SUCCESS;
+  for (;;) {
+    fill(some, count, requests, statuses, blocking);
+    code = blocking ? this->blocking([&] {
+      return PMPI_Waitsome(count, some.physical.data(), outcount, indices, some.statuses);
+    })
+                    : PMPI_Testsome(count, some.physical.data(), outcount, indices, some.statuses);
+    if (code == MPI_SUCCESS || !recovered_in(requests, some, std::max(*outcount, 0), code)) break;
+    if (!blocking) {
+      *outcount = 0;
+      return MPI_SUCCESS;
+    }
+  }
   const bool none_active = *outcount == MPI_UNDEFINED;
   if (!none_active) {
     const std::uint64_t active = active_count(some.before);
@@ -1048,6 +1131,10 @@ int Runtime::test(MPI_Request* request, int* flag, MPI_Status* status) {
   const MPI_Request before = record.physical;
   MPI_Request physical = before;
   const int code = PMPI_Test(&physical, flag, &out);
+  if (code != MPI_SUCCESS && recovered_from(code)) {
+    *flag = 0;  // re-posted (a receive) or complete once asked again (a send)
+    return MPI_SUCCESS;
+  }
   choice(before == MPI_REQUEST_NULL ? 0 : 1, *flag != 0, std::span<const int>(&kFirst, 1));
   if (*flag != 0 && finish(*request, &record, before, physical, out)) _requests.erase(found);
   return code;
@@ -1065,10 +1152,13 @@ void Runtime::fix_probe_status(MPI_Status& status) {
 int Runtime::probe(int source, int tag, CommInfo& comm, MPI_Message* message, MPI_Status* status) {
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
-  const int code = blocking([&] {
-    return message == nullptr ? PMPI_Probe(source, tag, comm.physical, &out)
-                              : PMPI_Mprobe(source, tag, comm.physical, message, &out);
-  });
+  int code = MPI_SUCCESS;
+  do {
+    code = blocking([&] {
+      return message == nullptr ? PMPI_Probe(source, tag, comm.physical, &out)
+                                : PMPI_Mprobe(source, tag, comm.physical, message, &out);
+    });
+  } while (code != MPI_SUCCESS && recovered_from(code));
   if (code != MPI_SUCCESS) return code;
   fix_probe_status(out);
   if (source == MPI_ANY_SOURCE) choice(1, true, std::span<const int>(&out.MPI_SOURCE, 1));
@@ -1081,6 +1171,10 @@ int Runtime::iprobe(int source, int tag, CommInfo& comm, int* flag, MPI_Message*
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
   const int code = message == nullptr ? PMPI_Iprobe(source, tag, comm.physical, flag, &out)
                                       : PMPI_Improbe(source, tag, comm.physical, flag, message, &out);
+  if (code != MPI_SUCCESS && recovered_from(code)) {
+    *flag = 0;  // found nothing yet: the messages come again on the new communicator
+    return MPI_SUCCESS;
+  }
   if (code != MPI_SUCCESS) return code;
   if (*flag != 0) fix_probe_status(out);
   const int found = *flag != 0 ? out.MPI_SOURCE : MPI_UNDEFINED;
@@ -1120,8 +1214,7 @@ int Runtime::imrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* mes
   const int code = PMPI_Imrecv(target.buffer, target.count, target.type, message, &record.physical);
   if (target.owned_type) PMPI_Type_free(&target.type);
   if (code != MPI_SUCCESS) return code;
-  *request = record.physical;
-  _requests.insert_or_assign(record.physical, std::move(record));
+  track(request, std::move(record));
   return code;
 }
 
@@ -1188,13 +1281,13 @@ std::vector<std::byte> Runtime::exchange_consumed(MPI_Comm over, const std::vect
 
 std::vector<int> Runtime::world_places(MPI_Comm over) const {
   int world_size = 0;
-  PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  PMPI_Group_size(_world_group, &world_size);
   std::vector<int> place(static_cast<std::size_t>(world_size), -1);
   if (over == _internal) {
     std::iota(place.begin(), place.end(), 0);
     return place;
   }
-  const std::vector<int> world_ranks = world_ranks_of(over);
+  const std::vector<int> world_ranks = world_ranks_of(over, _world_group);
   for (std::size_t r = 0; r < world_ranks.size(); ++r) {
     const int w = world_ranks[r];
     if (w == MPI_UNDEFINED) {
@@ -1207,7 +1300,7 @@ std::vector<int> Runtime::world_places(MPI_Comm over) const {
   return place;
 }
 
-void Runtime::mark_checkpoint(MPI_Comm over) {
+std::vector<ConsumedReport> Runtime::consumed_reports(MPI_Comm over) {
   MPI_Comm physical = _internal;
   if (over != MPI_COMM_NULL) {
     const CommInfo* info = find(over);
@@ -1215,17 +1308,22 @@ void Runtime::mark_checkpoint(MPI_Comm over) {
   }
   const std::vector<std::byte> consumed = exchange_consumed(physical, world_places(physical));
   WordReader in(consumed);
-  std::vector<Sequence> out_of_order;
+  std::vector<ConsumedReport> reports;
   while (in.ok() && in.remaining() > 0) {
-    const std::uint64_t communicator = in.word();
-    const auto receiver = static_cast<int>(in.word());
-    const auto watermark = static_cast<Sequence>(in.word());
-    const std::uint64_t extras = in.word();
-    out_of_order.clear();
-    for (std::uint64_t i = 0; i < extras && in.ok(); ++i) out_of_order.push_back(static_cast<Sequence>(in.word()));
-    _log.drop_consumed(ChannelKey{communicator, receiver}, watermark, out_of_order);
+    ConsumedReport report;
+    report.channel.communicator = in.word();
+    report.channel.peer = static_cast<int>(in.word());
+    report.consumed = read_window(in);
+    reports.push_back(std::move(report));
   }
   if (!in.ok()) throw CorruptData("reprise msglog: a checkpoint's consumed watermarks were cut short");
+  return reports;
+}
+
+void Runtime::apply_mark(const std::vector<ConsumedReport>& reports) {
+  for (const ConsumedReport& report : reports) {
+    _log.drop_consumed(report.channel, report.consumed.next(), report.consumed.out_of_order());
+  }
   forget_freed();
   // The checkpoint covers every event so far: none is pending any more,
   // and the buddy may drop what it holds.
@@ -1234,7 +1332,10 @@ void Runtime::mark_checkpoint(MPI_Comm over) {
     _buddies->forget_before(_determinants.clock() + 1);
     _events_since_checkpoint = false;
   }
+  _collectives = 0;
 }
+
+void Runtime::mark_checkpoint(MPI_Comm over) { apply_mark(consumed_reports(over)); }
 
 reprise_msglog_counters Runtime::counters() const noexcept {
   reprise_msglog_counters counters = _counters;

@@ -18,12 +18,14 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "buddy.hpp"
 #include "determinants.hpp"
 #include "log_arena.hpp"
+#include "msglog_hooks.hpp"
 #include "payload_log.hpp"
 #include "reprise/msglog.h"
 #include "sequence.hpp"
@@ -105,6 +107,8 @@ struct RequestRecord {
   std::size_t payload_offset = 0;               ///< where the payload starts in `staging`
   bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
   bool matched_already = false;                 ///< an MPI_Imrecv: its probe logged the match
+  std::uint64_t ordinal = 0;                    ///< an MPI_ANY_SOURCE receive: which one (from 1, in posting order)
+  bool placeholder = false;                     ///< the application's handle is a request of the log's own (freed at the end)
   // An MPI_Comm_idup: where MPI puts the new communicator, and its key.
   MPI_Comm* created = nullptr;
   std::uint64_t created_key = 0;
@@ -130,6 +134,18 @@ struct RequestBatch {
   std::vector<MPI_Status> local;
   MPI_Status* statuses = nullptr;
   bool blocks = false;
+};
+
+class WordReader;
+/// Reads a window of consumed numbers as append_window wrote it (a
+/// watermark, then the numbers consumed out of order).
+[[nodiscard]] ReceiveWindow<Sequence> read_window(WordReader& in);
+void append_window(std::vector<std::byte>& out, const ReceiveWindow<Sequence>& window);
+
+/// What a receiver consumed of one of this process's channels.
+struct ConsumedReport {
+  ChannelKey channel;
+  ReceiveWindow<Sequence> consumed;
 };
 
 /// What to do when the payload log reaches its bound.
@@ -251,7 +267,10 @@ class Runtime {
 
   /// Before a collective on a logged communicator: the pending determinants
   /// reach the buddy (a collective is a send).
-  void before_collective() { flush_determinants(); }
+  void before_collective() {
+    flush_determinants();
+    ++_collectives;
+  }
   /// Completes the buffered sends still in flight (MPI_Buffer_detach, MPI_Finalize).
   void complete_detached();
 
@@ -274,6 +293,34 @@ class Runtime {
   void set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept;
   /// Called when a send would pass the bound (with the bytes needed and the bound).
   void set_full_hook(std::function<void(std::size_t, std::size_t)> hook) { _full_hook = std::move(hook); }
+
+  // ---- replay in place (replay.cpp; docs/ARCHITECTURE.md §16) ----
+  /// Survivors recover inside the call that meets a failure, through `hooks` (reprise's Driver).
+  void enable_replay(const reprise_msglog_recovery_hooks& hooks) noexcept { _recovery = hooks; }
+  /// No more recovery in place (the Driver is gone).
+  void disable_replay() noexcept { _recovery.reset(); }
+  /// Whether this process is recovering: interposed calls then pass straight to MPI.
+  [[nodiscard]] bool recovering() const noexcept { return _recovering; }
+  /// After `code` came back from MPI for an operation on a logged
+  /// communicator: when it says a process failed and replay is enabled,
+  /// recovers in place (the Driver heals; if every process can replay, the
+  /// communicators and requests are re-mapped and the channels
+  /// resynchronised) and returns true: the caller redoes its operation on
+  /// the new communicator. False: the caller returns `code`.
+  bool recovered_from(int code);
+  /// The first half of a checkpoint's mark over `over` (the Driver's
+  /// communicator), before the checkpoint's copies are taken: learns what
+  /// the receivers consumed and returns the log's state to save with the
+  /// checkpoint (the messages not consumed among it).
+  std::vector<std::byte> prepare_mark(MPI_Comm over);
+  /// The second half, once the checkpoint is committed: frees what the
+  /// receivers consumed, as mark_checkpoint does.
+  void finish_mark();
+  /// Takes back `state` (saved by mark_and_save) with `app` in place of the
+  /// communicator it names, and resynchronises with the others (collective
+  /// over `app`); `lost`: the original ranks replaced; `rolled_back`: every
+  /// process restarts from its checkpoint (else this one replays alone).
+  void rejoin(MPI_Comm app, std::span<const std::byte> state, std::span<const int> lost, bool rolled_back);
 
  private:
   /// Where MPI receives a message: a staging buffer, or a datatype over
@@ -312,6 +359,8 @@ class Runtime {
   /// map may be out of address order). Cached per handle: a predefined
   /// type is never freed, and any handle reused is again a derived type.
   std::size_t contiguous_bytes(int count, MPI_Datatype type);
+  /// One attempt of send() (no recovery).
+  int send_once(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm);
   void make_room(std::size_t bytes);
   void flush_determinants();
   int post_send(RequestRecord& record, CommInfo& comm);
@@ -341,6 +390,13 @@ class Runtime {
   /// `count`), whose statuses are the batch's first `count`; then every
   /// record taken and still needed goes back into the table.
   void finish_all(MPI_Request* requests, RequestBatch& batch, int count, const int* indices);
+  /// After a Wait/Test call over `batch` failed with `code` (its first
+  /// `statuses` statuses filled): when a process failed and the runtime
+  /// recovers, the log's records go back to the table unfinished (nothing
+  /// was consumed: what MPI completed of them comes again, or was sent
+  /// again) and the other requests keep what MPI made of them; true, and
+  /// the caller calls again. Else false, and the records stay with the batch.
+  bool recovered_in(MPI_Request* requests, RequestBatch& batch, int statuses, int code);
   void release_detached();
   /// What this process consumed of each sender, as words, per sender in
   /// the order of its place in the exchange (`place`: a world rank's, or -1
@@ -349,12 +405,48 @@ class Runtime {
   /// Exchanges consumed_for() over `over` (MPI_Alltoallv): what each
   /// receiver consumed of this process's messages. MpiError when MPI fails.
   std::vector<std::byte> exchange_consumed(MPI_Comm over, const std::vector<int>& place);
+  /// What each receiver over `over` consumed of this process's messages, per channel.
+  [[nodiscard]] std::vector<ConsumedReport> consumed_reports(MPI_Comm over);
+  /// Frees what `reports` say was consumed; the checkpoint covers every event so far.
+  void apply_mark(const std::vector<ConsumedReport>& reports);
   /// Each world rank's rank in `over` (-1 when not a member). UsageError
   /// when a member is not a process of MPI_COMM_WORLD.
   [[nodiscard]] std::vector<int> world_places(MPI_Comm over) const;
   /// After a checkpoint: drops the members and channels of freed
   /// communicators with nothing logged and no request or matched message left.
   void forget_freed();
+  /// Keeps `record` under the application's `*request` (its physical
+  /// request, or a placeholder when that handle still names another record).
+  void track(MPI_Request* request, RequestRecord record);
+  /// A request that completes at once (a receive from MPI_PROC_NULL on MPI_COMM_SELF).
+  static MPI_Request completed_request();
+  /// The source to post `record`'s receive with: an MPI_ANY_SOURCE receive
+  /// gets its ordinal, and during a replay the source its determinant names.
+  int posted_source(RequestRecord& record);
+  /// Whether the receiver of `dest` on `key` already consumed number
+  /// `sequence` (a replayed process then logs the message without sending it).
+  [[nodiscard]] bool suppressed(std::uint64_t key, int dest, Sequence sequence) const;
+  /// Why the lost processes cannot replay (empty: they can).
+  [[nodiscard]] std::string replay_refusal(std::span<const int> lost) const;
+  /// The survivor's side: the Driver's communicator is `healed` now.
+  void remap(MPI_Comm healed);
+  /// Forgets `record`'s physical request (on a revoked communicator; never
+  /// freed, so that its handle is never given to another request) and staging.
+  void abandon(RequestRecord& record);
+  /// Collective over the Driver's communicator: new runtime communicator
+  /// and buddy links, the determinants back to the replaced processes, the
+  /// receivers' consumed numbers, and every logged message not consumed sent again.
+  void resynchronise(std::span<const int> lost, bool rolled_back);
+  /// resynchronise(): the runtime's new communicator `internal` and buddy
+  /// links; the replaced processes get their determinants back (`_pinned`).
+  void relink_buddies(MPI_Comm internal, std::span<const int> lost, bool rolled_back);
+  /// resynchronise(): what each receiver consumed (`_peer_consumed`), and
+  /// every logged message not consumed sent again on `app`.
+  void send_again(MPI_Comm app);
+  /// The log's state (the Driver's communicator's channels, the messages
+  /// `reports` do not say consumed, the clock).
+  [[nodiscard]] std::vector<std::byte> save_state(const std::vector<ConsumedReport>& reports) const;
+  void load_state(std::span<const std::byte> state, MPI_Comm app);
 
   mutable std::recursive_mutex _mutex;  ///< see enter()
   bool _shared = false;
@@ -378,6 +470,20 @@ class Runtime {
   std::function<void(std::size_t, std::size_t)> _full_hook;
   bool _events_since_checkpoint = false;
   reprise_msglog_counters _counters{};
+  // The replay (replay.cpp).
+  std::optional<reprise_msglog_recovery_hooks> _recovery;
+  bool _recovering = false;
+  std::uint64_t _recoveries = 0;   ///< recoveries in place so far
+  MPI_Group _world_group = MPI_GROUP_NULL;  ///< the processes the channels' world ranks name
+  std::uint64_t _app_key = 0;      ///< the key of the Driver's communicator (at the last mark_and_save)
+  std::uint64_t _discarded_at_mark = 0;     ///< log bytes discarded at the bound before the last mark
+  std::vector<int> _incomplete;    ///< by world rank: events since the checkpoint lost with the buddy
+  std::unordered_map<ChannelKey, ReceiveWindow<Sequence>, ChannelKeyHash> _peer_consumed;  ///< at the last resynchronisation
+  std::unordered_map<std::uint64_t, int> _pinned;  ///< a replay: MPI_ANY_SOURCE receive ordinal -> the source it matched
+  std::uint64_t _any_posted = 0;   ///< MPI_ANY_SOURCE receives posted so far
+  std::uint64_t _collectives = 0;  ///< collectives on logged communicators since the last mark
+  std::vector<ConsumedReport> _pending_mark;  ///< prepare_mark's, for finish_mark
+  std::vector<std::unique_ptr<std::byte[]>> _abandoned_staging;
 };
 
 }  // namespace reprise::detail

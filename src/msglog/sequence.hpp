@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <concepts>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace reprise::detail {
@@ -31,6 +32,15 @@ template <std::unsigned_integral T>
 template <std::unsigned_integral T>
 class ReceiveWindow {
  public:
+  /// The window whose watermark is `next`, the numbers of `out_of_order`
+  /// (after it, in sequence order) consumed too.
+  [[nodiscard]] static ReceiveWindow starting_at(T next, std::vector<T> out_of_order) {
+    ReceiveWindow window;
+    window._next = next;
+    window._out_of_order = std::move(out_of_order);
+    return window;
+  }
+
   /// Records that number `s` was consumed; false if it already was.
   bool consume(T s) {
     if (consumed(s)) return false;

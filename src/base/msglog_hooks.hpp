@@ -1,0 +1,53 @@
+#pragma once
+// How reprise's Driver and the message log (libreprise_msglog.so) work
+// together in replay mode (docs/ARCHITECTURE.md §16). Each finds the other's
+// entry points with dlsym, so that neither library depends on the other;
+// communicators travel as their Fortran handles (MPI_Comm_c2f), so that this
+// header needs no MPI.
+
+#include <cstddef>
+
+extern "C" {
+
+/// What the Driver gives the log, called by a survivor from inside the
+/// application's MPI call that met a failure.
+struct reprise_msglog_recovery_hooks {
+  void* context;
+  /// Heals the job: replaces the lost processes and learns their original
+  /// ranks (`lost`, at most `capacity`, `*count` of them); `*healed` is the
+  /// Driver's new communicator. 0 on success; otherwise the application's
+  /// call returns its error and the Driver recovers as it does without the log.
+  int (*heal)(void* context, int* healed, int* lost, int capacity, int* count);
+  /// Collective over the healed communicator: whether every process can
+  /// replay (this one says `replay_here`). On 1 the Driver has served the
+  /// replacements their checkpoints and the survivors go on; on 0 every
+  /// process rolls back (the call returns its error to the application).
+  int (*decide)(void* context, int replay_here);
+};
+
+/// reprise_msglog_enable_replay(hooks): the survivors' side of the replay.
+using reprise_msglog_enable_replay_fn = int (*)(const reprise_msglog_recovery_hooks* hooks);
+/// reprise_msglog_save_state(comm, sink, context): before a checkpoint's
+/// copies are taken, learns what the receivers over `comm` consumed
+/// (collective) and hands the log's state to save with the checkpoint to `sink`.
+using reprise_msglog_save_state_fn = int (*)(int comm, void (*sink)(void* context, const void* bytes, std::size_t size),
+                                             void* context);
+/// reprise_msglog_commit_state(): once the checkpoint is committed, frees
+/// what the receivers consumed (the mark).
+using reprise_msglog_commit_state_fn = int (*)();
+/// reprise_msglog_rejoin(app, state, size, lost, count, rolled_back): a
+/// process whose state was restored from its checkpoint (a replacement, or
+/// every process after a rollback: `rolled_back`) takes back the log's
+/// `state` saved with it, with `app` (the Driver's healed communicator) in
+/// place of the communicator the state names; collective with the
+/// survivors' resynchronisation. `lost`: the original ranks replaced.
+using reprise_msglog_rejoin_fn = int (*)(int app, const void* state, std::size_t size, const int* lost, int count,
+                                         int rolled_back);
+}
+
+namespace reprise::detail {
+inline constexpr const char* kMsglogEnableReplay = "reprise_msglog_enable_replay";
+inline constexpr const char* kMsglogSaveState = "reprise_msglog_save_state";
+inline constexpr const char* kMsglogCommitState = "reprise_msglog_commit_state";
+inline constexpr const char* kMsglogRejoin = "reprise_msglog_rejoin";
+}  // namespace reprise::detail

@@ -1,0 +1,142 @@
+// RecoveryMode::kReplay (docs/ARCHITECTURE.md §16): the Driver's side of the
+// message log's replay. A survivor meets the failure inside an MPI call of
+// the loop; the log calls heal_from_log (the same steps as the loop's own
+// recovery: settle, respawn, learn who was replaced), then decide_from_log
+// with whether it can replay. If every process can, the replacements take
+// back their checkpoints and the log's state with them (restore_for_replay)
+// while the survivors go on; else every process rolls back.
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <string>
+
+#include "msglog_hooks.hpp"
+#include "reprise/driver.hpp"
+#include "reprise/error.hpp"
+
+namespace reprise {
+
+void Driver::enable_replay() {
+  const Cadence& cadence = _config.cadence;
+  if (cadence.every_seconds > 0 || cadence.mtbf_seconds > 0) {
+    throw UsageError("reprise::Driver: RecoveryMode::kReplay takes DriverConfig::cadence.every_steps (or run(loop)): a "
+                     "time-based cadence plans with collectives that a replaying process would not match");
+  }
+  const auto enable =
+      reinterpret_cast<reprise_msglog_enable_replay_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogEnableReplay));
+  if (enable == nullptr) {
+    throw UsageError("reprise::Driver: RecoveryMode::kReplay needs the message log: link or preload "
+                     "libreprise_msglog.so");
+  }
+  _checkpoint.carry_message_log();
+  const reprise_msglog_recovery_hooks hooks{
+      .context = this,
+      .heal = [](void* driver, int* healed, int* lost, int capacity, int* count) {
+        return static_cast<Driver*>(driver)->heal_from_log(healed, lost, capacity, count);
+      },
+      .decide = [](void* driver, int replay_here) { return static_cast<Driver*>(driver)->decide_from_log(replay_here); },
+  };
+  if (enable(&hooks) != 0) {
+    throw UsageError("reprise::Driver: RecoveryMode::kReplay needs the message log active: MPI was initialised "
+                     "without libreprise_msglog.so in front of it");
+  }
+}
+
+Driver::~Driver() {
+  if (_config.mode != RecoveryMode::kReplay) return;
+  const auto enable =
+      reinterpret_cast<reprise_msglog_enable_replay_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogEnableReplay));
+  if (enable != nullptr) enable(nullptr);
+}
+
+void Driver::heal() {
+  _comm = _config.mode == RecoveryMode::kShrink ? _comm.shrink() : _comm.respawn();
+  if (_heartbeat != nullptr) _heartbeat->restart();
+}
+
+// Every process learns which original ranks were replaced: the replacements say so.
+void Driver::learn_lost(bool joined_now) {
+  const std::vector<int> joined = _comm.allgather(joined_now ? 1 : 0);
+  _lost.clear();
+  for (int r = 0; r < _comm.size(); ++r) {
+    if (joined[static_cast<std::size_t>(r)] != 0) _lost.push_back(_comm.original_rank(Rank{r}).value());
+  }
+}
+
+// The steps the loop's recovery takes after a failure (run(loop)), taken
+// here from inside the MPI call that met it. An error ends the call with
+// the failure; the loop then raises what was stored.
+int Driver::heal_from_log(int* healed, int* lost, int capacity, int* count) noexcept {
+  try {
+    _log_recovery_started = MPI_Wtime();
+    (void)_comm.settle(false);
+    stop_if_any_erred(nullptr);
+    if (static_cast<int>(_recoveries.size()) >= _config.max_recoveries) return 1;
+    heal();
+    learn_lost(false);
+    if (static_cast<int>(_lost.size()) > capacity) return 1;
+    std::copy(_lost.begin(), _lost.end(), lost);
+    *count = static_cast<int>(_lost.size());
+    *healed = MPI_Comm_c2f(_comm.raw());
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+int Driver::decide_from_log(int replay_here) noexcept {
+  try {
+    if (!_comm.agree(replay_here != 0)) {
+      _rollback_agreed = true;
+      return 0;
+    }
+    _checkpoint.restore_as(Checkpoint::RestoreScope::kReplacements);
+    std::vector<OriginalRank> lost(_lost.begin(), _lost.end());
+    _recoveries.push_back(Recovery{.mode = RecoveryMode::kReplay,
+                                   .lost = std::move(lost),
+                                   .epoch = _comm.epoch(),
+                                   .seconds = MPI_Wtime() - _log_recovery_started,
+                                   .attempts = 1});
+    return 1;
+  } catch (...) {
+    return 0;
+  }
+}
+
+// kReplay, where the state is restored: in a replay the replacements only
+// (the survivors serve them from decide_from_log), after a rollback every process.
+void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
+  bool replay = false;
+  if (!_rollback_agreed) {
+    learn_lost(joined_now);
+    // A survivor here met the failure outside the log: every process rolls back.
+    replay = _comm.agree(joined_now);
+  }
+  _rollback_agreed = false;
+  if (replay) {
+    _checkpoint.restore_as(Checkpoint::RestoreScope::kReplacements);
+    rejoin_message_log(false);
+  } else {
+    _checkpoint.restore_as(Checkpoint::RestoreScope::kEveryoneNoRetake);
+    rejoin_message_log(true);
+    _checkpoint.checkpoint();
+  }
+  Recovery recovery{.mode = replay ? RecoveryMode::kReplay : RecoveryMode::kRespawn,
+                    .lost = std::vector<OriginalRank>(_lost.begin(), _lost.end()),
+                    .epoch = _comm.epoch(),
+                    .seconds = MPI_Wtime() - started,
+                    .attempts = attempts};
+  if (_on_recovery) _on_recovery(recovery);
+  _recoveries.push_back(std::move(recovery));
+}
+
+void Driver::rejoin_message_log(bool rolled_back) {
+  static const auto rejoin = reinterpret_cast<reprise_msglog_rejoin_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogRejoin));
+  const std::vector<std::byte>& state = _checkpoint.message_log_state();
+  _comm.check(rejoin(MPI_Comm_c2f(_comm.raw()), state.data(), state.size(), _lost.data(),
+                     static_cast<int>(_lost.size()), rolled_back ? 1 : 0),
+              "taking back the message log's state");
+}
+
+}  // namespace reprise

@@ -1,0 +1,573 @@
+// The replay in place (docs/ARCHITECTURE.md §16): a survivor recovers inside
+// the application's call that met the failure, through the hooks of
+// reprise's Driver; the replaced process restarts from its checkpoint,
+// takes back the log's state saved with it, follows its determinants and
+// sends only what its peers have not consumed; the survivors re-map their
+// communicator and requests, and send again what was not consumed.
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#if REPRISE_HAVE_ULFM
+#include <mpi-ext.h>
+#endif
+
+#include "reprise/error.hpp"
+#include "runtime.hpp"
+#include "words.hpp"
+
+namespace reprise::detail {
+
+namespace {
+
+constexpr std::uint64_t kWorldKey = 1;
+/// The first word of a saved state (the format's version).
+constexpr std::uint64_t kStateTag = 0x7265706c61790001;
+
+/// Whether `code` says that a process failed or the communicator was revoked.
+bool process_failure(int code) {
+#if REPRISE_HAVE_ULFM
+  int error_class = code;
+  PMPI_Error_class(code, &error_class);
+  return error_class == MPIX_ERR_PROC_FAILED || error_class == MPIX_ERR_PROC_FAILED_PENDING ||
+         error_class == MPIX_ERR_REVOKED;
+#else
+  (void)code;
+  return false;
+#endif
+}
+
+void revoke(MPI_Comm comm) {
+#if REPRISE_HAVE_ULFM
+  MPIX_Comm_revoke(comm);
+#else
+  (void)comm;
+#endif
+}
+
+/// An MPI failure during a recovery, as an error naming `what`.
+MpiError failed(const char* what, int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  PMPI_Error_string(code, text, &length);
+  int error_class = code;
+  PMPI_Error_class(code, &error_class);
+  return MpiError(std::string("reprise msglog: ") + what + ": " + std::string(text, static_cast<std::size_t>(length)),
+                  error_class);
+}
+
+void check(int code, const char* what) {
+  if (code != MPI_SUCCESS) throw failed(what, code);
+}
+
+/// Sends `outgoing[r]` to every rank r of `comm` and returns what each sent here, by rank.
+std::vector<std::vector<std::byte>> exchange_bytes(MPI_Comm comm, const std::vector<std::vector<std::byte>>& outgoing) {
+  const std::size_t size = outgoing.size();
+  std::vector<int> send_counts(size);
+  std::vector<int> send_offsets(size);
+  std::vector<std::byte> send_bytes;
+  for (std::size_t r = 0; r < size; ++r) {
+    send_offsets[r] = static_cast<int>(send_bytes.size());
+    send_counts[r] = static_cast<int>(outgoing[r].size());
+    send_bytes.insert(send_bytes.end(), outgoing[r].begin(), outgoing[r].end());
+  }
+  std::vector<int> receive_counts(size);
+  check(PMPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, comm),
+        "the exchange of a recovery");
+  std::vector<int> receive_offsets(size);
+  std::exclusive_scan(receive_counts.begin(), receive_counts.end(), receive_offsets.begin(), 0);
+  std::vector<std::byte> receive_bytes(static_cast<std::size_t>(receive_offsets.back() + receive_counts.back()));
+  check(PMPI_Alltoallv(send_bytes.data(), send_counts.data(), send_offsets.data(), MPI_BYTE, receive_bytes.data(),
+                       receive_counts.data(), receive_offsets.data(), MPI_BYTE, comm),
+        "the exchange of a recovery");
+  std::vector<std::vector<std::byte>> incoming(size);
+  for (std::size_t r = 0; r < size; ++r) {
+    const auto first = receive_bytes.begin() + receive_offsets[r];
+    incoming[r].assign(first, first + receive_counts[r]);
+  }
+  return incoming;
+}
+
+}  // namespace
+
+ReceiveWindow<Sequence> read_window(WordReader& in) {
+  const auto watermark = static_cast<Sequence>(in.word());
+  const std::uint64_t extras = in.word();
+  std::vector<Sequence> out_of_order;
+  for (std::uint64_t i = 0; i < extras && in.ok(); ++i) out_of_order.push_back(static_cast<Sequence>(in.word()));
+  return ReceiveWindow<Sequence>::starting_at(watermark, std::move(out_of_order));
+}
+
+void append_window(std::vector<std::byte>& out, const ReceiveWindow<Sequence>& window) {
+  append_word(out, window.next());
+  append_word(out, window.out_of_order().size());
+  for (const Sequence s : window.out_of_order()) append_word(out, s);
+}
+
+MPI_Request Runtime::completed_request() {
+  MPI_Request request = MPI_REQUEST_NULL;
+  PMPI_Irecv(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &request);
+  return request;
+}
+
+void Runtime::track(MPI_Request* request, RequestRecord record) {
+  MPI_Request handle = record.physical;
+  if (_requests.contains(handle)) {
+    // A request of a recovery's past still answers to this handle (its
+    // physical request was abandoned): the application gets one of the log's own.
+    PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &handle);
+    record.placeholder = true;
+  }
+  *request = handle;
+  _requests.insert_or_assign(handle, std::move(record));
+}
+
+int Runtime::posted_source(RequestRecord& record) {
+  if (record.peer != MPI_ANY_SOURCE) return record.peer;
+  if (record.ordinal == 0) record.ordinal = ++_any_posted;
+  const auto pinned = _pinned.find(record.ordinal);
+  return pinned == _pinned.end() ? MPI_ANY_SOURCE : pinned->second;
+}
+
+bool Runtime::suppressed(std::uint64_t key, int dest, Sequence sequence) const {
+  if (_peer_consumed.empty()) return false;
+  const auto found = _peer_consumed.find(ChannelKey{key, dest});
+  return found != _peer_consumed.end() && found->second.consumed(sequence);
+}
+
+bool Runtime::recovered_in(MPI_Request* requests, RequestBatch& batch, int statuses, int code) {
+  int failure = code;
+  if (code == MPI_ERR_IN_STATUS) {
+    failure = MPI_SUCCESS;
+    for (int k = 0; k < statuses && failure == MPI_SUCCESS; ++k) {
+      if (process_failure(batch.statuses[k].MPI_ERROR)) failure = batch.statuses[k].MPI_ERROR;
+    }
+  }
+  const bool logged = std::ranges::any_of(batch.records, [](const RequestRecord* r) { return r != nullptr; });
+  if (!logged || !process_failure(failure) || !_recovery || _recovering) return false;
+  for (RequestTable::node_type& node : batch.taken) {
+    if (!node.empty()) _requests.insert(std::move(node));
+  }
+  batch.taken.clear();
+  batch.blocks = false;
+  if (!recovered_from(failure)) return false;
+  for (std::size_t i = 0; i < batch.records.size(); ++i) {
+    if (batch.records[i] == nullptr) requests[i] = batch.physical[i];
+  }
+  return true;
+}
+
+bool Runtime::recovered_from(int code) {
+  if (code == MPI_SUCCESS || !_recovery || _recovering || !process_failure(code)) return false;
+  struct Recovering {
+    bool& flag;
+    explicit Recovering(bool& f) : flag(f) { flag = true; }
+    ~Recovering() { flag = false; }
+    Recovering(const Recovering&) = delete;
+    Recovering& operator=(const Recovering&) = delete;
+  } const recovering(_recovering);
+  // Every other survivor meets the failure in its next call on the
+  // application's communicators, or in the one it is blocked in.
+  for (const auto& [handle, info] : _comms) {
+    if (info.physical != MPI_COMM_WORLD) revoke(info.physical);
+  }
+  int size = 0;
+  PMPI_Group_size(_world_group, &size);
+  std::vector<int> lost(static_cast<std::size_t>(size));
+  int healed = 0;
+  int count = 0;
+  const reprise_msglog_recovery_hooks hooks = *_recovery;
+  if (blocking([&] { return hooks.heal(hooks.context, &healed, lost.data(), size, &count); }) != 0) return false;
+  lost.resize(static_cast<std::size_t>(count));
+  const std::string why = replay_refusal(lost);
+  if (!why.empty()) {
+    std::fprintf(stderr, "reprise msglog: every process rolls back to its checkpoint instead of replaying: %s\n",
+                 why.c_str());
+    std::fflush(stderr);
+  }
+  if (blocking([&] { return hooks.decide(hooks.context, why.empty() ? 1 : 0); }) != 1) return false;
+  remap(PMPI_Comm_f2c(healed));
+  resynchronise(lost, false);
+  ++_recoveries;
+  return true;
+}
+
+std::string Runtime::replay_refusal(std::span<const int> lost) const {
+  if (_app_key == 0) return "no checkpoint of the Driver's has marked the log yet";
+  for (const auto& [key, members] : _members) {
+    bool used = false;
+    for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
+      const Channel& channel = members.channels[peer];
+      used = used || channel.next_send != 0 || channel.received.next() != 0 || !channel.received.out_of_order().empty();
+    }
+    if (key != _app_key && used && !members.freed) {
+      return "the program sends on a communicator other than the Driver's (MPI_COMM_WORLD, or one made from it), "
+             "which the replay does not re-map yet: send on Comm::raw() of the Driver's communicator";
+    }
+    if (key != _app_key && _log.bytes() > 0) {
+      for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
+        if (_log.count(ChannelKey{key, static_cast<int>(peer)}) > 0) {
+          return "a freed communicator still has messages in the log, which the replay cannot send again";
+        }
+      }
+    }
+  }
+  if (_collectives != 0) {
+    return "the program made a collective call on a logged communicator since the checkpoint, and serving "
+           "collectives to a replaying process is not built yet";
+  }
+  if (!_messages.empty()) return "a message matched by MPI_Mprobe/MPI_Improbe was not received yet";
+  for (const auto& [handle, record] : _requests) {
+    if (record.created != nullptr) return "an MPI_Comm_idup was in progress";
+  }
+  if (_counters.log_bytes_discarded != _discarded_at_mark) {
+    return "the log dropped messages at its bound (REPRISE_MSGLOG_MAX_BYTES) since the checkpoint";
+  }
+  const std::vector<int>& buddies = _buddies->buddies();
+  for (const int rank : lost) {
+    const int buddy = buddies[static_cast<std::size_t>(rank)];
+    if (std::ranges::find(lost, buddy) != lost.end()) {
+      return "process " + std::to_string(rank) + " and its buddy " + std::to_string(buddy) +
+             " (the holder of its determinants) were both lost";
+    }
+    if (_incomplete[static_cast<std::size_t>(rank)] != 0) {
+      return "the determinants of process " + std::to_string(rank) +
+             " since the checkpoint were lost with its buddy in an earlier failure";
+    }
+    for (const Event& event : _buddies->held_for(rank)) {
+      if (event.kind == EventKind::kDelivery) {
+        return "process " + std::to_string(rank) +
+               " made a non-deterministic completion (MPI_Test*, MPI_Waitany/some, MPI_Iprobe) since the "
+               "checkpoint, whose replay is not built yet";
+      }
+      if (event.ordinal == 0) {
+        return "process " + std::to_string(rank) + " matched a probe with MPI_ANY_SOURCE since the checkpoint, "
+                                                   "whose replay is not built yet";
+      }
+    }
+  }
+  return {};
+}
+
+void Runtime::abandon(RequestRecord& record) {
+  // MPI may still hold the request (never completed on the revoked
+  // communicator): its handle and buffer stay allocated.
+  if (record.owned) _abandoned_staging.push_back(std::move(record.owned));
+  record.staging = nullptr;
+  record.physical = MPI_REQUEST_NULL;
+}
+
+void Runtime::remap(MPI_Comm healed) {
+  Members* app = &_members.at(_app_key);
+  std::uint64_t children = 0;
+  int rank = 0;
+  PMPI_Comm_rank(healed, &rank);
+  for (auto& [handle, info] : _comms) {
+    if (info.members != app) continue;
+    info.physical = healed;
+    info.rank = rank;
+    children = std::max(children, info.children);
+  }
+  _comms[healed] = CommInfo{.key = _app_key, .physical = healed, .rank = rank, .children = children, .members = app};
+  _last_found = {MPI_COMM_NULL, nullptr};
+  PMPI_Group_free(&_world_group);
+  PMPI_Comm_group(healed, &_world_group);
+  // Every request on it in progress: a receive is posted again, a send is
+  // complete (the resynchronisation sends it again if it was not consumed).
+  for (auto& [handle, record] : _requests) {
+    if (record.members != app || record.physical == MPI_REQUEST_NULL || record.completed_early) continue;
+    abandon(record);
+    if (record.receive) {
+      check(post_receive(record, _comms[healed]), "posting a receive again after a recovery");
+    } else {
+      record.physical = completed_request();
+    }
+  }
+  _detached.clear();  // sent again below if not consumed
+}
+
+void Runtime::resynchronise(std::span<const int> lost, bool rolled_back) {
+  MPI_Comm app = MPI_COMM_NULL;
+  for (const auto& [handle, info] : _comms) {
+    if (info.key == _app_key) app = info.physical;
+  }
+  MPI_Comm internal = MPI_COMM_NULL;
+  check(PMPI_Comm_dup(app, &internal), "a new communicator for the log");
+  PMPI_Comm_set_errhandler(internal, MPI_ERRORS_RETURN);
+  relink_buddies(internal, lost, rolled_back);
+  send_again(app);
+}
+
+void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool rolled_back) {
+  int size = 0;
+  PMPI_Comm_size(internal, &size);
+  // The determinants of the processes replaced, from their buddies' memory,
+  // and the events each survivor's buddy keeps holding for it.
+  std::vector<std::vector<std::byte>> events(static_cast<std::size_t>(size));
+  std::map<int, std::vector<Event>> carried;
+  std::vector<int> old_buddies;
+  const auto is_lost = [&](int r) { return std::ranges::find(lost, r) != lost.end(); };
+  if (!rolled_back && _buddies != nullptr && _buddies->buddies().size() == static_cast<std::size_t>(size)) {
+    old_buddies = _buddies->buddies();
+    for (int r = 0; r < size; ++r) {
+      std::vector<Event> held = _buddies->held_for(r);
+      if (held.empty()) continue;
+      if (is_lost(r)) {
+        encode_events(held, events[static_cast<std::size_t>(r)]);
+      } else {
+        carried[r] = std::move(held);
+      }
+    }
+  }
+  _buddies.reset();
+  if (_internal != MPI_COMM_NULL) PMPI_Comm_free(&_internal);
+  _internal = internal;
+  _buddies = std::make_unique<BuddyLinks>(_internal, std::move(carried));
+  std::vector<int> incomplete(static_cast<std::size_t>(size), 0);
+  if (!rolled_back) {
+    // A survivor whose events since the checkpoint were held by a process
+    // lost now, or by one that is no longer its buddy, has lost them: every
+    // process learns which.
+    for (int r = 0; r < size && !old_buddies.empty(); ++r) {
+      const auto at = static_cast<std::size_t>(r);
+      const bool held_elsewhere = is_lost(old_buddies[at]) || old_buddies[at] != _buddies->buddies()[at];
+      const bool was_incomplete = at < _incomplete.size() && _incomplete[at] != 0;
+      incomplete[at] = !is_lost(r) && (held_elsewhere || was_incomplete) ? 1 : 0;
+    }
+    check(PMPI_Allreduce(MPI_IN_PLACE, incomplete.data(), size, MPI_INT, MPI_MAX, _internal),
+          "sharing whose determinants are complete");
+    for (const auto& bytes : exchange_bytes(_internal, events)) {
+      for (const Event& event : decode_events(bytes)) {
+        if (event.kind == EventKind::kMatching && event.ordinal != 0) _pinned[event.ordinal] = event.source;
+      }
+    }
+  }
+  _incomplete = std::move(incomplete);
+}
+
+void Runtime::send_again(MPI_Comm app) {
+  int size = 0;
+  PMPI_Comm_size(_internal, &size);
+  // What each receiver consumed of each sender.
+  std::vector<int> counts(static_cast<std::size_t>(size));
+  std::vector<int> place(static_cast<std::size_t>(size));
+  std::iota(place.begin(), place.end(), 0);
+  const std::vector<std::byte> all = consumed_for(place, counts);
+  std::vector<std::vector<std::byte>> consumed(static_cast<std::size_t>(size));
+  for (std::size_t r = 0, at = 0; r < consumed.size(); at += static_cast<std::size_t>(counts[r]), ++r) {
+    const auto first = all.begin() + static_cast<std::ptrdiff_t>(at);
+    consumed[r].assign(first, first + counts[r]);
+  }
+  _peer_consumed.clear();
+  for (const auto& bytes : exchange_bytes(_internal, consumed)) {
+    WordReader in(bytes);
+    while (in.ok() && in.remaining() > 0) {
+      const std::uint64_t key = in.word();
+      const auto receiver = static_cast<int>(in.word());
+      _peer_consumed[ChannelKey{key, receiver}] = read_window(in);
+    }
+    if (!in.ok()) throw CorruptData("reprise msglog: a recovery's consumed numbers were cut short");
+  }
+  // Every logged message not consumed goes again, in the order of its numbers.
+  const Members& members = _members.at(_app_key);
+  for (int peer = 0; peer < static_cast<int>(members.channels.size()); ++peer) {
+    const ChannelKey channel{_app_key, peer};
+    const auto window = _peer_consumed.find(channel);
+    for (const LogEntry& entry : _log.entries(channel)) {
+      if (window != _peer_consumed.end() && window->second.consumed(entry.sequence)) continue;
+      MPI_Request request = MPI_REQUEST_NULL;
+      check(PMPI_Isend(entry.bytes.get(), static_cast<int>(entry.size), MPI_PACKED, peer, entry.tag, app, &request),
+            "sending a logged message again");
+      _detached.emplace_back(request, entry);
+    }
+  }
+}
+
+// ---- the state saved with each checkpoint ------------------------------------
+
+std::vector<std::byte> Runtime::prepare_mark(MPI_Comm over) {
+  const CommInfo* info = find(over);
+  if (info == nullptr) {
+    throw UsageError("the Driver's communicator is not one the log follows: make it from MPI_COMM_WORLD");
+  }
+  _app_key = info->members->key;
+  _pending_mark = consumed_reports(over);
+  return save_state(_pending_mark);
+}
+
+void Runtime::finish_mark() {
+  apply_mark(_pending_mark);
+  _pending_mark.clear();
+  _discarded_at_mark = _counters.log_bytes_discarded;
+  _peer_consumed.clear();
+  _pinned.clear();
+  std::ranges::fill(_incomplete, 0);
+}
+
+std::vector<std::byte> Runtime::save_state(const std::vector<ConsumedReport>& reports) const {
+  // The clock, the MPI_ANY_SOURCE receives posted, the Driver's
+  // communicator (key, children made, members) and per channel the next
+  // number to send, what was consumed, and the entries not yet consumed.
+  std::vector<std::byte> out;
+  append_word(out, kStateTag);
+  append_word(out, _determinants.clock());
+  append_word(out, _any_posted);
+  const Members& members = _members.at(_app_key);
+  std::uint64_t children = 0;
+  for (const auto& [handle, info] : _comms) {
+    if (info.members == &members) children = std::max(children, info.children);
+  }
+  append_word(out, _app_key);
+  append_word(out, children);
+  append_word(out, members.channels.size());
+  for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
+    const Channel& channel = members.channels[peer];
+    append_word(out, static_cast<std::uint64_t>(members.world[peer]));
+    append_word(out, channel.next_send);
+    append_window(out, channel.received);
+    const ChannelKey key{_app_key, static_cast<int>(peer)};
+    const auto report = std::ranges::find_if(reports, [&](const ConsumedReport& r) { return r.channel == key; });
+    std::vector<LogEntry> entries = _log.entries(key);
+    if (report != reports.end()) {
+      std::erase_if(entries, [&](const LogEntry& entry) { return report->consumed.consumed(entry.sequence); });
+    }
+    append_word(out, entries.size());
+    for (const LogEntry& entry : entries) {
+      append_word(out, entry.sequence);
+      append_word(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(entry.tag)));
+      append_word(out, entry.size);
+      out.insert(out.end(), entry.bytes.get(), entry.bytes.get() + entry.size);
+    }
+  }
+  return out;
+}
+
+void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
+  WordReader in(state);
+  if (in.word() != kStateTag) {
+    throw CorruptData("reprise msglog: the log's state saved with the checkpoint is not one this version reads");
+  }
+  const std::uint64_t clock = in.word();
+  _any_posted = in.word();
+  _app_key = in.word();
+  const std::uint64_t children = in.word();
+  const std::uint64_t size = in.word();
+  if (!in.ok() || size > in.remaining()) throw CorruptData("reprise msglog: the log's saved state is cut short");
+  // Everything the process did since is gone: requests, messages in
+  // flight, the other communicators, the log.
+  for (auto& [handle, record] : _requests) abandon(record);
+  _requests.clear();
+  _detached.clear();
+  _messages.clear();
+  _log.clear();
+  _comms.clear();
+  _members.clear();
+  _last_found = {MPI_COMM_NULL, nullptr};
+  int rank = 0;
+  PMPI_Comm_rank(app, &rank);
+  std::vector<int> world(static_cast<std::size_t>(size));
+  std::iota(world.begin(), world.end(), 0);
+  Members& members = add_members(app, _app_key, rank, std::move(world));
+  for (std::size_t peer = 0; peer < size; ++peer) {
+    Channel& channel = members.channels[peer];
+    (void)in.word();  // the peer's world rank then: the peer's rank now
+    channel.next_send = static_cast<Sequence>(in.word());
+    channel.received = read_window(in);
+    const std::uint64_t entries = in.word();
+    for (std::uint64_t e = 0; e < entries && in.ok(); ++e) {
+      const auto sequence = static_cast<Sequence>(in.word());
+      const auto tag = static_cast<int>(static_cast<std::int64_t>(in.word()));
+      const std::size_t bytes = in.word();
+      const auto payload = in.bytes(bytes);
+      if (!in.ok()) break;
+      LogEntry entry{.sequence = sequence, .tag = tag, .bytes = _arena.allocate(bytes), .size = bytes};
+      std::memcpy(entry.bytes.get(), payload.data(), bytes);
+      channel.log = &_log.channel(ChannelKey{_app_key, static_cast<int>(peer)});
+      (void)_log.append(*channel.log, std::move(entry));
+    }
+  }
+  if (!in.ok() || in.remaining() != 0) throw CorruptData("reprise msglog: the log's saved state is cut short");
+  _comms[app] = CommInfo{.key = _app_key, .physical = app, .rank = rank, .children = children, .members = &members};
+  _determinants.restart_at(clock);
+  _events_since_checkpoint = false;
+  PMPI_Group_free(&_world_group);
+  PMPI_Comm_group(app, &_world_group);
+  _discarded_at_mark = _counters.log_bytes_discarded;
+  _peer_consumed.clear();
+  _pinned.clear();
+}
+
+void Runtime::rejoin(MPI_Comm app, std::span<const std::byte> state, std::span<const int> lost, bool rolled_back) {
+  const bool previous = std::exchange(_recovering, true);
+  try {
+    load_state(state, app);
+    resynchronise(lost, rolled_back);
+  } catch (...) {
+    _recovering = previous;
+    throw;
+  }
+  _recovering = previous;
+}
+
+}  // namespace reprise::detail
+
+// ---- the entry points reprise's Driver finds with dlsym ---------------------------
+
+namespace {
+
+template <class Body>
+int with_runtime(const char* call, Body&& body) noexcept {
+  reprise::detail::Runtime* runtime = reprise::detail::Runtime::current();
+  if (runtime == nullptr) return -1;
+  try {
+    const auto lock = runtime->enter();
+    body(*runtime);
+    return 0;
+  } catch (const reprise::Error& error) {
+    std::fprintf(stderr, "%s: %s\n", call, error.what());
+    return error.mpi_error_class() != MPI_SUCCESS ? error.mpi_error_class() : MPI_ERR_OTHER;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: %s\n", call, error.what());
+    return MPI_ERR_OTHER;
+  }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_enable_replay(
+    const reprise_msglog_recovery_hooks* hooks) {
+  return with_runtime("reprise_msglog_enable_replay", [&](reprise::detail::Runtime& runtime) {
+    if (hooks == nullptr) {
+      runtime.disable_replay();
+    } else {
+      runtime.enable_replay(*hooks);
+    }
+  });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_save_state(
+    int comm, void (*sink)(void* context, const void* bytes, std::size_t size), void* context) {
+  return with_runtime("reprise_msglog_save_state", [&](reprise::detail::Runtime& runtime) {
+    const std::vector<std::byte> state = runtime.prepare_mark(MPI_Comm_f2c(comm));
+    sink(context, state.data(), state.size());
+  });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_commit_state(void) {
+  return with_runtime("reprise_msglog_commit_state", [](reprise::detail::Runtime& runtime) { runtime.finish_mark(); });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_rejoin(int app, const void* state,
+                                                                            std::size_t size, const int* lost,
+                                                                            int count, int rolled_back) {
+  return with_runtime("reprise_msglog_rejoin", [&](reprise::detail::Runtime& runtime) {
+    runtime.rejoin(MPI_Comm_f2c(app), {static_cast<const std::byte*>(state), size},
+                   {lost, static_cast<std::size_t>(count)}, rolled_back != 0);
+  });
+}

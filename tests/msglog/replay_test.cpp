@@ -1,0 +1,176 @@
+// The replay (RecoveryMode::kReplay) under real kills: a master hands a
+// task to every worker each step and takes the results with MPI_ANY_SOURCE,
+// in whatever order they come, then tells each worker its place in that
+// order. A process is killed for real (SIGKILL) between two checkpoints; its
+// replacement restarts from its checkpoint and replays from its peers' logs
+// and its buddy's determinants while the others keep their state. Checked:
+// every survivor ran each step exactly once (never rolled back), the
+// replaced process took the same decisions as the process it replaces (the
+// places the master told and the order it recorded agree on every process,
+// every step), and every chain of results equals the one recomputed from
+// that order.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "mix.hpp"
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/driver.hpp"
+#include "reprise/inject.hpp"
+#include "reprise/msglog.hpp"
+
+using namespace reprise;
+
+namespace {
+
+constexpr std::uint64_t kSteps = 24;
+constexpr std::uint64_t kCheckpointEvery = 6;
+constexpr int kTaskTag = 1;
+constexpr int kResultTag = 2;
+constexpr int kPlaceTag = 3;
+
+std::uint64_t task_of(std::uint64_t step, int worker) {
+  return detail::mix64(step * 1000 + static_cast<std::uint64_t>(worker));
+}
+std::uint64_t result_of(std::uint64_t task, int worker) {
+  return detail::mix64(task ^ static_cast<std::uint64_t>(worker));
+}
+
+/// One process's protected state: a chain over what it received, and per
+/// step the order the master took the results in (master) or the place it
+/// was told (worker).
+struct State {
+  std::vector<std::uint64_t> chain{0};
+  std::vector<std::int32_t> record;
+};
+
+class MasterWorker {
+ public:
+  MasterWorker(Comm& comm, Checkpoint& checkpoint) : _comm(comm), _workers(comm.size() - 1) {
+    _state.record.assign(kSteps * static_cast<std::size_t>(_workers), -1);
+    checkpoint.protect("chain", _state.chain);
+    checkpoint.protect("record", _state.record);
+  }
+
+  /// Step `step`; the process of original rank `victim` is killed at step
+  /// `kill_at` (in the original process only, after taking its task).
+  void step(std::uint64_t step, int victim, std::uint64_t kill_at) {
+    _executed.push_back(step);
+    const MPI_Comm raw = _comm.raw();
+    const int me = _comm.rank().value();
+    const bool dies = !_comm.is_replacement() && me == victim && step == kill_at;
+    if (me == 0) {
+      if (dies) inject::kill_self(_comm.original_rank());
+      master_step(step, raw);
+      return;
+    }
+    std::uint64_t task = 0;
+    _comm.check(MPI_Recv(&task, 1, MPI_UINT64_T, 0, kTaskTag, raw, MPI_STATUS_IGNORE), "MPI_Recv task");
+    EXPECT_EQ(task, task_of(step, me));
+    if (dies) inject::kill_self(_comm.original_rank());
+    const std::uint64_t result = result_of(task, me);
+    _comm.check(MPI_Send(&result, 1, MPI_UINT64_T, 0, kResultTag, _comm.raw()), "MPI_Send result");
+    std::int32_t place = -1;
+    _comm.check(MPI_Recv(&place, 1, MPI_INT32_T, 0, kPlaceTag, _comm.raw(), MPI_STATUS_IGNORE), "MPI_Recv place");
+    _state.record[step * static_cast<std::size_t>(_workers)] = place;
+    _state.chain[0] = detail::mix64(_state.chain[0] ^ static_cast<std::uint64_t>(place) ^ step);
+  }
+
+  [[nodiscard]] const State& state() const { return _state; }
+  [[nodiscard]] const std::vector<std::uint64_t>& executed() const { return _executed; }
+
+ private:
+  void master_step(std::uint64_t step, MPI_Comm raw) {
+    for (int w = 1; w <= _workers; ++w) {
+      const std::uint64_t task = task_of(step, w);
+      _comm.check(MPI_Send(&task, 1, MPI_UINT64_T, w, kTaskTag, raw), "MPI_Send task");
+    }
+    std::vector<std::int32_t> place(static_cast<std::size_t>(_workers) + 1, -1);
+    for (int k = 0; k < _workers; ++k) {
+      std::uint64_t result = 0;
+      MPI_Status status;
+      _comm.check(MPI_Recv(&result, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kResultTag, _comm.raw(), &status),
+                  "MPI_Recv result");
+      EXPECT_EQ(result, result_of(task_of(step, status.MPI_SOURCE), status.MPI_SOURCE));
+      _state.record[step * static_cast<std::size_t>(_workers) + static_cast<std::size_t>(k)] = status.MPI_SOURCE;
+      place[static_cast<std::size_t>(status.MPI_SOURCE)] = k;
+      _state.chain[0] = detail::mix64(_state.chain[0] ^ result ^ static_cast<std::uint64_t>(k));
+    }
+    for (int w = 1; w <= _workers; ++w) {
+      _comm.check(MPI_Send(&place[static_cast<std::size_t>(w)], 1, MPI_INT32_T, w, kPlaceTag, _comm.raw()),
+                  "MPI_Send place");
+    }
+  }
+
+  Comm& _comm;
+  int _workers;
+  State _state;
+  std::vector<std::uint64_t> _executed;  // not protected: what this process ran
+};
+
+/// Every process's record and chain at the master, checked against each
+/// other: the place each worker was told is its place in the master's
+/// order, and each chain is the one that order gives.
+void expect_consistent(Comm& comm, const State& state) {
+  const int workers = comm.size() - 1;
+  const std::size_t per = state.record.size();
+  std::vector<std::int32_t> records(per * static_cast<std::size_t>(comm.size()));
+  comm.check(MPI_Allgather(state.record.data(), static_cast<int>(per), MPI_INT32_T, records.data(),
+                           static_cast<int>(per), MPI_INT32_T, comm.raw()),
+             "MPI_Allgather");
+  std::vector<std::uint64_t> chains(static_cast<std::size_t>(comm.size()));
+  comm.check(MPI_Allgather(state.chain.data(), 1, MPI_UINT64_T, chains.data(), 1, MPI_UINT64_T, comm.raw()),
+             "MPI_Allgather");
+  std::uint64_t master_chain = 0;
+  std::vector<std::uint64_t> worker_chain(static_cast<std::size_t>(comm.size()), 0);
+  for (std::uint64_t step = 0; step < kSteps; ++step) {
+    for (int k = 0; k < workers; ++k) {
+      const std::int32_t worker = records[step * static_cast<std::size_t>(workers) + static_cast<std::size_t>(k)];
+      ASSERT_TRUE(worker >= 1 && worker <= workers) << "step " << step << " place " << k;
+      const std::int32_t told =
+          records[static_cast<std::size_t>(worker) * per + step * static_cast<std::size_t>(workers)];
+      EXPECT_EQ(told, k) << "worker " << worker << " at step " << step;
+      master_chain = detail::mix64(master_chain ^ result_of(task_of(step, worker), worker) ^ static_cast<std::uint64_t>(k));
+      auto& chain = worker_chain[static_cast<std::size_t>(worker)];
+      chain = detail::mix64(chain ^ static_cast<std::uint64_t>(k) ^ step);
+    }
+  }
+  EXPECT_EQ(chains[0], master_chain);
+  for (int w = 1; w <= workers; ++w) EXPECT_EQ(chains[static_cast<std::size_t>(w)], worker_chain[static_cast<std::size_t>(w)]);
+}
+
+/// The run under the driver in replay mode, `victim` killed at step 9
+/// (after the checkpoint of step 6).
+void replay_run(int victim) {
+  constexpr std::uint64_t kKillAt = 9;
+  ASSERT_TRUE(msglog::active());
+  Comm comm = Comm::world();
+  Checkpoint checkpoint(comm);
+  MasterWorker app(comm, checkpoint);
+  Driver driver(comm, checkpoint,
+                {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  driver.run(kSteps, [&](std::uint64_t step) { app.step(step, victim, kKillAt); });
+  expect_consistent(comm, app.state());
+  const std::vector<std::uint64_t>& executed = app.executed();
+  if (comm.is_replacement()) {
+    ASSERT_FALSE(executed.empty());
+    EXPECT_EQ(executed.front(), kKillAt / kCheckpointEvery * kCheckpointEvery) << "restarted from its checkpoint";
+    EXPECT_EQ(executed.back(), kSteps - 1);
+    return;
+  }
+  ASSERT_EQ(executed.size(), kSteps) << "a survivor never runs a step twice";
+  for (std::uint64_t s = 0; s < kSteps; ++s) EXPECT_EQ(executed[s], s);
+  ASSERT_EQ(driver.recoveries().size(), 1U);
+  EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
+  EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>{OriginalRank{victim}});
+}
+
+}  // namespace
+
+TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run(2); }
+
+TEST(Replay, AKilledMasterReplaysItsAnySourceMatchesFromItsBuddy) { replay_run(0); }
