@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -56,13 +57,14 @@ class MasterWorker {
     checkpoint.protect("record", _state.record);
   }
 
-  /// Step `step`; the process of original rank `victim` is killed at step
-  /// `kill_at` (in the original process only, after taking its task).
-  void step(std::uint64_t step, int victim, std::uint64_t kill_at) {
+  /// Step `step`; the processes of original ranks `victims` are killed at
+  /// step `kill_at` (in the original processes only, a worker after taking
+  /// its task).
+  void step(std::uint64_t step, const std::vector<int>& victims, std::uint64_t kill_at) {
     _executed.push_back(step);
     const MPI_Comm raw = _comm.raw();
     const int me = _comm.rank().value();
-    const bool dies = !_comm.is_replacement() && me == victim && step == kill_at;
+    const bool dies = !_comm.is_replacement() && std::ranges::find(victims, me) != victims.end() && step == kill_at;
     if (me == 0) {
       if (dies) inject::kill_self(_comm.original_rank());
       master_step(step, raw);
@@ -143,9 +145,10 @@ void expect_consistent(Comm& comm, const State& state) {
   for (int w = 1; w <= workers; ++w) EXPECT_EQ(chains[static_cast<std::size_t>(w)], worker_chain[static_cast<std::size_t>(w)]);
 }
 
-/// The run under the driver in replay mode, `victim` killed at step 9
-/// (after the checkpoint of step 6).
-void replay_run(int victim) {
+/// The run under the driver in replay mode, `victims` killed at step 9
+/// (after the checkpoint of step 6). With `replays`, they replay alone;
+/// else every process rolls back.
+void replay_run(const std::vector<int>& victims, bool replays) {
   constexpr std::uint64_t kKillAt = 9;
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
@@ -153,7 +156,7 @@ void replay_run(int victim) {
   MasterWorker app(comm, checkpoint);
   Driver driver(comm, checkpoint,
                 {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
-  driver.run(kSteps, [&](std::uint64_t step) { app.step(step, victim, kKillAt); });
+  driver.run(kSteps, [&](std::uint64_t step) { app.step(step, victims, kKillAt); });
   expect_consistent(comm, app.state());
   const std::vector<std::uint64_t>& executed = app.executed();
   if (comm.is_replacement()) {
@@ -162,15 +165,23 @@ void replay_run(int victim) {
     EXPECT_EQ(executed.back(), kSteps - 1);
     return;
   }
-  ASSERT_EQ(executed.size(), kSteps) << "a survivor never runs a step twice";
-  for (std::uint64_t s = 0; s < kSteps; ++s) EXPECT_EQ(executed[s], s);
+  const std::uint64_t restart = kKillAt / kCheckpointEvery * kCheckpointEvery;
+  // Rolled back, a survivor ran the steps from the checkpoint to the failure twice.
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t s = 0; s < (replays ? kSteps : kKillAt + 1); ++s) expected.push_back(s);
+  for (std::uint64_t s = restart; s < kSteps && !replays; ++s) expected.push_back(s);
+  EXPECT_EQ(executed, expected);
   ASSERT_EQ(driver.recoveries().size(), 1U);
-  EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
-  EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>{OriginalRank{victim}});
+  EXPECT_EQ(driver.recoveries()[0].mode, replays ? RecoveryMode::kReplay : RecoveryMode::kRespawn);
+  EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>(victims.begin(), victims.end()));
 }
 
 }  // namespace
 
-TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run(2); }
+TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run({2}, true); }
 
-TEST(Replay, AKilledMasterReplaysItsAnySourceMatchesFromItsBuddy) { replay_run(0); }
+TEST(Replay, AKilledMasterReplaysItsAnySourceMatchesFromItsBuddy) { replay_run({0}, true); }
+
+// Process 2 holds the determinants of process 1 (on one host, the next
+// rank): losing both, nobody can replay 1, and every process rolls back.
+TEST(Replay, AProcessLostWithItsBuddyRollsEveryProcessBack) { replay_run({1, 2}, false); }
