@@ -240,17 +240,7 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
       return "the determinants of process " + std::to_string(rank) +
              " since the checkpoint were lost with its buddy in an earlier failure";
     }
-    for (const Event& event : _buddies->held_for(rank)) {
-      if (event.kind == EventKind::kDelivery) {
-        return "process " + std::to_string(rank) +
-               " made a non-deterministic completion (MPI_Test*, MPI_Waitany/some, MPI_Iprobe) since the "
-               "checkpoint, whose replay is not built yet";
-      }
-      if (event.ordinal == 0) {
-        return "process " + std::to_string(rank) + " matched a probe with MPI_ANY_SOURCE since the checkpoint, "
-                                                   "whose replay is not built yet";
-      }
-    }
+
   }
   return {};
 }
@@ -344,7 +334,13 @@ void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool 
           "sharing whose determinants are complete");
     for (const auto& bytes : exchange_bytes(_internal, events)) {
       for (const Event& event : decode_events(bytes)) {
-        if (event.kind == EventKind::kMatching && event.ordinal != 0) _pinned[event.ordinal] = event.source;
+        if (event.kind == EventKind::kMatching) {
+          _pinned[event.ordinal] = event.source;
+          continue;
+        }
+        // A run of unsuccessful calls, then (unless the run was cut by a send) the one that succeeded.
+        for (std::uint64_t f = 0; f < event.failures; ++f) _replayed.push_back(ReplayedChoice{});
+        if (!event.outcome.empty()) _replayed.push_back(ReplayedChoice{.succeeded = true, .outcome = event.outcome});
       }
     }
   }
@@ -389,6 +385,89 @@ void Runtime::send_again(MPI_Comm app) {
   }
 }
 
+// ---- the non-deterministic calls of a replay ---------------------------------------
+
+std::optional<ReplayedChoice> Runtime::replayed_choice(std::uint64_t active) {
+  if (active == 0 || _replayed.empty()) return std::nullopt;
+  ReplayedChoice next = std::move(_replayed.front());
+  _replayed.pop_front();
+  return next;
+}
+
+std::uint64_t Runtime::active_requests(int count, const MPI_Request* requests) const {
+  std::uint64_t active = 0;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    const auto found = _requests.find(requests[i]);
+    active += found == _requests.end() || found->second.physical != MPI_REQUEST_NULL ? 1 : 0;
+  }
+  return active;
+}
+
+int Runtime::replay_any(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* index,
+                        MPI_Status& out) {
+  const std::uint64_t active = active_requests(count, requests);
+  if (!replayed.succeeded) {
+    *index = MPI_UNDEFINED;
+    choice(active, false, std::span<const int>(index, 1));
+    return MPI_SUCCESS;
+  }
+  const BatchLease lease;
+  RequestBatch& one = *lease;
+  fill(one, count, requests, &out, true);
+  *index = replayed.outcome.at(0);
+  const int code = blocking([&] { return PMPI_Wait(&one.physical[static_cast<std::size_t>(*index)], &out); });
+  choice(active, true, std::span<const int>(index, 1));
+  finish_all(requests, one, 1, index);
+  return code;
+}
+
+int Runtime::replay_some(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* outcount,
+                         int* indices, MPI_Status* statuses) {
+  const std::uint64_t active = active_requests(count, requests);
+  *outcount = 0;
+  if (!replayed.succeeded) {
+    choice(active, false, {});
+    return MPI_SUCCESS;
+  }
+  const BatchLease lease;
+  RequestBatch& some = *lease;
+  fill(some, count, requests, statuses, true);
+  const auto completed = static_cast<int>(replayed.outcome.size());
+  int code = MPI_SUCCESS;
+  for (int k = 0; k < completed && code == MPI_SUCCESS; ++k) {
+    indices[k] = replayed.outcome[static_cast<std::size_t>(k)];
+    code = blocking([&] { return PMPI_Wait(&some.physical[static_cast<std::size_t>(indices[k])], &some.statuses[k]); });
+  }
+  choice(active, true, std::span<const int>(indices, static_cast<std::size_t>(completed)));
+  finish_all(requests, some, completed, indices);
+  *outcount = completed;
+  return code;
+}
+
+int Runtime::replay_testall(const ReplayedChoice& replayed, int count, MPI_Request* requests, MPI_Status* statuses) {
+  const std::uint64_t active = active_requests(count, requests);
+  choice(active, replayed.succeeded, std::span<const int>(&count, 1));
+  if (!replayed.succeeded) return MPI_SUCCESS;
+  const BatchLease lease;
+  RequestBatch& all = *lease;
+  fill(all, count, requests, statuses, true);
+  const int code = blocking([&] { return PMPI_Waitall(count, all.physical.data(), all.statuses); });
+  finish_all(requests, all, count, nullptr);
+  return code;
+}
+
+int Runtime::replay_probe(const ReplayedChoice& replayed, int tag, const CommInfo& comm, MPI_Message* message,
+                          MPI_Status& out) {
+  const int source = replayed.succeeded ? replayed.outcome.at(0) : MPI_UNDEFINED;
+  choice(1, replayed.succeeded, std::span<const int>(&source, 1));
+  if (!replayed.succeeded) return MPI_SUCCESS;
+  return blocking([&] {
+    return message == nullptr ? PMPI_Probe(source, tag, comm.physical, &out)
+                              : PMPI_Mprobe(source, tag, comm.physical, message, &out);
+  });
+}
+
 // ---- the state saved with each checkpoint ------------------------------------
 
 std::vector<std::byte> Runtime::prepare_mark(MPI_Comm over) {
@@ -407,6 +486,7 @@ void Runtime::finish_mark() {
   _discarded_at_mark = _counters.log_bytes_discarded;
   _peer_consumed.clear();
   _pinned.clear();
+  _replayed.clear();
   std::ranges::fill(_incomplete, 0);
 }
 
@@ -501,6 +581,7 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   _discarded_at_mark = _counters.log_bytes_discarded;
   _peer_consumed.clear();
   _pinned.clear();
+  _replayed.clear();
 }
 
 void Runtime::rejoin(MPI_Comm app, std::span<const std::byte> state, std::span<const int> lost, bool rolled_back) {

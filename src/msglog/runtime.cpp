@@ -958,23 +958,14 @@ std::uint64_t active_count(const std::vector<MPI_Request>& physical) {
 thread_local std::vector<std::unique_ptr<RequestBatch>> t_batches;
 thread_local std::size_t t_batches_in_use = 0;
 
-/// One call's batch, from this thread's, given back when the call ends.
-class BatchLease {
- public:
-  BatchLease() {
-    if (t_batches_in_use == t_batches.size()) t_batches.push_back(std::make_unique<RequestBatch>());
-    _batch = t_batches[t_batches_in_use++].get();
-  }
-  ~BatchLease() { --t_batches_in_use; }
-  BatchLease(const BatchLease&) = delete;
-  BatchLease& operator=(const BatchLease&) = delete;
-  RequestBatch& operator*() const noexcept { return *_batch; }
-
- private:
-  RequestBatch* _batch;
-};
-
 }  // namespace
+
+BatchLease::BatchLease() {
+  if (t_batches_in_use == t_batches.size()) t_batches.push_back(std::make_unique<RequestBatch>());
+  _batch = t_batches[t_batches_in_use++].get();
+}
+
+BatchLease::~BatchLease() { --t_batches_in_use; }
 
 void Runtime::fill(RequestBatch& batch, int count, const MPI_Request* requests, MPI_Status* statuses, bool blocks) {
   const auto n = static_cast<std::size_t>(count);
@@ -1046,6 +1037,10 @@ int Runtime::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
 }
 
 int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* statuses) {
+  if (const auto replayed = replayed_choice(active_requests(count, requests))) {
+    *flag = replayed->succeeded ? 1 : 0;
+    return replay_testall(*replayed, count, requests, statuses);
+  }
   const BatchLease lease;
   RequestBatch& all = *lease;
   fill(all, count, requests, statuses, false);
@@ -1062,6 +1057,12 @@ int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* st
 int Runtime::any(bool blocking, int count, MPI_Request* requests, int* index, int* flag, MPI_Status* status) {
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  if (const std::uint64_t active = active_requests(count, requests); !blocking || active > 1) {
+    if (const auto replayed = replayed_choice(active)) {
+      if (flag != nullptr) *flag = replayed->succeeded ? 1 : 0;
+      return replay_any(*replayed, count, requests, index, out);
+    }
+  }
   const BatchLease lease;
   RequestBatch& one = *lease;
   int done = 1;
@@ -1089,6 +1090,11 @@ int Runtime::any(bool blocking, int count, MPI_Request* requests, int* index, in
 
 int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount, int* indices,
                   MPI_Status* statuses) {
+  if (const std::uint64_t active = active_requests(count, requests); !blocking || active > 1) {
+    if (const auto replayed = replayed_choice(active)) {
+      return replay_some(*replayed, count, requests, outcount, indices, statuses);
+    }
+  }
   const BatchLease lease;
   RequestBatch& some = *lease;
   int code = MPI_SUCCESS;
@@ -1117,6 +1123,17 @@ int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount
 
 int Runtime::test(MPI_Request* request, int* flag, MPI_Status* status) {
   static constexpr int kFirst = 0;
+  if (const auto replayed = replayed_choice(active_requests(1, request))) {
+    // The same answer as before the failure: "not yet", or complete (waited for).
+    *flag = replayed->succeeded ? 1 : 0;
+    if (!replayed->succeeded) {
+      choice(1, false, std::span<const int>(&kFirst, 1));
+      return MPI_SUCCESS;
+    }
+    int index = MPI_UNDEFINED;
+    MPI_Status local;
+    return replay_any(*replayed, 1, request, &index, status == MPI_STATUS_IGNORE ? local : *status);
+  }
   const auto found = _requests.find(*request);
   if (found == _requests.end()) {
     const bool active = *request != MPI_REQUEST_NULL;
@@ -1153,10 +1170,12 @@ int Runtime::probe(int source, int tag, CommInfo& comm, MPI_Message* message, MP
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
   int code = MPI_SUCCESS;
+  const auto replayed = source == MPI_ANY_SOURCE ? replayed_choice(1) : std::nullopt;
   do {
     code = blocking([&] {
-      return message == nullptr ? PMPI_Probe(source, tag, comm.physical, &out)
-                                : PMPI_Mprobe(source, tag, comm.physical, message, &out);
+      const int from = replayed ? replayed->outcome.at(0) : source;
+      return message == nullptr ? PMPI_Probe(from, tag, comm.physical, &out)
+                                : PMPI_Mprobe(from, tag, comm.physical, message, &out);
     });
   } while (code != MPI_SUCCESS && recovered_from(code));
   if (code != MPI_SUCCESS) return code;
@@ -1169,6 +1188,13 @@ int Runtime::probe(int source, int tag, CommInfo& comm, MPI_Message* message, MP
 int Runtime::iprobe(int source, int tag, CommInfo& comm, int* flag, MPI_Message* message, MPI_Status* status) {
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
+  if (const auto replayed = replayed_choice(1)) {
+    *flag = replayed->succeeded ? 1 : 0;
+    const int replayed_code = replay_probe(*replayed, tag, comm, message, out);
+    if (*flag != 0) fix_probe_status(out);
+    if (*flag != 0 && message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.members;
+    return replayed_code;
+  }
   const int code = message == nullptr ? PMPI_Iprobe(source, tag, comm.physical, flag, &out)
                                       : PMPI_Improbe(source, tag, comm.physical, flag, message, &out);
   if (code != MPI_SUCCESS && recovered_from(code)) {

@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -146,6 +147,28 @@ void append_window(std::vector<std::byte>& out, const ReceiveWindow<Sequence>& w
 struct ConsumedReport {
   ChannelKey channel;
   ReceiveWindow<Sequence> consumed;
+};
+
+/// A logged outcome of a non-deterministic call (a Test*, MPI_Waitany,
+/// MPI_Waitsome, a probe), for a replay to return again.
+struct ReplayedChoice {
+  bool succeeded = false;
+  std::vector<int> outcome;  ///< the indices completed, or the source probed
+};
+
+/// One Wait/Test call's batch, from its thread's own (an error handler may
+/// call MPI inside a call, so a thread may lease several), given back when
+/// the call ends.
+class BatchLease {
+ public:
+  BatchLease();
+  ~BatchLease();
+  BatchLease(const BatchLease&) = delete;
+  BatchLease& operator=(const BatchLease&) = delete;
+  RequestBatch& operator*() const noexcept { return *_batch; }
+
+ private:
+  RequestBatch* _batch;
 };
 
 /// What to do when the payload log reaches its bound.
@@ -420,6 +443,19 @@ class Runtime {
   void track(MPI_Request* request, RequestRecord record);
   /// A request that completes at once (a receive from MPI_PROC_NULL on MPI_COMM_SELF).
   static MPI_Request completed_request();
+  /// During a replay, the outcome the next non-deterministic call over
+  /// `active` requests returns (then logged again); nothing past the last
+  /// one, or for a call over no active request.
+  std::optional<ReplayedChoice> replayed_choice(std::uint64_t active);
+  /// Requests of `requests` that are active (as fill() finds them).
+  [[nodiscard]] std::uint64_t active_requests(int count, const MPI_Request* requests) const;
+  // The Wait/Test calls and probes returning `replayed` (the outcome logged before the failure).
+  int replay_any(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* index, MPI_Status& out);
+  int replay_some(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* outcount, int* indices,
+                  MPI_Status* statuses);
+  int replay_testall(const ReplayedChoice& replayed, int count, MPI_Request* requests, MPI_Status* statuses);
+  int replay_probe(const ReplayedChoice& replayed, int tag, const CommInfo& comm, MPI_Message* message,
+                   MPI_Status& out);
   /// The source to post `record`'s receive with: an MPI_ANY_SOURCE receive
   /// gets its ordinal, and during a replay the source its determinant names.
   int posted_source(RequestRecord& record);
@@ -480,6 +516,7 @@ class Runtime {
   std::vector<int> _incomplete;    ///< by world rank: events since the checkpoint lost with the buddy
   std::unordered_map<ChannelKey, ReceiveWindow<Sequence>, ChannelKeyHash> _peer_consumed;  ///< at the last resynchronisation
   std::unordered_map<std::uint64_t, int> _pinned;  ///< a replay: MPI_ANY_SOURCE receive ordinal -> the source it matched
+  std::deque<ReplayedChoice> _replayed;            ///< a replay: the outcomes of its non-deterministic calls, in order
   std::uint64_t _any_posted = 0;   ///< MPI_ANY_SOURCE receives posted so far
   std::uint64_t _collectives = 0;  ///< collectives on logged communicators since the last mark
   std::vector<ConsumedReport> _pending_mark;  ///< prepare_mark's, for finish_mark

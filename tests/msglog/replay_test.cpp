@@ -41,6 +41,11 @@ std::uint64_t result_of(std::uint64_t task, int worker) {
   return detail::mix64(task ^ static_cast<std::uint64_t>(worker));
 }
 
+/// How the master takes the results, each way non-deterministic: a
+/// receive from MPI_ANY_SOURCE, MPI_Waitany or MPI_Testsome over a receive
+/// per worker, or MPI_Iprobe polling (then a receive from the source found).
+enum class Gather { kAnySource, kWaitany, kTestsome, kIprobe };
+
 /// One process's protected state: a chain over what it received, and per
 /// step the order the master took the results in (master) or the place it
 /// was told (worker).
@@ -51,7 +56,8 @@ struct State {
 
 class MasterWorker {
  public:
-  MasterWorker(Comm& comm, Checkpoint& checkpoint) : _comm(comm), _workers(comm.size() - 1) {
+  MasterWorker(Comm& comm, Checkpoint& checkpoint, Gather gather)
+      : _comm(comm), _workers(comm.size() - 1), _gather(gather) {
     _state.record.assign(kSteps * static_cast<std::size_t>(_workers), -1);
     checkpoint.protect("chain", _state.chain);
     checkpoint.protect("record", _state.record);
@@ -92,15 +98,51 @@ class MasterWorker {
       _comm.check(MPI_Send(&task, 1, MPI_UINT64_T, w, kTaskTag, raw), "MPI_Send task");
     }
     std::vector<std::int32_t> place(static_cast<std::size_t>(_workers) + 1, -1);
-    for (int k = 0; k < _workers; ++k) {
-      std::uint64_t result = 0;
-      MPI_Status status;
-      _comm.check(MPI_Recv(&result, 1, MPI_UINT64_T, MPI_ANY_SOURCE, kResultTag, _comm.raw(), &status),
-                  "MPI_Recv result");
-      EXPECT_EQ(result, result_of(task_of(step, status.MPI_SOURCE), status.MPI_SOURCE));
-      _state.record[step * static_cast<std::size_t>(_workers) + static_cast<std::size_t>(k)] = status.MPI_SOURCE;
-      place[static_cast<std::size_t>(status.MPI_SOURCE)] = k;
+    int k = 0;
+    const auto take = [&](int worker, std::uint64_t result) {
+      EXPECT_EQ(result, result_of(task_of(step, worker), worker));
+      _state.record[step * static_cast<std::size_t>(_workers) + static_cast<std::size_t>(k)] = worker;
+      place[static_cast<std::size_t>(worker)] = k;
       _state.chain[0] = detail::mix64(_state.chain[0] ^ result ^ static_cast<std::uint64_t>(k));
+      ++k;
+    };
+    if (_gather == Gather::kAnySource || _gather == Gather::kIprobe) {
+      while (k < _workers) {
+        std::uint64_t result = 0;
+        MPI_Status status;
+        int source = MPI_ANY_SOURCE;
+        if (_gather == Gather::kIprobe) {
+          int found = 0;
+          while (found == 0) {
+            _comm.check(MPI_Iprobe(MPI_ANY_SOURCE, kResultTag, _comm.raw(), &found, &status), "MPI_Iprobe");
+          }
+          source = status.MPI_SOURCE;
+        }
+        _comm.check(MPI_Recv(&result, 1, MPI_UINT64_T, source, kResultTag, _comm.raw(), &status), "MPI_Recv result");
+        take(status.MPI_SOURCE, result);
+      }
+    } else {
+      std::vector<std::uint64_t> results(static_cast<std::size_t>(_workers));
+      std::vector<MPI_Request> requests(static_cast<std::size_t>(_workers));
+      for (int w = 1; w <= _workers; ++w) {
+        _comm.check(MPI_Irecv(&results[static_cast<std::size_t>(w - 1)], 1, MPI_UINT64_T, w, kResultTag, _comm.raw(),
+                              &requests[static_cast<std::size_t>(w - 1)]),
+                    "MPI_Irecv result");
+      }
+      std::vector<int> indices(requests.size());
+      while (k < _workers) {
+        int done = 0;
+        if (_gather == Gather::kWaitany) {
+          _comm.check(MPI_Waitany(_workers, requests.data(), indices.data(), MPI_STATUS_IGNORE), "MPI_Waitany");
+          done = 1;
+        } else {
+          _comm.check(MPI_Testsome(_workers, requests.data(), &done, indices.data(), MPI_STATUSES_IGNORE),
+                      "MPI_Testsome");
+        }
+        for (int d = 0; d < done; ++d) {
+          take(indices[static_cast<std::size_t>(d)] + 1, results[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])]);
+        }
+      }
     }
     for (int w = 1; w <= _workers; ++w) {
       _comm.check(MPI_Send(&place[static_cast<std::size_t>(w)], 1, MPI_INT32_T, w, kPlaceTag, _comm.raw()),
@@ -110,6 +152,7 @@ class MasterWorker {
 
   Comm& _comm;
   int _workers;
+  Gather _gather;
   State _state;
   std::vector<std::uint64_t> _executed;  // not protected: what this process ran
 };
@@ -148,12 +191,12 @@ void expect_consistent(Comm& comm, const State& state) {
 /// The run under the driver in replay mode, `victims` killed at step 9
 /// (after the checkpoint of step 6). With `replays`, they replay alone;
 /// else every process rolls back.
-void replay_run(const std::vector<int>& victims, bool replays) {
+void replay_run(const std::vector<int>& victims, bool replays, Gather gather = Gather::kAnySource) {
   constexpr std::uint64_t kKillAt = 9;
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
   Checkpoint checkpoint(comm);
-  MasterWorker app(comm, checkpoint);
+  MasterWorker app(comm, checkpoint, gather);
   Driver driver(comm, checkpoint,
                 {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
   driver.run(kSteps, [&](std::uint64_t step) { app.step(step, victims, kKillAt); });
@@ -181,6 +224,12 @@ void replay_run(const std::vector<int>& victims, bool replays) {
 TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run({2}, true); }
 
 TEST(Replay, AKilledMasterReplaysItsAnySourceMatchesFromItsBuddy) { replay_run({0}, true); }
+
+TEST(Replay, AKilledMasterReplaysItsWaitanyOutcomes) { replay_run({0}, true, Gather::kWaitany); }
+
+TEST(Replay, AKilledMasterReplaysItsTestsomePollingFailuresIncluded) { replay_run({0}, true, Gather::kTestsome); }
+
+TEST(Replay, AKilledMasterReplaysItsIprobePolling) { replay_run({0}, true, Gather::kIprobe); }
 
 // Process 2 holds the determinants of process 1 (on one host, the next
 // rank): losing both, nobody can replay 1, and every process rolls back.
