@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
+#include <vector>
 
 #include "reprise/error.hpp"
 #include "runtime.hpp"
@@ -24,6 +25,7 @@
 namespace {
 
 using reprise::detail::CommInfo;
+using reprise::detail::ResultPiece;
 using reprise::detail::Runtime;
 using reprise::detail::SendMode;
 
@@ -622,13 +624,21 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_spawn(const char* command, char* argv[], int 
 // ---- collectives: the physical communicator, after the pending determinants --------
 
 REPRISE_MSGLOG_EXPORT int MPI_Barrier(MPI_Comm comm) {
-  if (const int code = collective("MPI_Barrier", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Barrier(comm);
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return PMPI_Barrier(comm);
+  return guarded("MPI_Barrier", comm, [&] {
+    return Runtime::current()->uniform_collective(*info, {}, [](MPI_Comm physical) { return PMPI_Barrier(physical); });
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  if (const int code = collective("MPI_Bcast", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Bcast(buffer, count, type, root, comm);
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return PMPI_Bcast(buffer, count, type, root, comm);
+  const ResultPiece result[] = {{buffer, count, type}};
+  return guarded("MPI_Bcast", comm, [&] {
+    return Runtime::current()->uniform_collective(
+        *info, result, [&](MPI_Comm physical) { return PMPI_Bcast(buffer, count, type, root, physical); });
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
@@ -639,8 +649,13 @@ REPRISE_MSGLOG_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int cou
 
 REPRISE_MSGLOG_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                         MPI_Comm comm) {
-  if (const int code = collective("MPI_Allreduce", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  const ResultPiece result[] = {{recvbuf, count, type}};
+  return guarded("MPI_Allreduce", comm, [&] {
+    return Runtime::current()->uniform_collective(
+        *info, result, [&](MPI_Comm physical) { return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, physical); });
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -671,15 +686,39 @@ REPRISE_MSGLOG_EXPORT int MPI_Scatterv(const void* sendbuf, const int sendcounts
 
 REPRISE_MSGLOG_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-  if (const int code = collective("MPI_Allgather", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  int size = 0;
+  PMPI_Comm_size(info->physical, &size);
+  const ResultPiece result[] = {{recvbuf, recvcount * size, recvtype}};
+  return guarded("MPI_Allgather", comm, [&] {
+    return Runtime::current()->uniform_collective(*info, result, [&](MPI_Comm physical) {
+      return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, physical);
+    });
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                          const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                                          MPI_Comm comm) {
-  if (const int code = collective("MPI_Allgatherv", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  CommInfo* info = logged(comm);
+  if (info == nullptr) {
+    return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
+  }
+  int size = 0;
+  PMPI_Comm_size(info->physical, &size);
+  MPI_Aint lower = 0;
+  MPI_Aint extent = 0;
+  PMPI_Type_get_extent(recvtype, &lower, &extent);
+  std::vector<ResultPiece> result;
+  for (int r = 0; r < size; ++r) {
+    result.push_back({static_cast<char*>(recvbuf) + static_cast<MPI_Aint>(displs[r]) * extent, recvcounts[r], recvtype});
+  }
+  return guarded("MPI_Allgatherv", comm, [&] {
+    return Runtime::current()->uniform_collective(*info, result, [&](MPI_Comm physical) {
+      return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, physical);
+    });
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,

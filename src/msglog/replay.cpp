@@ -219,8 +219,9 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
     }
   }
   if (_collectives != 0) {
-    return "the program made a collective call on a logged communicator since the checkpoint, and serving "
-           "collectives to a replaying process is not built yet";
+    return "the program made a collective call since the checkpoint whose result differs from process to process "
+           "(or made a communicator), which the replay cannot serve yet: only MPI_Barrier, MPI_Bcast, "
+           "MPI_Allreduce, MPI_Allgather and MPI_Allgatherv are";
   }
   if (!_messages.empty()) return "a message matched by MPI_Mprobe/MPI_Improbe was not received yet";
   for (const auto& [handle, record] : _requests) {
@@ -291,6 +292,7 @@ void Runtime::resynchronise(std::span<const int> lost, bool rolled_back) {
   check(PMPI_Comm_dup(app, &internal), "a new communicator for the log");
   PMPI_Comm_set_errhandler(internal, MPI_ERRORS_RETURN);
   relink_buddies(internal, lost, rolled_back);
+  if (!rolled_back) share_collective_results();
   send_again(app);
 }
 
@@ -382,6 +384,88 @@ void Runtime::send_again(MPI_Comm app) {
             "sending a logged message again");
       _detached.emplace_back(request, entry);
     }
+  }
+}
+
+// ---- collectives ---------------------------------------------------------------------
+
+int Runtime::uniform_collective(CommInfo& comm, std::span<const ResultPiece> result,
+                                const std::function<int(MPI_Comm)>& call) {
+  flush_determinants();
+  const std::uint64_t number = _collective_results.size();
+  for (;;) {
+    if (const auto served = _served.find(number); served != _served.end()) {
+      // The others finished it before the failure (this process replays, or
+      // met the failure inside it): their result, without calling MPI.
+      unpack_result(served->second, result);
+      _collective_results.push_back(std::move(served->second));
+      _served.erase(served);
+      return MPI_SUCCESS;
+    }
+    const int code = blocking([&] { return call(comm.physical); });
+    if (code == MPI_SUCCESS) break;
+    if (!recovered_from(code)) return code;
+  }
+  // Kept only where a replay may need it (the Driver in replay mode marks the log).
+  if (_recovery) _collective_results.push_back(pack_result(result));
+  return MPI_SUCCESS;
+}
+
+std::vector<std::byte> Runtime::pack_result(std::span<const ResultPiece> result) const {
+  int bytes = 0;
+  for (const ResultPiece& piece : result) {
+    int size = 0;
+    PMPI_Pack_size(piece.count, piece.type, MPI_COMM_SELF, &size);
+    bytes += size;
+  }
+  std::vector<std::byte> packed(static_cast<std::size_t>(bytes));
+  int position = 0;
+  for (const ResultPiece& piece : result) {
+    PMPI_Pack(piece.buffer, piece.count, piece.type, packed.data(), bytes, &position, MPI_COMM_SELF);
+  }
+  packed.resize(static_cast<std::size_t>(position));
+  return packed;
+}
+
+void Runtime::unpack_result(std::span<const std::byte> packed, std::span<const ResultPiece> result) const {
+  int position = 0;
+  for (const ResultPiece& piece : result) {
+    PMPI_Unpack(packed.data(), static_cast<int>(packed.size()), &position, piece.buffer, piece.count, piece.type,
+                MPI_COMM_SELF);
+  }
+}
+
+void Runtime::share_collective_results() {
+  int size = 0;
+  int rank = 0;
+  PMPI_Comm_size(_internal, &size);
+  PMPI_Comm_rank(_internal, &rank);
+  const std::uint64_t mine = _collective_results.size();
+  std::vector<std::uint64_t> counts(static_cast<std::size_t>(size));
+  check(PMPI_Allgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, _internal),
+        "counting the collectives since the checkpoint");
+  // The first process that finished the most serves those that did not.
+  const auto most = std::ranges::max_element(counts);
+  std::vector<std::vector<std::byte>> outgoing(static_cast<std::size_t>(size));
+  if (most - counts.begin() == rank) {
+    for (std::size_t r = 0; r < outgoing.size(); ++r) {
+      for (std::uint64_t n = counts[r]; n < *most; ++n) {
+        const std::vector<std::byte>& result = _collective_results[n];
+        append_word(outgoing[r], n);
+        append_word(outgoing[r], result.size());
+        outgoing[r].insert(outgoing[r].end(), result.begin(), result.end());
+      }
+    }
+  }
+  _served.clear();
+  for (const auto& bytes : exchange_bytes(_internal, outgoing)) {
+    WordReader in(bytes);
+    while (in.ok() && in.remaining() > 0) {
+      const std::uint64_t number = in.word();
+      const auto result = in.bytes(in.word());
+      _served[number].assign(result.begin(), result.end());
+    }
+    if (!in.ok()) throw CorruptData("reprise msglog: the results of a recovery's collectives were cut short");
   }
 }
 
@@ -487,6 +571,8 @@ void Runtime::finish_mark() {
   _peer_consumed.clear();
   _pinned.clear();
   _replayed.clear();
+  _collective_results.clear();
+  _served.clear();
   std::ranges::fill(_incomplete, 0);
 }
 
@@ -582,6 +668,9 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   _peer_consumed.clear();
   _pinned.clear();
   _replayed.clear();
+  _collective_results.clear();
+  _served.clear();
+  _collectives = 0;
 }
 
 void Runtime::rejoin(MPI_Comm app, std::span<const std::byte> state, std::span<const int> lost, bool rolled_back) {

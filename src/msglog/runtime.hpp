@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -147,6 +148,13 @@ void append_window(std::vector<std::byte>& out, const ReceiveWindow<Sequence>& w
 struct ConsumedReport {
   ChannelKey channel;
   ReceiveWindow<Sequence> consumed;
+};
+
+/// Where part of a collective's result lies: `count` elements of `type` at `buffer`.
+struct ResultPiece {
+  void* buffer = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
 };
 
 /// A logged outcome of a non-deterministic call (a Test*, MPI_Waitany,
@@ -289,11 +297,21 @@ class Runtime {
   int imrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request);
 
   /// Before a collective on a logged communicator: the pending determinants
-  /// reach the buddy (a collective is a send).
+  /// reach the buddy (a collective is a send). One the replay cannot serve
+  /// (not uniform_collective's) makes a replay until the next checkpoint
+  /// impossible.
   void before_collective() {
     flush_determinants();
     ++_collectives;
   }
+  /// A collective on `comm` whose result is the same on every member
+  /// (MPI_Barrier, MPI_Bcast, MPI_Allreduce, MPI_Allgather(v)), `call` on
+  /// the physical communicator. Its result, at `result`, is kept until the
+  /// next checkpoint: a replaying process reaching a collective the others
+  /// finished takes it from them instead of calling MPI. A process failure
+  /// is recovered from as in point-to-point calls, and the call made again
+  /// (or its result taken, if some process finished it).
+  int uniform_collective(CommInfo& comm, std::span<const ResultPiece> result, const std::function<int(MPI_Comm)>& call);
   /// Completes the buffered sends still in flight (MPI_Buffer_detach, MPI_Finalize).
   void complete_detached();
 
@@ -479,6 +497,12 @@ class Runtime {
   /// resynchronise(): what each receiver consumed (`_peer_consumed`), and
   /// every logged message not consumed sent again on `app`.
   void send_again(MPI_Comm app);
+  /// resynchronise(): the results of the collectives some process finished
+  /// and others did not, from one that did (`_served`).
+  void share_collective_results();
+  /// Packs or unpacks (`into_result`) a collective's result.
+  [[nodiscard]] std::vector<std::byte> pack_result(std::span<const ResultPiece> result) const;
+  void unpack_result(std::span<const std::byte> packed, std::span<const ResultPiece> result) const;
   /// The log's state (the Driver's communicator's channels, the messages
   /// `reports` do not say consumed, the clock).
   [[nodiscard]] std::vector<std::byte> save_state(const std::vector<ConsumedReport>& reports) const;
@@ -518,7 +542,9 @@ class Runtime {
   std::unordered_map<std::uint64_t, int> _pinned;  ///< a replay: MPI_ANY_SOURCE receive ordinal -> the source it matched
   std::deque<ReplayedChoice> _replayed;            ///< a replay: the outcomes of its non-deterministic calls, in order
   std::uint64_t _any_posted = 0;   ///< MPI_ANY_SOURCE receives posted so far
-  std::uint64_t _collectives = 0;  ///< collectives on logged communicators since the last mark
+  std::uint64_t _collectives = 0;  ///< collectives a replay cannot serve, since the last mark
+  std::vector<std::vector<std::byte>> _collective_results;  ///< uniform_collective's, since the last mark (packed)
+  std::map<std::uint64_t, std::vector<std::byte>> _served;  ///< a recovery: results of collectives others finished, by number
   std::vector<ConsumedReport> _pending_mark;  ///< prepare_mark's, for finish_mark
   std::vector<std::unique_ptr<std::byte[]>> _abandoned_staging;
 };

@@ -219,7 +219,127 @@ void replay_run(const std::vector<int>& victims, bool replays, Gather gather = G
   EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>(victims.begin(), victims.end()));
 }
 
+/// A halo exchange on a ring with an allreduce every step: each process
+/// holds kCells cells; a step takes the neighbours' edge cells (two
+/// MPI_Sendrecv), updates every cell, and folds the sum over all processes
+/// (MPI_Allreduce) into every cell and the chain. Deterministic, so the
+/// failure-free result is computed here too.
+class Halo {
+ public:
+  static constexpr std::size_t kCells = 64;
+  /// Where the victim dies in its step.
+  enum class KillPoint { kStepStart, kBeforeAllreduce };
+
+  Halo(Comm& comm, Checkpoint& checkpoint) : _comm(comm) {
+    _cells = initial(comm.rank().value());
+    checkpoint.protect("cells", _cells);
+    checkpoint.protect("chain", _chain);
+  }
+
+  static std::vector<std::uint64_t> initial(int rank) {
+    std::vector<std::uint64_t> cells(kCells);
+    for (std::size_t i = 0; i < kCells; ++i) cells[i] = detail::mix64(static_cast<std::uint64_t>(rank) * kCells + i);
+    return cells;
+  }
+  static void update(std::vector<std::uint64_t>& cells, std::uint64_t left, std::uint64_t right, std::uint64_t step) {
+    std::vector<std::uint64_t> next(cells.size());
+    for (std::size_t i = 0; i < cells.size(); ++i) {
+      const std::uint64_t l = i == 0 ? left : cells[i - 1];
+      const std::uint64_t r = i + 1 == cells.size() ? right : cells[i + 1];
+      next[i] = detail::mix64(l + 3 * cells[i] + 7 * r + step);
+    }
+    cells = std::move(next);
+  }
+  static void fold(std::vector<std::uint64_t>& cells, std::uint64_t& chain, std::uint64_t total) {
+    for (auto& cell : cells) cell ^= total;
+    chain = detail::mix64(chain ^ total);
+  }
+
+  void step(std::uint64_t step, int victim, std::uint64_t kill_at, KillPoint point) {
+    _executed.push_back(step);
+    const int me = _comm.rank().value();
+    const int size = _comm.size();
+    const bool dies = !_comm.is_replacement() && me == victim && step == kill_at;
+    if (dies && point == KillPoint::kStepStart) inject::kill_self(_comm.original_rank());
+    const int left = (me + size - 1) % size;
+    const int right = (me + 1) % size;
+    std::uint64_t from_left = 0;
+    std::uint64_t from_right = 0;
+    _comm.check(MPI_Sendrecv(&_cells.back(), 1, MPI_UINT64_T, right, 1, &from_left, 1, MPI_UINT64_T, left, 1,
+                             _comm.raw(), MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
+    _comm.check(MPI_Sendrecv(&_cells.front(), 1, MPI_UINT64_T, left, 2, &from_right, 1, MPI_UINT64_T, right, 2,
+                             _comm.raw(), MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
+    update(_cells, from_left, from_right, step);
+    std::uint64_t sum = 0;
+    for (const auto cell : _cells) sum += cell;
+    if (dies) inject::kill_self(_comm.original_rank());
+    std::uint64_t total = 0;
+    _comm.check(MPI_Allreduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, _comm.raw()), "MPI_Allreduce");
+    fold(_cells, _chain[0], total);
+  }
+
+  /// Every process's cells and chain after `steps` steps without a failure.
+  static std::vector<std::vector<std::uint64_t>> failure_free(int size, std::uint64_t steps, std::vector<std::uint64_t>& chains) {
+    std::vector<std::vector<std::uint64_t>> cells;
+    for (int r = 0; r < size; ++r) cells.push_back(initial(r));
+    chains.assign(static_cast<std::size_t>(size), 0);
+    for (std::uint64_t s = 0; s < steps; ++s) {
+      std::vector<std::vector<std::uint64_t>> next = cells;
+      for (int r = 0; r < size; ++r) {
+        update(next[static_cast<std::size_t>(r)], cells[static_cast<std::size_t>((r + size - 1) % size)].back(),
+               cells[static_cast<std::size_t>((r + 1) % size)].front(), s);
+      }
+      std::uint64_t total = 0;
+      for (const auto& mine : next) {
+        for (const auto cell : mine) total += cell;
+      }
+      for (int r = 0; r < size; ++r) fold(next[static_cast<std::size_t>(r)], chains[static_cast<std::size_t>(r)], total);
+      cells = std::move(next);
+    }
+    return cells;
+  }
+
+  [[nodiscard]] const std::vector<std::uint64_t>& cells() const { return _cells; }
+  [[nodiscard]] std::uint64_t chain() const { return _chain[0]; }
+  [[nodiscard]] const std::vector<std::uint64_t>& executed() const { return _executed; }
+
+ private:
+  Comm& _comm;
+  std::vector<std::uint64_t> _cells;
+  std::vector<std::uint64_t> _chain{0};
+  std::vector<std::uint64_t> _executed;
+};
+
+/// The halo exchange under the driver in replay mode, `victim` killed at
+/// step `kill_at` where `point` says.
+void halo_run(int victim, std::uint64_t kill_at, Halo::KillPoint point) {
+  ASSERT_TRUE(msglog::active());
+  Comm comm = Comm::world();
+  Checkpoint checkpoint(comm);
+  Halo app(comm, checkpoint);
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  driver.run(kSteps, [&](std::uint64_t step) { app.step(step, victim, kill_at, point); });
+  std::vector<std::uint64_t> chains;
+  const auto expected = Halo::failure_free(comm.size(), kSteps, chains);
+  EXPECT_EQ(app.cells(), expected[static_cast<std::size_t>(comm.rank().value())]) << "every cell, bitwise";
+  EXPECT_EQ(app.chain(), chains[static_cast<std::size_t>(comm.rank().value())]);
+  if (comm.is_replacement()) return;
+  std::vector<std::uint64_t> once(kSteps);
+  for (std::uint64_t s = 0; s < kSteps; ++s) once[s] = s;
+  EXPECT_EQ(app.executed(), once) << "a survivor never runs a step twice";
+  ASSERT_EQ(driver.recoveries().size(), 1U);
+  EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
+}
+
 }  // namespace
+
+TEST(Replay, AHaloExchangeWithAllreducesReplaysAKillInsideTheCollective) {
+  halo_run(2, 9, Halo::KillPoint::kBeforeAllreduce);
+}
+
+TEST(Replay, AHaloExchangeReplaysAKillJustAfterACheckpoint) { halo_run(1, 6, Halo::KillPoint::kStepStart); }
 
 TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run({2}, true); }
 
