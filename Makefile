@@ -119,6 +119,12 @@ test-asan-all: setup
 # the library, times the wire formats a log could use for large messages
 # (header piggybacked or in a message of its own) with MSGLOG_WIRE_ARGS
 # (--sizes --repetitions).
+# replay_bench: one process killed for real, replayed alone from the log
+# (RecoveryMode::kReplay, the library preloaded) against every process
+# rolling back (kRespawn, no library), per application of REPLAY_APPS on
+# REPLAY_RANKS processes, the replacement spawned then taken from a spare,
+# with REPLAY_ARGS (--steps --every --kill-step --victim --edge --planes
+# --task-work).
 BENCH_ARGS ?=
 BENCH_RANKS ?= 4
 CHECKPOINT_ARGS ?=
@@ -132,6 +138,9 @@ MSGLOG_PINGPONG_ARGS ?=
 MSGLOG_KERNELS_ARGS ?=
 MSGLOG_WIRE_ARGS ?=
 MSGLOG_RANKS ?= 4
+REPLAY_APPS ?= heat3d master_worker
+REPLAY_RANKS ?= 8
+REPLAY_ARGS ?=
 MSGLOG_PRELOAD = LD_PRELOAD=$(CURDIR)/$(BUILD)/src/libreprise_msglog.so
 bench: build
 	@scripts/reprise-run -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
@@ -158,6 +167,12 @@ bench: build
 	@scripts/reprise-run -n $(MSGLOG_RANKS) --quiet --timeout 600 -- env $(MSGLOG_PRELOAD) $(BUILD)/bench/msglog_kernels \
 	  $(MSGLOG_KERNELS_ARGS)
 	@scripts/reprise-run -n 2 --quiet --timeout 600 -- $(BUILD)/bench/msglog_wire $(MSGLOG_WIRE_ARGS)
+	@for app in $(REPLAY_APPS); do for spares in 0 1; do \
+	  REPRISE_SPARES=$$spares scripts/reprise-run -n $$(($(REPLAY_RANKS) + spares)) --quiet --timeout 600 -- \
+	    env $(MSGLOG_PRELOAD) $(BUILD)/bench/replay_bench --app $$app --mode replay $(REPLAY_ARGS) || exit 1; \
+	  REPRISE_SPARES=$$spares scripts/reprise-run -n $$(($(REPLAY_RANKS) + spares)) --quiet --timeout 600 -- \
+	    $(BUILD)/bench/replay_bench --app $$app --mode rollback $(REPLAY_ARGS) || exit 1; \
+	done; done
 
 # The chaos campaign (docs/RELIABILITY.md): CHAOS_SEEDS seeded scenarios of
 # store, variable store, checkpoint/driver and incremental checkpoints with

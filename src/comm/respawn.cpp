@@ -32,6 +32,11 @@ namespace reprise {
 
 namespace detail {
 
+namespace {
+/// Starts a program with variables set (POSIX `env`).
+constexpr const char* kEnvProgram = "/usr/bin/env";
+}  // namespace
+
 Command current_command() {
   Command command;
   std::vector<char> path(4096);
@@ -45,6 +50,13 @@ Command current_command() {
     const std::size_t end = all.find('\0', start + 1);
     command.arguments.push_back(all.substr(start + 1, end - start - 1));
     start = end;
+  }
+  // A process started with libraries preloaded (the message log, say) is
+  // replaced by one started with them too: the runtime starts spawned
+  // processes with its own environment, not this process's.
+  if (const char* preload = std::getenv("LD_PRELOAD"); preload != nullptr && *preload != '\0') {
+    command.arguments.insert(command.arguments.begin(), {std::string("LD_PRELOAD=") + preload, command.executable});
+    command.executable = kEnvProgram;
   }
   return command;
 }

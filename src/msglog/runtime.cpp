@@ -69,6 +69,18 @@ std::size_t bytes_from_environment(const char* name, std::size_t fallback) {
   return value;
 }
 
+/// How many of the job's `size` processes are spares (REPRISE_SPARES,
+/// which reprise's Comm checks and reports; here what is not a count
+/// below `size` means none).
+int spares_from_environment(int size) {
+  const char* text = std::getenv("REPRISE_SPARES");
+  if (text == nullptr) return 0;
+  const std::string_view view(text);
+  int spares = 0;
+  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), spares);
+  return error == std::errc{} && end == view.data() + view.size() && spares > 0 && spares < size ? spares : 0;
+}
+
 WhenFull when_full_from_environment() {
   const char* text = std::getenv("REPRISE_MSGLOG_WHEN_FULL");
   if (text == nullptr || std::string_view(text).empty() || std::string_view(text) == "discard") {
@@ -162,7 +174,11 @@ Runtime::Runtime()
   int size = 1;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &size);
-  PMPI_Comm_dup(MPI_COMM_WORLD, &_internal);
+  // The spares of reprise's pool (REPRISE_SPARES: the last processes of
+  // MPI_COMM_WORLD) run no application until one replaces a lost process:
+  // the buddies are chosen among the others.
+  const int spares = spares_from_environment(size);
+  PMPI_Comm_split(MPI_COMM_WORLD, rank >= size - spares ? 1 : 0, rank, &_internal);
   PMPI_Comm_group(MPI_COMM_WORLD, &_world_group);
   _incomplete.assign(static_cast<std::size_t>(size), 0);
   // A process lost before MPI_Finalize makes the barrier there fail, which

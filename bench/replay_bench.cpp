@@ -1,0 +1,278 @@
+// What one process failure costs a program that replays the lost process
+// from the message log (RecoveryMode::kReplay, libreprise_msglog.so
+// preloaded) against the global rollback every process does without it
+// (RecoveryMode::kRespawn). One job per mode: each runs the application
+// twice on the same processes under reprise's Driver, checkpointing every
+// --every steps, first without a failure, then with process --victim killed
+// for real (SIGKILL) at step --kill-step; the replacement is spawned.
+// Applications:
+// - heat3d: a Jacobi step of the heat equation on a 3D grid split in slabs
+//   along z, the boundary planes exchanged with both neighbours
+//   (MPI_Sendrecv), the residual summed over all processes (MPI_Allreduce).
+// - master_worker: process 0 hands a task to every worker each step and
+//   takes the results from MPI_ANY_SOURCE; a task is a fixed amount of work.
+// The replacement is spawned, or with REPRISE_SPARES=1 (one more process)
+// a spare started with the job takes the lost process's place.
+// One JSON line per job (times in seconds, each the slowest survivor's):
+//   {"bench":"replay","app":..,"mode":"replay"|"rollback","replacement":"spawned"|"spare","ranks":..,
+//    "steps":..,"every":..,"kill_step":..,"victim":..,"failure_free_s":..,"total_s":..,"failure_cost_s":..,
+//    "recovery_s":..,"survivor_lost_s":..}
+// failure_free_s: the run without a failure (in the replay job, logged);
+// total_s: the run with the failure; failure_cost_s = total_s -
+// failure_free_s; recovery_s: the recovery as the Driver timed it (the
+// slowest process); survivor_lost_s: the mean over the survivors of the time
+// the failure added to their run (waiting, recovering, computing again).
+//
+//   replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--kill-step S]
+//                [--victim R] [--edge E] [--planes P] [--task-work W]
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/driver.hpp"
+#include "reprise/environment.hpp"
+#include "reprise/inject.hpp"
+
+namespace {
+
+using namespace bench;
+
+constexpr const char* kUsage =
+    "usage: replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--kill-step S]\n"
+    "                    [--victim R] [--edge E] [--planes P] [--task-work W]\n"
+    "  (--mode replay with LD_PRELOAD=libreprise_msglog.so; at least 3 processes)\n";
+
+struct Options {
+  std::string app = "heat3d";
+  std::string mode = "replay";
+  std::uint64_t steps = 1200;
+  std::uint64_t every = 400;
+  std::uint64_t kill_step = 760;    // 90% into the interval from the checkpoint of step 400
+  int victim = -1;                  // default: the middle process
+  std::size_t edge = 64;            // heat3d: points along x and y
+  std::size_t planes = 32;          // heat3d: z planes per process
+  std::uint64_t task_work = 200000;  // master_worker: mixing rounds per task
+};
+
+Options parse(int argc, char** argv) {
+  Options options;
+  for_each_flag(argc, argv, [&options](const std::string& flag, const std::string& value) {
+    if (flag == "--app") {
+      if (value != "heat3d" && value != "master_worker") throw BadOption("--app takes heat3d or master_worker");
+      options.app = value;
+    } else if (flag == "--mode") {
+      if (value != "replay" && value != "rollback") throw BadOption("--mode takes replay or rollback");
+      options.mode = value;
+    } else if (flag == "--steps") {
+      options.steps = number<std::uint64_t>(flag, value, 2);
+    } else if (flag == "--every") {
+      options.every = number<std::uint64_t>(flag, value, 1);
+    } else if (flag == "--kill-step") {
+      options.kill_step = number<std::uint64_t>(flag, value, 0);
+    } else if (flag == "--victim") {
+      options.victim = number<int>(flag, value, 0);
+    } else if (flag == "--edge") {
+      options.edge = number<std::size_t>(flag, value, 4);
+    } else if (flag == "--planes") {
+      options.planes = number<std::size_t>(flag, value, 1);
+    } else if (flag == "--task-work") {
+      options.task_work = number<std::uint64_t>(flag, value, 1);
+    } else {
+      throw BadOption("unknown flag " + flag);
+    }
+  });
+  if (options.kill_step >= options.steps) throw BadOption("--kill-step must be below --steps");
+  return options;
+}
+
+std::uint64_t mix(std::uint64_t x) {
+  x ^= x >> 33U;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33U;
+  return x;
+}
+
+/// One slab of the heat equation's grid, with a ghost plane at each end.
+class Heat3d {
+ public:
+  Heat3d(reprise::Comm& comm, reprise::Checkpoint& checkpoint, const Options& options)
+      : _comm(comm), _edge(options.edge), _planes(options.planes), _grid((_planes + 2) * _edge * _edge, 0.0) {
+    const std::size_t plane = _edge * _edge;
+    for (std::size_t i = plane; i < (_planes + 1) * plane; ++i) {
+      _grid[i] = static_cast<double>(mix(i + static_cast<std::size_t>(comm.rank().value()) * 7919U) % 1000) / 1000.0;
+    }
+    _next = _grid;
+    checkpoint.protect("grid", _grid);
+  }
+
+  void step() {
+    const std::size_t plane = _edge * _edge;
+    const int me = _comm.rank().value();
+    const int below = me == 0 ? MPI_PROC_NULL : me - 1;
+    const int above = me + 1 == _comm.size() ? MPI_PROC_NULL : me + 1;
+    const auto count = static_cast<int>(plane);
+    _comm.check(MPI_Sendrecv(&_grid[_planes * plane], count, MPI_DOUBLE, above, 1, &_grid[0], count, MPI_DOUBLE, below,
+                             1, _comm.raw(), MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
+    _comm.check(MPI_Sendrecv(&_grid[plane], count, MPI_DOUBLE, below, 2, &_grid[(_planes + 1) * plane], count,
+                             MPI_DOUBLE, above, 2, _comm.raw(), MPI_STATUS_IGNORE),
+                "MPI_Sendrecv");
+    double residual = 0;
+    for (std::size_t z = 1; z <= _planes; ++z) {
+      for (std::size_t y = 1; y + 1 < _edge; ++y) {
+        for (std::size_t x = 1; x + 1 < _edge; ++x) {
+          const std::size_t i = z * plane + y * _edge + x;
+          const double value = (_grid[i - 1] + _grid[i + 1] + _grid[i - _edge] + _grid[i + _edge] + _grid[i - plane] +
+                                _grid[i + plane]) / 6.0;
+          residual += (value - _grid[i]) * (value - _grid[i]);
+          _next[i] = value;
+        }
+      }
+    }
+    std::swap(_grid, _next);
+    double total = 0;
+    _comm.check(MPI_Allreduce(&residual, &total, 1, MPI_DOUBLE, MPI_SUM, _comm.raw()), "MPI_Allreduce");
+    _residual = total;
+  }
+
+ private:
+  reprise::Comm& _comm;
+  std::size_t _edge;
+  std::size_t _planes;
+  std::vector<double> _grid;
+  std::vector<double> _next;
+  double _residual = 0;
+};
+
+/// Process 0 hands out tasks and takes the results in any order.
+class MasterWorker {
+ public:
+  MasterWorker(reprise::Comm& comm, reprise::Checkpoint& checkpoint, const Options& options)
+      : _comm(comm), _work(options.task_work) {
+    checkpoint.protect("sum", _sum);
+  }
+
+  void step() {
+    const int workers = _comm.size() - 1;
+    if (_comm.rank().value() == 0) {
+      for (int w = 1; w <= workers; ++w) {
+        const std::uint64_t task = mix(_sum[0] + static_cast<std::uint64_t>(w));
+        _comm.check(MPI_Send(&task, 1, MPI_UINT64_T, w, 1, _comm.raw()), "MPI_Send");
+      }
+      for (int k = 0; k < workers; ++k) {
+        std::uint64_t result = 0;
+        _comm.check(MPI_Recv(&result, 1, MPI_UINT64_T, MPI_ANY_SOURCE, 2, _comm.raw(), MPI_STATUS_IGNORE), "MPI_Recv");
+        _sum[0] += result;
+      }
+      return;
+    }
+    std::uint64_t task = 0;
+    _comm.check(MPI_Recv(&task, 1, MPI_UINT64_T, 0, 1, _comm.raw(), MPI_STATUS_IGNORE), "MPI_Recv");
+    for (std::uint64_t i = 0; i < _work; ++i) task = mix(task + i);
+    _comm.check(MPI_Send(&task, 1, MPI_UINT64_T, 0, 2, _comm.raw()), "MPI_Send");
+  }
+
+ private:
+  reprise::Comm& _comm;
+  std::uint64_t _work;
+  std::vector<std::uint64_t> _sum{0};
+};
+
+/// One run of the application under the Driver; `victim` dies at `kill_step`
+/// (none: -1). Returns this process's seconds and the Driver's recoveries.
+struct RunResult {
+  double seconds = 0;
+  double recovery_seconds = 0;
+};
+
+template <class App>
+RunResult run_once(reprise::Comm& comm, const Options& options, int victim) {
+  reprise::Checkpoint checkpoint(comm);
+  App app(comm, checkpoint, options);
+  const auto mode = options.mode == "replay" ? reprise::RecoveryMode::kReplay : reprise::RecoveryMode::kRespawn;
+  reprise::Driver driver(comm, checkpoint, {.mode = mode, .cadence = {.every_steps = options.every}});
+  if (!comm.is_replacement()) comm.barrier();
+  const double start = MPI_Wtime();
+  driver.run(options.steps, [&](std::uint64_t step) {
+    if (victim >= 0 && step == options.kill_step && comm.rank().value() == victim && !comm.is_replacement()) {
+      reprise::inject::kill_self(comm.original_rank());
+    }
+    app.step();
+  });
+  RunResult result{.seconds = MPI_Wtime() - start, .recovery_seconds = 0};
+  for (const auto& recovery : driver.recoveries()) result.recovery_seconds += recovery.seconds;
+  return result;
+}
+
+RunResult run_app(reprise::Comm& comm, const Options& options, int victim) {
+  return options.app == "heat3d" ? run_once<Heat3d>(comm, options, victim)
+                                 : run_once<MasterWorker>(comm, options, victim);
+}
+
+/// Whether the job runs with a pool of spare processes.
+bool spares_in_use() {
+  const char* spares = std::getenv("REPRISE_SPARES");
+  return spares != nullptr && std::string(spares) != "0" && *spares != '\0';
+}
+
+void report(reprise::Comm& comm, const Options& options, int victim, double free_seconds, const RunResult& failed) {
+  // Per process: survivor?, the failure-free time, the time with the failure, the recovery.
+  const double mine[4] = {comm.is_replacement() ? 0.0 : 1.0, free_seconds, failed.seconds, failed.recovery_seconds};
+  std::vector<double> all(4 * static_cast<std::size_t>(comm.size()));
+  comm.check(MPI_Allgather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, comm.raw()), "MPI_Allgather");
+  double free_s = 0;
+  double total_s = 0;
+  double recovery_s = 0;
+  double lost = 0;
+  int survivors = 0;
+  int reporter = -1;
+  for (int r = 0; r < comm.size(); ++r) {
+    const double* row = &all[4 * static_cast<std::size_t>(r)];
+    recovery_s = std::max(recovery_s, row[3]);
+    if (row[0] == 0) continue;
+    if (reporter < 0) reporter = r;
+    ++survivors;
+    free_s = std::max(free_s, row[1]);
+    total_s = std::max(total_s, row[2]);
+    lost += row[2] - row[1];
+  }
+  if (comm.rank().value() != reporter) return;
+  std::printf(
+      "{\"bench\":\"replay\",\"app\":\"%s\",\"mode\":\"%s\",\"replacement\":\"%s\",\"ranks\":%d,"
+      "\"steps\":%llu,\"every\":%llu,"
+      "\"kill_step\":%llu,\"victim\":%d,\"failure_free_s\":%.4f,\"total_s\":%.4f,\"failure_cost_s\":%.4f,"
+      "\"recovery_s\":%.4f,\"survivor_lost_s\":%.4f}\n",
+      options.app.c_str(), options.mode.c_str(), spares_in_use() ? "spare" : "spawned", comm.size(),
+      static_cast<unsigned long long>(options.steps),
+      static_cast<unsigned long long>(options.every), static_cast<unsigned long long>(options.kill_step), victim,
+      free_s, total_s, total_s - free_s, recovery_s, lost / survivors);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  reprise::Environment environment(argc, argv);
+  auto comm = reprise::Comm::world();
+  reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, comm.original_rank());
+  return run_main("replay_bench", kUsage, argc, argv, parse, [&](const Options& options) {
+    if (comm.size() < 3) throw std::runtime_error("replay_bench: run it on at least 3 processes");
+    const int victim = options.victim >= 0 ? options.victim : comm.size() / 2;
+    if (victim >= comm.size()) throw std::runtime_error("replay_bench: --victim is not a process of the job");
+    // A replacement joins the second run, the one with the failure.
+    const double free_seconds = comm.is_replacement() ? 0.0 : run_app(comm, options, -1).seconds;
+    const RunResult failed = run_app(comm, options, victim);
+    report(comm, options, victim, free_seconds, failed);
+    reprise::inject::record_outcome(reprise::inject::Outcome::kPassed, comm.original_rank());
+  });
+}
