@@ -1,6 +1,7 @@
 # reprise: the two commands of the README, and a few more.
 #   make demo   set up, build, run the k-means demo (DEMO_RANKS=8 processes, 2 killed for real)
 #   make demo-heat  the 3D heat-equation demo (checkpoints, respawn from spares; HEAT_MODE=shrink)
+#   make demo-replay  the same, each lost process replaying alone from the message log
 #   make test   set up, build, run every test (unit, MPI with real kills, cluster, sanitizers)
 #   make bench  set up, build, run every benchmark at its default size (JSON lines)
 #   make chaos  set up, build, run the chaos campaign (CHAOS_SEEDS scenarios from CHAOS_FIRST_SEED)
@@ -14,7 +15,7 @@ BUILD  := build/$(PRESET)
 DEMO_ARGS ?=
 DEMO_RANKS ?= 8
 
-.PHONY: setup build demo demo-heat demo-heal test test-release test-asan test-asan-all bench chaos clean \
+.PHONY: setup build demo demo-heat demo-replay demo-heal test test-release test-asan test-asan-all bench chaos clean \
         cluster-up cluster-down test-cluster test-cluster-here demo-cluster
 
 setup:
@@ -35,6 +36,14 @@ HEAT_SPARES ?= 2
 demo-heat: build
 	@REPRISE_SPARES=$(HEAT_SPARES) scripts/reprise-run -n $$((8 + $(HEAT_SPARES))) --timeout 120 -- \
 	  $(BUILD)/examples/heat3d_demo --mode $(HEAT_MODE) $(DEMO_ARGS)
+
+# The replay: heat3d with the message log preloaded; each process killed
+# for real restarts from its checkpoint (on a spare) and replays alone from
+# the others' logs while they keep their state (docs/ARCHITECTURE.md §16).
+# The grid must equal the serial run bit for bit.
+demo-replay: build
+	@REPRISE_SPARES=$(HEAT_SPARES) scripts/reprise-run -n $$((8 + $(HEAT_SPARES))) --timeout 120 -- \
+	  env $(MSGLOG_PRELOAD) $(BUILD)/examples/heat3d_demo --mode replay $(DEMO_ARGS)
 
 # Live migration: heat3d on 4 processes plus 1 spare; at iteration 40
 # process #1 moves to the spare (its state as an in-memory HDF5 image), and

@@ -46,10 +46,14 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options options;
-  demo::Flag mode{"--mode", "how to recover: respawn or shrink", "respawn", [&](const std::string& value) {
+  demo::Flag mode{"--mode",
+                  "how to recover: respawn, shrink, or replay (only the lost process rolls back; run with "
+                  "libreprise_msglog.so)",
+                  "respawn", [&](const std::string& value) {
                     if (value == "respawn") options.mode = reprise::RecoveryMode::kRespawn;
                     else if (value == "shrink") options.mode = reprise::RecoveryMode::kShrink;
-                    else throw reprise::UsageError("--mode " + value + " is neither respawn nor shrink");
+                    else if (value == "replay") options.mode = reprise::RecoveryMode::kReplay;
+                    else throw reprise::UsageError("--mode " + value + " is none of respawn, shrink and replay");
                   }};
   demo::parse_demo_flags(
       argc, argv, "heat3d_demo",
@@ -66,7 +70,23 @@ Options parse(int argc, char** argv) {
   if (options.n < 2 || options.checkpoint_every == 0) {
     throw reprise::UsageError("heat3d_demo: --n must be at least 2 and --checkpoint-every at least 1");
   }
+  if (options.mode == reprise::RecoveryMode::kReplay && options.move.rank >= 0) {
+    throw reprise::UsageError("heat3d_demo: --move needs --mode respawn or shrink (a move negotiates with a "
+                              "collective every iteration, which a replay does not serve)");
+  }
   return options;
+}
+
+const char* mode_name(reprise::RecoveryMode mode) {
+  switch (mode) {
+    case reprise::RecoveryMode::kRespawn:
+      return "respawn";
+    case reprise::RecoveryMode::kShrink:
+      return "shrink";
+    case reprise::RecoveryMode::kReplay:
+      break;
+  }
+  return "replay";
 }
 
 /// A box of grid points [lo, hi) in x, y, z.
@@ -342,7 +362,7 @@ int main(int argc, char** argv) {
   // Live migration: SIGUSR1 or --move asks; the move happens between two
   // iterations; a process started by a move restores from its predecessor's image.
   reprise::Migration migration(comm, checkpoint);
-  migration.attach(driver);
+  if (options.mode != reprise::RecoveryMode::kReplay) migration.attach(driver);
   migration.before_leaving([&](const reprise::MigrationTimes& times) {
     std::printf("  #%d leaves its node: image of %.2f MiB built in %.1f ms, free to exit %.1f ms after the request\n",
                 me.value(), static_cast<double>(times.image_bytes) / (1 << 20), 1e3 * times.image_build_s,
@@ -366,7 +386,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(options.n), comm.size(), grid.dims[0], grid.dims[1], grid.dims[2],
                 static_cast<unsigned long long>(options.iterations),
                 static_cast<unsigned long long>(options.checkpoint_every),
-                options.mode == reprise::RecoveryMode::kRespawn ? "respawn" : "shrink",
+                mode_name(options.mode),
                 schedule.to_string().empty() ? "none" : schedule.to_string().c_str());
     std::fflush(stdout);
   }
@@ -419,8 +439,7 @@ int main(int argc, char** argv) {
     for (const auto& recovery : driver.recoveries()) {
       std::string names;
       for (auto rank : recovery.lost) names += (names.empty() ? "#" : ", #") + std::to_string(rank.value());
-      std::printf("  lost %s; %s and restore took %.1f ms%s\n", names.c_str(),
-                  recovery.mode == reprise::RecoveryMode::kRespawn ? "respawn" : "shrink",
+      std::printf("  lost %s; %s and restore took %.1f ms%s\n", names.c_str(), mode_name(recovery.mode),
                   1e3 * recovery.seconds, recovery.attempts > 1 ? " (recovery retried)" : "");
     }
     std::printf("  %d checkpoints of %.2f MiB per process, %.2f ms each on average (slowest process)\n",

@@ -524,8 +524,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler 
 REPRISE_MSGLOG_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
   if (Runtime* runtime = Runtime::current(); runtime != nullptr && *comm != MPI_COMM_WORLD) {
     const auto lock = runtime->enter();
-    // A recovery keeps the handle: it names the new communicator from then on.
-    if (!runtime->recovering()) runtime->freed(*comm);
+    runtime->freed(*comm);
   }
   return PMPI_Comm_free(comm);
 }

@@ -132,7 +132,9 @@ int Runtime::posted_source(RequestRecord& record) {
   if (record.peer != MPI_ANY_SOURCE) return record.peer;
   if (record.ordinal == 0) record.ordinal = ++_any_posted;
   const auto pinned = _pinned.find(record.ordinal);
-  return pinned == _pinned.end() ? MPI_ANY_SOURCE : pinned->second;
+  if (pinned == _pinned.end()) return MPI_ANY_SOURCE;
+  record.replayed = true;  // its matching event is held already
+  return pinned->second;
 }
 
 bool Runtime::suppressed(std::uint64_t key, int dest, Sequence sequence) const {
@@ -172,10 +174,10 @@ bool Runtime::recovered_from(int code) {
     Recovering(const Recovering&) = delete;
     Recovering& operator=(const Recovering&) = delete;
   } const recovering(_recovering);
-  // Every other survivor meets the failure in its next call on the
-  // application's communicators, or in the one it is blocked in.
+  // Every other survivor meets the failure in its next call on the Driver's
+  // communicator (the only one a replay re-maps), or in the one it is blocked in.
   for (const auto& [handle, info] : _comms) {
-    if (info.physical != MPI_COMM_WORLD) revoke(info.physical);
+    if (info.key == _app_key) revoke(info.physical);
   }
   int size = 0;
   PMPI_Group_size(_world_group, &size);
@@ -334,8 +336,11 @@ void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool 
     }
     check(PMPI_Allreduce(MPI_IN_PLACE, incomplete.data(), size, MPI_INT, MPI_MAX, _internal),
           "sharing whose determinants are complete");
+    std::vector<Event> mine;
     for (const auto& bytes : exchange_bytes(_internal, events)) {
-      for (const Event& event : decode_events(bytes)) {
+      const std::vector<Event> decoded = decode_events(bytes);
+      mine.insert(mine.end(), decoded.begin(), decoded.end());
+      for (const Event& event : decoded) {
         if (event.kind == EventKind::kMatching) {
           _pinned[event.ordinal] = event.source;
           continue;
@@ -344,6 +349,12 @@ void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool 
         for (std::uint64_t f = 0; f < event.failures; ++f) _replayed.push_back(ReplayedChoice{});
         if (!event.outcome.empty()) _replayed.push_back(ReplayedChoice{.succeeded = true, .outcome = event.outcome});
       }
+    }
+    // A replaced process's events go to its new buddy before it sends
+    // anything, so that it can be replayed again if it is lost again.
+    if (!mine.empty()) {
+      _buddies->store(mine);
+      _events_since_checkpoint = true;
     }
   }
   _incomplete = std::move(incomplete);
@@ -488,12 +499,14 @@ std::uint64_t Runtime::active_requests(int count, const MPI_Request* requests) c
   return active;
 }
 
+// A replayed call ticks the clock as the first one did, but logs nothing:
+// its buddy holds the event already (rejoin stored it there again).
+
 int Runtime::replay_any(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* index,
                         MPI_Status& out) {
-  const std::uint64_t active = active_requests(count, requests);
+  (void)_determinants.tick();
   if (!replayed.succeeded) {
     *index = MPI_UNDEFINED;
-    choice(active, false, std::span<const int>(index, 1));
     return MPI_SUCCESS;
   }
   const BatchLease lease;
@@ -501,19 +514,15 @@ int Runtime::replay_any(const ReplayedChoice& replayed, int count, MPI_Request* 
   fill(one, count, requests, &out, true);
   *index = replayed.outcome.at(0);
   const int code = blocking([&] { return PMPI_Wait(&one.physical[static_cast<std::size_t>(*index)], &out); });
-  choice(active, true, std::span<const int>(index, 1));
   finish_all(requests, one, 1, index);
   return code;
 }
 
 int Runtime::replay_some(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* outcount,
                          int* indices, MPI_Status* statuses) {
-  const std::uint64_t active = active_requests(count, requests);
+  (void)_determinants.tick();
   *outcount = 0;
-  if (!replayed.succeeded) {
-    choice(active, false, {});
-    return MPI_SUCCESS;
-  }
+  if (!replayed.succeeded) return MPI_SUCCESS;
   const BatchLease lease;
   RequestBatch& some = *lease;
   fill(some, count, requests, statuses, true);
@@ -523,15 +532,13 @@ int Runtime::replay_some(const ReplayedChoice& replayed, int count, MPI_Request*
     indices[k] = replayed.outcome[static_cast<std::size_t>(k)];
     code = blocking([&] { return PMPI_Wait(&some.physical[static_cast<std::size_t>(indices[k])], &some.statuses[k]); });
   }
-  choice(active, true, std::span<const int>(indices, static_cast<std::size_t>(completed)));
   finish_all(requests, some, completed, indices);
   *outcount = completed;
   return code;
 }
 
 int Runtime::replay_testall(const ReplayedChoice& replayed, int count, MPI_Request* requests, MPI_Status* statuses) {
-  const std::uint64_t active = active_requests(count, requests);
-  choice(active, replayed.succeeded, std::span<const int>(&count, 1));
+  (void)_determinants.tick();
   if (!replayed.succeeded) return MPI_SUCCESS;
   const BatchLease lease;
   RequestBatch& all = *lease;
@@ -543,9 +550,9 @@ int Runtime::replay_testall(const ReplayedChoice& replayed, int count, MPI_Reque
 
 int Runtime::replay_probe(const ReplayedChoice& replayed, int tag, const CommInfo& comm, MPI_Message* message,
                           MPI_Status& out) {
-  const int source = replayed.succeeded ? replayed.outcome.at(0) : MPI_UNDEFINED;
-  choice(1, replayed.succeeded, std::span<const int>(&source, 1));
+  (void)_determinants.tick();
   if (!replayed.succeeded) return MPI_SUCCESS;
+  const int source = replayed.outcome.at(0);
   return blocking([&] {
     return message == nullptr ? PMPI_Probe(source, tag, comm.physical, &out)
                               : PMPI_Mprobe(source, tag, comm.physical, message, &out);

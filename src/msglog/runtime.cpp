@@ -293,6 +293,9 @@ void Runtime::set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept {
 void Runtime::freed(MPI_Comm comm) noexcept {
   const auto found = _comms.find(comm);
   if (found == _comms.end()) return;
+  // A recovery in place keeps the handles of the Driver's communicator:
+  // they name the healed one from then on.
+  if (_recovering && found->second.key == _app_key) return;
   found->second.members->freed = true;
   _comms.erase(found);
   _last_found = {MPI_COMM_NULL, nullptr};
@@ -693,7 +696,7 @@ void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
   record.staging = nullptr;
   record.members->channels[static_cast<std::size_t>(status.MPI_SOURCE)].received.consume(header.sequence);
   const std::uint64_t clock = _determinants.tick();
-  if (record.peer == MPI_ANY_SOURCE && !record.matched_already) {
+  if (record.peer == MPI_ANY_SOURCE && !record.matched_already && !record.replayed) {
     _determinants.matching(clock, status.MPI_SOURCE, record.ordinal);
   }
   ++_counters.messages_received;
@@ -940,8 +943,18 @@ int Runtime::request_get_status(MPI_Request request, int* flag, MPI_Status* stat
   }
   if (record.physical == MPI_REQUEST_NULL) return PMPI_Request_get_status(request, flag, status);  // inactive
   MPI_Status out{};
-  const int code = PMPI_Request_get_status(record.physical, flag, &out);
-  choice(1, code == MPI_SUCCESS && *flag != 0, std::span<const int>(&kFirst, 1));
+  int code = MPI_SUCCESS;
+  if (const auto replayed = replayed_choice(1)) {
+    // The answer it had before the failure: "not yet", or complete (waited for, not freed).
+    (void)_determinants.tick();
+    *flag = 0;
+    while (replayed->succeeded && code == MPI_SUCCESS && *flag == 0) {
+      code = blocking([&] { return PMPI_Request_get_status(record.physical, flag, &out); });
+    }
+  } else {
+    code = PMPI_Request_get_status(record.physical, flag, &out);
+    choice(1, code == MPI_SUCCESS && *flag != 0, std::span<const int>(&kFirst, 1));
+  }
   if (code != MPI_SUCCESS || *flag == 0) return code;
   // Complete: the data must be in the application's buffer now. The
   // Wait/Test that frees the request gives this status again.
@@ -1143,7 +1156,7 @@ int Runtime::test(MPI_Request* request, int* flag, MPI_Status* status) {
     // The same answer as before the failure: "not yet", or complete (waited for).
     *flag = replayed->succeeded ? 1 : 0;
     if (!replayed->succeeded) {
-      choice(1, false, std::span<const int>(&kFirst, 1));
+      (void)_determinants.tick();
       return MPI_SUCCESS;
     }
     int index = MPI_UNDEFINED;
@@ -1196,7 +1209,11 @@ int Runtime::probe(int source, int tag, CommInfo& comm, MPI_Message* message, MP
   } while (code != MPI_SUCCESS && recovered_from(code));
   if (code != MPI_SUCCESS) return code;
   fix_probe_status(out);
-  if (source == MPI_ANY_SOURCE) choice(1, true, std::span<const int>(&out.MPI_SOURCE, 1));
+  if (replayed) {
+    (void)_determinants.tick();  // its event is held already
+  } else if (source == MPI_ANY_SOURCE) {
+    choice(1, true, std::span<const int>(&out.MPI_SOURCE, 1));
+  }
   if (message != nullptr && *message != MPI_MESSAGE_NO_PROC) _messages[*message] = comm.members;
   return code;
 }

@@ -110,6 +110,7 @@ struct RequestRecord {
   bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
   bool matched_already = false;                 ///< an MPI_Imrecv: its probe logged the match
   std::uint64_t ordinal = 0;                    ///< an MPI_ANY_SOURCE receive: which one (from 1, in posting order)
+  bool replayed = false;                        ///< posted with the source its determinant names (held already)
   bool placeholder = false;                     ///< the application's handle is a request of the log's own (freed at the end)
   // An MPI_Comm_idup: where MPI puts the new communicator, and its key.
   MPI_Comm* created = nullptr;

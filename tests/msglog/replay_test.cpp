@@ -41,6 +41,15 @@ std::uint64_t result_of(std::uint64_t task, int worker) {
   return detail::mix64(task ^ static_cast<std::uint64_t>(worker));
 }
 
+/// A process killed for real: original rank `rank` at step `step`, in the
+/// process that holds that rank when `epoch` recoveries have happened (0:
+/// the original process; 1: its replacement after one recovery, ...).
+struct Kill {
+  int rank = 0;
+  std::uint64_t step = 0;
+  std::uint64_t epoch = 0;
+};
+
 /// How the master takes the results, each way non-deterministic: a
 /// receive from MPI_ANY_SOURCE, MPI_Waitany or MPI_Testsome over a receive
 /// per worker, or MPI_Iprobe polling (then a receive from the source found).
@@ -63,14 +72,14 @@ class MasterWorker {
     checkpoint.protect("record", _state.record);
   }
 
-  /// Step `step`; the processes of original ranks `victims` are killed at
-  /// step `kill_at` (in the original processes only, a worker after taking
-  /// its task).
-  void step(std::uint64_t step, const std::vector<int>& victims, std::uint64_t kill_at) {
+  /// Step `step`; a process named by `kills` dies there (a worker after taking its task).
+  void step(std::uint64_t step, const std::vector<Kill>& kills) {
     _executed.push_back(step);
     const MPI_Comm raw = _comm.raw();
     const int me = _comm.rank().value();
-    const bool dies = !_comm.is_replacement() && std::ranges::find(victims, me) != victims.end() && step == kill_at;
+    const bool dies = std::ranges::any_of(kills, [&](const Kill& kill) {
+      return kill.rank == me && kill.step == step && kill.epoch == _comm.epoch();
+    });
     if (me == 0) {
       if (dies) inject::kill_self(_comm.original_rank());
       master_step(step, raw);
@@ -188,35 +197,47 @@ void expect_consistent(Comm& comm, const State& state) {
   for (int w = 1; w <= workers; ++w) EXPECT_EQ(chains[static_cast<std::size_t>(w)], worker_chain[static_cast<std::size_t>(w)]);
 }
 
-/// The run under the driver in replay mode, `victims` killed at step 9
-/// (after the checkpoint of step 6). With `replays`, they replay alone;
-/// else every process rolls back.
-void replay_run(const std::vector<int>& victims, bool replays, Gather gather = Gather::kAnySource) {
-  constexpr std::uint64_t kKillAt = 9;
+/// The run under the driver in replay mode with `kills`. With `replays`,
+/// each lost process replays alone (a survivor runs every step once); else
+/// the one failure makes every process roll back to the checkpoint before it.
+void replay_run(const std::vector<Kill>& kills, bool replays, Gather gather = Gather::kAnySource) {
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
   Checkpoint checkpoint(comm);
   MasterWorker app(comm, checkpoint, gather);
   Driver driver(comm, checkpoint,
                 {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
-  driver.run(kSteps, [&](std::uint64_t step) { app.step(step, victims, kKillAt); });
+  driver.run(kSteps, [&](std::uint64_t step) { app.step(step, kills); });
   expect_consistent(comm, app.state());
   const std::vector<std::uint64_t>& executed = app.executed();
   if (comm.is_replacement()) {
+    // From its checkpoint to the end, each step once.
     ASSERT_FALSE(executed.empty());
-    EXPECT_EQ(executed.front(), kKillAt / kCheckpointEvery * kCheckpointEvery) << "restarted from its checkpoint";
+    EXPECT_EQ(executed.front() % kCheckpointEvery, 0U) << "restarted from a checkpoint";
+    for (std::size_t i = 1; i < executed.size(); ++i) EXPECT_EQ(executed[i], executed[i - 1] + 1);
     EXPECT_EQ(executed.back(), kSteps - 1);
     return;
   }
-  const std::uint64_t restart = kKillAt / kCheckpointEvery * kCheckpointEvery;
+  const std::uint64_t failed_at = kills.front().step;
+  const std::uint64_t restart = failed_at / kCheckpointEvery * kCheckpointEvery;
   // Rolled back, a survivor ran the steps from the checkpoint to the failure twice.
   std::vector<std::uint64_t> expected;
-  for (std::uint64_t s = 0; s < (replays ? kSteps : kKillAt + 1); ++s) expected.push_back(s);
+  for (std::uint64_t s = 0; s < (replays ? kSteps : failed_at + 1); ++s) expected.push_back(s);
   for (std::uint64_t s = restart; s < kSteps && !replays; ++s) expected.push_back(s);
   EXPECT_EQ(executed, expected);
-  ASSERT_EQ(driver.recoveries().size(), 1U);
-  EXPECT_EQ(driver.recoveries()[0].mode, replays ? RecoveryMode::kReplay : RecoveryMode::kRespawn);
-  EXPECT_EQ(driver.recoveries()[0].lost, std::vector<OriginalRank>(victims.begin(), victims.end()));
+  if (!replays) {
+    ASSERT_EQ(driver.recoveries().size(), 1U);
+    EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kRespawn);
+    std::vector<OriginalRank> lost;
+    for (const Kill& kill : kills) lost.emplace_back(kill.rank);
+    EXPECT_EQ(driver.recoveries()[0].lost, lost);
+    return;
+  }
+  ASSERT_EQ(driver.recoveries().size(), kills.size());
+  for (std::size_t k = 0; k < kills.size(); ++k) {
+    EXPECT_EQ(driver.recoveries()[k].mode, RecoveryMode::kReplay);
+    EXPECT_EQ(driver.recoveries()[k].lost, std::vector<OriginalRank>{OriginalRank{kills[k].rank}});
+  }
 }
 
 /// A halo exchange on a ring with an allreduce every step: each process
@@ -341,16 +362,30 @@ TEST(Replay, AHaloExchangeWithAllreducesReplaysAKillInsideTheCollective) {
 
 TEST(Replay, AHaloExchangeReplaysAKillJustAfterACheckpoint) { halo_run(1, 6, Halo::KillPoint::kStepStart); }
 
-TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run({2}, true); }
+TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run({{2, 9, 0}}, true); }
 
-TEST(Replay, AKilledMasterReplaysItsAnySourceMatchesFromItsBuddy) { replay_run({0}, true); }
+TEST(Replay, AKilledMasterReplaysItsAnySourceMatchesFromItsBuddy) { replay_run({{0, 9, 0}}, true); }
 
-TEST(Replay, AKilledMasterReplaysItsWaitanyOutcomes) { replay_run({0}, true, Gather::kWaitany); }
+TEST(Replay, AKilledMasterReplaysItsWaitanyOutcomes) { replay_run({{0, 9, 0}}, true, Gather::kWaitany); }
 
-TEST(Replay, AKilledMasterReplaysItsTestsomePollingFailuresIncluded) { replay_run({0}, true, Gather::kTestsome); }
+TEST(Replay, AKilledMasterReplaysItsTestsomePollingFailuresIncluded) {
+  replay_run({{0, 9, 0}}, true, Gather::kTestsome);
+}
 
-TEST(Replay, AKilledMasterReplaysItsIprobePolling) { replay_run({0}, true, Gather::kIprobe); }
+TEST(Replay, AKilledMasterReplaysItsIprobePolling) { replay_run({{0, 9, 0}}, true, Gather::kIprobe); }
+
+// Process 2 at step 9, then process 3 at step 15 (its checkpoint at 12).
+TEST(Replay, TwoProcessesKilledAtDifferentTimesEachReplayAlone) {
+  replay_run({{2, 9, 0}, {3, 15, 1}}, true, Gather::kWaitany);
+}
+
+// The master at step 9; its replacement, replaying from step 6, at step 7:
+// the second replacement replays from step 6 again, with every event the
+// first master made (its replacement stored them at its buddy again).
+TEST(Replay, AProcessKilledAgainDuringItsReplayReplaysAgain) {
+  replay_run({{0, 9, 0}, {0, 7, 1}}, true, Gather::kTestsome);
+}
 
 // Process 2 holds the determinants of process 1 (on one host, the next
 // rank): losing both, nobody can replay 1, and every process rolls back.
-TEST(Replay, AProcessLostWithItsBuddyRollsEveryProcessBack) { replay_run({1, 2}, false); }
+TEST(Replay, AProcessLostWithItsBuddyRollsEveryProcessBack) { replay_run({{1, 9, 0}, {2, 9, 0}}, false); }
