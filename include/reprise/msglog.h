@@ -5,6 +5,7 @@
  * when the library is preloaded. Fields are only ever added at the end. */
 
 #include <mpi.h>
+#include <stddef.h>
 #include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
@@ -35,6 +36,14 @@ int reprise_msglog_mark_checkpoint(void);
  * it at every commit when the library is loaded. Returns as reprise_msglog_mark_checkpoint does;
  * MPI_ERR_ARG when a member of comm is not a process of MPI_COMM_WORLD (a replacement). */
 int reprise_msglog_mark_checkpoint_on(MPI_Comm comm);
+
+/** Makes the `size` bytes at `value`, a value the program's computation depends on that does not
+ * come from MPI (a clock read, a random number, what a thread race decided), the same when this
+ * process is replayed (reprise::Driver's RecoveryMode::kReplay): logged now as an event at the
+ * buddy, before this process's next message; in a replay, overwritten with the value logged then.
+ * Returns 0; -1 when the message log is not active (the value is left as it is); MPI_ERR_ARG, with a
+ * line on stderr, when a replay finds a value of another size there. */
+int reprise_msglog_replayable(void* value, size_t size);
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "reprise/msglog.h"
@@ -80,5 +81,18 @@ void on_log_full(std::function<void(std::size_t bytes_needed, std::size_t max_by
 /// How many determinants this process holds for `rank`, a process whose
 /// checkpoint buddy it is (see buddy()). UsageError when not active.
 [[nodiscard]] std::size_t held_determinants(int rank);
+
+/// `value` (any trivially copyable value the program's computation depends
+/// on that does not come from MPI: a clock read, a random number) as it
+/// will be in a replay of this process (`RecoveryMode::kReplay`): logged
+/// now at the buddy; in a replay, the value logged then. The replay assumes
+/// the program deterministic between MPI calls, save for such values.
+/// Unchanged when the log is not active.
+template <class T>
+[[nodiscard]] T replayable(T value) {
+  static_assert(std::is_trivially_copyable_v<T>, "reprise::msglog::replayable takes a trivially copyable value");
+  (void)reprise_msglog_replayable(&value, sizeof value);
+  return value;
+}
 
 }  // namespace reprise::msglog

@@ -18,6 +18,9 @@ void encode_events(std::span<const Event> events, std::vector<std::byte>& out) {
     append_word(out, event.ordinal);
     append_word(out, event.outcome.size());
     for (const int value : event.outcome) append_word(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(value)));
+    append_word(out, event.bytes.size());
+    out.insert(out.end(), event.bytes.begin(), event.bytes.end());
+    out.resize((out.size() + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t) * sizeof(std::uint64_t), std::byte{0});
   }
 }
 
@@ -34,6 +37,10 @@ std::vector<Event> decode_events(std::span<const std::byte> bytes) {
     const std::uint64_t outcomes = in.word();
     if (!in.ok() || outcomes > in.remaining() / sizeof(std::uint64_t)) break;
     for (std::uint64_t i = 0; i < outcomes; ++i) event.outcome.push_back(static_cast<int>(static_cast<std::int64_t>(in.word())));
+    const std::uint64_t value_bytes = in.word();
+    const auto run = in.bytes(value_bytes);
+    event.bytes.assign(run.begin(), run.end());
+    (void)in.bytes((sizeof(std::uint64_t) - value_bytes % sizeof(std::uint64_t)) % sizeof(std::uint64_t));
     events.push_back(std::move(event));
   }
   if (!in.ok() || in.remaining() != 0) {
@@ -57,6 +64,12 @@ void DeterminantLog::matching(std::uint64_t clock, int source, std::uint64_t ord
   event.ordinal = ordinal;
   _pending.push_back(std::move(event));
   ++_matching_events;
+}
+
+void DeterminantLog::value(std::uint64_t clock, std::span<const std::byte> bytes) {
+  Event event = make_event(EventKind::kValue, clock);
+  event.bytes.assign(bytes.begin(), bytes.end());
+  _pending.push_back(std::move(event));
 }
 
 void DeterminantLog::unsuccessful(std::uint64_t clock) {

@@ -6,7 +6,9 @@
 //             receive the process posted matched `source`;
 //   delivery  {clock, failures, outcome}: a Test*, Waitany, Waitsome or
 //             Iprobe call returned `outcome` after `failures` unsuccessful
-//             calls since `clock` (a run of failed tests is one event).
+//             calls since `clock` (a run of failed tests is one event);
+//   value     {clock, bytes}: a value from outside MPI the program asked to
+//             replay (reprise_msglog_replayable).
 
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +19,7 @@
 namespace reprise::detail {
 
 /// What kind of determinant an Event is.
-enum class EventKind : std::uint8_t { kMatching = 1, kDelivery = 2 };
+enum class EventKind : std::uint8_t { kMatching = 1, kDelivery = 2, kValue = 3 };
 
 /// One determinant.
 struct Event {
@@ -27,6 +29,7 @@ struct Event {
   std::uint64_t ordinal = 0;         ///< matching: which MPI_ANY_SOURCE receive (from 1, in posting order; 0: a probe's)
   std::uint64_t failures = 0;        ///< delivery: unsuccessful calls merged into the event
   std::vector<int> outcome;          ///< delivery: what the call returned (empty: none succeeded)
+  std::vector<std::byte> bytes;      ///< value: the value's bytes
   friend bool operator==(const Event&, const Event&) = default;
 };
 
@@ -52,6 +55,8 @@ class DeterminantLog {
   /// An MPI_ANY_SOURCE reception at `clock` matched `source`: the
   /// `ordinal`-th such receive posted (0: a probe's match).
   void matching(std::uint64_t clock, int source, std::uint64_t ordinal = 0);
+  /// A value from outside MPI at `clock` (reprise_msglog_replayable).
+  void value(std::uint64_t clock, std::span<const std::byte> bytes);
   /// A non-deterministic call at `clock` found nothing: extends the open
   /// run of failures (or opens one); no event yet (lazy logging).
   void unsuccessful(std::uint64_t clock);

@@ -345,6 +345,10 @@ void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool 
           _pinned[event.ordinal] = event.source;
           continue;
         }
+        if (event.kind == EventKind::kValue) {
+          _replayed_values.push_back(event.bytes);
+          continue;
+        }
         // A run of unsuccessful calls, then (unless the run was cut by a send) the one that succeeded.
         for (std::uint64_t f = 0; f < event.failures; ++f) _replayed.push_back(ReplayedChoice{});
         if (!event.outcome.empty()) _replayed.push_back(ReplayedChoice{.succeeded = true, .outcome = event.outcome});
@@ -559,6 +563,23 @@ int Runtime::replay_probe(const ReplayedChoice& replayed, int tag, const CommInf
   });
 }
 
+void Runtime::replayable(std::span<std::byte> value) {
+  const std::uint64_t clock = _determinants.tick();
+  if (_replayed_values.empty()) {
+    _determinants.value(clock, value);
+    return;
+  }
+  // A replay: the value the first process had (held by the buddy already).
+  const std::vector<std::byte> logged = std::move(_replayed_values.front());
+  _replayed_values.pop_front();
+  if (logged.size() != value.size()) {
+    throw UsageError("reprise_msglog_replayable: the replay finds a value of " + std::to_string(logged.size()) +
+                     " bytes where the program now gives " + std::to_string(value.size()) +
+                     ": the program is not deterministic between its MPI calls");
+  }
+  std::memcpy(value.data(), logged.data(), value.size());
+}
+
 // ---- the state saved with each checkpoint ------------------------------------
 
 std::vector<std::byte> Runtime::prepare_mark(MPI_Comm over) {
@@ -578,6 +599,7 @@ void Runtime::finish_mark() {
   _peer_consumed.clear();
   _pinned.clear();
   _replayed.clear();
+  _replayed_values.clear();
   _collective_results.clear();
   _served.clear();
   std::ranges::fill(_incomplete, 0);
@@ -675,6 +697,7 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   _peer_consumed.clear();
   _pinned.clear();
   _replayed.clear();
+  _replayed_values.clear();
   _collective_results.clear();
   _served.clear();
   _collectives = 0;
@@ -738,6 +761,12 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_save_state(
 
 extern "C" __attribute__((visibility("default"))) int reprise_msglog_commit_state(void) {
   return with_runtime("reprise_msglog_commit_state", [](reprise::detail::Runtime& runtime) { runtime.finish_mark(); });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_replayable(void* value, std::size_t size) {
+  return with_runtime("reprise_msglog_replayable", [&](reprise::detail::Runtime& runtime) {
+    runtime.replayable({static_cast<std::byte*>(value), size});
+  });
 }
 
 extern "C" __attribute__((visibility("default"))) int reprise_msglog_rejoin(int app, const void* state,

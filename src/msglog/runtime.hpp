@@ -350,6 +350,9 @@ class Runtime {
   /// resynchronised) and returns true: the caller redoes its operation on
   /// the new communicator. False: the caller returns `code`.
   bool recovered_from(int code);
+  /// reprise_msglog_replayable: logs `value` as an event; in a replay,
+  /// overwrites it with the next value logged (UsageError for another size).
+  void replayable(std::span<std::byte> value);
   /// The first half of a checkpoint's mark over `over` (the Driver's
   /// communicator), before the checkpoint's copies are taken: learns what
   /// the receivers consumed and returns the log's state to save with the
@@ -542,6 +545,7 @@ class Runtime {
   std::unordered_map<ChannelKey, ReceiveWindow<Sequence>, ChannelKeyHash> _peer_consumed;  ///< at the last resynchronisation
   std::unordered_map<std::uint64_t, int> _pinned;  ///< a replay: MPI_ANY_SOURCE receive ordinal -> the source it matched
   std::deque<ReplayedChoice> _replayed;            ///< a replay: the outcomes of its non-deterministic calls, in order
+  std::deque<std::vector<std::byte>> _replayed_values;  ///< a replay: the values from outside MPI, in order
   std::uint64_t _any_posted = 0;   ///< MPI_ANY_SOURCE receives posted so far
   std::uint64_t _collectives = 0;  ///< collectives a replay cannot serve, since the last mark
   std::vector<std::vector<std::byte>> _collective_results;  ///< uniform_collective's, since the last mark (packed)

@@ -14,6 +14,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -354,7 +355,57 @@ void halo_run(int victim, std::uint64_t kill_at, Halo::KillPoint point) {
   EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
 }
 
+/// Each step every process but 0 reads the clock (a value from outside
+/// MPI), keeps it and sends it to process 0, which keeps what it got and
+/// answers. Process 2 dies at step 9 after sending; replayed, it must read
+/// the values it had read, or its history and process 0's disagree.
+void clock_run() {
+  constexpr std::uint64_t kKillAt = 9;
+  ASSERT_TRUE(msglog::active());
+  Comm comm = Comm::world();
+  Checkpoint checkpoint(comm);
+  const auto size = static_cast<std::size_t>(comm.size());
+  std::vector<std::uint64_t> history(kSteps * size, 0);  // process 0: what each sent; others: what they read
+  checkpoint.protect("history", history);
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  driver.run(kSteps, [&](std::uint64_t step) {
+    const int me = comm.rank().value();
+    if (me == 0) {
+      for (int p = 1; p < comm.size(); ++p) {
+        comm.check(MPI_Recv(&history[step * size + static_cast<std::size_t>(p)], 1, MPI_UINT64_T, p, 1, comm.raw(),
+                            MPI_STATUS_IGNORE),
+                   "MPI_Recv");
+      }
+      for (int p = 1; p < comm.size(); ++p) comm.check(MPI_Send(&step, 1, MPI_UINT64_T, p, 2, comm.raw()), "MPI_Send");
+      return;
+    }
+    const auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    const std::uint64_t read = msglog::replayable(now);
+    history[step * size + static_cast<std::size_t>(me)] = read;
+    comm.check(MPI_Send(&read, 1, MPI_UINT64_T, 0, 1, comm.raw()), "MPI_Send");
+    if (me == 2 && step == kKillAt && comm.epoch() == 0) inject::kill_self(comm.original_rank());
+    std::uint64_t answer = 0;
+    comm.check(MPI_Recv(&answer, 1, MPI_UINT64_T, 0, 2, comm.raw(), MPI_STATUS_IGNORE), "MPI_Recv");
+    EXPECT_EQ(answer, step);
+  });
+  std::vector<std::uint64_t> all(history.size() * size);
+  comm.check(MPI_Allgather(history.data(), static_cast<int>(history.size()), MPI_UINT64_T, all.data(),
+                           static_cast<int>(history.size()), MPI_UINT64_T, comm.raw()),
+             "MPI_Allgather");
+  for (std::size_t p = 1; p < size; ++p) {
+    for (std::uint64_t step = 0; step < kSteps; ++step) {
+      EXPECT_EQ(all[p * history.size() + step * size + p], all[step * size + p]) << "process " << p << " step " << step;
+    }
+  }
+  if (!comm.is_replacement()) {
+    ASSERT_EQ(driver.recoveries().size(), 1U);
+    EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
+  }
+}
+
 }  // namespace
+
+TEST(Replay, AValueFromOutsideMpiIsReplayedAsLogged) { clock_run(); }
 
 TEST(Replay, AHaloExchangeWithAllreducesReplaysAKillInsideTheCollective) {
   halo_run(2, 9, Halo::KillPoint::kBeforeAllreduce);

@@ -47,8 +47,11 @@ TEST(SharedEvents, WhatAKilledWriterWroteStaysWithTheBuddy) {
   const std::string name = region_name("killed");
   const auto buddy = SharedEvents::create(name);
   ASSERT_NE(buddy, nullptr);
-  const std::vector<Event> events{{.kind = EventKind::kMatching, .clock = 3, .source = 2, .failures = 0, .outcome = {}},
-                                  {.kind = EventKind::kDelivery, .clock = 9, .source = 0, .failures = 4, .outcome = {0, 5}}};
+  const std::vector<Event> events{
+      {.kind = EventKind::kMatching, .clock = 3, .source = 2, .ordinal = 7, .failures = 0, .outcome = {}, .bytes = {}},
+      {.kind = EventKind::kDelivery, .clock = 9, .source = 0, .ordinal = 0, .failures = 4, .outcome = {0, 5}, .bytes = {}},
+      {.kind = EventKind::kValue, .clock = 11, .source = 0, .ordinal = 0, .failures = 0, .outcome = {},
+       .bytes = {std::byte{1}, std::byte{2}, std::byte{3}}}};
   const pid_t writer = ::fork();
   ASSERT_GE(writer, 0);
   if (writer == 0) {
