@@ -98,8 +98,9 @@ class Driver {
   Driver& operator=(Driver&&) = delete;
 
   /// Sets the callback run after each recovery. After a replay
-  /// (`RecoveryMode::kReplay`) it runs in the replacements only: the
-  /// survivors recovered inside an MPI call of the loop, which goes on.
+  /// (`RecoveryMode::kReplay`) it runs in the replacements and in the
+  /// survivors that met the failure between two steps, not in those that
+  /// recovered inside an MPI call of the loop, which goes on.
   void on_recovery(OnRecovery callback) { _on_recovery = std::move(callback); }
 
   /// Restarts `heartbeat` on the recovered communicator after each recovery,
@@ -151,6 +152,8 @@ class Driver {
   void learn_lost(bool joined_now);
   void restore_for_replay(bool joined_now, double started, int attempts);
   void rejoin_message_log(bool rolled_back);
+  [[nodiscard]] bool message_log_can_replay() const;
+  void resume_message_log();
   int heal_from_log(int* healed, int* lost, int capacity, int* count) noexcept;
   int decide_from_log(int replay_here) noexcept;
   void plan_from_here();
@@ -181,6 +184,8 @@ class Driver {
   // the processes already agreed (in the message log's hook) on a rollback.
   std::vector<int> _lost;
   bool _rollback_agreed = false;
+  bool _in_checkpoint = false;    // run(steps, step) met the failure in its checkpoint, between two steps
+  bool _resume_in_place = false;  // after a replay, run(steps, step) goes on where it was
   double _log_recovery_started = 0;
   double _measuring_since = 0;  // this process's clock
   bool _entered = false;        // run(steps, step)'s loop has started here

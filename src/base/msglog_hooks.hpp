@@ -35,6 +35,17 @@ using reprise_msglog_save_state_fn = int (*)(int comm, void (*sink)(void* contex
 /// reprise_msglog_commit_state(): once the checkpoint is committed, frees
 /// what the receivers consumed (the mark).
 using reprise_msglog_commit_state_fn = int (*)();
+/// reprise_msglog_checkpoint_begins(): a checkpoint starts; the collectives
+/// it makes do not count against a replay if a failure interrupts it.
+using reprise_msglog_checkpoint_begins_fn = int (*)();
+/// reprise_msglog_can_replay(lost, count): 1 if the log can replay the
+/// processes of original ranks `lost` (else 0, and one line says why).
+using reprise_msglog_can_replay_fn = int (*)(const int* lost, int count);
+/// reprise_msglog_resume(healed, lost, count): a survivor that met the
+/// failure outside the log (inside a checkpoint) and healed with the others
+/// re-maps the Driver's communicator to `healed` and resynchronises
+/// (collective with the survivors' recovery in the log and the replacements' rejoin).
+using reprise_msglog_resume_fn = int (*)(int healed, const int* lost, int count);
 /// reprise_msglog_rejoin(app, state, size, lost, count, rolled_back): a
 /// process whose state was restored from its checkpoint (a replacement, or
 /// every process after a rollback: `rolled_back`) takes back the log's
@@ -49,5 +60,8 @@ namespace reprise::detail {
 inline constexpr const char* kMsglogEnableReplay = "reprise_msglog_enable_replay";
 inline constexpr const char* kMsglogSaveState = "reprise_msglog_save_state";
 inline constexpr const char* kMsglogCommitState = "reprise_msglog_commit_state";
+inline constexpr const char* kMsglogCheckpointBegins = "reprise_msglog_checkpoint_begins";
+inline constexpr const char* kMsglogCanReplay = "reprise_msglog_can_replay";
+inline constexpr const char* kMsglogResume = "reprise_msglog_resume";
 inline constexpr const char* kMsglogRejoin = "reprise_msglog_rejoin";
 }  // namespace reprise::detail

@@ -58,6 +58,13 @@ void save_message_log(Comm& comm, std::vector<std::byte>& state) {
   comm.check(save(MPI_Comm_c2f(comm.raw()), sink, &state), "saving the message log's state");
 }
 
+/// A commit starts: its collectives do not count against a replay.
+void begin_message_log_checkpoint() {
+  static const auto begins = reinterpret_cast<reprise_msglog_checkpoint_begins_fn>(
+      dlsym(RTLD_DEFAULT, detail::kMsglogCheckpointBegins));
+  if (begins != nullptr) (void)begins();
+}
+
 /// Once that commit is done: the log frees what the receivers consumed.
 void commit_message_log(Comm& comm) {
   static const auto commit =
@@ -390,6 +397,7 @@ void Checkpoint::apply(std::span<const std::byte> state, std::string_view operat
 // exchange's closing agreement says every process got its share, so every
 // survivor commits, and the old copies become spares.
 std::uint64_t Checkpoint::checkpoint() try {
+  if (_carries_log) begin_message_log_checkpoint();
   settle_copies();
   const auto order = slot_order(join_checkpoint());
   SlotLayout slots(_comm, order);

@@ -90,12 +90,14 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
                      "every_seconds and mtbf_seconds (" + std::to_string(set) + " set)");
   }
   run([&] {
-    if (!_entered && _comm.migrated_in()) {
-      // Arrived by migration: the image carried the others' plan.
+    if ((!_entered && _comm.migrated_in()) || _resume_in_place) {
+      // Arrived by migration: the image carried the others' plan. Or a
+      // survivor of a replay goes on where it was, with its plan.
       _measuring_since = MPI_Wtime();
     } else {
       plan_from_here();
     }
+    _resume_in_place = false;
     _entered = true;
     while (_progress.step < steps) {
       // A move here keeps the plan: the new processes carry it.
@@ -109,7 +111,11 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
         _progress.next_checkpoint = _progress.step - 1 + steps_in(interval_seconds(cost), step_seconds);
         _progress.probe_step = UINT64_MAX;
       }
-      if (_progress.step >= _progress.next_checkpoint) checkpoint_and_plan();
+      if (_progress.step >= _progress.next_checkpoint) {
+        _in_checkpoint = true;  // a failure here leaves the state between two steps
+        checkpoint_and_plan();
+        _in_checkpoint = false;
+      }
       step(_progress.step);
       ++_progress.step;
     }

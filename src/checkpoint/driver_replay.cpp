@@ -110,13 +110,21 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
   bool replay = false;
   if (!_rollback_agreed) {
     learn_lost(joined_now);
-    // A survivor here met the failure outside the log: every process rolls back.
-    replay = _comm.agree(joined_now);
+    // A survivor here met the failure outside the log: in a checkpoint of
+    // run(steps, step), between two steps, it can go on where it was if the
+    // log can replay; anywhere else every process rolls back.
+    replay = _comm.agree(joined_now || (_in_checkpoint && message_log_can_replay()));
   }
   _rollback_agreed = false;
+  _in_checkpoint = false;
   if (replay) {
     _checkpoint.restore_as(Checkpoint::RestoreScope::kReplacements);
-    rejoin_message_log(false);
+    if (joined_now) {
+      rejoin_message_log(false);
+    } else {
+      resume_message_log();
+      _resume_in_place = true;
+    }
   } else {
     _checkpoint.restore_as(Checkpoint::RestoreScope::kEveryoneNoRetake);
     rejoin_message_log(true);
@@ -129,6 +137,18 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
                     .attempts = attempts};
   if (_on_recovery) _on_recovery(recovery);
   _recoveries.push_back(std::move(recovery));
+}
+
+bool Driver::message_log_can_replay() const {
+  static const auto can_replay =
+      reinterpret_cast<reprise_msglog_can_replay_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogCanReplay));
+  return can_replay != nullptr && can_replay(_lost.data(), static_cast<int>(_lost.size())) == 1;
+}
+
+void Driver::resume_message_log() {
+  static const auto resume = reinterpret_cast<reprise_msglog_resume_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogResume));
+  _comm.check(resume(MPI_Comm_c2f(_comm.raw()), _lost.data(), static_cast<int>(_lost.size())),
+              "re-mapping the message log after a recovery");
 }
 
 void Driver::rejoin_message_log(bool rolled_back) {

@@ -187,17 +187,34 @@ bool Runtime::recovered_from(int code) {
   const reprise_msglog_recovery_hooks hooks = *_recovery;
   if (blocking([&] { return hooks.heal(hooks.context, &healed, lost.data(), size, &count); }) != 0) return false;
   lost.resize(static_cast<std::size_t>(count));
-  const std::string why = replay_refusal(lost);
-  if (!why.empty()) {
-    std::fprintf(stderr, "reprise msglog: every process rolls back to its checkpoint instead of replaying: %s\n",
-                 why.c_str());
-    std::fflush(stderr);
-  }
-  if (blocking([&] { return hooks.decide(hooks.context, why.empty() ? 1 : 0); }) != 1) return false;
+  const bool replayable = can_replay(lost);
+  if (blocking([&] { return hooks.decide(hooks.context, replayable ? 1 : 0); }) != 1) return false;
   remap(PMPI_Comm_f2c(healed));
   resynchronise(lost, false);
   ++_recoveries;
   return true;
+}
+
+bool Runtime::can_replay(std::span<const int> lost) {
+  const std::string why = replay_refusal(lost);
+  if (why.empty()) return true;
+  std::fprintf(stderr, "reprise msglog: every process rolls back to its checkpoint instead of replaying: %s\n",
+               why.c_str());
+  std::fflush(stderr);
+  return false;
+}
+
+void Runtime::resume(MPI_Comm healed, std::span<const int> lost) {
+  const bool previous = std::exchange(_recovering, true);
+  try {
+    remap(healed);
+    resynchronise(lost, false);
+  } catch (...) {
+    _recovering = previous;
+    throw;
+  }
+  _recovering = previous;
+  ++_recoveries;
 }
 
 std::string Runtime::replay_refusal(std::span<const int> lost) const {
@@ -220,7 +237,8 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
       }
     }
   }
-  if (_collectives != 0) {
+  // A checkpoint a failure interrupted is made again by every process.
+  if (_collectives_before_checkpoint.value_or(_collectives) != 0) {
     return "the program made a collective call since the checkpoint whose result differs from process to process "
            "(or made a communicator), which the replay cannot serve yet: only MPI_Barrier, MPI_Bcast, "
            "MPI_Allreduce, MPI_Allgather and MPI_Allgatherv are";
@@ -258,6 +276,7 @@ void Runtime::abandon(RequestRecord& record) {
 
 void Runtime::remap(MPI_Comm healed) {
   Members* app = &_members.at(_app_key);
+  app->freed = false;  // the healed communicator names them now (the old handle may have been freed)
   std::uint64_t children = 0;
   int rank = 0;
   PMPI_Comm_rank(healed, &rank);
@@ -602,6 +621,7 @@ void Runtime::finish_mark() {
   _replayed_values.clear();
   _collective_results.clear();
   _served.clear();
+  _collectives_before_checkpoint.reset();
   std::ranges::fill(_incomplete, 0);
 }
 
@@ -701,6 +721,7 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   _collective_results.clear();
   _served.clear();
   _collectives = 0;
+  _collectives_before_checkpoint.reset();
 }
 
 void Runtime::rejoin(MPI_Comm app, std::span<const std::byte> state, std::span<const int> lost, bool rolled_back) {
@@ -761,6 +782,25 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_save_state(
 
 extern "C" __attribute__((visibility("default"))) int reprise_msglog_commit_state(void) {
   return with_runtime("reprise_msglog_commit_state", [](reprise::detail::Runtime& runtime) { runtime.finish_mark(); });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_checkpoint_begins(void) {
+  return with_runtime("reprise_msglog_checkpoint_begins",
+                      [](reprise::detail::Runtime& runtime) { runtime.checkpoint_begins(); });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_can_replay(const int* lost, int count) {
+  bool replayable = false;
+  const int code = with_runtime("reprise_msglog_can_replay", [&](reprise::detail::Runtime& runtime) {
+    replayable = runtime.can_replay({lost, static_cast<std::size_t>(count)});
+  });
+  return code == 0 && replayable ? 1 : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_resume(int healed, const int* lost, int count) {
+  return with_runtime("reprise_msglog_resume", [&](reprise::detail::Runtime& runtime) {
+    runtime.resume(MPI_Comm_f2c(healed), {lost, static_cast<std::size_t>(count)});
+  });
 }
 
 extern "C" __attribute__((visibility("default"))) int reprise_msglog_replayable(void* value, std::size_t size) {

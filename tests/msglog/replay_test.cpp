@@ -356,10 +356,12 @@ void halo_run(int victim, std::uint64_t kill_at, Halo::KillPoint point) {
 }
 
 /// Each step every process but 0 reads the clock (a value from outside
-/// MPI), keeps it and sends it to process 0, which keeps what it got and
-/// answers. Process 2 dies at step 9 after sending; replayed, it must read
-/// the values it had read, or its history and process 0's disagree.
-void clock_run() {
+/// MPI), keeps it and sends it to process 0, which keeps what it got and,
+/// if `answered`, answers. Process 2 dies at step 9 after sending; replayed,
+/// it must read the values it had read, or its history and process 0's
+/// disagree. Unanswered, processes 1 and 3 meet the failure only in the
+/// checkpoint of step 12, between two steps: they go on from there.
+void clock_run(bool answered) {
   constexpr std::uint64_t kKillAt = 9;
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
@@ -368,7 +370,9 @@ void clock_run() {
   std::vector<std::uint64_t> history(kSteps * size, 0);  // process 0: what each sent; others: what they read
   checkpoint.protect("history", history);
   Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  std::vector<std::uint64_t> executed;
   driver.run(kSteps, [&](std::uint64_t step) {
+    executed.push_back(step);
     const int me = comm.rank().value();
     if (me == 0) {
       for (int p = 1; p < comm.size(); ++p) {
@@ -376,7 +380,9 @@ void clock_run() {
                             MPI_STATUS_IGNORE),
                    "MPI_Recv");
       }
-      for (int p = 1; p < comm.size(); ++p) comm.check(MPI_Send(&step, 1, MPI_UINT64_T, p, 2, comm.raw()), "MPI_Send");
+      for (int p = 1; p < comm.size() && answered; ++p) {
+        comm.check(MPI_Send(&step, 1, MPI_UINT64_T, p, 2, comm.raw()), "MPI_Send");
+      }
       return;
     }
     const auto now = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -384,6 +390,7 @@ void clock_run() {
     history[step * size + static_cast<std::size_t>(me)] = read;
     comm.check(MPI_Send(&read, 1, MPI_UINT64_T, 0, 1, comm.raw()), "MPI_Send");
     if (me == 2 && step == kKillAt && comm.epoch() == 0) inject::kill_self(comm.original_rank());
+    if (!answered) return;
     std::uint64_t answer = 0;
     comm.check(MPI_Recv(&answer, 1, MPI_UINT64_T, 0, 2, comm.raw(), MPI_STATUS_IGNORE), "MPI_Recv");
     EXPECT_EQ(answer, step);
@@ -398,6 +405,9 @@ void clock_run() {
     }
   }
   if (!comm.is_replacement()) {
+    std::vector<std::uint64_t> once(kSteps);
+    for (std::uint64_t step = 0; step < kSteps; ++step) once[step] = step;
+    EXPECT_EQ(executed, once) << "a survivor never runs a step twice";
     ASSERT_EQ(driver.recoveries().size(), 1U);
     EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
   }
@@ -405,7 +415,9 @@ void clock_run() {
 
 }  // namespace
 
-TEST(Replay, AValueFromOutsideMpiIsReplayedAsLogged) { clock_run(); }
+TEST(Replay, AValueFromOutsideMpiIsReplayedAsLogged) { clock_run(true); }
+
+TEST(Replay, SurvivorsThatMeetTheFailureInACheckpointGoOnFromThere) { clock_run(false); }
 
 TEST(Replay, AHaloExchangeWithAllreducesReplaysAKillInsideTheCollective) {
   halo_run(2, 9, Halo::KillPoint::kBeforeAllreduce);
