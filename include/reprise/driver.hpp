@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -153,6 +154,7 @@ class Driver {
   void restore_for_replay(bool joined_now, double started, int attempts);
   void rejoin_message_log(bool rolled_back);
   [[nodiscard]] bool message_log_can_replay() const;
+  [[nodiscard]] std::string message_log_refusal() const;
   void resume_message_log();
   int heal_from_log(int* healed, int* lost, int capacity, int* count) noexcept;
   int decide_from_log(int replay_here) noexcept;

@@ -41,6 +41,9 @@ using reprise_msglog_checkpoint_begins_fn = int (*)();
 /// reprise_msglog_can_replay(lost, count): 1 if the log can replay the
 /// processes of original ranks `lost` (else 0, and one line says why).
 using reprise_msglog_can_replay_fn = int (*)(const int* lost, int count);
+/// reprise_msglog_refusal(): why the last check of a replay refused it
+/// (empty: it did not); the Driver says it in one line.
+using reprise_msglog_refusal_fn = const char* (*)();
 /// reprise_msglog_resume(healed, lost, count): a survivor that met the
 /// failure outside the log (inside a checkpoint) and healed with the others
 /// re-maps the Driver's communicator to `healed` and resynchronises
@@ -63,5 +66,6 @@ inline constexpr const char* kMsglogCommitState = "reprise_msglog_commit_state";
 inline constexpr const char* kMsglogCheckpointBegins = "reprise_msglog_checkpoint_begins";
 inline constexpr const char* kMsglogCanReplay = "reprise_msglog_can_replay";
 inline constexpr const char* kMsglogResume = "reprise_msglog_resume";
+inline constexpr const char* kMsglogRefusal = "reprise_msglog_refusal";
 inline constexpr const char* kMsglogRejoin = "reprise_msglog_rejoin";
 }  // namespace reprise::detail

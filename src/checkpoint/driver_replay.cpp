@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "msglog_hooks.hpp"
@@ -108,6 +109,8 @@ int Driver::decide_from_log(int replay_here) noexcept {
 // (the survivors serve them from decide_from_log), after a rollback every process.
 void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
   bool replay = false;
+  // A survivor that met the failure outside the log, not between two steps.
+  const bool outside = !_rollback_agreed && !joined_now && !_in_checkpoint;
   if (!_rollback_agreed) {
     learn_lost(joined_now);
     // A survivor here met the failure outside the log: in a checkpoint of
@@ -126,6 +129,17 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
       _resume_in_place = true;
     }
   } else {
+    // One line says why, from the first process that knows.
+    const std::string why = outside ? "process #" + std::to_string(_comm.original_rank().value()) +
+                                          " met the failure in reprise's own communication inside the loop, where "
+                                          "a replay cannot resume it"
+                                    : message_log_refusal();
+    const int me = _comm.rank().value();
+    if (_comm.allreduce(why.empty() ? _comm.size() : me, MPI_MIN) == me) {
+      std::fprintf(stderr, "reprise: every process rolls back to its checkpoint instead of replaying: %s\n",
+                   why.c_str());
+      std::fflush(stderr);
+    }
     _checkpoint.restore_as(Checkpoint::RestoreScope::kEveryoneNoRetake);
     rejoin_message_log(true);
     _checkpoint.checkpoint();
@@ -143,6 +157,12 @@ bool Driver::message_log_can_replay() const {
   static const auto can_replay =
       reinterpret_cast<reprise_msglog_can_replay_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogCanReplay));
   return can_replay != nullptr && can_replay(_lost.data(), static_cast<int>(_lost.size())) == 1;
+}
+
+std::string Driver::message_log_refusal() const {
+  static const auto refusal =
+      reinterpret_cast<reprise_msglog_refusal_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogRefusal));
+  return refusal == nullptr ? std::string() : std::string(refusal());
 }
 
 void Driver::resume_message_log() {

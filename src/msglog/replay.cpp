@@ -196,12 +196,8 @@ bool Runtime::recovered_from(int code) {
 }
 
 bool Runtime::can_replay(std::span<const int> lost) {
-  const std::string why = replay_refusal(lost);
-  if (why.empty()) return true;
-  std::fprintf(stderr, "reprise msglog: every process rolls back to its checkpoint instead of replaying: %s\n",
-               why.c_str());
-  std::fflush(stderr);
-  return false;
+  _refusal = replay_refusal(lost);
+  return _refusal.empty();
 }
 
 void Runtime::resume(MPI_Comm healed, std::span<const int> lost) {
@@ -795,6 +791,11 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_can_replay(
     replayable = runtime.can_replay({lost, static_cast<std::size_t>(count)});
   });
   return code == 0 && replayable ? 1 : 0;
+}
+
+extern "C" __attribute__((visibility("default"))) const char* reprise_msglog_refusal(void) {
+  const reprise::detail::Runtime* runtime = reprise::detail::Runtime::current();
+  return runtime == nullptr ? "" : runtime->refusal().c_str();
 }
 
 extern "C" __attribute__((visibility("default"))) int reprise_msglog_resume(int healed, const int* lost, int count) {

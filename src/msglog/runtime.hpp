@@ -352,8 +352,10 @@ class Runtime {
   bool recovered_from(int code);
   /// A checkpoint starts: its collectives do not count against a replay.
   void checkpoint_begins() noexcept { _collectives_before_checkpoint = _collectives; }
-  /// Whether the processes of `lost` can be replayed; if not, one line on stderr says why.
+  /// Whether the processes of `lost` can be replayed (if not, refusal() says why).
   bool can_replay(std::span<const int> lost);
+  /// Why the last can_replay() refused (empty: it did not).
+  [[nodiscard]] const std::string& refusal() const noexcept { return _refusal; }
   /// A survivor that healed outside the log: re-map to `healed`, resynchronise.
   void resume(MPI_Comm healed, std::span<const int> lost);
   /// reprise_msglog_replayable: logs `value` as an event; in a replay,
@@ -555,6 +557,7 @@ class Runtime {
   std::uint64_t _any_posted = 0;   ///< MPI_ANY_SOURCE receives posted so far
   std::uint64_t _collectives = 0;  ///< collectives a replay cannot serve, since the last mark
   std::optional<std::uint64_t> _collectives_before_checkpoint;  ///< _collectives when a checkpoint began
+  std::string _refusal;            ///< why the last can_replay() refused
   std::vector<std::vector<std::byte>> _collective_results;  ///< uniform_collective's, since the last mark (packed)
   std::map<std::uint64_t, std::vector<std::byte>> _served;  ///< a recovery: results of collectives others finished, by number
   std::vector<ConsumedReport> _pending_mark;  ///< prepare_mark's, for finish_mark

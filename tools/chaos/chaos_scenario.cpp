@@ -2,7 +2,7 @@
 // ULFM and writes each process's verdict to $CHAOS_RESULT_DIR/<pid>.json for
 // scripts/chaos, which combines them.
 //
-//   chaos_scenario --seed S [--family store|...|migration|disk] [--plan] [--restart]
+//   chaos_scenario --seed S [--family store|...|migration|disk|replay] [--plan] [--restart]
 //
 // --plan prints the scenario as one JSON line without starting MPI (the
 // driver learns from it how many processes to start).
@@ -468,7 +468,7 @@ void arm_kills(const Scenario& s, int round, const Comm& comm, std::vector<bool>
     bool now = !recovery && kill.round == round;
     if (kill.in_recovery && kill.generation > 0) {
       now = recovery;
-    } else if (kill.in_recovery && s.family != Family::kCheckpoint) {
+    } else if (kill.in_recovery && !s.checkpoint_iteration()) {
       now = recovery && kill.round <= round;
     }
     if (armed[k] || kill.victim != comm.original_rank().value() || kill.generation != generation(comm) || !now) continue;
@@ -483,7 +483,7 @@ void kill_if_due(const Scenario& s, int round, Moment moment, const Comm& comm) 
   for (const Kill& kill : s.kills) {
     if (kill.how == KillHow::kBetween && kill.victim == comm.original_rank().value() &&
         kill.generation == generation(comm) && kill.round == round &&
-        (s.family == Family::kCheckpoint || kill.moment == moment)) {
+        (s.checkpoint_iteration() || kill.moment == moment)) {
       inject::kill_self(comm.original_rank());
     }
   }
@@ -821,7 +821,10 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   if (comm.is_replacement()) arm_kills(s, 0, comm, armed, true);
   Checkpoint checkpoint(comm, {.copies = s.copies});
   protect(checkpoint, work);
-  Driver driver(comm, checkpoint, {.mode = s.mode == Mode::kShrink ? RecoveryMode::kShrink : RecoveryMode::kRespawn});
+  const RecoveryMode mode = s.mode == Mode::kShrink   ? RecoveryMode::kShrink
+                            : s.mode == Mode::kReplay ? RecoveryMode::kReplay
+                                                      : RecoveryMode::kRespawn;
+  Driver driver(comm, checkpoint, {.mode = mode});
   driver.on_recovery([&](const Recovery& recovery) {
     if (recovery.mode == RecoveryMode::kShrink) {
       // Departed process k's items go to the survivor at rank k mod size.
@@ -1178,7 +1181,7 @@ Verdict run(const Scenario& s, Comm& comm, bool restart) {
     if (restart) return run_disk_restart(s, comm);
     run_disk_first_job(s, comm);
   }
-  if (s.family == Family::kCheckpoint) return run_checkpoint_family(s, comm);
+  if (s.checkpoint_iteration()) return run_checkpoint_family(s, comm);
   if (s.family == Family::kMigration) return run_migration_family(s, comm);
   const auto subject = make_subject(s, comm);
   return run_store_family(s, comm, *subject);
@@ -1193,7 +1196,7 @@ int main(int argc, char** argv) {
   const auto options = parse(argc, argv);
   if (!options) {
     std::fprintf(stderr, "usage: chaos_scenario --seed S [--family store|varstore|checkpoint|incremental|storemix|"
-                         "pieces|migration|disk] [--plan] [--restart]\n"
+                         "pieces|migration|disk|replay] [--plan] [--restart]\n"
                          "  S is a non-negative integer; the family is forced if given, otherwise drawn from S;\n"
                          "  --restart runs the second job of a disk scenario\n");
     return 2;
@@ -1201,9 +1204,10 @@ int main(int argc, char** argv) {
   const Scenario scenario = make_scenario(options->seed, options->family);
   if (options->plan) {
     std::printf("{\"seed\":%llu,\"processes\":%d,\"spares\":%d,\"restart_processes\":%d,\"damages\":%s,"
-                "\"scenario\":%s}\n",
+                "\"message_log\":%s,\"scenario\":%s}\n",
                 static_cast<unsigned long long>(scenario.seed), scenario.processes, scenario.spares,
-                scenario.restart_processes, damages_json(scenario).c_str(), json_string(scenario.describe()).c_str());
+                scenario.restart_processes, damages_json(scenario).c_str(), scenario.message_log() ? "true" : "false",
+                json_string(scenario.describe()).c_str());
     return 0;
   }
   catch_crashes();

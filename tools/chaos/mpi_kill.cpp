@@ -1,5 +1,6 @@
 #include "mpi_kill.hpp"
 
+#include <dlfcn.h>
 #include <mpi.h>
 // after mpi.h, which it needs
 #include <mpi-ext.h>
@@ -24,6 +25,14 @@ void count(MpiKind kind) {
   if (calls_left.fetch_sub(1) == 1) inject::kill_self(OriginalRank{victim.load()});
 }
 
+/// The definition of MPI function `name` after this program's own: the
+/// message log's when libreprise_msglog.so is preloaded (the replay family),
+/// else MPI's (the same as its PMPI_ name).
+template <class Function>
+Function next_definition(const char* name) {
+  return reinterpret_cast<Function>(dlsym(RTLD_NEXT, name));
+}
+
 }  // namespace
 
 void arm_mpi_kill(MpiKind kind, int nth, OriginalRank me) {
@@ -38,33 +47,39 @@ using reprise::chaos::MpiKind;
 
 int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
   reprise::chaos::count(MpiKind::kIsend);
-  return PMPI_Isend(buf, count, type, dest, tag, comm, request);
+  static const auto next = reprise::chaos::next_definition<decltype(&MPI_Isend)>("MPI_Isend");
+  return next(buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request* request) {
   reprise::chaos::count(MpiKind::kIssend);
-  return PMPI_Issend(buf, count, type, dest, tag, comm, request);
+  static const auto next = reprise::chaos::next_definition<decltype(&MPI_Issend)>("MPI_Issend");
+  return next(buf, count, type, dest, tag, comm, request);
 }
 
 int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
   reprise::chaos::count(MpiKind::kMrecv);
-  return PMPI_Mrecv(buf, count, type, message, status);
+  static const auto next = reprise::chaos::next_definition<decltype(&MPI_Mrecv)>("MPI_Mrecv");
+  return next(buf, count, type, message, status);
 }
 
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
   reprise::chaos::count(MpiKind::kAllgather);
-  return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+  static const auto next = reprise::chaos::next_definition<decltype(&MPI_Allgather)>("MPI_Allgather");
+  return next(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
 
 int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   reprise::chaos::count(MpiKind::kBcast);
-  return PMPI_Bcast(buffer, count, type, root, comm);
+  static const auto next = reprise::chaos::next_definition<decltype(&MPI_Bcast)>("MPI_Bcast");
+  return next(buffer, count, type, root, comm);
 }
 
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   reprise::chaos::count(MpiKind::kAllreduce);
-  return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+  static const auto next = reprise::chaos::next_definition<decltype(&MPI_Allreduce)>("MPI_Allreduce");
+  return next(sendbuf, recvbuf, count, type, op, comm);
 }
 
 int MPIX_Comm_agree(MPI_Comm comm, int* flag) {

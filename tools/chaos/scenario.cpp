@@ -54,6 +54,7 @@ const char* family_name(Family family) {
     case Family::kPieces: return "pieces";
     case Family::kMigration: return "migration";
     case Family::kDisk: return "disk";
+    case Family::kReplay: return "replay";
   }
   return "?";
 }
@@ -71,7 +72,7 @@ const char* moment_name(Moment moment) {
 std::vector<const char*> recovery_points(const Scenario& s) {
   std::vector<const char*> points{"comm.shrink"};
   if (s.mode != Mode::kShrink) points.push_back("comm.respawn");
-  if (s.family == Family::kCheckpoint) points.push_back("checkpoint.restore");
+  if (s.checkpoint_iteration()) points.push_back("checkpoint.restore");
   return points;
 }
 
@@ -106,7 +107,7 @@ void plan_kills(Scenario& s, Draw& draw, const std::vector<int>& victims, int la
       if (pick < points.size()) {
         kill.how = KillHow::kFaultPoint;
         kill.point = points[pick];
-      } else if (s.family == Family::kCheckpoint) {
+      } else if (s.checkpoint_iteration()) {
         // Armed with the others, so only a call that no loop makes.
         kill.how = KillHow::kMpiCall;
         kill.kind = MpiKind::kShrink;
@@ -134,7 +135,7 @@ void plan_kills(Scenario& s, Draw& draw, const std::vector<int>& victims, int la
 /// may be lost. Drawn after everything else, so the rest of a seed's
 /// scenario is what that seed drew before replacements could die.
 void plan_replacement_kill(Scenario& s, Draw& draw, int last_round) {
-  if (s.mode != Mode::kRespawn || s.kills.empty() || !draw.percent(50)) return;
+  if (!s.replaces() || s.kills.empty() || !draw.percent(50)) return;
   const Kill first = s.kills[static_cast<std::size_t>(draw.between(0, static_cast<int>(s.kills.size()) - 1))];
   Kill kill{.victim = first.victim, .generation = 1, .round = draw.between(first.round, last_round)};
   const int how = draw.between(0, 4);
@@ -143,7 +144,7 @@ void plan_replacement_kill(Scenario& s, Draw& draw, int last_round) {
     kill.round = first.round;
     if (how == 0) {
       std::vector<const char*> points(kExchangePoints.begin(), kExchangePoints.end());
-      if (s.family == Family::kCheckpoint) points.push_back("checkpoint.restore");
+      if (s.checkpoint_iteration()) points.push_back("checkpoint.restore");
       kill.how = KillHow::kFaultPoint;
       kill.point = points[static_cast<std::size_t>(draw.between(0, static_cast<int>(points.size()) - 1))];
     } else {
@@ -302,6 +303,31 @@ Scenario make_disk_scenario(std::uint64_t seed, Draw& draw) {
   return s;
 }
 
+/// The replay family: the checkpoint family's iteration on 4 to 6
+/// processes (a spare sometimes) with the message log, the driver in
+/// replay mode: deaths between steps, at fault points, at MPI calls or by
+/// timer, a replacement dying again, sometimes copies or more at once
+/// (every process then rolls back, and states may be lost).
+Scenario make_replay_scenario(std::uint64_t seed) {
+  Draw draw(seed ^ 0x7265706c61792121ULL);
+  Scenario s;
+  s.seed = seed;
+  s.family = Family::kReplay;
+  s.mode = Mode::kReplay;
+  s.processes = draw.between(4, 6);
+  s.copies = 2;
+  s.spares = draw.pick(std::array{0, 0, 1});
+  s.rounds = draw.between(8, 16);
+  s.checkpoint_every = draw.between(2, 4);
+  s.items = draw.between(1, 64);
+  std::vector<int> pool;
+  for (int rank = 0; rank < s.processes; ++rank) pool.push_back(rank);
+  plan_kills(s, draw, draw.take(pool, 1), s.rounds - 1);
+  plan_replacement_kill(s, draw, s.rounds - 1);
+  plan_checkpoint_loss(s, draw);
+  return s;
+}
+
 }  // namespace
 
 const char* damage_name(DamageKind kind) {
@@ -316,7 +342,7 @@ const char* damage_name(DamageKind kind) {
 }
 
 int Scenario::loss_generation(int victim) const {
-  if (mode != Mode::kRespawn) return 0;
+  if (!replaces()) return 0;
   return static_cast<int>(std::count_if(kills.begin(), kills.end(), [&](const Kill& kill) { return kill.victim == victim; }));
 }
 
@@ -336,13 +362,14 @@ const char* mpi_kind_name(MpiKind kind) {
 
 std::optional<Family> parse_family(std::string_view name) {
   for (auto family : {Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental,
-                      Family::kStoreMix, Family::kPieces, Family::kMigration, Family::kDisk}) {
+                      Family::kStoreMix, Family::kPieces, Family::kMigration, Family::kDisk, Family::kReplay}) {
     if (name == family_name(family)) return family;
   }
   return std::nullopt;
 }
 
 Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
+  if (family == Family::kReplay) return make_replay_scenario(seed);
   // The newer families come from a stream of their own, 20% each, so that
   // every other seed draws the scenario it drew before they existed.
   Draw newer(seed ^ 0x6e657765722d6661ULL);
@@ -454,10 +481,11 @@ std::string Scenario::describe() const {
   out << "seed " << seed << ": " << family_name(family) << ", " << processes << " processes";
   if (spares > 0) out << " + " << spares << " spares";
   if (family != Family::kDisk) {
-    out << ", " << std::array{"shrink", "respawn", "shrink then respawn"}[static_cast<std::size_t>(mode)];
+    out << ", " << std::array{"shrink", "respawn", "shrink then respawn", "replay"}[static_cast<std::size_t>(mode)];
   }
   out << ", " << copies << " copies";
-  if (family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk) {
+  if (family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk ||
+      family == Family::kReplay) {
     out << ", " << rounds << " iterations, checkpoint every " << checkpoint_every << ", " << items
         << " items per process";
     for (const auto& move : moves) {
@@ -491,7 +519,8 @@ std::string Scenario::describe() const {
   out << "; kills:";
   if (kills.empty() && loss_victims.empty()) out << " none";
   for (const auto& kill : kills) {
-    const bool stepping = family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk;
+    const bool stepping = family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk ||
+                          family == Family::kReplay;
     out << " #" << kill.victim << (kill.generation > 0 ? "'s replacement" : "")
         << (family == Family::kMigration ? std::array{" (leaving)", " (bystander)", " (its new process)"}[static_cast<std::size_t>(kill.role)] : "")
         << (stepping ? "@iteration " : "@round ") << kill.round << " "
@@ -505,7 +534,8 @@ std::string Scenario::describe() const {
     out << ";";
   }
   if (!loss_victims.empty()) {
-    out << (family == Family::kCheckpoint ? " at once after the checkpoint of iteration " : " at once after the submit of round ")
+    out << (family == Family::kCheckpoint || family == Family::kReplay ? " at once after the checkpoint of iteration "
+                                                                        : " at once after the submit of round ")
         << loss_round << ":";
     for (int victim : loss_victims) out << " #" << victim << (loss_generation(victim) > 0 ? "'s replacement" : "");
   }

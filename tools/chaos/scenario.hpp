@@ -24,12 +24,16 @@ namespace reprise::chaos {
 /// disk level that loses every process, then a second job that restarts
 /// from what is on disk (damaged by scripts/chaos in between) on another
 /// process count or the same.
-enum class Family { kStore, kVarstore, kCheckpoint, kIncremental, kStoreMix, kPieces, kMigration, kDisk };
+/// `kReplay` is the checkpoint family's iteration with the message log
+/// preloaded and the driver in `RecoveryMode::kReplay`: drawn only when
+/// asked for (`--family replay`), so that no seed's scenario changes.
+enum class Family { kStore, kVarstore, kCheckpoint, kIncremental, kStoreMix, kPieces, kMigration, kDisk, kReplay };
 
 /// How the survivors recover: `kMixed` shrinks from an even epoch and
 /// respawns from an odd one (every process agrees on the epoch), so a run
-/// shrinks first and respawns next.
-enum class Mode { kShrink, kRespawn, kMixed };
+/// shrinks first and respawns next; `kReplay` replays each lost process
+/// alone from the message log (every process rolls back when it cannot).
+enum class Mode { kShrink, kRespawn, kMixed, kReplay };
 
 /// How a victim dies.
 enum class KillHow {
@@ -126,6 +130,16 @@ struct Scenario {
   [[nodiscard]] int loss_generation(int victim) const;
 
   /// Whether the store's blocks vary in size (varstore, or a variable storemix).
+  /// Whether it is the checkpoint family's iteration (checkpoint, replay).
+  [[nodiscard]] bool checkpoint_iteration() const {
+    return family == Family::kCheckpoint || family == Family::kReplay;
+  }
+  /// Whether lost processes are replaced (respawn, replay).
+  [[nodiscard]] bool replaces() const { return mode == Mode::kRespawn || mode == Mode::kReplay; }
+
+  /// Whether the scenario runs with the message log (libreprise_msglog.so preloaded).
+  [[nodiscard]] bool message_log() const { return family == Family::kReplay; }
+
   [[nodiscard]] bool variable_blocks() const {
     return family == Family::kVarstore || (family == Family::kStoreMix && variable);
   }
@@ -139,7 +153,7 @@ struct Scenario {
 [[nodiscard]] Scenario make_scenario(std::uint64_t seed, std::optional<Family> family);
 
 /// A family by its name ("store", "varstore", "checkpoint", "incremental",
-/// "storemix", "pieces", "migration", "disk"); nothing for anything else.
+/// "storemix", "pieces", "migration", "disk", "replay"); nothing for anything else.
 [[nodiscard]] std::optional<Family> parse_family(std::string_view name);
 
 /// The name of a damage kind, as scripts/chaos reads it from the plan.
