@@ -89,8 +89,10 @@ class Driver {
   /// `run(steps, step)`) with `checkpoint`: construct it before the first
   /// checkpoint, on every process. `UsageError` for a negative setting.
   /// With `RecoveryMode::kReplay`, `UsageError` unless the message log is
-  /// loaded and the cadence, if any, is `every_steps` (a time-based one
-  /// plans with collectives a replaying process would not match).
+  /// loaded. A time-based cadence then plans the next checkpoint before the
+  /// commit of each one, with the cost of the one before (a replaying
+  /// process must make the collectives the process it replaces made after
+  /// the checkpoint, and nothing else).
   Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config = {});
   ~Driver();
   Driver(const Driver&) = delete;
@@ -161,6 +163,7 @@ class Driver {
   void plan_from_here();
   [[nodiscard]] double interval_seconds(double checkpoint_seconds) const;
   void checkpoint_and_plan();
+  void plan_then_checkpoint();
   void stop_if_any_erred(const std::exception_ptr& error);
 
   Comm& _comm;
@@ -180,6 +183,10 @@ class Driver {
     std::uint64_t next_checkpoint = 0;
     std::uint64_t probe_step = 0;  // time-based cadence: measure the step time here first
     std::uint64_t measured_from = 0;
+    // 1 in a checkpoint that run(steps, step) planned from before its commit
+    // (kReplay): a replacement restored from it goes on with that plan, as
+    // the process it replaces did.
+    std::uint64_t planned_before_commit = 0;
   };
   Progress _progress;
   // The replay: the original ranks replaced in the current recovery; whether
@@ -188,8 +195,10 @@ class Driver {
   bool _rollback_agreed = false;
   bool _in_checkpoint = false;    // run(steps, step) met the failure in its checkpoint, between two steps
   bool _resume_in_place = false;  // after a replay, run(steps, step) goes on where it was
+  bool _restored_plan = false;    // kReplay: the state (and the plan) were just restored
   double _log_recovery_started = 0;
   double _measuring_since = 0;  // this process's clock
+  double _last_checkpoint_cost = 0;  // this process's, for plan_then_checkpoint
   bool _entered = false;        // run(steps, step)'s loop has started here
   CheckpointStats _stats;
 };

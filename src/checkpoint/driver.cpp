@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "reprise/error.hpp"
 
@@ -63,7 +65,33 @@ double Driver::interval_seconds(double checkpoint_seconds) const {
   return young_daly_interval(_config.cadence.mtbf_seconds, checkpoint_seconds);
 }
 
+// A time-based cadence in replay mode: the plan comes before the commit
+// (the slowest step time since the last plan, and the slowest cost of the
+// checkpoint before, in one reduction), so that the checkpoint carries it
+// and no collective follows the commit before the next step: a replacement
+// restored from it does what the process it replaces did after it.
+void Driver::plan_then_checkpoint() {
+  const double before = MPI_Wtime();
+  const auto steps = static_cast<double>(std::max<std::uint64_t>(_progress.step - _progress.measured_from, 1));
+  std::vector<double> slowest{(before - _measuring_since) / steps, _last_checkpoint_cost};
+  _comm.allreduce(std::span<double>(slowest), MPI_MAX);
+  _progress.checkpoint_seconds = slowest[1] > 0 ? slowest[1] : slowest[0];
+  _progress.next_checkpoint =
+      _progress.step + steps_in(interval_seconds(_progress.checkpoint_seconds), slowest[0]);
+  _progress.measured_from = _progress.step;
+  _progress.planned_before_commit = 1;
+  _checkpoint.checkpoint();
+  ++_stats.count;
+  _last_checkpoint_cost = MPI_Wtime() - before;
+  _stats.seconds += _last_checkpoint_cost;
+  _measuring_since = MPI_Wtime();
+}
+
 void Driver::checkpoint_and_plan() {
+  if (_config.mode == RecoveryMode::kReplay && _config.cadence.every_steps == 0) {
+    plan_then_checkpoint();
+    return;
+  }
   const double before = MPI_Wtime();
   _checkpoint.checkpoint();
   const double cost = MPI_Wtime() - before;
@@ -90,14 +118,18 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
                      "every_seconds and mtbf_seconds (" + std::to_string(set) + " set)");
   }
   run([&] {
-    if ((!_entered && _comm.migrated_in()) || _resume_in_place) {
+    if ((!_entered && _comm.migrated_in()) || _resume_in_place ||
+        (_restored_plan && _progress.planned_before_commit != 0)) {
       // Arrived by migration: the image carried the others' plan. Or a
-      // survivor of a replay goes on where it was, with its plan.
+      // survivor of a replay goes on where it was, with its plan; or a
+      // process restored in replay mode from a checkpoint planned before
+      // its commit goes on with that plan, as the processes then did.
       _measuring_since = MPI_Wtime();
     } else {
       plan_from_here();
     }
     _resume_in_place = false;
+    _restored_plan = false;
     _entered = true;
     while (_progress.step < steps) {
       // A move here keeps the plan: the new processes carry it.

@@ -19,11 +19,6 @@
 namespace reprise {
 
 void Driver::enable_replay() {
-  const Cadence& cadence = _config.cadence;
-  if (cadence.every_seconds > 0 || cadence.mtbf_seconds > 0) {
-    throw UsageError("reprise::Driver: RecoveryMode::kReplay takes DriverConfig::cadence.every_steps (or run(loop)): a "
-                     "time-based cadence plans with collectives that a replaying process would not match");
-  }
   const auto enable =
       reinterpret_cast<reprise_msglog_enable_replay_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogEnableReplay));
   if (enable == nullptr) {
@@ -120,6 +115,7 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
   }
   _rollback_agreed = false;
   _in_checkpoint = false;
+  _restored_plan = true;
   if (replay) {
     _checkpoint.restore_as(Checkpoint::RestoreScope::kReplacements);
     if (joined_now) {

@@ -335,13 +335,14 @@ class Halo {
 };
 
 /// The halo exchange under the driver in replay mode, `victim` killed at
-/// step `kill_at` where `point` says.
-void halo_run(int victim, std::uint64_t kill_at, Halo::KillPoint point) {
+/// step `kill_at` where `point` says, checkpointing as `cadence` says.
+void halo_run(int victim, std::uint64_t kill_at, Halo::KillPoint point,
+              Cadence cadence = {.every_steps = kCheckpointEvery}) {
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
   Checkpoint checkpoint(comm);
   Halo app(comm, checkpoint);
-  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = cadence});
   driver.run(kSteps, [&](std::uint64_t step) { app.step(step, victim, kill_at, point); });
   std::vector<std::uint64_t> chains;
   const auto expected = Halo::failure_free(comm.size(), kSteps, chains);
@@ -424,6 +425,12 @@ TEST(Replay, AHaloExchangeWithAllreducesReplaysAKillInsideTheCollective) {
 }
 
 TEST(Replay, AHaloExchangeReplaysAKillJustAfterACheckpoint) { halo_run(1, 6, Halo::KillPoint::kStepStart); }
+
+// A checkpoint every 1 ms of steps (a few steps here): the driver plans each one with an
+// allreduce before its commit, which a replacement takes from the others.
+TEST(Replay, AHaloExchangeAtATimeBasedCadenceReplays) {
+  halo_run(2, 17, Halo::KillPoint::kBeforeAllreduce, {.every_seconds = 0.001});
+}
 
 TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run({{2, 9, 0}}, true); }
 
