@@ -89,10 +89,12 @@ class Driver {
   /// `run(steps, step)`) with `checkpoint`: construct it before the first
   /// checkpoint, on every process. `UsageError` for a negative setting.
   /// With `RecoveryMode::kReplay`, `UsageError` unless the message log is
-  /// loaded. A time-based cadence then plans the next checkpoint before the
+  /// loaded. `run(steps, step)` then plans the next checkpoint before the
   /// commit of each one, with the cost of the one before (a replaying
   /// process must make the collectives the process it replaces made after
-  /// the checkpoint, and nothing else).
+  /// the checkpoint, and nothing else), and sooner than the cadence says
+  /// when the log, at the rate of the interval before, would pass half its
+  /// bound (`REPRISE_MSGLOG_MAX_BYTES`) by then.
   Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config = {});
   ~Driver();
   Driver(const Driver&) = delete;
@@ -157,6 +159,8 @@ class Driver {
   void rejoin_message_log(bool rolled_back);
   [[nodiscard]] bool message_log_can_replay() const;
   [[nodiscard]] std::string message_log_refusal() const;
+  /// The share of the log's bound its messages took per step since the last checkpoint.
+  [[nodiscard]] double message_log_share_per_step(double steps) const;
   void resume_message_log();
   int heal_from_log(int* healed, int* lost, int capacity, int* count) noexcept;
   int decide_from_log(int replay_here) noexcept;

@@ -41,6 +41,9 @@ using reprise_msglog_checkpoint_begins_fn = int (*)();
 /// reprise_msglog_can_replay(lost, count): 1 if the log can replay the
 /// processes of original ranks `lost` (else 0, and one line says why).
 using reprise_msglog_can_replay_fn = int (*)(const int* lost, int count);
+/// reprise_msglog_held_bytes(held, bound): the bytes the log holds now
+/// (every message since the last checkpoint, before its mark) and its bound.
+using reprise_msglog_held_bytes_fn = int (*)(double* held, double* bound);
 /// reprise_msglog_refusal(): why the last check of a replay refused it
 /// (empty: it did not); the Driver says it in one line.
 using reprise_msglog_refusal_fn = const char* (*)();
@@ -67,5 +70,6 @@ inline constexpr const char* kMsglogCheckpointBegins = "reprise_msglog_checkpoin
 inline constexpr const char* kMsglogCanReplay = "reprise_msglog_can_replay";
 inline constexpr const char* kMsglogResume = "reprise_msglog_resume";
 inline constexpr const char* kMsglogRefusal = "reprise_msglog_refusal";
+inline constexpr const char* kMsglogHeldBytes = "reprise_msglog_held_bytes";
 inline constexpr const char* kMsglogRejoin = "reprise_msglog_rejoin";
 }  // namespace reprise::detail

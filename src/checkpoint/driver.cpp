@@ -30,6 +30,10 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
 
 namespace {
 
+/// In replay mode, the share of the message log's bound that the log may
+/// reach by the next checkpoint, at the rate of the interval before.
+constexpr double kLogShareAtCheckpoint = 0.5;
+
 /// Plans never reach further than this many steps (a step that takes no
 /// measurable time would otherwise plan no checkpoint at all).
 constexpr double kMostStepsPlanned = 1e12;
@@ -65,19 +69,27 @@ double Driver::interval_seconds(double checkpoint_seconds) const {
   return young_daly_interval(_config.cadence.mtbf_seconds, checkpoint_seconds);
 }
 
-// A time-based cadence in replay mode: the plan comes before the commit
-// (the slowest step time since the last plan, and the slowest cost of the
-// checkpoint before, in one reduction), so that the checkpoint carries it
-// and no collective follows the commit before the next step: a replacement
-// restored from it does what the process it replaces did after it.
+// In replay mode the plan comes before the commit (the slowest step time
+// since the last plan, the slowest cost of the checkpoint before, and the
+// log's fastest growth, in one reduction), so that the checkpoint carries
+// it and no collective follows the commit before the next step: a
+// replacement restored from it does what the process it replaces did after
+// it. The log must hold every message since the checkpoint: the next one
+// comes before the fastest-growing log would pass half its bound.
 void Driver::plan_then_checkpoint() {
   const double before = MPI_Wtime();
   const auto steps = static_cast<double>(std::max<std::uint64_t>(_progress.step - _progress.measured_from, 1));
-  std::vector<double> slowest{(before - _measuring_since) / steps, _last_checkpoint_cost};
+  std::vector<double> slowest{(before - _measuring_since) / steps, _last_checkpoint_cost,
+                              message_log_share_per_step(steps)};
   _comm.allreduce(std::span<double>(slowest), MPI_MAX);
   _progress.checkpoint_seconds = slowest[1] > 0 ? slowest[1] : slowest[0];
-  _progress.next_checkpoint =
-      _progress.step + steps_in(interval_seconds(_progress.checkpoint_seconds), slowest[0]);
+  std::uint64_t planned = _config.cadence.every_steps > 0
+                              ? _config.cadence.every_steps
+                              : steps_in(interval_seconds(_progress.checkpoint_seconds), slowest[0]);
+  if (slowest[2] > 0) {
+    planned = std::min(planned, static_cast<std::uint64_t>(std::max(1.0, std::floor(kLogShareAtCheckpoint / slowest[2]))));
+  }
+  _progress.next_checkpoint = _progress.step + planned;
   _progress.measured_from = _progress.step;
   _progress.planned_before_commit = 1;
   _checkpoint.checkpoint();
@@ -88,7 +100,7 @@ void Driver::plan_then_checkpoint() {
 }
 
 void Driver::checkpoint_and_plan() {
-  if (_config.mode == RecoveryMode::kReplay && _config.cadence.every_steps == 0) {
+  if (_config.mode == RecoveryMode::kReplay) {
     plan_then_checkpoint();
     return;
   }

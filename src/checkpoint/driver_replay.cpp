@@ -155,6 +155,15 @@ bool Driver::message_log_can_replay() const {
   return can_replay != nullptr && can_replay(_lost.data(), static_cast<int>(_lost.size())) == 1;
 }
 
+double Driver::message_log_share_per_step(double steps) const {
+  static const auto held_bytes =
+      reinterpret_cast<reprise_msglog_held_bytes_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogHeldBytes));
+  double held = 0;
+  double bound = 0;
+  if (held_bytes == nullptr || held_bytes(&held, &bound) != 0 || bound <= 0) return 0;
+  return held / bound / steps;
+}
+
 std::string Driver::message_log_refusal() const {
   static const auto refusal =
       reinterpret_cast<reprise_msglog_refusal_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogRefusal));

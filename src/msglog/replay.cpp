@@ -793,6 +793,14 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_can_replay(
   return code == 0 && replayable ? 1 : 0;
 }
 
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_held_bytes(double* held, double* bound) {
+  return with_runtime("reprise_msglog_held_bytes", [&](reprise::detail::Runtime& runtime) {
+    const reprise_msglog_counters counters = runtime.counters();
+    *held = static_cast<double>(counters.log_bytes_now);
+    *bound = static_cast<double>(runtime.max_bytes());
+  });
+}
+
 extern "C" __attribute__((visibility("default"))) const char* reprise_msglog_refusal(void) {
   const reprise::detail::Runtime* runtime = reprise::detail::Runtime::current();
   return runtime == nullptr ? "" : runtime->refusal().c_str();

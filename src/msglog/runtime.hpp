@@ -331,6 +331,7 @@ class Runtime {
   [[nodiscard]] std::vector<Event> held_for(int rank) const { return _buddies->held_for(rank); }
   /// The payload log's bound, in bytes.
   void set_max_bytes(std::size_t bytes) noexcept { _max_bytes = bytes; }
+  [[nodiscard]] std::size_t max_bytes() const noexcept { return _max_bytes; }
   /// `comm`'s error handler is now `handler` (MPI_Comm_set_errhandler).
   void set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept;
   /// Called when a send would pass the bound (with the bytes needed and the bound).

@@ -426,6 +426,14 @@ TEST(Replay, AHaloExchangeWithAllreducesReplaysAKillInsideTheCollective) {
 
 TEST(Replay, AHaloExchangeReplaysAKillJustAfterACheckpoint) { halo_run(1, 6, Halo::KillPoint::kStepStart); }
 
+// Run with a log bound of 150 bytes (msglog_replay_bounded): 6 steps of the
+// halo exchange (40 bytes per step per process) would pass it, so the
+// driver checkpoints every step once it has measured the rate; the kill at
+// step 17 then finds every message since the checkpoint in the logs (with
+// a checkpoint every 6 steps the log would have dropped some, and every
+// process would roll back).
+TEST(Replay, AHaloExchangeNearTheLogsBoundReplays) { halo_run(2, 17, Halo::KillPoint::kBeforeAllreduce); }
+
 // A checkpoint every 1 ms of steps (a few steps here): the driver plans each one with an
 // allreduce before its commit, which a replacement takes from the others.
 TEST(Replay, AHaloExchangeAtATimeBasedCadenceReplays) {
