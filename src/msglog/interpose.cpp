@@ -15,8 +15,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
+#include <numeric>
+#include <span>
 #include <vector>
 
+#include "collectives.hpp"
 #include "reprise/error.hpp"
 #include "runtime.hpp"
 
@@ -25,6 +28,8 @@
 namespace {
 
 using reprise::detail::CommInfo;
+using reprise::detail::OutgoingPiece;
+using reprise::detail::Reduction;
 using reprise::detail::ResultPiece;
 using reprise::detail::Runtime;
 using reprise::detail::SendMode;
@@ -72,6 +77,43 @@ int guarded(const char* call, MPI_Comm comm, Body&& body) noexcept {
   } catch (const std::bad_alloc&) {
     return report(call, "out of memory", comm, MPI_ERR_NO_MEM);
   }
+}
+
+/// The logged communicator behind `comm` where reprise's Driver replays
+/// (its collectives whose result differs from member to member then run as
+/// collectives.hpp says), else nullptr.
+CommInfo* replayed(MPI_Comm comm) noexcept {
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return nullptr;
+  const auto lock = Runtime::current()->enter();
+  return Runtime::current()->replays() ? info : nullptr;
+}
+
+/// The element `index` of the array of `type` at `base`.
+char* element(const void* base, MPI_Aint index, MPI_Datatype type) {
+  MPI_Aint lower = 0;
+  MPI_Aint extent = 0;
+  PMPI_Type_get_extent(type, &lower, &extent);
+  return static_cast<char*>(const_cast<void*>(base)) + index * extent;
+}
+
+int size_of(const CommInfo& info) {
+  int size = 0;
+  PMPI_Comm_size(info.physical, &size);
+  return size;
+}
+
+/// A personalised exchange (collectives.hpp): `to` and `from` sized for
+/// `info`'s members, filled by `fill`, then run as `call`.
+template <class Fill>
+int exchange(const char* call, MPI_Comm comm, CommInfo& info, Fill&& fill) {
+  return guarded(call, comm, [&] {
+    const auto size = static_cast<std::size_t>(size_of(info));
+    std::vector<OutgoingPiece> to(size);
+    std::vector<ResultPiece> from(size);
+    fill(to, from);
+    return reprise::detail::shared_exchange(*Runtime::current(), info, to, from);
+  });
 }
 
 /// Before a collective on `comm`: the pending determinants reach the
@@ -642,6 +684,11 @@ REPRISE_MSGLOG_EXPORT int MPI_Bcast(void* buffer, int count, MPI_Datatype type, 
 
 REPRISE_MSGLOG_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                      int root, MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return guarded("MPI_Reduce", comm, [&] {
+      return reprise::detail::shared_reduce(*Runtime::current(), *info, {sendbuf, recvbuf, count, type, op}, root);
+    });
+  }
   if (const int code = collective("MPI_Reduce", comm); code != MPI_SUCCESS) return code;
   return PMPI_Reduce(sendbuf, recvbuf, count, type, op, root, comm);
 }
@@ -659,6 +706,15 @@ REPRISE_MSGLOG_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int 
 
 REPRISE_MSGLOG_EXPORT int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return exchange("MPI_Gather", comm, *info, [&](auto& to, auto& from) {
+      if (sendbuf != MPI_IN_PLACE) to[static_cast<std::size_t>(root)] = {sendbuf, sendcount, sendtype};
+      for (int s = 0; s < static_cast<int>(from.size()) && info->rank == root; ++s) {
+        if (s == root && sendbuf == MPI_IN_PLACE) continue;
+        from[static_cast<std::size_t>(s)] = {element(recvbuf, MPI_Aint{s} * recvcount, recvtype), recvcount, recvtype};
+      }
+    });
+  }
   if (const int code = collective("MPI_Gather", comm); code != MPI_SUCCESS) return code;
   return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
@@ -666,12 +722,30 @@ REPRISE_MSGLOG_EXPORT int MPI_Gather(const void* sendbuf, int sendcount, MPI_Dat
 REPRISE_MSGLOG_EXPORT int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                       const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                                       MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return exchange("MPI_Gatherv", comm, *info, [&](auto& to, auto& from) {
+      if (sendbuf != MPI_IN_PLACE) to[static_cast<std::size_t>(root)] = {sendbuf, sendcount, sendtype};
+      for (int s = 0; s < static_cast<int>(from.size()) && info->rank == root; ++s) {
+        if (s == root && sendbuf == MPI_IN_PLACE) continue;
+        from[static_cast<std::size_t>(s)] = {element(recvbuf, displs[s], recvtype), recvcounts[s], recvtype};
+      }
+    });
+  }
   if (const int code = collective("MPI_Gatherv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return exchange("MPI_Scatter", comm, *info, [&](auto& to, auto& from) {
+      for (int d = 0; d < static_cast<int>(to.size()) && info->rank == root; ++d) {
+        if (d == root && recvbuf == MPI_IN_PLACE) continue;
+        to[static_cast<std::size_t>(d)] = {element(sendbuf, MPI_Aint{d} * sendcount, sendtype), sendcount, sendtype};
+      }
+      if (recvbuf != MPI_IN_PLACE) from[static_cast<std::size_t>(root)] = {recvbuf, recvcount, recvtype};
+    });
+  }
   if (const int code = collective("MPI_Scatter", comm); code != MPI_SUCCESS) return code;
   return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
@@ -679,6 +753,15 @@ REPRISE_MSGLOG_EXPORT int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Da
 REPRISE_MSGLOG_EXPORT int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
                                        MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
                                        int root, MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return exchange("MPI_Scatterv", comm, *info, [&](auto& to, auto& from) {
+      for (int d = 0; d < static_cast<int>(to.size()) && info->rank == root; ++d) {
+        if (d == root && recvbuf == MPI_IN_PLACE) continue;
+        to[static_cast<std::size_t>(d)] = {element(sendbuf, displs[d], sendtype), sendcounts[d], sendtype};
+      }
+      if (recvbuf != MPI_IN_PLACE) from[static_cast<std::size_t>(root)] = {recvbuf, recvcount, recvtype};
+    });
+  }
   if (const int code = collective("MPI_Scatterv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm);
 }
@@ -722,6 +805,18 @@ REPRISE_MSGLOG_EXPORT int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI
 
 REPRISE_MSGLOG_EXPORT int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return exchange("MPI_Alltoall", comm, *info, [&](auto& to, auto& from) {
+      const bool in_place = sendbuf == MPI_IN_PLACE;  // packed before anything is received
+      const void* source = in_place ? recvbuf : sendbuf;
+      const int count = in_place ? recvcount : sendcount;
+      const MPI_Datatype type = in_place ? recvtype : sendtype;
+      for (int m = 0; m < static_cast<int>(to.size()); ++m) {
+        to[static_cast<std::size_t>(m)] = {element(source, MPI_Aint{m} * count, type), count, type};
+        from[static_cast<std::size_t>(m)] = {element(recvbuf, MPI_Aint{m} * recvcount, recvtype), recvcount, recvtype};
+      }
+    });
+  }
   if (const int code = collective("MPI_Alltoall", comm); code != MPI_SUCCESS) return code;
   return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -729,6 +824,19 @@ REPRISE_MSGLOG_EXPORT int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_D
 REPRISE_MSGLOG_EXPORT int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
                                         MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                                         const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return exchange("MPI_Alltoallv", comm, *info, [&](auto& to, auto& from) {
+      const bool in_place = sendbuf == MPI_IN_PLACE;  // packed before anything is received
+      const void* source = in_place ? recvbuf : sendbuf;
+      const int* counts = in_place ? recvcounts : sendcounts;
+      const int* displacements = in_place ? rdispls : sdispls;
+      const MPI_Datatype type = in_place ? recvtype : sendtype;
+      for (int m = 0; m < static_cast<int>(to.size()); ++m) {
+        to[static_cast<std::size_t>(m)] = {element(source, displacements[m], type), counts[m], type};
+        from[static_cast<std::size_t>(m)] = {element(recvbuf, rdispls[m], recvtype), recvcounts[m], recvtype};
+      }
+    });
+  }
   if (const int code = collective("MPI_Alltoallv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
 }
@@ -736,30 +844,67 @@ REPRISE_MSGLOG_EXPORT int MPI_Alltoallv(const void* sendbuf, const int sendcount
 REPRISE_MSGLOG_EXPORT int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
                                         const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
                                         const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return exchange("MPI_Alltoallw", comm, *info, [&](auto& to, auto& from) {
+      const bool in_place = sendbuf == MPI_IN_PLACE;  // packed before anything is received
+      const char* source = static_cast<const char*>(in_place ? recvbuf : sendbuf);
+      for (std::size_t m = 0; m < to.size(); ++m) {
+        to[m] = in_place ? OutgoingPiece{source + rdispls[m], recvcounts[m], recvtypes[m]}
+                         : OutgoingPiece{source + sdispls[m], sendcounts[m], sendtypes[m]};
+        from[m] = {static_cast<char*>(recvbuf) + rdispls[m], recvcounts[m], recvtypes[m]};
+      }
+    });
+  }
   if (const int code = collective("MPI_Alltoallw", comm); code != MPI_SUCCESS) return code;
   return PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
                                              MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return guarded("MPI_Reduce_scatter", comm, [&] {
+      const std::span<const int> counts(recvcounts, static_cast<std::size_t>(size_of(*info)));
+      const int total = std::accumulate(counts.begin(), counts.end(), 0);
+      return reprise::detail::shared_reduce_scatter(*Runtime::current(), *info,
+                                                    {sendbuf, recvbuf, total, type, op}, counts);
+    });
+  }
   if (const int code = collective("MPI_Reduce_scatter", comm); code != MPI_SUCCESS) return code;
   return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
                                                    MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return guarded("MPI_Reduce_scatter_block", comm, [&] {
+      const std::vector<int> counts(static_cast<std::size_t>(size_of(*info)), recvcount);
+      return reprise::detail::shared_reduce_scatter(
+          *Runtime::current(), *info, {sendbuf, recvbuf, recvcount * static_cast<int>(counts.size()), type, op},
+          counts);
+    });
+  }
   if (const int code = collective("MPI_Reduce_scatter_block", comm); code != MPI_SUCCESS) return code;
   return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                    MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return guarded("MPI_Scan", comm, [&] {
+      return reprise::detail::shared_scan(*Runtime::current(), *info, {sendbuf, recvbuf, count, type, op}, false);
+    });
+  }
   if (const int code = collective("MPI_Scan", comm); code != MPI_SUCCESS) return code;
   return PMPI_Scan(sendbuf, recvbuf, count, type, op, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                      MPI_Comm comm) {
+  if (CommInfo* info = replayed(comm); info != nullptr) {
+    return guarded("MPI_Exscan", comm, [&] {
+      return reprise::detail::shared_scan(*Runtime::current(), *info, {sendbuf, recvbuf, count, type, op}, true);
+    });
+  }
   if (const int code = collective("MPI_Exscan", comm); code != MPI_SUCCESS) return code;
   return PMPI_Exscan(sendbuf, recvbuf, count, type, op, comm);
 }

@@ -299,8 +299,8 @@ class Runtime {
 
   /// Before a collective on a logged communicator: the pending determinants
   /// reach the buddy (a collective is a send). One the replay cannot serve
-  /// (not uniform_collective's) makes a replay until the next checkpoint
-  /// impossible.
+  /// (neither uniform_collective's nor collectives.hpp's) makes a replay
+  /// until the next checkpoint impossible.
   void before_collective() {
     flush_determinants();
     ++_collectives;
@@ -342,6 +342,9 @@ class Runtime {
   void enable_replay(const reprise_msglog_recovery_hooks& hooks) noexcept { _recovery = hooks; }
   /// No more recovery in place (the Driver is gone).
   void disable_replay() noexcept { _recovery.reset(); }
+  /// Whether the Driver replays: collectives.hpp's collectives then serve
+  /// the ones whose result differs from member to member.
+  [[nodiscard]] bool replays() const noexcept { return _recovery.has_value(); }
   /// Whether this process is recovering: interposed calls then pass straight to MPI.
   [[nodiscard]] bool recovering() const noexcept { return _recovering; }
   /// After `code` came back from MPI for an operation on a logged

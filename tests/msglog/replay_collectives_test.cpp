@@ -1,0 +1,221 @@
+// The replay (RecoveryMode::kReplay) of the collectives whose result differs
+// from member to member: each step runs MPI_Reduce, MPI_Gather(v),
+// MPI_Scatter(v), MPI_Alltoall(v, w), MPI_Reduce_scatter(_block), MPI_Scan
+// and MPI_Exscan (some in place) and folds what each gave into the
+// process's state. A process is killed for real (SIGKILL) in a step; its
+// replacement replays from its checkpoint, served the collectives the
+// others finished, while no survivor runs a step twice. Checked: every
+// process's state, bitwise, equals that of the same steps run again
+// afterwards without a failure on Open MPI's own collectives (the Driver
+// gone, the log passes them straight on).
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "mix.hpp"
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/driver.hpp"
+#include "reprise/inject.hpp"
+#include "reprise/msglog.hpp"
+
+using namespace reprise;
+
+namespace {
+
+constexpr std::uint64_t kSteps = 18;
+constexpr std::uint64_t kCheckpointEvery = 6;
+constexpr std::size_t kCells = 8;
+
+/// Where the victim dies in its step.
+enum class KillPoint { kNone, kStepStart, kMidStep };
+
+struct Kill {
+  int rank = -1;
+  std::uint64_t step = 0;
+  KillPoint point = KillPoint::kNone;
+};
+
+class Mixer {
+ public:
+  explicit Mixer(int rank) {
+    for (std::size_t i = 0; i < kCells; ++i) _cells[i] = detail::mix64(static_cast<std::uint64_t>(rank) * kCells + i + 1);
+  }
+
+  void protect(Checkpoint& checkpoint) {
+    checkpoint.protect("cells", _cells);
+    checkpoint.protect("chain", _chain);
+  }
+
+  /// Step `step` on `comm`; the process `kill` names dies where it says.
+  void step(Comm& comm, std::uint64_t step, const Kill& kill) {
+    _executed.push_back(step);
+    const int me = comm.rank().value();
+    const bool dies = !comm.is_replacement() && me == kill.rank && step == kill.step;
+    if (dies && kill.point == KillPoint::kStepStart) inject::kill_self(comm.original_rank());
+    rooted(comm, step);
+    personalised(comm);
+    if (dies && kill.point == KillPoint::kMidStep) inject::kill_self(comm.original_rank());
+    reductions(comm);
+  }
+
+  [[nodiscard]] const std::vector<std::uint64_t>& cells() const { return _cells; }
+  [[nodiscard]] std::uint64_t chain() const { return _chain[0]; }
+  [[nodiscard]] const std::vector<std::uint64_t>& executed() const { return _executed; }
+
+ private:
+  void absorb(std::uint64_t value) {
+    _chain[0] = detail::mix64(_chain[0] ^ value);
+    for (auto& cell : _cells) cell = detail::mix64(cell + value);
+  }
+  std::uint64_t word(std::size_t i) const { return _cells[i % kCells]; }
+
+  /// MPI_Reduce (in place at its root), MPI_Gather(v), MPI_Scatter(v), each with a root of its own.
+  void rooted(Comm& comm, std::uint64_t step) {
+    const MPI_Comm raw = comm.raw();
+    const int me = comm.rank().value();
+    const int size = comm.size();
+    const int root = static_cast<int>(step % static_cast<std::uint64_t>(size));
+    std::uint64_t sum = word(0);
+    comm.check(MPI_Reduce(me == root ? MPI_IN_PLACE : &sum, &sum, 1, MPI_UINT64_T, MPI_SUM, root, raw), "MPI_Reduce");
+    if (me == root) absorb(sum);
+    const int next = (root + 1) % size;
+    std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size));
+    const std::uint64_t mine[] = {word(1), word(2)};
+    comm.check(MPI_Gather(mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, next, raw), "MPI_Gather");
+    std::vector<int> counts(static_cast<std::size_t>(size));
+    std::vector<int> displs(static_cast<std::size_t>(size));
+    for (int r = 0; r < size; ++r) counts[static_cast<std::size_t>(r)] = 1 + r % 2;
+    std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
+    std::vector<std::uint64_t> varied(2 * static_cast<std::size_t>(size));
+    comm.check(MPI_Gatherv(mine, counts[static_cast<std::size_t>(me)], MPI_UINT64_T, varied.data(), counts.data(),
+                           displs.data(), MPI_UINT64_T, root, raw),
+               "MPI_Gatherv");
+    for (int r = 0; r < size && me == next; ++r) absorb(all[static_cast<std::size_t>(r)]);
+    for (int r = 0; r < displs.back() + counts.back() && me == root; ++r) absorb(varied[static_cast<std::size_t>(r)]);
+    std::vector<std::uint64_t> out(2 * static_cast<std::size_t>(size));
+    for (std::size_t d = 0; d < out.size(); ++d) out[d] = word(d) ^ d;
+    std::uint64_t one = 0;
+    comm.check(MPI_Scatter(out.data(), 1, MPI_UINT64_T, &one, 1, MPI_UINT64_T, next, raw), "MPI_Scatter");
+    std::uint64_t two[2] = {0, 0};
+    comm.check(MPI_Scatterv(out.data(), counts.data(), displs.data(), MPI_UINT64_T, two,
+                            counts[static_cast<std::size_t>(me)], MPI_UINT64_T, root, raw),
+               "MPI_Scatterv");
+    absorb(one + two[0] + 3 * two[1]);
+  }
+
+  /// MPI_Alltoall (and in place), MPI_Alltoallv, MPI_Alltoallw.
+  void personalised(Comm& comm) {
+    const MPI_Comm raw = comm.raw();
+    const int me = comm.rank().value();
+    const auto size = static_cast<std::size_t>(comm.size());
+    std::vector<std::uint64_t> out(2 * size);
+    std::vector<std::uint64_t> in(2 * size);
+    for (std::size_t d = 0; d < out.size(); ++d) out[d] = word(d + 3) + d;
+    comm.check(MPI_Alltoall(out.data(), 1, MPI_UINT64_T, in.data(), 1, MPI_UINT64_T, raw), "MPI_Alltoall");
+    for (std::size_t s = 0; s < size; ++s) absorb(in[s]);
+    comm.check(MPI_Alltoall(MPI_IN_PLACE, 2, MPI_UINT64_T, out.data(), 2, MPI_UINT64_T, raw), "MPI_Alltoall in place");
+    for (const auto value : out) absorb(value);
+    std::vector<int> send_counts(size);
+    std::vector<int> receive_counts(size);
+    std::vector<int> send_displs(size);
+    std::vector<int> receive_displs(size);
+    for (std::size_t p = 0; p < size; ++p) {
+      send_counts[p] = 1 + static_cast<int>((static_cast<std::size_t>(me) + p) % 2);
+      receive_counts[p] = send_counts[p];
+      send_displs[p] = 2 * static_cast<int>(p);
+      receive_displs[p] = 2 * static_cast<int>(size - 1 - p);
+    }
+    for (std::size_t d = 0; d < out.size(); ++d) out[d] = word(d + 5) * 3 + d;
+    in.assign(in.size(), 0);
+    comm.check(MPI_Alltoallv(out.data(), send_counts.data(), send_displs.data(), MPI_UINT64_T, in.data(),
+                             receive_counts.data(), receive_displs.data(), MPI_UINT64_T, raw),
+               "MPI_Alltoallv");
+    for (const auto value : in) absorb(value);
+    std::vector<int> bytes_out(size);
+    std::vector<int> bytes_in(size);
+    const std::vector<MPI_Datatype> types(size, MPI_UINT64_T);
+    for (std::size_t p = 0; p < size; ++p) {
+      bytes_out[p] = send_displs[p] * static_cast<int>(sizeof(std::uint64_t));
+      bytes_in[p] = receive_displs[p] * static_cast<int>(sizeof(std::uint64_t));
+    }
+    in.assign(in.size(), 0);
+    comm.check(MPI_Alltoallw(out.data(), send_counts.data(), bytes_out.data(), types.data(), in.data(),
+                             receive_counts.data(), bytes_in.data(), types.data(), raw),
+               "MPI_Alltoallw");
+    for (const auto value : in) absorb(value ^ 0x5a5a);
+  }
+
+  /// MPI_Reduce_scatter_block, MPI_Reduce_scatter, MPI_Scan (in place), MPI_Exscan.
+  void reductions(Comm& comm) {
+    const MPI_Comm raw = comm.raw();
+    const int me = comm.rank().value();
+    const auto size = static_cast<std::size_t>(comm.size());
+    std::vector<std::uint64_t> out(2 * size);
+    for (std::size_t d = 0; d < out.size(); ++d) out[d] = word(d + 7);
+    std::uint64_t block = 0;
+    comm.check(MPI_Reduce_scatter_block(out.data(), &block, 1, MPI_UINT64_T, MPI_BXOR, raw), "MPI_Reduce_scatter_block");
+    absorb(block);
+    std::vector<int> counts(size);
+    for (std::size_t r = 0; r < size; ++r) counts[r] = 1 + static_cast<int>(r % 2);
+    std::vector<std::uint64_t> mine(2);
+    comm.check(MPI_Reduce_scatter(out.data(), mine.data(), counts.data(), MPI_UINT64_T, MPI_SUM, raw),
+               "MPI_Reduce_scatter");
+    for (int k = 0; k < counts[static_cast<std::size_t>(me)]; ++k) absorb(mine[static_cast<std::size_t>(k)]);
+    std::uint64_t prefix = word(4);
+    comm.check(MPI_Scan(MPI_IN_PLACE, &prefix, 1, MPI_UINT64_T, MPI_SUM, raw), "MPI_Scan");
+    absorb(prefix);
+    const std::uint64_t contribution = word(6);
+    std::uint64_t before = 0;
+    comm.check(MPI_Exscan(&contribution, &before, 1, MPI_UINT64_T, MPI_MAX, raw), "MPI_Exscan");
+    if (me > 0) absorb(before);
+  }
+
+  std::vector<std::uint64_t> _cells = std::vector<std::uint64_t>(kCells);
+  std::vector<std::uint64_t> _chain{0};
+  std::vector<std::uint64_t> _executed;
+};
+
+/// The steps under the driver in replay mode with `kill`, then again
+/// without a failure and without the driver; both must agree bitwise.
+void collectives_run(const Kill& kill) {
+  ASSERT_TRUE(msglog::active());
+  Comm comm = Comm::world();
+  Checkpoint checkpoint(comm);
+  Mixer app(comm.rank().value());
+  app.protect(checkpoint);
+  {
+    Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+    driver.run(kSteps, [&](std::uint64_t step) { app.step(comm, step, kill); });
+    if (!comm.is_replacement()) {
+      std::vector<std::uint64_t> once(kSteps);
+      std::iota(once.begin(), once.end(), 0);
+      EXPECT_EQ(app.executed(), once) << "a survivor never runs a step twice";
+      ASSERT_EQ(driver.recoveries().size(), kill.rank < 0 ? 0U : 1U);
+      for (const Recovery& recovery : driver.recoveries()) {
+        EXPECT_EQ(recovery.mode, RecoveryMode::kReplay);
+        EXPECT_EQ(recovery.lost, std::vector<OriginalRank>{OriginalRank{kill.rank}});
+      }
+    }
+  }
+  Mixer clean(comm.rank().value());
+  for (std::uint64_t step = 0; step < kSteps; ++step) clean.step(comm, step, {});
+  EXPECT_EQ(app.cells(), clean.cells()) << "every cell, bitwise";
+  EXPECT_EQ(app.chain(), clean.chain());
+}
+
+}  // namespace
+
+TEST(ReplayCollectives, AKilledRootReplaysItsCollectivesInsideTheStep) {
+  collectives_run({.rank = 1, .step = 9, .point = KillPoint::kMidStep});
+}
+
+TEST(ReplayCollectives, AProcessKilledJustAfterACheckpointReplaysItsCollectives) {
+  collectives_run({.rank = 3, .step = 12, .point = KillPoint::kStepStart});
+}
+
+TEST(ReplayCollectives, AFailureFreeRunAgreesWithOpenMpisCollectives) { collectives_run({}); }
