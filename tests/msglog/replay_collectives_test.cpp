@@ -19,9 +19,8 @@
 #include "mix.hpp"
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
-#include "reprise/driver.hpp"
 #include "reprise/inject.hpp"
-#include "reprise/msglog.hpp"
+#include "replay_checks.hpp"
 
 using namespace reprise;
 
@@ -63,8 +62,12 @@ class Mixer {
     reductions(comm);
   }
 
-  [[nodiscard]] const std::vector<std::uint64_t>& cells() const { return _cells; }
-  [[nodiscard]] std::uint64_t chain() const { return _chain[0]; }
+  /// The cells, then the chain.
+  [[nodiscard]] std::vector<std::uint64_t> state() const {
+    std::vector<std::uint64_t> all = _cells;
+    all.push_back(_chain[0]);
+    return all;
+  }
   [[nodiscard]] const std::vector<std::uint64_t>& executed() const { return _executed; }
 
  private:
@@ -180,32 +183,8 @@ class Mixer {
   std::vector<std::uint64_t> _executed;
 };
 
-/// The steps under the driver in replay mode with `kill`, then again
-/// without a failure and without the driver; both must agree bitwise.
 void collectives_run(const Kill& kill) {
-  ASSERT_TRUE(msglog::active());
-  Comm comm = Comm::world();
-  Checkpoint checkpoint(comm);
-  Mixer app(comm.rank().value());
-  app.protect(checkpoint);
-  {
-    Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
-    driver.run(kSteps, [&](std::uint64_t step) { app.step(comm, step, kill); });
-    if (!comm.is_replacement()) {
-      std::vector<std::uint64_t> once(kSteps);
-      std::iota(once.begin(), once.end(), 0);
-      EXPECT_EQ(app.executed(), once) << "a survivor never runs a step twice";
-      ASSERT_EQ(driver.recoveries().size(), kill.rank < 0 ? 0U : 1U);
-      for (const Recovery& recovery : driver.recoveries()) {
-        EXPECT_EQ(recovery.mode, RecoveryMode::kReplay);
-        EXPECT_EQ(recovery.lost, std::vector<OriginalRank>{OriginalRank{kill.rank}});
-      }
-    }
-  }
-  Mixer clean(comm.rank().value());
-  for (std::uint64_t step = 0; step < kSteps; ++step) clean.step(comm, step, {});
-  EXPECT_EQ(app.cells(), clean.cells()) << "every cell, bitwise";
-  EXPECT_EQ(app.chain(), clean.chain());
+  tests::expect_replay_matches_failure_free<Mixer>(kill, kSteps, kCheckpointEvery, [](int rank) { return Mixer(rank); });
 }
 
 }  // namespace
