@@ -328,15 +328,15 @@ void Migration::arrive() {
     landings.push_back({std::move(name), std::span<std::byte>(copy.data(), bytes)});
     _times.carried_bytes += bytes;
   }
-  double receive_s = 0;
-  std::function<bool()> copies_rest;
+  detail::ArrivedImage arrived;
   std::function<void()> start_landing;
   if (handover.deferred().empty() && landings.empty()) {
     detail::load_image(image, _checkpoint);
   } else {
-    copies_rest = detail::load_arriving_image(image, handover, _checkpoint, _comm.original_rank(), receive_s, landings,
-                                              copies_later);
+    arrived = detail::load_arriving_image({image, handover, _checkpoint, _comm.original_rank(), landings, copies_later});
   }
+  const double receive_s = arrived.receive_s;
+  auto copies_rest = std::move(arrived.rest);
   // The image lies in the handover's buffer, which the copies' rest keeps
   // alive; what this reads of it is not in the parts still landing.
   if (code == kCopiesRetaken) {

@@ -221,53 +221,141 @@ struct WholeExtra {
   std::size_t trailer_word = Landing::kInImage;
 };
 
-}  // namespace
+/// The error for piece `name`, which does not match its checksum once received.
+CorruptData damaged(const std::string& name) {
+  return CorruptData("reprise::Migration::arrive: piece '" + name +
+                     "' does not match its checksum once received (the image or the transfer is damaged); this "
+                     "process cannot take over its predecessor's state");
+}
 
-std::function<bool()> load_arriving_image(const Image& image, Handover& handover, Checkpoint& checkpoint,
-                                          OriginalRank me, double& receive_s, std::span<const ExtraLanding> extras,
-                                          bool extras_later) {
-  const auto registrations = checkpoint.registrations();
-  std::vector<std::size_t> sizes;
-  std::vector<std::span<std::byte>> places;
-  std::vector<std::size_t> trailer_words;  // per extra: where the trailer holds its checksum
-  std::size_t apart = 0;                   // extras whose checksum the image leaves out
-  try {
-    for (const ExtraLanding& extra : extras) {
-      require_piece(image, extra.name);
-      trailer_words.push_back(image.dataset(extra.name).checksum_apart ? apart++ : Landing::kInImage);
-      if (image.dataset(extra.name).bytes != extra.memory.size()) {
-        throw UsageError("reprise: the piece '" + extra.name + "' of the image of original rank " +
-                         std::to_string(image.info().original_rank.value()) + " holds " +
-                         std::to_string(image.dataset(extra.name).bytes) + " bytes, not the " +
-                         std::to_string(extra.memory.size()) + " made room for");
-      }
-    }
-    sizes = piece_sizes(image, checkpoint);
-    places = checkpoint.place_pieces(sizes);
-  } catch (const Error&) {
-    // The image does not fit: take the parts anyway, so that the leaving
-    // process, which waits for them, can go.
-    handover.receive_deferred(std::vector<std::span<std::byte>>(handover.deferred().size()));
-    throw;
-  }
-  // Each deferred part that is exactly a chunk of a buffer, a vector or an
-  // extra piece lands in its memory; the other parts land in the image's
-  // holes, and such a piece's chunks there are copied.
-  const auto parts = handover.deferred();
-  const auto part_at = [&](std::uint64_t offset) {  // the part holding byte `offset`, or parts.size()
-    const auto after = std::upper_bound(parts.begin(), parts.end(), offset,
-                                        [](std::uint64_t at, const HandoverPart& p) { return at < p.offset; });
-    if (after == parts.begin()) return parts.size();
-    const auto part = std::prev(after);
-    return offset - part->offset < part->size ? static_cast<std::size_t>(part - parts.begin()) : parts.size();
-  };
-  std::vector<std::span<std::byte>> landing(parts.size());
+/// The extras an arriving image's state leaves for later (`extras_later`):
+/// the rest of the handover's parts, and the extras put in place and
+/// checked, wherever the caller runs them.
+struct ExtrasRest {
+  Handover handover;
   std::vector<Landing> pieces;
-  std::vector<Landing> unchunked;  // read through HDF5 after the parts arrived
-  const auto plan = [&](Landing piece) {
-    piece.chunks = image.chunks(piece.name);
+  std::vector<WholeExtra> whole;
+  std::vector<std::optional<std::uint64_t>> in_image;  // per piece, then per whole extra
+  std::size_t parts = 0;                               // the handover's deferred parts
+
+  /// Receives the rest of the parts, puts every extra in place and checks
+  /// it; whether they all arrived intact.
+  bool land() {
+    const auto image_bytes = handover.span();
+    for (Landing& piece : pieces) piece.advance(0, image_bytes);
+    if (!handover.receive_rest([&](std::size_t part) {
+          for (Landing& piece : pieces) piece.advance(part + 1, image_bytes);
+        })) {
+      return false;
+    }
+    const auto trailer = handover.trailer();
+    std::size_t i = 0;
+    for (Landing& piece : pieces) {
+      piece.advance(parts, image_bytes);
+      if (!matches(piece.checksum->digest(), in_image[i++], piece.trailer_word, trailer)) return false;
+    }
+    for (WholeExtra& extra : whole) {
+      if (!matches(checksum64(extra.bytes), in_image[i++], extra.trailer_word, trailer)) return false;
+      std::memcpy(extra.memory.data(), extra.bytes.data(), extra.memory.size());
+    }
+    return true;
+  }
+};
+
+/// The loading of an image that arrived with deferred parts
+/// (`load_arriving_image`), phase by phase.
+class ArrivalLoad {
+ public:
+  explicit ArrivalLoad(const ArrivingImage& arriving)
+      : _image(arriving.image),
+        _handover(arriving.handover),
+        _checkpoint(arriving.checkpoint),
+        _me(arriving.me),
+        _extras(arriving.extras),
+        _extras_later(arriving.extras_later),
+        _registrations(arriving.checkpoint.registrations()) {}
+
+  /// Loads the state, and the extras or with `extras_later` the function
+  /// that lands them.
+  ArrivedImage run() {
+    fit();
+    plan_landings();
+    const std::size_t now = parts_for_state();
+    ArrivedImage arrived;
+    arrived.receive_s = receive_parts(now);
+    load_state();
+    arrived.rest = rest_of_extras();
+    return arrived;
+  }
+
+ private:
+  /// Checks every extra and every registered piece of the image against
+  /// where it goes, and makes room for the state (`Checkpoint::place_pieces`).
+  /// On an error, takes the parts anyway.
+  void fit() {
+    std::size_t apart = 0;  // extras whose checksum the image leaves out
+    try {
+      for (const ExtraLanding& extra : _extras) {
+        require_piece(_image, extra.name);
+        _trailer_words.push_back(_image.dataset(extra.name).checksum_apart ? apart++ : Landing::kInImage);
+        if (_image.dataset(extra.name).bytes != extra.memory.size()) {
+          throw UsageError("reprise: the piece '" + extra.name + "' of the image of original rank " +
+                           std::to_string(_image.info().original_rank.value()) + " holds " +
+                           std::to_string(_image.dataset(extra.name).bytes) + " bytes, not the " +
+                           std::to_string(extra.memory.size()) + " made room for");
+        }
+      }
+      _sizes = piece_sizes(_image, _checkpoint);
+      _places = _checkpoint.place_pieces(_sizes);
+    } catch (const Error&) {
+      // The image does not fit: take the parts anyway, so that the leaving
+      // process, which waits for them, can go.
+      _handover.receive_deferred(std::vector<std::span<std::byte>>(_handover.deferred().size()));
+      throw;
+    }
+  }
+
+  /// Plans where the chunks of every buffer, vector and extra piece come
+  /// from. Each deferred part that is exactly such a chunk lands in its
+  /// memory; the other parts land in the image's holes, and such a piece's
+  /// chunks there are copied.
+  void plan_landings() {
+    _parts = _handover.deferred();
+    _landing.resize(_parts.size());
+    for (std::size_t i = 0; i < _registrations.size(); ++i) {
+      if (_places[i].empty()) continue;  // a Save/Load object: loaded from the image below
+      Landing piece;
+      piece.name = _registrations[i].name;
+      piece.registration = i;
+      piece.memory = _places[i];
+      plan(std::move(piece));
+    }
+    for (std::size_t e = 0; e < _extras.size(); ++e) {
+      if (_extras[e].memory.empty()) continue;
+      Landing piece;
+      piece.name = _extras[e].name;
+      piece.memory = _extras[e].memory;
+      piece.trailer_word = _trailer_words[e];
+      plan(std::move(piece));
+    }
+  }
+
+  /// The deferred part holding byte `offset` of the image, or the number of parts.
+  std::size_t part_at(std::uint64_t offset) const {
+    const auto after = std::upper_bound(_parts.begin(), _parts.end(), offset,
+                                        [](std::uint64_t at, const HandoverPart& p) { return at < p.offset; });
+    if (after == _parts.begin()) return _parts.size();
+    const auto part = std::prev(after);
+    return offset - part->offset < part->size ? static_cast<std::size_t>(part - _parts.begin()) : _parts.size();
+  }
+
+  /// Plans the landing of `piece`: the part each chunk waits for, and the
+  /// parts received straight into its memory. A piece not in chunks is read
+  /// through HDF5 after the parts arrived.
+  void plan(Landing piece) {
+    piece.chunks = _image.chunks(piece.name);
     if (piece.chunks.empty()) {
-      unchunked.push_back(std::move(piece));
+      _unchunked.push_back(std::move(piece));
       return;
     }
     bool in_order = true;  // the chunks arrive in the piece's order: hashed as they come
@@ -276,10 +364,10 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
       bool landed = false;
       if (chunk.stored) {
         const std::size_t part = part_at(chunk.image_offset);
-        if (part < parts.size()) {
+        if (part < _parts.size()) {
           waits = part;
-          landed = parts[part].offset == chunk.image_offset && parts[part].size == chunk.bytes;
-          if (landed) landing[part] = piece.memory.subspan(chunk.piece_offset, chunk.bytes);
+          landed = _parts[part].offset == chunk.image_offset && _parts[part].size == chunk.bytes;
+          if (landed) _landing[part] = piece.memory.subspan(chunk.piece_offset, chunk.bytes);
         }
       }
       if (waits != Landing::kReady && !piece.waits.empty() && piece.waits.back() != Landing::kReady &&
@@ -290,148 +378,163 @@ std::function<bool()> load_arriving_image(const Image& image, Handover& handover
       piece.landed.push_back(landed);
     }
     // Out of order: everything in place first, hashed after the last part.
-    if (!in_order) std::fill(piece.waits.begin(), piece.waits.end(), parts.size() - 1);
-    pieces.push_back(std::move(piece));
-  };
-  for (std::size_t i = 0; i < registrations.size(); ++i) {
-    if (places[i].empty()) continue;  // a Save/Load object: loaded from the image below
-    Landing piece;
-    piece.name = registrations[i].name;
-    piece.registration = i;
-    piece.memory = places[i];
-    plan(std::move(piece));
+    if (!in_order) std::fill(piece.waits.begin(), piece.waits.end(), _parts.size() - 1);
+    _pieces.push_back(std::move(piece));
   }
-  for (std::size_t e = 0; e < extras.size(); ++e) {
-    if (extras[e].memory.empty()) continue;
-    Landing piece;
-    piece.name = extras[e].name;
-    piece.memory = extras[e].memory;
-    piece.trailer_word = trailer_words[e];
-    plan(std::move(piece));
-  }
-  const auto bytes = handover.span();
-  // With the extras later, their memory is not touched before the returned function runs.
-  const auto now_here = [extras_later](const Landing& piece) {
-    return !extras_later || piece.registration != Landing::kExtra;
-  };
-  for (Landing& piece : pieces) {
-    if (now_here(piece)) piece.advance(0, bytes);
-  }
-  // With the extras later: the parts up to the last one the state waits for.
-  std::size_t now = parts.size();
-  if (extras_later) {
-    now = 0;
-    for (const Landing& piece : pieces) {
-      if (piece.registration == Landing::kExtra) continue;
-      for (const std::size_t part : piece.waits) {
-        if (part != Landing::kReady) now = std::max(now, part + 1);
-      }
+
+  /// Whether `piece` lands now: with the extras later, their memory is not
+  /// touched before the returned function runs.
+  bool now_here(const Landing& piece) const { return !_extras_later || piece.registration != Landing::kExtra; }
+
+  /// Puts in place what lands now and waits for no part, and returns how
+  /// many of the first parts to receive now: all of them, or with the
+  /// extras later the parts up to the last one the state waits for.
+  std::size_t parts_for_state() {
+    const auto bytes = _handover.span();
+    for (Landing& piece : _pieces) {
+      if (now_here(piece)) piece.advance(0, bytes);
     }
-  }
-  // The extras' parts follow the state's (the image holds the registrations
-  // first): an extra waiting for an earlier part would be written before its
-  // memory is ready.
-  for (const Landing& piece : pieces) {
-    if (now_here(piece)) continue;
-    for (const std::size_t part : piece.waits) {
-      if (part != Landing::kReady && part < now) {
-        handover.receive_deferred(std::vector<std::span<std::byte>>(parts.size()));  // so that the sender can go
-        throw CorruptData("reprise::Migration::arrive: the image of original rank " +
-                          std::to_string(image.info().original_rank.value()) + " lays piece '" + piece.name +
-                          "' among the registered state's: it is damaged, or from another version of reprise");
-      }
-    }
-  }
-  inject::fault_point("migration.arrive.deferred", me);
-  const double started = MPI_Wtime();
-  handover.receive_deferred(
-      landing, [&](std::size_t part) {
-        for (Landing& piece : pieces) {
-          if (now_here(piece)) piece.advance(part + 1, bytes);
+    std::size_t now = _parts.size();
+    if (_extras_later) {
+      now = 0;
+      for (const Landing& piece : _pieces) {
+        if (piece.registration == Landing::kExtra) continue;
+        for (const std::size_t part : piece.waits) {
+          if (part != Landing::kReady) now = std::max(now, part + 1);
         }
-      },
-      now);
-  receive_s = MPI_Wtime() - started;
-  std::vector<bool> done(registrations.size(), false);
-  std::vector<Landing> later;          // with the extras later: theirs, chunked ...
-  std::vector<WholeExtra> later_whole;  // ... and not
-  const auto damaged = [](const std::string& name) {
-    return CorruptData("reprise::Migration::arrive: piece '" + name +
-                       "' does not match its checksum once received (the image or the transfer is damaged); this "
-                       "process cannot take over its predecessor's state");
-  };
-  try {
-    for (Landing& piece : pieces) {
+      }
+    }
+    refuse_extras_before(now);
+    return now;
+  }
+
+  /// `CorruptData` (the parts taken anyway) if an extra left for later waits
+  /// for one of the first `now` parts. The extras' parts follow the state's
+  /// (the image holds the registrations first): an extra waiting for an
+  /// earlier part would be written before its memory is ready.
+  void refuse_extras_before(std::size_t now) {
+    for (const Landing& piece : _pieces) {
+      if (now_here(piece)) continue;
+      for (const std::size_t part : piece.waits) {
+        if (part != Landing::kReady && part < now) {
+          _handover.receive_deferred(std::vector<std::span<std::byte>>(_parts.size()));  // so that the sender can go
+          throw CorruptData("reprise::Migration::arrive: the image of original rank " +
+                            std::to_string(_image.info().original_rank.value()) + " lays piece '" + piece.name +
+                            "' among the registered state's: it is damaged, or from another version of reprise");
+        }
+      }
+    }
+  }
+
+  /// Receives the first `now` parts, putting in place and hashing what each
+  /// one completes; the seconds it took.
+  double receive_parts(std::size_t now) {
+    const auto bytes = _handover.span();
+    inject::fault_point("migration.arrive.deferred", _me);
+    const double started = MPI_Wtime();
+    _handover.receive_deferred(
+        _landing, [&](std::size_t part) {
+          for (Landing& piece : _pieces) {
+            if (now_here(piece)) piece.advance(part + 1, bytes);
+          }
+        },
+        now);
+    return MPI_Wtime() - started;
+  }
+
+  /// Checks every piece that landed now and loads the state, setting the
+  /// extras for later aside. On an error, takes the rest of the parts
+  /// anyway.
+  void load_state() {
+    try {
+      const std::vector<bool> done = check_landed();
+      read_whole_extras();
+      _checkpoint.load_in_place(_sizes, [&](std::size_t index, std::span<std::byte> memory) {
+        if (done[index]) return;  // in place already, checked
+        _image.verify(_registrations[index].name);
+        _image.read_unverified(_registrations[index].name, memory);
+      });
+    } catch (const Error&) {
+      // The state is refused: take the rest anyway, so that the sender can go.
+      (void)_handover.receive_rest();
+      throw;
+    }
+  }
+
+  /// Puts the pieces that land now wholly in place and checks them (the
+  /// others set aside for later); per registration, whether it is in place.
+  std::vector<bool> check_landed() {
+    std::vector<bool> done(_registrations.size(), false);
+    const auto bytes = _handover.span();
+    for (Landing& piece : _pieces) {
       if (!now_here(piece)) {
-        later.push_back(std::move(piece));
+        _later.push_back(std::move(piece));
         continue;
       }
-      piece.advance(parts.size(), bytes);
-      if (!matches(piece.checksum->digest(), checksum_in(image, piece.name), piece.trailer_word,
-                   handover.trailer())) {
+      piece.advance(_parts.size(), bytes);
+      if (!matches(piece.checksum->digest(), checksum_in(_image, piece.name), piece.trailer_word,
+                   _handover.trailer())) {
         throw damaged(piece.name);
       }
       if (piece.registration != Landing::kExtra) done[piece.registration] = true;
     }
-    for (const Landing& piece : unchunked) {
-      if (piece.registration != Landing::kExtra) continue;  // loaded below
+    return done;
+  }
+
+  /// Reads the extras not stored in chunks, and checks each and puts it in
+  /// place, or with the extras later sets it aside.
+  void read_whole_extras() {
+    for (const Landing& piece : _unchunked) {
+      if (piece.registration != Landing::kExtra) continue;  // loaded with the state
       // Read here, checked where the checksum is known: HDF5 stays on this thread.
       WholeExtra whole{piece.name, piece.memory, std::vector<std::byte>(piece.memory.size()), piece.trailer_word};
-      image.read_unverified(piece.name, whole.bytes);
-      if (extras_later) {
-        later_whole.push_back(std::move(whole));
+      _image.read_unverified(piece.name, whole.bytes);
+      if (_extras_later) {
+        _later_whole.push_back(std::move(whole));
         continue;
       }
-      if (!matches(checksum64(whole.bytes), checksum_in(image, piece.name), piece.trailer_word,
-                   handover.trailer())) {
+      if (!matches(checksum64(whole.bytes), checksum_in(_image, piece.name), piece.trailer_word,
+                   _handover.trailer())) {
         throw damaged(piece.name);
       }
       std::memcpy(piece.memory.data(), whole.bytes.data(), piece.memory.size());
     }
-    checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
-      if (done[index]) return;  // in place already, checked
-      image.verify(registrations[index].name);
-      image.read_unverified(registrations[index].name, memory);
-    });
-  } catch (const Error&) {
-    // The state is refused: take the rest anyway, so that the sender can go.
-    (void)handover.receive_rest();
-    throw;
   }
-  if (!extras_later || (later.empty() && later_whole.empty())) return {};
-  // The rest of the parts, and the extras put in place and checked,
-  // wherever the caller runs them (the checksums the image holds are read
-  // here: HDF5 stays on this thread).
-  struct Rest {
-    Handover handover;
-    std::vector<Landing> pieces;
-    std::vector<WholeExtra> whole;
-    std::vector<std::optional<std::uint64_t>> in_image;  // per piece, then per whole extra
-  };
-  auto rest = std::make_shared<Rest>(Rest{std::move(handover), std::move(later), std::move(later_whole), {}});
-  for (const Landing& piece : rest->pieces) rest->in_image.push_back(checksum_in(image, piece.name));
-  for (const WholeExtra& whole : rest->whole) rest->in_image.push_back(checksum_in(image, whole.name));
-  return [rest, count = parts.size()]() {
-    const auto image_bytes = rest->handover.span();
-    for (Landing& piece : rest->pieces) piece.advance(0, image_bytes);
-    if (!rest->handover.receive_rest([&](std::size_t part) {
-          for (Landing& piece : rest->pieces) piece.advance(part + 1, image_bytes);
-        })) {
-      return false;
-    }
-    const auto trailer = rest->handover.trailer();
-    std::size_t i = 0;
-    for (Landing& piece : rest->pieces) {
-      piece.advance(count, image_bytes);
-      if (!matches(piece.checksum->digest(), rest->in_image[i++], piece.trailer_word, trailer)) return false;
-    }
-    for (WholeExtra& whole : rest->whole) {
-      if (!matches(checksum64(whole.bytes), rest->in_image[i++], whole.trailer_word, trailer)) return false;
-      std::memcpy(whole.memory.data(), whole.bytes.data(), whole.memory.size());
-    }
-    return true;
-  };
-}
+
+  /// With the extras later, the function that lands them (`ExtrasRest`);
+  /// empty otherwise, or with none. The checksums the image holds are read
+  /// here: HDF5 stays on this thread.
+  std::function<bool()> rest_of_extras() {
+    if (!_extras_later || (_later.empty() && _later_whole.empty())) return {};
+    const std::size_t parts = _parts.size();
+    auto rest = std::make_shared<ExtrasRest>(
+        ExtrasRest{std::move(_handover), std::move(_later), std::move(_later_whole), {}, parts});
+    for (const Landing& piece : rest->pieces) rest->in_image.push_back(checksum_in(_image, piece.name));
+    for (const WholeExtra& whole : rest->whole) rest->in_image.push_back(checksum_in(_image, whole.name));
+    return [rest] { return rest->land(); };
+  }
+
+  const Image& _image;
+  Handover& _handover;
+  Checkpoint& _checkpoint;
+  OriginalRank _me;
+  std::span<const ExtraLanding> _extras;
+  bool _extras_later;
+  std::vector<Registration> _registrations;
+  std::vector<std::size_t> _sizes;
+  std::vector<std::span<std::byte>> _places;
+  std::vector<std::size_t> _trailer_words;  // per extra: where the trailer holds its checksum
+  std::span<const HandoverPart> _parts;      // the handover's deferred parts
+  std::vector<std::span<std::byte>> _landing;  // per part: the memory it lands in, or none (the image's hole)
+  std::vector<Landing> _pieces;
+  std::vector<Landing> _unchunked;    // read through HDF5 after the parts arrived
+  std::vector<Landing> _later;        // with the extras later: theirs, chunked ...
+  std::vector<WholeExtra> _later_whole;  // ... and not
+};
+
+}  // namespace
+
+ArrivedImage load_arriving_image(const ArrivingImage& arriving) { return ArrivalLoad(arriving).run(); }
 
 std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint) {
   const auto pieces = read_pieces(image, checkpoint);

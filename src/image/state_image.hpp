@@ -60,28 +60,45 @@ struct ExtraLanding {
 /// for a damaged one; either way nothing is loaded.
 void load_image(const Image& image, Checkpoint& checkpoint);
 
-/// Sets the registered state of `checkpoint` from an `image` that arrived in
-/// `handover` with deferred parts (holes in the image): each part that holds
-/// a chunk of a registered buffer or vector is received straight into that
-/// memory, the others into the image; then each piece is checked where it
-/// landed and the rest copied once. Every piece is checked against its
-/// registration first (`UsageError`, nothing loaded); a damaged piece
-/// (`CorruptData`) may leave the state partly written: this is for a new
-/// process, whose state is nothing yet. `me`: this process's original rank
-/// (for the fault point before the parts are received). `receive_s`: the
-/// seconds spent receiving the parts. `extras`: pieces besides the
-/// registered ones, received and checked the same way into their memory
-/// (`UsageError`, nothing loaded, if one is missing or of another size);
-/// those whose checksum the image leaves out against the words of the
-/// handover's trailer, in their order in `extras`. With `extras_later`, only the parts the state needs are awaited here:
-/// the returned function (empty otherwise) takes `handover`, receives the
-/// rest and checks every extra against its checksum, and returns whether
-/// they all arrived intact; it may run on another thread, and must have
-/// returned before the extras' memory is used or released.
-[[nodiscard]] std::function<bool()> load_arriving_image(const Image& image, Handover& handover,
-                                                        Checkpoint& checkpoint, OriginalRank me, double& receive_s,
-                                                        std::span<const ExtraLanding> extras = {},
-                                                        bool extras_later = false);
+/// What `load_arriving_image` loads: an `image` that arrived in `handover`
+/// with deferred parts (holes in the image), into the registered state of
+/// `checkpoint`.
+struct ArrivingImage {
+  const Image& image;
+  Handover& handover;
+  Checkpoint& checkpoint;
+  /// This process's original rank (for the fault point before the parts are
+  /// received).
+  OriginalRank me;
+  /// Pieces besides the registered ones, received and checked the same way
+  /// into their memory (`UsageError`, nothing loaded, if one is missing or
+  /// of another size); those whose checksum the image leaves out against
+  /// the words of the handover's trailer, in their order here.
+  std::span<const ExtraLanding> extras = {};
+  /// Only the parts the state needs are awaited by `load_arriving_image`:
+  /// `ArrivedImage::rest` takes the others.
+  bool extras_later = false;
+};
+
+/// What `load_arriving_image` leaves to its caller.
+struct ArrivedImage {
+  /// With `extras_later` (empty otherwise): takes the handover, receives the
+  /// rest and checks every extra against its checksum, and returns whether
+  /// they all arrived intact; it may run on another thread, and must have
+  /// returned before the extras' memory is used or released.
+  std::function<bool()> rest;
+  /// The seconds spent receiving the parts.
+  double receive_s = 0;
+};
+
+/// Sets the registered state of `arriving.checkpoint` from its image: each
+/// deferred part that holds a chunk of a registered buffer or vector is
+/// received straight into that memory, the others into the image; then each
+/// piece is checked where it landed and the rest copied once. Every piece is
+/// checked against its registration first (`UsageError`, nothing loaded); a
+/// damaged piece (`CorruptData`) may leave the state partly written: this is
+/// for a new process, whose state is nothing yet.
+[[nodiscard]] ArrivedImage load_arriving_image(const ArrivingImage& arriving);
 
 /// The serialized state of `checkpoint` that `image` holds: every registered
 /// piece by name, checksums checked. `UsageError` naming a missing piece.
