@@ -8,6 +8,7 @@
 #   make cluster-up NODES=4 / make cluster-down  a cluster of network-namespace nodes (scripts/cluster)
 #   make test-cluster  the tests of whole-node losses, on the cluster made by make cluster-up NODES=4
 #   make demo-cluster  k-means and heat3d across nodes, each losing a whole node (root)
+#   make docs   the API reference from the public headers: build/docs/html/index.html
 PRESET ?= release
 BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3",
@@ -15,7 +16,7 @@ BUILD  := build/$(PRESET)
 DEMO_ARGS ?=
 DEMO_RANKS ?= 8
 
-.PHONY: setup build demo demo-heat demo-replay demo-heal test test-release test-asan test-asan-all bench chaos clean \
+.PHONY: setup build demo demo-heat demo-replay demo-heal test test-release test-asan test-asan-all bench chaos clean docs \
         cluster-up cluster-down test-cluster test-cluster-here demo-cluster
 
 setup:
@@ -24,6 +25,9 @@ setup:
 build: setup
 	@cmake --preset $(PRESET) > /dev/null
 	@cmake --build --preset $(PRESET)
+
+docs: setup
+	@scripts/build-api-reference build/docs
 
 demo: build
 	@scripts/reprise-run -n $(DEMO_RANKS) --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)

@@ -70,14 +70,14 @@ class SavedState {
 /// `range`, `block_bytes` each, back to back. Recorded with a registration so
 /// that a disk image can be redistributed over another process count.
 struct BlockHolding {
-  std::size_t block_bytes = 0;
-  BlockRange range;
+  std::size_t block_bytes = 0;  ///< bytes per block
+  BlockRange range;             ///< the ids held
 };
 
 /// One registered piece of state as other layers (disk images, migration)
 /// see it: its name, its element type and shape, and what its size must be.
 struct Registration {
-  std::string name;
+  std::string name;                     ///< the name it was protected under
   ArrayShape shape;                     ///< `kBytes` unless registered as a typed array or vector
   std::size_t fixed_bytes = 0;          ///< 0: the size may change (vectors, Save/Load objects)
   std::optional<BlockHolding> blocks;   ///< set for `protect_blocks`
@@ -85,7 +85,7 @@ struct Registration {
 
 /// Which `Checkpoint::on_commit` callback to remove with `remove_commit_hook`.
 struct CommitHook {
-  std::uint64_t id = 0;
+  std::uint64_t id = 0;  ///< given by `on_commit`
 };
 
 /// Protects registered state of every process. Every member registers the

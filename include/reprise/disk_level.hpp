@@ -10,8 +10,8 @@
 ///
 /// Directory layout (one directory per job's checkpoints, shared by all
 /// processes):
-///   <directory>/v<version>/rank<original rank>.h5   one image per process
-///   <directory>/v<version>/manifest                 written last, by process 0
+///   `<directory>/v<version>/rank<original rank>.h5`   one image per process
+///   `<directory>/v<version>/manifest`                 written last, by process 0
 /// A version is complete when its manifest is there and checks out; files are
 /// written to a temporary name, fsynced, renamed, and the folder fsynced.
 
@@ -61,7 +61,7 @@ enum class RestartOutcome {
 
 /// The result of `DiskLevel::restart()`, the same on every process.
 struct DiskRestart {
-  RestartOutcome outcome = RestartOutcome::kNoCheckpoint;
+  RestartOutcome outcome = RestartOutcome::kNoCheckpoint;  ///< what was found, and so what to do
   std::uint64_t version = 0;              ///< the version restarted from (the next checkpoint is version + 1)
   int old_world_size = 0;                 ///< processes of the job that wrote it
   std::vector<OriginalRank> old_members;  ///< their original ranks, ascending (new rank i took old_members[i] on kRestored)

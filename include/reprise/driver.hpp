@@ -35,7 +35,7 @@ enum class RecoveryMode {
 
 /// What one recovery did, as every process saw it.
 struct Recovery {
-  RecoveryMode mode = RecoveryMode::kRespawn;
+  RecoveryMode mode = RecoveryMode::kRespawn;  ///< how it recovered (`kRespawn` for a replay that fell back)
   std::vector<OriginalRank> lost;  ///< original ranks lost (replaced, with respawn)
   std::uint64_t epoch = 0;         ///< the communicator's epoch afterwards
   double seconds = 0;              ///< from catching the failure to the state restored
@@ -56,14 +56,14 @@ struct Cadence {
 
 /// How the driver behaves.
 struct DriverConfig {
-  RecoveryMode mode = RecoveryMode::kRespawn;
+  RecoveryMode mode = RecoveryMode::kRespawn;  ///< how to recover from a failure
   int max_recoveries = 64;  ///< give up (rethrow) after this many recoveries
   Cadence cadence = {};     ///< for `Driver::run(steps, step)`
 };
 
 /// The checkpoints `Driver::run(steps, step)` took on this process.
 struct CheckpointStats {
-  int count = 0;
+  int count = 0;       ///< how many
   double seconds = 0;  ///< their total time on this process
 };
 

@@ -89,7 +89,7 @@ template <class T>
 /// The element type and shape of a piece of state. An empty shape means one
 /// dimension holding every element (the byte count / element size).
 struct ArrayShape {
-  ElementType type = ElementType::kBytes;
+  ElementType type = ElementType::kBytes;  ///< the type of each element
   std::vector<std::uint64_t> extents;  ///< elements per dimension, slowest first (C order)
 };
 

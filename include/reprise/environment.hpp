@@ -37,6 +37,8 @@ inline constexpr int kUncaughtExceptionStatus = 70;
 /// a non-zero status, unless the program recorded an outcome of its own.
 class Environment {
  public:
+  /// Initialises MPI asking for `MPI_THREAD_MULTIPLE` (what `Heartbeat` and
+  /// the background commits need).
   Environment(int& argc, char**& argv);
   /// As above, asking MPI for `thread_level` (an `MPI_THREAD_*` constant)
   /// instead. With less than `MPI_THREAD_MULTIPLE`, `Heartbeat` refuses to
@@ -53,6 +55,7 @@ class Environment {
   /// The status to exit with if finalisation has to be abandoned; set it to
   /// what `main` will return, so that a failed run is not reported as success.
   void set_exit_status(int status) noexcept { _exit_status = status; }
+  /// The status `set_exit_status` set (0 until then).
   [[nodiscard]] int exit_status() const noexcept { return _exit_status; }
 
  private:

@@ -19,6 +19,7 @@ namespace reprise {
 /// Base of every reprise exception.
 class Error : public std::runtime_error {
  public:
+  /// An error saying `what`, behind which MPI reported `mpi_error_class`.
   Error(const std::string& what, int mpi_error_class)
       : std::runtime_error(what), _mpi_error_class(mpi_error_class) {}
 
@@ -41,6 +42,7 @@ class CommFailure : public Error {
 /// revoke, then shrink or respawn.
 class ProcessFailed : public CommFailure {
  public:
+  /// The processes `failed` died (as far as MPI could tell).
   ProcessFailed(const std::string& what, int mpi_error_class, std::vector<OriginalRank> failed)
       : CommFailure(what, mpi_error_class), _failed(std::move(failed)) {}
 
@@ -64,6 +66,7 @@ class Revoked : public CommFailure {
 /// state (checkpoints), the processes whose state is lost.
 class DataLost : public Error {
  public:
+  /// No copy of the blocks `lost` survives; for per-process state, the state of `lost_processes`.
   DataLost(const std::string& what, std::vector<BlockRange> lost, std::vector<OriginalRank> lost_processes = {})
       : Error(what, MPI_ERR_OTHER), _lost(std::move(lost)), _lost_processes(std::move(lost_processes)) {}
 
@@ -86,6 +89,7 @@ class DataLost : public Error {
 /// before is intact.
 class IoError : public Error {
  public:
+  /// The system refused an operation `what` describes, with `errno` `system_error`.
   IoError(const std::string& what, int system_error) : Error(what, MPI_ERR_IO), _system_error(system_error) {}
 
   /// The `errno` value behind the failure (0 if the system gave none).
@@ -100,6 +104,7 @@ class IoError : public Error {
 /// reprise does not read. The message names it; nothing was changed.
 class CorruptData : public Error {
  public:
+  /// Saved data `what` describes cannot be read back.
   explicit CorruptData(const std::string& what) : Error(what, MPI_ERR_OTHER) {}
 };
 
@@ -107,6 +112,7 @@ class CorruptData : public Error {
 /// The message says what and how to fix it; no state was changed.
 class UsageError : public Error {
  public:
+  /// A wrong call, `what` saying what was wrong and what to do.
   explicit UsageError(const std::string& what) : Error(what, MPI_ERR_ARG) {}
 };
 

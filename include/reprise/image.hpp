@@ -10,7 +10,7 @@
 ///   /                 attributes `reprise_format` (uint32), `reprise_version`
 ///                     (fixed-length string), `original_rank`, `world_size`
 ///                     (int32), `checkpoint_id` (uint64), `unix_time` (float64)
-///   /state/<name>     one dataset per piece, little-endian, in its element
+///   `/state/<name>`   one dataset per piece, little-endian, in its element
 ///                     type and shape, in the order added; attributes
 ///                     `checksum` (XXH3-64 of the piece's bytes, uint64) and
 ///                     `element_type` (fixed-length string, e.g. "float64");
@@ -88,6 +88,7 @@ class ImageBytes {
 
   /// The first byte (to receive an image into, or send it from).
   [[nodiscard]] std::byte* data() noexcept { return _data.get(); }
+  /// The first byte, read-only.
   [[nodiscard]] const std::byte* data() const noexcept { return _data.get(); }
   /// The image's size in bytes.
   [[nodiscard]] std::size_t size() const noexcept { return _size; }
@@ -126,8 +127,10 @@ class ImageBuilder {
   /// nothing is written where their data will lie.
   explicit ImageBuilder(ImageInfo info, std::size_t expected_bytes = 0, std::size_t referenced_pieces = 0);
   ~ImageBuilder();
-  ImageBuilder(ImageBuilder&&) noexcept;
-  ImageBuilder& operator=(ImageBuilder&&) noexcept;
+  /// Moves the image being built; `other` is left empty.
+  ImageBuilder(ImageBuilder&& other) noexcept;
+  /// Moves the image being built; `other` is left empty.
+  ImageBuilder& operator=(ImageBuilder&& other) noexcept;
   ImageBuilder(const ImageBuilder&) = delete;
   ImageBuilder& operator=(const ImageBuilder&) = delete;
 
@@ -191,8 +194,10 @@ class Image {
   [[nodiscard]] static Image read_file(const std::filesystem::path& path);
 
   ~Image();
-  Image(Image&&) noexcept;
-  Image& operator=(Image&&) noexcept;
+  /// Moves the open image; `other` is left empty.
+  Image(Image&& other) noexcept;
+  /// Moves the open image; `other` is left empty.
+  Image& operator=(Image&& other) noexcept;
   Image(const Image&) = delete;
   Image& operator=(const Image&) = delete;
 

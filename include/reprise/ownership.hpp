@@ -21,8 +21,8 @@ class Ownership {
  public:
   /// One entry of the table.
   struct Entry {
-    BlockRange range;
-    OriginalRank owner;
+    BlockRange range;    ///< the ids
+    OriginalRank owner;  ///< who computes on them
   };
 
   /// Each member of `comm` owns `range_of(member)`.

@@ -85,7 +85,7 @@ class Placement {
 
   /// A run of consecutive ids whose copies all live on the same slots.
   struct Piece {
-    BlockRange range;
+    BlockRange range;           ///< the ids
     std::vector<Slot> holders;  ///< copy 0 first
   };
 
@@ -123,8 +123,8 @@ class Placement {
 /// process at each slot, and the node of each slot, ready for
 /// `PlacementConfig::node_of_slot`.
 struct SlotOrder {
-  std::vector<int> process;
-  std::vector<int> node;
+  std::vector<int> process;  ///< per slot, the process there (a rank)
+  std::vector<int> node;     ///< per slot, its node
 };
 
 /// `node_major_order` of `node_of_process`, with the node of each slot.

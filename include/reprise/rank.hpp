@@ -51,9 +51,11 @@ using OriginalRank = detail::StrongRank<detail::OriginalRankTag>;
 
 }  // namespace reprise
 
+/// \cond
 template <class Tag>
 struct std::hash<reprise::detail::StrongRank<Tag>> {
   std::size_t operator()(reprise::detail::StrongRank<Tag> rank) const noexcept {
     return std::hash<int>{}(rank.value());
   }
 };
+/// \endcond

@@ -1,6 +1,12 @@
 #pragma once
 /// \file
 /// Everything reprise offers, in one include.
+///
+/// \mainpage The reprise API reference
+/// Every public header, class and function, from the headers' comments.
+/// The guide (`docs/guide/` in the source tree) says when to use each part,
+/// with a minimal program; `reprise.hpp` includes every header but the
+/// message log's (`msglog.h`, `msglog.hpp`) and the preloaded heap's (`heap.h`).
 
 #include "reprise/block.hpp"
 #include "reprise/checkpoint.hpp"
