@@ -465,6 +465,7 @@ class Comm {
   static Comm join_migration(MPI_Comm merged);
   static Comm serve_as_spare();
   struct PoolRound;
+  class PoolAttempt;
   static std::optional<Comm> take_from_pool(const PoolRound& round, bool& enough);
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool no_failure_until(double deadline);

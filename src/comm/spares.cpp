@@ -188,6 +188,258 @@ void release_spares() noexcept {
 
 }  // namespace detail
 
+/// One try of a round on the pool (`take_from_pool`), phase by phase: what
+/// it learns, who takes what, the communicators it builds and a migration's
+/// handover, then what it leaves, whether it worked everywhere or not.
+class Comm::PoolAttempt {
+ public:
+  PoolAttempt(detail::SparePool& sp, const PoolRound& round) : _sp(sp), _round(round) {}
+
+  /// Runs the try up to its last agreement: whether it worked everywhere.
+  bool run() {
+    _view = shrink_pool(_sp);
+    _shrunk = _sp.pool;
+    _ok = _view.gathered;
+    if (_sp.my_original >= 0) inject::fault_point("comm.take_from_pool", OriginalRank{_sp.my_original});
+    share_header();
+    assign();
+    split();
+    // Every process has built its communicators before a migration's
+    // handover, or a failure during it, can reach one (as in
+    // finish_migration: docs/RELIABILITY.md, defect 23). Every round agrees
+    // here, whatever it knows: a process whose broadcast failed does not
+    // know the round is a migration, and the agreements must pair up.
+    if (detail::ulfm::agree_on_step(_shrunk, _ok) != MPI_SUCCESS) _ok = false;
+    hand_over();
+    const int rc = detail::ulfm::agree_on_step(_shrunk, _ok);
+    if (rc == MPI_SUCCESS && _ok && _leaves && !_round.deferred.empty()) {
+      // The spare receives the deferred parts once it runs again; if one of
+      // the two fails first, that is a failure of the new communicator's
+      // (the spare gives up), not the move's.
+      inject::fault_point("comm.migrate.deferred", OriginalRank{_sp.my_original});
+      (void)detail::send_deferred(_shrunk, _successor, _round.state, _round.deferred, OriginalRank{_sp.my_original},
+                                  _round.trailer);
+    }
+    return rc == MPI_SUCCESS && _ok;
+  }
+
+  /// Whether there are spares enough for every missing rank.
+  [[nodiscard]] bool enough() const noexcept { return _enough; }
+
+  /// After a try that worked everywhere: the pool as it is now, and this
+  /// process's communicator (none where it is a spare still, or left).
+  std::optional<Comm> commit() {
+    const bool taken = _sp.my_original < 0 && _new_original >= 0;
+    update_pool();
+    if (_color == MPI_UNDEFINED) return std::nullopt;
+    describe_members(taken);
+    Comm result(std::move(_parts));
+    if (_moved_in) {
+      result._migrated_in = true;
+      result._handover = std::move(_handover);
+    }
+    return result;
+  }
+
+  /// After a try that failed somewhere: frees what it built, and returns
+  /// whether to run the round again (a plain round: the pool is revoked).
+  /// Otherwise nobody moved: the actives raise `Revoked` and recover as
+  /// after any failure (the leaving ones are still members), the spares
+  /// return false and wait on, on a pool that is not revoked (the failed
+  /// agreement revoked this one).
+  bool again() {
+    if (_parts.internal != MPI_COMM_NULL) MPI_Comm_free(&_parts.internal);
+    if (_parts.comm != MPI_COMM_NULL) MPI_Comm_free(&_parts.comm);
+    // Whether the round was a migration, the same everywhere: a process
+    // whose broadcast of the header failed may not know (a spare), while the
+    // actives of a migration always do. Without this agreement such a spare
+    // would start another round while the others renew the pool, and both
+    // would wait for each other forever.
+    bool plain_round = !_migration && _round.leaving.empty();
+    (void)detail::ulfm::agree(_shrunk, plain_round);
+    if (!plain_round) {
+      renew_pool(_sp);
+      if (_sp.my_original >= 0) {
+        throw Revoked("reprise::Comm::migrate: a process failed while the spares took over; recover with shrink() "
+                      "or respawn(), then migrate again",
+                      detail::ulfm::revoked_error_class());
+      }
+      return false;
+    }
+    detail::ulfm::revoke(_shrunk);
+    return true;
+  }
+
+ private:
+  /// The words of the round's header: the epoch, the counts of failures,
+  /// moves and processes alive, then each of them and who leaves.
+  static std::vector<int> header_of(const PoolRound& round) {
+    std::vector<int> header = {static_cast<int>(round.epoch >> 32U), static_cast<int>(round.epoch & 0xffffffffU),
+                               static_cast<int>(round.failures.size()), static_cast<int>(round.moves.size()),
+                               static_cast<int>(round.alive.size())};
+    for (auto f : round.failures) header.push_back(f.value());
+    for (auto m : round.moves) header.push_back(m.value());
+    for (auto a : round.alive) header.push_back(a.value());
+    for (auto l : round.leaving) header.push_back(l.value());
+    return header;
+  }
+
+  /// The lowest active process tells the epoch, every failure and move so
+  /// far, who was alive then (one of those missing now failed since), and
+  /// who leaves in a migration.
+  void share_header() {
+    const int size = _view.size;
+    std::vector<int> header;
+    int root = 0;
+    while (root < size && _view.originals[static_cast<std::size_t>(root)] < 0) ++root;
+    if (_view.rank == root) header = header_of(_round);
+    int length = static_cast<int>(header.size());
+    _ok = _ok && root < size && MPI_Bcast(&length, 1, MPI_INT, root, _shrunk) == MPI_SUCCESS;
+    header.resize(static_cast<std::size_t>(std::max(length, 0)));
+    _ok = _ok && MPI_Bcast(header.data(), length, MPI_INT, root, _shrunk) == MPI_SUCCESS;
+    if (_ok) {
+      _epoch = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
+               static_cast<std::uint32_t>(header.at(1));
+      std::size_t at = 5;
+      for (int i = 0; i < header.at(2); ++i) _known_failures.emplace_back(header.at(at++));
+      for (int i = 0; i < header.at(3); ++i) _moves.emplace_back(header.at(at++));
+      for (int i = 0; i < header.at(4); ++i) _alive.push_back(header.at(at++));
+      while (at < header.size()) _leaving.push_back(header[at++]);
+    }
+    _migration = !_leaving.empty();
+  }
+
+  /// Who takes what: the missing original ranks, the spares, whether they
+  /// are enough for all, who leaves, and this process's original rank after
+  /// the round.
+  void assign() {
+    const std::vector<int>& originals = _view.originals;
+    // Missing: the original ranks no live process holds, then those leaving.
+    for (int o = 0; o < _sp.original_size; ++o) {
+      if (std::find(originals.begin(), originals.end(), o) == originals.end()) _absent.push_back(o);
+    }
+    // A migration moves only the leaving ranks, and needs every member of
+    // the communicator it started from alive (else it fails, as on a failure).
+    _missing = _migration ? _leaving : _absent;
+    if (_migration) {
+      for (const int a : _alive) {
+        if (std::find(_absent.begin(), _absent.end(), a) != _absent.end()) _ok = false;
+      }
+    }
+    for (int r = 0; r < _view.size; ++r) {
+      if (originals[static_cast<std::size_t>(r)] < 0) _spare_ranks.push_back(r);
+    }
+    _enough = _spare_ranks.size() >= _missing.size();
+    _leaves = _enough && std::find(_leaving.begin(), _leaving.end(), _sp.my_original) != _leaving.end();
+    _new_original = _leaves ? -1 : _sp.my_original;
+    _took = _missing.size();
+    if (_enough && _sp.my_original < 0) {
+      _took = static_cast<std::size_t>(std::find(_spare_ranks.begin(), _spare_ranks.end(), _view.rank) -
+                                       _spare_ranks.begin());
+      if (_took < _missing.size()) _new_original = _missing[_took];
+    }
+  }
+
+  /// The new communicator, ordered by original rank, and its private
+  /// duplicate, in the processes active after the round.
+  void split() {
+    MPI_Comm ordered = MPI_COMM_NULL;
+    _color = _enough && _new_original >= 0 ? 0 : MPI_UNDEFINED;
+    if (_ok && MPI_Comm_split(_shrunk, _color, _new_original, &ordered) != MPI_SUCCESS) {
+      // A split that failed (a process died during it) can leave a handle
+      // Open MPI already released: freeing it is fatal (MPI_ERR_COMM).
+      _ok = false;
+      ordered = MPI_COMM_NULL;
+    }
+    if (ordered != MPI_COMM_NULL) {
+      _ok = _ok && detail::make_pair(ordered, _parts.comm, _parts.internal) == MPI_SUCCESS;
+      MPI_Comm_free(&ordered);
+    }
+  }
+
+  /// A migration's handover: each leaving process to the spare taking its rank.
+  void hand_over() {
+    _moved_in = _migration && _took < _missing.size();
+    if (_ok && _migration && _sp.my_original >= 0) {
+      inject::fault_point("comm.migrate.handover", OriginalRank{_sp.my_original});
+    }
+    _successor = _leaves ? _spare_ranks.at(static_cast<std::size_t>(
+                               std::find(_missing.begin(), _missing.end(), _sp.my_original) - _missing.begin()))
+                         : -1;
+    if (_ok && _leaves) _ok = detail::send_handover(_shrunk, _successor, _round.state, _round.deferred);
+    if (_ok && _moved_in) {
+      inject::fault_point("comm.migrate.arrived", OriginalRank{_missing[_took]});
+      const auto from =
+          std::find(_view.originals.begin(), _view.originals.end(), _missing[_took]) - _view.originals.begin();
+      _ok = detail::receive_handover(_shrunk, static_cast<int>(from), _handover);
+    }
+  }
+
+  /// Who is spare and who is active in the pool after the round, this
+  /// process's original rank, and the epoch.
+  void update_pool() {
+    _sp.spares.clear();
+    _sp.actives.clear();
+    for (std::size_t k = _enough ? _missing.size() : 0; k < _spare_ranks.size(); ++k) {
+      _sp.spares.push_back(_spare_ranks[k]);
+    }
+    for (int r = 0; r < _view.size; ++r) {
+      if (std::find(_sp.spares.begin(), _sp.spares.end(), r) == _sp.spares.end()) _sp.actives.push_back(r);
+    }
+    _sp.my_original = _new_original;
+    _sp.usable = _enough;
+    _sp.epoch_seen = _epoch;
+  }
+
+  /// What the new communicator is besides its handles: its members, every
+  /// failure and move so far, the epoch; `taken`: this process is a spare
+  /// that took a rank.
+  void describe_members(bool taken) {
+    _parts.original_size = _sp.original_size;
+    _parts.epoch = _sp.epoch_seen;
+    _parts.failures = _known_failures;
+    for (const int a : _alive) {
+      if (std::find(_absent.begin(), _absent.end(), a) != _absent.end()) _parts.failures.emplace_back(a);
+    }
+    std::sort(_parts.failures.begin(), _parts.failures.end());
+    _parts.moves = _moves;
+    if (_enough) {
+      for (const int l : _leaving) _parts.moves.emplace_back(l);
+    }
+    std::sort(_parts.moves.begin(), _parts.moves.end());
+    if (_migration) {
+      for (const int a : _alive) _parts.members.emplace_back(a);
+    } else {
+      _parts.members = detail::all_ranks(_sp.original_size);
+    }
+    _parts.replacement = taken || _round.replacement;
+  }
+
+  detail::SparePool& _sp;
+  const PoolRound& _round;
+  ShrunkPool _view;                  // the pool without its dead, and who is active in it
+  MPI_Comm _shrunk = MPI_COMM_NULL;  // that pool
+  bool _ok = false;                  // everything worked so far, here
+  std::uint64_t _epoch = 0;          // the header's
+  std::vector<OriginalRank> _known_failures;
+  std::vector<OriginalRank> _moves;
+  std::vector<int> _alive;
+  std::vector<int> _leaving;
+  bool _migration = false;
+  std::vector<int> _absent;       // the original ranks no live process holds
+  std::vector<int> _missing;      // those the spares take
+  std::vector<int> _spare_ranks;  // the pool ranks of the spares
+  bool _enough = false;
+  bool _leaves = false;                 // this process leaves, in a migration
+  int _new_original = -1;               // this process's original rank after the round (-1: none)
+  std::size_t _took = 0;                // which missing rank this process takes (a spare)
+  int _color = MPI_UNDEFINED;           // of the split: 0 for the processes active after the round
+  Parts _parts;
+  Handover _handover;
+  bool _moved_in = false;  // a spare that takes a leaving process's rank
+  int _successor = -1;     // the pool rank of the spare taking this leaving process's rank
+};
+
 // One round on the pool, run by every live process of the job: shrink it,
 // learn who is active, hand the missing original ranks to spares (if there
 // are enough of them for all), and build the new communicator ordered by
@@ -198,171 +450,11 @@ void release_spares() noexcept {
 std::optional<Comm> Comm::take_from_pool(const PoolRound& round, bool& enough) {
   detail::SparePool& sp = *detail::spare_pool();
   for (;;) {
-    const ShrunkPool view = shrink_pool(sp);
-    MPI_Comm shrunk = sp.pool;
-    const int size = view.size;
-    const int rank = view.rank;
-    const std::vector<int>& originals = view.originals;
-    bool ok = view.gathered;
-    if (sp.my_original >= 0) inject::fault_point("comm.take_from_pool", OriginalRank{sp.my_original});
-    // The lowest active process tells the epoch, every failure and move so
-    // far, who was alive then (one of those missing now failed since), and
-    // who leaves in a migration.
-    std::vector<int> header;
-    int root = 0;
-    while (root < size && originals[static_cast<std::size_t>(root)] < 0) ++root;
-    if (rank == root) {
-      header = {static_cast<int>(round.epoch >> 32U), static_cast<int>(round.epoch & 0xffffffffU),
-                static_cast<int>(round.failures.size()), static_cast<int>(round.moves.size()),
-                static_cast<int>(round.alive.size())};
-      for (auto f : round.failures) header.push_back(f.value());
-      for (auto m : round.moves) header.push_back(m.value());
-      for (auto a : round.alive) header.push_back(a.value());
-      for (auto l : round.leaving) header.push_back(l.value());
-    }
-    int length = static_cast<int>(header.size());
-    ok = ok && root < size && MPI_Bcast(&length, 1, MPI_INT, root, shrunk) == MPI_SUCCESS;
-    header.resize(static_cast<std::size_t>(std::max(length, 0)));
-    ok = ok && MPI_Bcast(header.data(), length, MPI_INT, root, shrunk) == MPI_SUCCESS;
-    std::vector<OriginalRank> known_failures;
-    std::vector<OriginalRank> moves;
-    std::vector<int> alive;
-    std::vector<int> leaving;
-    if (ok) {
-      std::size_t at = 5;
-      for (int i = 0; i < header.at(2); ++i) known_failures.emplace_back(header.at(at++));
-      for (int i = 0; i < header.at(3); ++i) moves.emplace_back(header.at(at++));
-      for (int i = 0; i < header.at(4); ++i) alive.push_back(header.at(at++));
-      while (at < header.size()) leaving.push_back(header[at++]);
-    }
-    const bool migration = !leaving.empty();
-
-    // Missing: the original ranks no live process holds, then those leaving.
-    std::vector<int> absent;
-    for (int o = 0; o < sp.original_size; ++o) {
-      if (std::find(originals.begin(), originals.end(), o) == originals.end()) absent.push_back(o);
-    }
-    // A migration moves only the leaving ranks, and needs every member of
-    // the communicator it started from alive (else it fails, as on a failure).
-    std::vector<int> missing = migration ? leaving : absent;
-    if (migration) {
-      for (const int a : alive) {
-        if (std::find(absent.begin(), absent.end(), a) != absent.end()) ok = false;
-      }
-    }
-    std::vector<int> spare_ranks;
-    for (int r = 0; r < size; ++r) {
-      if (originals[static_cast<std::size_t>(r)] < 0) spare_ranks.push_back(r);
-    }
-    enough = spare_ranks.size() >= missing.size();
-    const bool leaves = enough && std::find(leaving.begin(), leaving.end(), sp.my_original) != leaving.end();
-    int new_original = leaves ? -1 : sp.my_original;
-    std::size_t took = missing.size();  // which missing rank this process takes (a spare)
-    if (enough && sp.my_original < 0) {
-      took = static_cast<std::size_t>(std::find(spare_ranks.begin(), spare_ranks.end(), rank) - spare_ranks.begin());
-      if (took < missing.size()) new_original = missing[took];
-    }
-    MPI_Comm ordered = MPI_COMM_NULL;
-    const int color = enough && new_original >= 0 ? 0 : MPI_UNDEFINED;
-    if (ok && MPI_Comm_split(shrunk, color, new_original, &ordered) != MPI_SUCCESS) {
-      // A split that failed (a process died during it) can leave a handle
-      // Open MPI already released: freeing it is fatal (MPI_ERR_COMM).
-      ok = false;
-      ordered = MPI_COMM_NULL;
-    }
-    Parts parts;
-    if (ordered != MPI_COMM_NULL) {
-      ok = ok && detail::make_pair(ordered, parts.comm, parts.internal) == MPI_SUCCESS;
-      MPI_Comm_free(&ordered);
-    }
-    // Every process has built its communicators before a migration's
-    // handover, or a failure during it, can reach one (as in
-    // finish_migration: docs/RELIABILITY.md, defect 23). Every round agrees
-    // here, whatever it knows: a process whose broadcast failed does not
-    // know the round is a migration, and the agreements must pair up.
-    if (detail::ulfm::agree_on_step(shrunk, ok) != MPI_SUCCESS) ok = false;
-    // A migration's handover: each leaving process to the spare taking its rank.
-    Handover handover;
-    const bool moved_in = migration && took < missing.size();
-    if (ok && migration && sp.my_original >= 0) inject::fault_point("comm.migrate.handover", OriginalRank{sp.my_original});
-    const int successor = leaves ? spare_ranks.at(static_cast<std::size_t>(
-                                       std::find(missing.begin(), missing.end(), sp.my_original) - missing.begin()))
-                                 : -1;
-    if (ok && leaves) ok = detail::send_handover(shrunk, successor, round.state, round.deferred);
-    if (ok && moved_in) {
-      inject::fault_point("comm.migrate.arrived", OriginalRank{missing[took]});
-      const auto from = std::find(originals.begin(), originals.end(), missing[took]) - originals.begin();
-      ok = detail::receive_handover(shrunk, static_cast<int>(from), handover);
-    }
-    const int rc = detail::ulfm::agree_on_step(shrunk, ok);
-    if (rc == MPI_SUCCESS && ok && leaves && !round.deferred.empty()) {
-      // The spare receives the deferred parts once it runs again; if one of
-      // the two fails first, that is a failure of the new communicator's
-      // (the spare gives up), not the move's.
-      inject::fault_point("comm.migrate.deferred", OriginalRank{sp.my_original});
-      (void)detail::send_deferred(shrunk, successor, round.state, round.deferred, OriginalRank{sp.my_original},
-                                  round.trailer);
-    }
-    if (rc == MPI_SUCCESS && ok) {
-      sp.spares.clear();
-      sp.actives.clear();
-      for (std::size_t k = enough ? missing.size() : 0; k < spare_ranks.size(); ++k) sp.spares.push_back(spare_ranks[k]);
-      for (int r = 0; r < size; ++r) {
-        if (std::find(sp.spares.begin(), sp.spares.end(), r) == sp.spares.end()) sp.actives.push_back(r);
-      }
-      const bool taken = sp.my_original < 0 && new_original >= 0;
-      sp.my_original = new_original;
-      sp.usable = enough;
-      sp.epoch_seen = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(header.at(0))) << 32U) |
-                      static_cast<std::uint32_t>(header.at(1));
-      if (color == MPI_UNDEFINED) return std::nullopt;
-      parts.original_size = sp.original_size;
-      parts.epoch = sp.epoch_seen;
-      parts.failures = known_failures;
-      for (const int a : alive) {
-        if (std::find(absent.begin(), absent.end(), a) != absent.end()) parts.failures.emplace_back(a);
-      }
-      std::sort(parts.failures.begin(), parts.failures.end());
-      parts.moves = moves;
-      if (enough) {
-        for (const int l : leaving) parts.moves.emplace_back(l);
-      }
-      std::sort(parts.moves.begin(), parts.moves.end());
-      if (migration) {
-        for (const int a : alive) parts.members.emplace_back(a);
-      } else {
-        parts.members = detail::all_ranks(sp.original_size);
-      }
-      parts.replacement = taken || round.replacement;
-      Comm result(std::move(parts));
-      if (moved_in) {
-        result._migrated_in = true;
-        result._handover = std::move(handover);
-      }
-      return result;
-    }
-    if (parts.internal != MPI_COMM_NULL) MPI_Comm_free(&parts.internal);
-    if (parts.comm != MPI_COMM_NULL) MPI_Comm_free(&parts.comm);
-    // Whether the round was a migration, the same everywhere: a process
-    // whose broadcast of the header failed may not know (a spare), while the
-    // actives of a migration always do. Without this agreement such a spare
-    // would start another round while the others renew the pool, and both
-    // would wait for each other forever.
-    bool plain_round = !migration && round.leaving.empty();
-    (void)detail::ulfm::agree(shrunk, plain_round);
-    if (!plain_round) {
-      // Nobody moved: the actives raise and recover as after any failure
-      // (the leaving ones are still members), the spares wait on, on a pool
-      // that is not revoked (the failed agreement revoked this one).
-      renew_pool(sp);
-      if (sp.my_original >= 0) {
-        throw Revoked("reprise::Comm::migrate: a process failed while the spares took over; recover with shrink() "
-                      "or respawn(), then migrate again",
-                      detail::ulfm::revoked_error_class());
-      }
-      return std::nullopt;
-    }
-    detail::ulfm::revoke(shrunk);
+    PoolAttempt attempt(sp, round);
+    const bool worked = attempt.run();
+    enough = attempt.enough();
+    if (worked) return attempt.commit();
+    if (!attempt.again()) return std::nullopt;
   }
 }
 
