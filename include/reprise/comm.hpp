@@ -82,7 +82,9 @@ class Handover {
  public:
   Handover() = default;
   ~Handover();
+  /// Takes over `other`'s bytes and parts still to receive.
   Handover(Handover&& other) noexcept;
+  /// Takes over `other`'s bytes and parts still to receive.
   Handover& operator=(Handover&& other) noexcept;
   Handover(const Handover&) = delete;
   Handover& operator=(const Handover&) = delete;
@@ -173,7 +175,9 @@ class Comm {
   /// `MPI_ERR_OTHER` without ULFM), for a `ProcessFailed` raised above `Comm`.
   [[nodiscard]] static int process_failed_error_class() noexcept;
 
+  /// Takes over `other`'s communicator; `other` is left empty.
   Comm(Comm&& other) noexcept;
+  /// Frees this communicator and takes over `other`'s (`comm = comm.shrink()`).
   Comm& operator=(Comm&& other) noexcept;
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -373,12 +377,12 @@ class Comm {
   /// Makes every pending and future operation on this communicator fail with
   /// `Revoked` on every member, so that all of them start recovery. Local.
   void revoke();
-  /// True once a member revoked the communicator.
   /// Revokes `communicator`, a raw MPI communicator a layer above made from
   /// this one (a duplicate for its own non-blocking traffic), so that its
   /// pending operations end with an error instead of waiting for a process
   /// that died. Does nothing without ULFM.
   static void revoke_raw(MPI_Comm communicator) noexcept;
+  /// True once a member revoked the communicator.
   [[nodiscard]] bool is_revoked() const;
 
   /// Original ranks of members that have failed and are not yet acknowledged
