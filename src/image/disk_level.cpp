@@ -391,6 +391,102 @@ void prune(const fs::path& directory, std::uint64_t version, int keep) {
   }
 }
 
+/// Process 0 makes a fresh `folder` for `version` in `directory`; `IoError`
+/// everywhere if it could not.
+void make_version_folder(Comm& comm, const fs::path& directory, const fs::path& folder, std::uint64_t version) {
+  int made = 0;
+  if (comm.rank() == Rank{0}) {
+    std::error_code error;
+    fs::remove_all(folder, error);
+    if (!error) fs::create_directory(folder, error);
+    made = error.value();
+    if (made == 0) {
+      try {
+        sync_directory(directory);
+      } catch (const IoError& sync) {
+        made = sync.system_error();
+      }
+    }
+  }
+  comm.bcast(made, Rank{0});
+  if (made != 0) raise_io("make the folder for version " + std::to_string(version) + " at", folder, made);
+}
+
+/// This process's image of a version written, or why not.
+struct ImageRecord {
+  /// An errno (0: written), then the file's bytes and hash and its blocks
+  /// ranges: what the manifest needs of it.
+  std::vector<std::uint64_t> words{0};
+  std::exception_ptr failure;  // the error, where it was not written
+};
+
+/// Writes the image of this process's committed state of `version` to `path`.
+[[nodiscard]] ImageRecord write_own_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
+                                          const fs::path& path) {
+  ImageRecord record;
+  try {
+    const auto image = build_image(checkpoint, comm, version);
+    record.words.insert(record.words.end(), {image.size(), detail::checksum64(image.span())});
+    for (const auto& registration : checkpoint.registrations()) {
+      if (registration.blocks) {
+        record.words.insert(record.words.end(),
+                            {registration.blocks->range.begin.value, registration.blocks->range.end.value});
+      }
+    }
+    write_durably(path, image.span());
+  } catch (const Error& error) {
+    record.failure = std::current_exception();
+    const auto* io = dynamic_cast<const IoError*>(&error);
+    record.words = {static_cast<std::uint64_t>(io != nullptr && io->system_error() != 0 ? io->system_error() : EIO)};
+  }
+  return record;
+}
+
+/// The `IoError` for `version`, which some process could not write to
+/// `folder`: who, and why, from every process's `records` (by rank).
+[[noreturn]] void raise_incomplete(const Comm& comm, const std::vector<std::vector<std::uint64_t>>& records,
+                                   const fs::path& folder, std::uint64_t version) {
+  std::string who;
+  int first_error = 0;
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    if (records[r].empty() || records[r].front() == 0) continue;
+    const auto rank = comm.original_rank(Rank{static_cast<int>(r)});
+    const auto error = static_cast<int>(records[r].front());
+    if (first_error == 0) first_error = error;
+    who += (who.empty() ? "" : "; ") + image_file(folder, rank).string() + " (original rank " +
+           std::to_string(rank.value()) + "): " + errno_text(error);
+  }
+  throw IoError(std::string(kWhere) + ": version " + std::to_string(version) + " is not complete on disk: " +
+                    (who.empty() ? "a process could not write its image" : "could not write " + who) +
+                    "; older complete versions are kept",
+                first_error);
+}
+
+/// The manifest of `version`, whose images every process wrote: its
+/// `records` (by rank), in the order of original ranks.
+[[nodiscard]] Manifest manifest_of(const Comm& comm, const Checkpoint& checkpoint,
+                                   const std::vector<std::vector<std::uint64_t>>& records, std::uint64_t version) {
+  Manifest manifest;
+  manifest.version = version;
+  manifest.registrations = checkpoint.registrations();
+  std::vector<std::size_t> order(records.size());
+  for (std::size_t r = 0; r < order.size(); ++r) order[r] = r;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return comm.original_rank(Rank{static_cast<int>(a)}) < comm.original_rank(Rank{static_cast<int>(b)});
+  });
+  for (const auto r : order) {
+    const auto& each = records[r];
+    manifest.members.push_back(comm.original_rank(Rank{static_cast<int>(r)}));
+    manifest.file_bytes.push_back(each[1]);
+    manifest.file_hashes.push_back(each[2]);
+    auto& ranges = manifest.block_ranges.emplace_back();
+    for (std::size_t at = 3; at + 1 < each.size(); at += 2) {
+      ranges.push_back({BlockId{each[at]}, BlockId{each[at + 1]}});
+    }
+  }
+  return manifest;
+}
+
 }  // namespace
 
 // A write in its phases: process 0 makes a fresh folder for the version;
@@ -400,86 +496,24 @@ void prune(const fs::path& directory, std::uint64_t version, int keep) {
 void DiskLevel::write(std::uint64_t version) {
   if (version % _config.every != 0) return;
   const auto folder = version_folder(_config.directory, version);
-  const bool root = _comm.rank() == Rank{0};
-  int made = 0;
-  if (root) {
-    std::error_code error;
-    fs::remove_all(folder, error);
-    if (!error) fs::create_directory(folder, error);
-    made = error.value();
-    if (made == 0) {
-      try {
-        sync_directory(_config.directory);
-      } catch (const IoError& sync) {
-        made = sync.system_error();
-      }
-    }
-  }
-  _comm.bcast(made, Rank{0});
-  if (made != 0) raise_io("make the folder for version " + std::to_string(version) + " at", folder, made);
+  make_version_folder(_comm, _config.directory, folder, version);
 
   // This process's image, and what the manifest needs of it.
   const auto me = _comm.original_rank();
-  std::exception_ptr failure;
-  std::vector<std::uint64_t> record{0};  // an errno (0: written), the file's bytes and hash, its blocks ranges
-  try {
-    const auto image = build_image(_checkpoint, _comm, version);
-    record.insert(record.end(), {image.size(), detail::checksum64(image.span())});
-    for (const auto& registration : _checkpoint.registrations()) {
-      if (registration.blocks) {
-        record.insert(record.end(), {registration.blocks->range.begin.value, registration.blocks->range.end.value});
-      }
-    }
-    write_durably(image_path(version, me), image.span());
-  } catch (const Error& error) {
-    failure = std::current_exception();
-    const auto* io = dynamic_cast<const IoError*>(&error);
-    record = {static_cast<std::uint64_t>(io != nullptr && io->system_error() != 0 ? io->system_error() : EIO)};
-  }
+  const ImageRecord mine = write_own_image(_checkpoint, _comm, version, image_path(version, me));
   inject::fault_point("disk_level.written", me);
-  const auto records = _comm.allgatherv<std::uint64_t>(record);
+  const auto records = _comm.allgatherv<std::uint64_t>(mine.words);
   bool written = true;
   for (const auto& each : records) written = written && each.front() == 0;
   if (!_comm.agree(written)) {
-    if (failure) std::rethrow_exception(failure);
-    std::string who;
-    int first_error = 0;
-    for (std::size_t r = 0; r < records.size(); ++r) {
-      if (records[r].empty() || records[r].front() == 0) continue;
-      const auto rank = _comm.original_rank(Rank{static_cast<int>(r)});
-      const auto error = static_cast<int>(records[r].front());
-      if (first_error == 0) first_error = error;
-      who += (who.empty() ? "" : "; ") + image_path(version, rank).string() + " (original rank " +
-             std::to_string(rank.value()) + "): " + errno_text(error);
-    }
-    throw IoError(std::string(kWhere) + ": version " + std::to_string(version) + " is not complete on disk: " +
-                      (who.empty() ? "a process could not write its image" : "could not write " + who) +
-                      "; older complete versions are kept",
-                  first_error);
+    if (mine.failure) std::rethrow_exception(mine.failure);
+    raise_incomplete(_comm, records, folder, version);
   }
 
-  failure = nullptr;
-  if (root) {
+  std::exception_ptr failure;
+  if (_comm.rank() == Rank{0}) {
     try {
-      Manifest manifest;
-      manifest.version = version;
-      manifest.registrations = _checkpoint.registrations();
-      std::vector<std::size_t> order(records.size());
-      for (std::size_t r = 0; r < order.size(); ++r) order[r] = r;
-      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        return _comm.original_rank(Rank{static_cast<int>(a)}) < _comm.original_rank(Rank{static_cast<int>(b)});
-      });
-      for (const auto r : order) {
-        const auto& each = records[r];
-        manifest.members.push_back(_comm.original_rank(Rank{static_cast<int>(r)}));
-        manifest.file_bytes.push_back(each[1]);
-        manifest.file_hashes.push_back(each[2]);
-        auto& ranges = manifest.block_ranges.emplace_back();
-        for (std::size_t at = 3; at + 1 < each.size(); at += 2) {
-          ranges.push_back({BlockId{each[at]}, BlockId{each[at + 1]}});
-        }
-      }
-      write_durably(folder / kManifestName, encode(manifest));
+      write_durably(folder / kManifestName, encode(manifest_of(_comm, _checkpoint, records, version)));
       prune(_config.directory, version, _config.keep);
     } catch (const Error&) {
       failure = std::current_exception();
@@ -494,6 +528,131 @@ void DiskLevel::write(std::uint64_t version) {
   _last_written = version;
 }
 
+namespace {
+
+/// The versions in `directory` with a manifest, newest first, as process 0
+/// lists them: the same list everywhere.
+[[nodiscard]] std::vector<std::uint64_t> listed_versions(Comm& comm, const fs::path& directory) {
+  std::vector<std::uint64_t> candidates{0};  // an errno, then the versions
+  if (comm.rank() == Rank{0}) {
+    std::error_code error;
+    for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
+      const auto number = numbered(it->path().filename().string(), "v", "");
+      if (number && fs::exists(it->path() / kManifestName)) candidates.push_back(*number);
+    }
+    if (error) candidates = {static_cast<std::uint64_t>(error.value())};
+    std::sort(candidates.begin() + 1, candidates.end(), std::greater<>());
+  }
+  comm.bcast(candidates, Rank{0});
+  if (candidates.front() != 0) raise_io("list", directory, static_cast<int>(candidates.front()));
+  candidates.erase(candidates.begin());
+  return candidates;
+}
+
+/// A version's manifest, and what is wrong with the version.
+struct CheckedVersion {
+  Manifest manifest;
+  std::string problems;  // every process's, each once (empty: none)
+};
+
+/// `version` in `folder` checked by every process: each reads the manifest
+/// and checks its share of the images.
+[[nodiscard]] CheckedVersion check_version(Comm& comm, const fs::path& folder, std::uint64_t version) {
+  const auto p = static_cast<std::size_t>(comm.size());
+  const auto me = static_cast<std::size_t>(comm.rank().value());
+  CheckedVersion checked;
+  std::string problems;
+  try {
+    checked.manifest = read_manifest(folder);
+    if (checked.manifest.version != version) {
+      problems = (folder / kManifestName).string() + " is the manifest of another version";
+    }
+  } catch (const Error& error) {
+    problems = error.what();
+  }
+  for (std::size_t m = me; problems.empty() && m < checked.manifest.members.size(); m += p) {
+    const auto problem = check_image(checked.manifest, folder, m);
+    if (!problem.empty()) problems += (problems.empty() ? "" : "; ") + problem;
+  }
+  for (const auto& each : comm.allgatherv<char>(problems)) {
+    const std::string text(each.begin(), each.end());
+    if (!text.empty() && checked.problems.find(text) == std::string::npos) {
+      checked.problems += (checked.problems.empty() ? "" : "; ") + text;
+    }
+  }
+  return checked;
+}
+
+/// The version a restart loads, and why each newer one is unusable.
+struct ChosenVersion {
+  std::optional<Manifest> manifest;  // none if no version checks out
+  std::vector<std::string> notes;
+};
+
+/// The newest of `versions` (newest first) in `directory` that checks out
+/// everywhere; process 0 reports on the newer ones.
+[[nodiscard]] ChosenVersion choose_version(Comm& comm, const fs::path& directory,
+                                           std::span<const std::uint64_t> versions) {
+  ChosenVersion chosen;
+  for (std::size_t c = 0; c < versions.size() && !chosen.manifest; ++c) {
+    const auto folder = version_folder(directory, versions[c]);
+    auto checked = check_version(comm, folder, versions[c]);
+    if (checked.problems.empty()) {
+      chosen.manifest = std::move(checked.manifest);
+    } else {
+      chosen.notes.push_back("version " + std::to_string(versions[c]) + " in " + folder.string() +
+                             " is unusable: " + checked.problems);
+    }
+  }
+  if (comm.rank() == Rank{0}) {
+    for (const auto& note : chosen.notes) std::fprintf(stderr, "%s::restart: %s\n", kWhere, note.c_str());
+    if (chosen.manifest && !chosen.notes.empty()) {
+      std::fprintf(stderr, "%s::restart: restarting from version %llu, the newest complete version that checks out\n",
+                   kWhere, static_cast<unsigned long long>(chosen.manifest->version));
+    }
+  }
+  return chosen;
+}
+
+/// Who held which blocks of each blocks piece in the version of `manifest`.
+[[nodiscard]] std::vector<SavedBlocks> saved_blocks(const Manifest& manifest) {
+  std::vector<SavedBlocks> blocks;
+  const auto pieces = manifest.blocks_pieces();
+  for (std::size_t b = 0; b < pieces.size(); ++b) {
+    const auto& registration = manifest.registrations[pieces[b]];
+    SavedBlocks saved{registration.name, registration.blocks->block_bytes, {}};
+    for (std::size_t m = 0; m < manifest.members.size(); ++m) {
+      saved.held.push_back({manifest.members[m], manifest.block_ranges[m][b]});
+    }
+    blocks.push_back(std::move(saved));
+  }
+  return blocks;
+}
+
+/// Loads into `checkpoint` the state of the process of this rank in the
+/// version of `manifest` (written by as many processes) from its image in
+/// `folder`. Every process checks its own state first; all load or none does.
+void load_own_state(Comm& comm, Checkpoint& checkpoint, const fs::path& folder, const Manifest& manifest) {
+  const auto me = static_cast<std::size_t>(comm.rank().value());
+  std::exception_ptr failure;
+  std::vector<std::byte> state;
+  try {
+    const MappedFile file(image_file(folder, manifest.members[me]));
+    state = detail::state_of_image(Image::view(file.bytes()), checkpoint);
+    (void)checkpoint.split_state(state);
+  } catch (const Error&) {
+    failure = std::current_exception();
+  }
+  if (!comm.agree(failure == nullptr)) {
+    if (failure) std::rethrow_exception(failure);
+    throw UsageError(std::string(kWhere) + "::restart: another process could not load its state of version " +
+                     std::to_string(manifest.version) + " (its error says why); nothing was loaded");
+  }
+  checkpoint.load_state(state);
+}
+
+}  // namespace
+
 DiskRestart DiskLevel::restart() try {
   // A replacement joins a running job: its state comes from the in-memory
   // checkpoint (restore), and the others are not here.
@@ -502,109 +661,36 @@ DiskRestart DiskLevel::restart() try {
     throw UsageError(std::string(kWhere) + "::restart: the checkpoint has committed version " +
                      std::to_string(_checkpoint.version()) + " already; restart before the first checkpoint()");
   }
-  // Process 0 lists the versions with a manifest, newest first: the same list everywhere.
-  std::vector<std::uint64_t> candidates{0};  // an errno, then the versions
-  if (_comm.rank() == Rank{0}) {
-    std::error_code error;
-    for (fs::directory_iterator it(_config.directory, error), end; !error && it != end; it.increment(error)) {
-      const auto number = numbered(it->path().filename().string(), "v", "");
-      if (number && fs::exists(it->path() / kManifestName)) candidates.push_back(*number);
-    }
-    if (error) candidates = {static_cast<std::uint64_t>(error.value())};
-    std::sort(candidates.begin() + 1, candidates.end(), std::greater<>());
-  }
-  _comm.bcast(candidates, Rank{0});
-  if (candidates.front() != 0) raise_io("list", _config.directory, static_cast<int>(candidates.front()));
-
+  auto chosen = choose_version(_comm, _config.directory, listed_versions(_comm, _config.directory));
   DiskRestart result;
-  const auto p = static_cast<std::size_t>(_comm.size());
-  const auto me = static_cast<std::size_t>(_comm.rank().value());
-  std::optional<Manifest> chosen;
-  for (std::size_t c = 1; c < candidates.size() && !chosen; ++c) {
-    const auto version = candidates[c];
-    const auto folder = version_folder(_config.directory, version);
-    // Every process reads the manifest and checks its share of the images.
-    std::string problems;
-    Manifest manifest;
-    try {
-      manifest = read_manifest(folder);
-      if (manifest.version != version) problems = (folder / kManifestName).string() + " is the manifest of another version";
-    } catch (const Error& error) {
-      problems = error.what();
-    }
-    for (std::size_t m = me; problems.empty() && m < manifest.members.size(); m += p) {
-      const auto problem = check_image(manifest, folder, m);
-      if (!problem.empty()) problems += (problems.empty() ? "" : "; ") + problem;
-    }
-    std::string all;
-    for (const auto& each : _comm.allgatherv<char>(problems)) {
-      const std::string text(each.begin(), each.end());
-      if (!text.empty() && all.find(text) == std::string::npos) all += (all.empty() ? "" : "; ") + text;
-    }
-    if (all.empty()) {
-      chosen = std::move(manifest);
-    } else {
-      result.notes.push_back("version " + std::to_string(version) + " in " + folder.string() + " is unusable: " + all);
-    }
-  }
-  if (_comm.rank() == Rank{0}) {
-    for (const auto& note : result.notes) std::fprintf(stderr, "%s::restart: %s\n", kWhere, note.c_str());
-    if (chosen && !result.notes.empty()) {
-      std::fprintf(stderr, "%s::restart: restarting from version %llu, the newest complete version that checks out\n",
-                   kWhere, static_cast<unsigned long long>(chosen->version));
-    }
-  }
-  if (!chosen) {
+  result.notes = std::move(chosen.notes);
+  if (!chosen.manifest) {
     if (result.notes.empty()) return result;
     std::string all;
     for (const auto& note : result.notes) all += "; " + note;
     throw CorruptData(std::string(kWhere) + "::restart: no complete version in " + _config.directory.string() +
                       " can be read back" + all);
   }
-
-  const auto problem = mismatch(chosen->registrations, _checkpoint.registrations());
+  Manifest& manifest = *chosen.manifest;
+  const auto problem = mismatch(manifest.registrations, _checkpoint.registrations());
   if (!_comm.agree(problem.empty())) {
-    throw UsageError(std::string(kWhere) + "::restart: version " + std::to_string(chosen->version) + " in " +
+    throw UsageError(std::string(kWhere) + "::restart: version " + std::to_string(manifest.version) + " in " +
                      _config.directory.string() + " does not fit: " +
                      (problem.empty() ? "another process registered other state" : problem) + "; nothing was loaded");
   }
-  const auto folder = version_folder(_config.directory, chosen->version);
-  result.version = chosen->version;
-  result.old_world_size = static_cast<int>(chosen->members.size());
-  result.old_members = chosen->members;
-  const auto pieces = chosen->blocks_pieces();
-  for (std::size_t b = 0; b < pieces.size(); ++b) {
-    const auto& registration = chosen->registrations[pieces[b]];
-    SavedBlocks saved{registration.name, registration.blocks->block_bytes, {}};
-    for (std::size_t m = 0; m < chosen->members.size(); ++m) {
-      saved.held.push_back({chosen->members[m], chosen->block_ranges[m][b]});
-    }
-    result.blocks.push_back(std::move(saved));
-  }
-
-  if (chosen->members.size() == p) {
-    // Every process checks its own state first; all load or none does.
-    std::exception_ptr failure;
-    std::vector<std::byte> state;
-    try {
-      const MappedFile file(image_file(folder, chosen->members[me]));
-      state = detail::state_of_image(Image::view(file.bytes()), _checkpoint);
-      (void)_checkpoint.split_state(state);
-    } catch (const Error&) {
-      failure = std::current_exception();
-    }
-    if (!_comm.agree(failure == nullptr)) {
-      if (failure) std::rethrow_exception(failure);
-      throw UsageError(std::string(kWhere) + "::restart: another process could not load its state of version " +
-                       std::to_string(chosen->version) + " (its error says why); nothing was loaded");
-    }
-    _checkpoint.load_state(state);
+  const auto folder = version_folder(_config.directory, manifest.version);
+  result.version = manifest.version;
+  result.old_world_size = static_cast<int>(manifest.members.size());
+  result.old_members = manifest.members;
+  result.blocks = saved_blocks(manifest);
+  if (manifest.members.size() == static_cast<std::size_t>(_comm.size())) {
+    load_own_state(_comm, _checkpoint, folder, manifest);
     result.outcome = RestartOutcome::kRestored;
   } else {
     result.outcome = RestartOutcome::kRedistribute;
   }
-  _checkpoint.continue_from(chosen->version);
-  _restart = std::make_unique<Restarted>(Restarted{std::move(*chosen), folder});
+  _checkpoint.continue_from(manifest.version);
+  _restart = std::make_unique<Restarted>(Restarted{std::move(manifest), folder});
   return result;
 } catch (const Error&) {
   detail::rethrow_naming("reprise::DiskLevel::restart");
