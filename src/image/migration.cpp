@@ -113,6 +113,95 @@ extern "C" void on_move_signal(int) {
 
 double signalled_at() noexcept { return 1e-9 * static_cast<double>(g_signalled_at.load()); }
 
+/// What a migration image says of the checkpoint's copies.
+struct CopiesInImage {
+  std::uint8_t code = kCopiesRetaken;  // carried, or retaken
+  std::vector<std::uint64_t> owners;   // carried: whose, ascending
+};
+
+/// What `image` says of the checkpoint's copies; `CorruptData` if it is
+/// damaged, once the parts of `handover` are taken anyway.
+CopiesInImage copies_in(const Image& image, Handover& handover) {
+  CopiesInImage copies;
+  try {
+    copies.code = image.read_array<std::uint8_t>(kCopiesName).at(0);
+    if (copies.code != kCopiesCarried && copies.code != kCopiesRetaken) {
+      throw CorruptData(std::string(kWhere) + "::arrive: the image says the checkpoint's copies are " +
+                        std::to_string(copies.code) +
+                        " (not 0 or 2): it is damaged, or from another version of reprise");
+    }
+    if (copies.code == kCopiesCarried) copies.owners = image.read_array<std::uint64_t>(kCarriedOwnersName);
+    const auto& owners = copies.owners;
+    for (std::size_t i = 0; i < owners.size(); ++i) {
+      if (owners[i] > INT_MAX || (i > 0 && owners[i] <= owners[i - 1])) {
+        throw CorruptData(std::string(kWhere) + "::arrive: the owners of the copies carried in the image are not "
+                          "distinct original ranks in ascending order: the image is damaged");
+      }
+    }
+  } catch (const Error&) {
+    // Take the parts anyway, so that the leaving process, which waits for them, can go.
+    handover.receive_deferred(std::vector<std::span<std::byte>>(handover.deferred().size()));
+    throw;
+  }
+  return copies;
+}
+
+/// The memory the carried copies land in, and where each lands.
+struct CopiesPlaces {
+  std::shared_ptr<std::map<OriginalRank, std::vector<std::byte>>> copies =
+      std::make_shared<std::map<OriginalRank, std::vector<std::byte>>>();
+  std::vector<detail::ExtraLanding> landings;  // in the order of the owners
+  std::size_t bytes = 0;                       // of all of them
+};
+
+/// Fresh memory for the copies of `owners` in `image`, which the checkpoint
+/// then keeps; `later`: only reserved, at its final place (a vector's growth
+/// zeroes it: the thread that takes the copies makes it ready).
+CopiesPlaces places_for(const Image& image, std::span<const std::uint64_t> owners, bool later) {
+  CopiesPlaces places;
+  for (const std::uint64_t owner : owners) {
+    auto name = copy_name(owner);
+    const std::size_t bytes = image.contains(name) ? image.dataset(name).bytes : 0;
+    auto& copy = (*places.copies)[OriginalRank{static_cast<int>(owner)}];
+    copy.reserve(bytes);
+    detail::prefer_huge_pages_of(copy.data(), bytes);
+    if (!later) copy.resize(bytes);
+    places.landings.push_back({std::move(name), std::span<std::byte>(copy.data(), bytes)});
+    places.bytes += bytes;
+  }
+  return places;
+}
+
+/// Continues `checkpoint` from the state that arrived in `image` with the
+/// copies `code` says: from its version where they are retaken, else from
+/// its commit with the carried copies, in `places`. Those still landing
+/// (`rest`, from `load_arriving_image`) come later: the returned function
+/// (empty otherwise) starts their landing.
+std::function<void()> continue_checkpoint(Checkpoint& checkpoint, const Image& image, std::uint8_t code,
+                                          CopiesPlaces places, std::function<bool()> rest) {
+  if (code == kCopiesRetaken) {
+    checkpoint.continue_from(image.info().checkpoint_id);
+    return {};
+  }
+  if (!rest) {
+    checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(*places.copies));
+    return {};
+  }
+  std::vector<OriginalRank> carried;
+  std::vector<std::size_t> sizes;
+  for (const auto& landing : places.landings) sizes.push_back(landing.memory.size());
+  for (const auto& [owner, copy] : *places.copies) carried.push_back(owner);
+  auto landing = landing_of([copies = places.copies, sizes, rest = std::move(rest)]() -> CarriedCopies {
+    std::size_t i = 0;
+    for (auto& [owner, copy] : *copies) copy.resize(sizes[i++]);  // within what was reserved: in place
+    if (!rest()) return std::nullopt;
+    return std::move(*copies);
+  });
+  checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(carried),
+                             std::move(landing.arriving));
+  return std::move(landing.start);
+}
+
 }  // namespace
 
 Migration::Migration(Comm& comm, Checkpoint& checkpoint, MigrationConfig config)
@@ -287,85 +376,37 @@ void Migration::arrive() {
   const double started = MPI_Wtime();
   const auto image = Image::view(handover.span());
   const double opened = MPI_Wtime();
-  std::uint8_t code = kCopiesRetaken;
-  std::vector<std::uint64_t> owners;
-  try {
-    code = image.read_array<std::uint8_t>(kCopiesName).at(0);
-    if (code != kCopiesCarried && code != kCopiesRetaken) {
-      throw CorruptData(std::string(kWhere) + "::arrive: the image says the checkpoint's copies are " +
-                        std::to_string(code) + " (not 0 or 2): it is damaged, or from another version of reprise");
-    }
-    if (code == kCopiesCarried) owners = image.read_array<std::uint64_t>(kCarriedOwnersName);
-    for (std::size_t i = 0; i < owners.size(); ++i) {
-      if (owners[i] > INT_MAX || (i > 0 && owners[i] <= owners[i - 1])) {
-        throw CorruptData(std::string(kWhere) + "::arrive: the owners of the copies carried in the image are not "
-                          "distinct original ranks in ascending order: the image is damaged");
-      }
-    }
-  } catch (const Error&) {
-    // Take the parts anyway, so that the leaving process, which waits for them, can go.
-    handover.receive_deferred(std::vector<std::span<std::byte>>(handover.deferred().size()));
-    throw;
-  }
+  const auto carried = copies_in(image, handover);
   // Carried copies land in fresh memory of their own, which the checkpoint
   // then keeps. With threads they come after this process runs again: a
   // thread makes their memory ready (a vector's growth zeroes it), then
   // takes them; here it is only reserved, at its final place.
   int threads = MPI_THREAD_SINGLE;
   MPI_Query_thread(&threads);
-  const bool copies_later = !owners.empty() && threads == MPI_THREAD_MULTIPLE;
-  auto copies = std::make_shared<std::map<OriginalRank, std::vector<std::byte>>>();
-  std::vector<detail::ExtraLanding> landings;
+  const bool copies_later = !carried.owners.empty() && threads == MPI_THREAD_MULTIPLE;
   _times = {};
   _times.image_bytes = handover.size();
-  for (const std::uint64_t owner : owners) {
-    auto name = copy_name(owner);
-    const std::size_t bytes = image.contains(name) ? image.dataset(name).bytes : 0;
-    auto& copy = (*copies)[OriginalRank{static_cast<int>(owner)}];
-    copy.reserve(bytes);
-    detail::prefer_huge_pages_of(copy.data(), bytes);
-    if (!copies_later) copy.resize(bytes);
-    landings.push_back({std::move(name), std::span<std::byte>(copy.data(), bytes)});
-    _times.carried_bytes += bytes;
-  }
+  auto places = places_for(image, carried.owners, copies_later);
+  _times.carried_bytes = places.bytes;
   detail::ArrivedImage arrived;
-  std::function<void()> start_landing;
-  if (handover.deferred().empty() && landings.empty()) {
+  if (handover.deferred().empty() && places.landings.empty()) {
     detail::load_image(image, _checkpoint);
   } else {
-    arrived = detail::load_arriving_image({image, handover, _checkpoint, _comm.original_rank(), landings, copies_later});
+    arrived = detail::load_arriving_image(
+        {image, handover, _checkpoint, _comm.original_rank(), places.landings, copies_later});
   }
-  const double receive_s = arrived.receive_s;
-  auto copies_rest = std::move(arrived.rest);
   // The image lies in the handover's buffer, which the copies' rest keeps
   // alive; what this reads of it is not in the parts still landing.
-  if (code == kCopiesRetaken) {
-    _checkpoint.continue_from(image.info().checkpoint_id);
-  } else if (copies_rest) {
-    std::vector<OriginalRank> carried;
-    std::vector<std::size_t> sizes;
-    for (const auto& landing : landings) sizes.push_back(landing.memory.size());
-    for (const auto& [owner, copy] : *copies) carried.push_back(owner);
-    auto landing = landing_of([copies, sizes, rest = std::move(copies_rest)]() -> CarriedCopies {
-      std::size_t i = 0;
-      for (auto& [owner, copy] : *copies) copy.resize(sizes[i++]);  // within what was reserved: in place
-      if (!rest()) return std::nullopt;
-      return std::move(*copies);
-    });
-    start_landing = std::move(landing.start);
-    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(carried),
-                                std::move(landing.arriving));
-  } else {
-    _checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(*copies));
-  }
+  const auto start_landing =
+      continue_checkpoint(_checkpoint, image, carried.code, std::move(places), std::move(arrived.rest));
   _times.image_open_s = opened - started;
-  _times.receive_s = receive_s;
-  _times.restore_s = MPI_Wtime() - opened - receive_s;
+  _times.receive_s = arrived.receive_s;
+  _times.restore_s = MPI_Wtime() - opened - arrived.receive_s;
   const auto request_time = image.read_array<double>(kRequestTimeName);
-  if (code == kCopiesRetaken) _checkpoint.checkpoint();
+  if (carried.code == kCopiesRetaken) _checkpoint.checkpoint();
   _times.response_s = shared_clock() - request_time.at(0);
-  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(), code == kCopiesRetaken,
-                      code == kCopiesCarried});
+  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(),
+                      carried.code == kCopiesRetaken, carried.code == kCopiesCarried});
   // The others made it at the end of the move. If a process failed since
   // (one that arrived with this one and gave up), the application's next
   // collective fails too, where it recovers (inside Driver::run); the first
