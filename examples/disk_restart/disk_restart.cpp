@@ -23,10 +23,9 @@ int main(int argc, char** argv) {
   reprise::DiskLevel disk(comm, checkpoint, {.directory = argc > 1 ? argv[1] : "checkpoints", .every = 5});
   const auto restart = disk.restart();  // same count: every process has its state back
   if (restart.outcome == reprise::RestartOutcome::kRedistribute) {
-    // Another count: this process's blocks from whichever images hold them, the step from any old process.
+    // Another count: this process's blocks from whichever images hold them, the Driver's step from the old job.
     disk.load_blocks("blocks", std::array{mine}, blocks);
-    const std::array first{restart.old_members.front()};
-    checkpoint.load_pieces(disk.fetch(first).at(first[0]), {std::string(reprise::Driver::kProgressPiece)});
+    disk.load_progress();
   }
   driver.run(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 100, [&](std::uint64_t) {  // checkpoints (in memory) before every step, to disk every 5th
     for (auto& byte : blocks) byte = static_cast<std::byte>(static_cast<unsigned>(byte) + 1);

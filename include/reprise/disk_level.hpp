@@ -127,7 +127,10 @@ class DiskLevel {
   /// and the next older complete version is tried). With as many processes
   /// as wrote it, each loads its state into the registrations (checked on
   /// every process before any changes: `UsageError` everywhere otherwise).
-  /// With another count it loads nothing and says who held what. Either way
+  /// With another count it loads nothing and says who held what: the program
+  /// takes what it needs (`load_blocks`, `fetch`, `load_progress`) before its
+  /// next checkpoint, or that checkpoint raises `UsageError` (a program that
+  /// ignored the saved state would start again from the beginning). Either way
   /// the checkpoint continues at that version. `kNoCheckpoint` when the
   /// directory holds no complete version; `CorruptData` naming the files if
   /// complete versions exist but none checks out; `UsageError` if the saved
@@ -151,6 +154,13 @@ class DiskLevel {
   /// piece, a wrong size, or blocks the version does not hold.
   void load_blocks(std::string_view name, std::span<const BlockRange> wanted, std::span<std::byte> into) const;
 
+  /// After `restart()` found a version on another process count (not
+  /// collective): the `Driver`'s step count (`Driver::kProgressPiece`) from
+  /// the old process of lowest original rank, so that `Driver::run` goes on
+  /// from the restarted version's step. `UsageError` if no `Driver` was
+  /// constructed on the checkpoint before `restart()`.
+  void load_progress();
+
   /// The newest version this object completed on disk (0: none yet).
   [[nodiscard]] std::uint64_t last_written() const noexcept { return _last_written; }
 
@@ -167,6 +177,8 @@ class DiskLevel {
   CommitHook _hook;
   std::uint64_t _last_written = 0;
   std::unique_ptr<Restarted> _restart;
+  /// False from a restart on another count until the program takes saved state.
+  mutable bool _saved_state_taken = true;
 };
 
 }  // namespace reprise

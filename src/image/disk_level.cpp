@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <system_error>
 
 #include "checksum.hpp"
+#include "reprise/driver.hpp"
 #include "reprise/element_type.hpp"
 #include "reprise/error.hpp"
 #include "reprise/image.hpp"
@@ -337,7 +339,16 @@ DiskLevel::DiskLevel(Comm& comm, Checkpoint& checkpoint, DiskLevelConfig config)
     error = std::make_error_code(std::errc::not_a_directory);
   }
   if (error) raise_io("create the directory", _config.directory, error.value());
-  _hook = _checkpoint.on_commit([this](std::uint64_t version) { write(version); });
+  _hook = _checkpoint.on_commit([this](std::uint64_t version) {
+    if (!_saved_state_taken) {
+      throw UsageError(std::string(kWhere) + ": the restart found version " +
+                       std::to_string(_restart->manifest.version) +
+                       " written by another number of processes, and the program took none of its state before "
+                       "this checkpoint: it would start again from the beginning. After restart() returns "
+                       "RestartOutcome::kRedistribute, take what you need: load_blocks, fetch, load_progress");
+    }
+    write(version);
+  });
 }
 
 DiskLevel::~DiskLevel() { _checkpoint.remove_commit_hook(_hook); }
@@ -688,6 +699,7 @@ DiskRestart DiskLevel::restart() try {
     result.outcome = RestartOutcome::kRestored;
   } else {
     result.outcome = RestartOutcome::kRedistribute;
+    _saved_state_taken = false;
   }
   _checkpoint.continue_from(manifest.version);
   _restart = std::make_unique<Restarted>(Restarted{std::move(manifest), folder});
@@ -706,6 +718,7 @@ const DiskLevel::Restarted& DiskLevel::restarted(std::string_view operation) con
 
 std::map<OriginalRank, SavedState> DiskLevel::fetch(std::span<const OriginalRank> old_ranks) const try {
   const auto& saved = restarted("fetch");
+  _saved_state_taken = true;
   const auto& members = saved.manifest.members;
   for (const auto rank : old_ranks) {
     if (std::find(members.begin(), members.end(), rank) == members.end()) {
@@ -725,9 +738,25 @@ std::map<OriginalRank, SavedState> DiskLevel::fetch(std::span<const OriginalRank
   detail::rethrow_naming("reprise::DiskLevel::fetch");
 }
 
+void DiskLevel::load_progress() try {
+  const auto& saved = restarted("load_progress");
+  const auto registrations = _checkpoint.registrations();
+  const bool driven = std::any_of(registrations.begin(), registrations.end(),
+                                  [](const Registration& r) { return r.name == Driver::kProgressPiece; });
+  if (!driven) {
+    throw UsageError(std::string(kWhere) + "::load_progress: no Driver registered its step count on this "
+                                           "checkpoint; construct the Driver before restart()");
+  }
+  const std::array first{saved.manifest.members.front()};
+  _checkpoint.load_pieces(fetch(first).at(first[0]), {std::string(Driver::kProgressPiece)});
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::DiskLevel::load_progress");
+}
+
 void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> wanted,
                             std::span<std::byte> into) const try {
   const auto& saved = restarted("load_blocks");
+  _saved_state_taken = true;
   const auto& manifest = saved.manifest;
   const auto pieces = manifest.blocks_pieces();
   std::optional<std::size_t> piece;

@@ -362,6 +362,33 @@ TEST(DiskLevel, AnotherSizeIsRefusedEverywhere) {
   EXPECT_FALSE(checkpoint.has_commit());
 }
 
+// On another process count, a program that takes nothing of the saved
+// state is refused at its first checkpoint instead of starting again from
+// the beginning; taking its blocks then lets it go on. Without a Driver,
+// load_progress has no step count to take.
+TEST(DiskLevel, ANewCountThatTakesNothingIsRefusedAtItsCheckpoint) {
+  auto comm = Comm::world();
+  State state(owned(comm.rank().value(), comm.size()));
+  Checkpoint checkpoint(comm);
+  state.protect_in(checkpoint);
+  DiskLevel disk(comm, checkpoint, {.directory = directory_from_env(), .every = kWriteEvery, .keep = 2});
+  const auto restart = disk.restart();
+  ASSERT_EQ(restart.outcome, RestartOutcome::kRedistribute);
+  try {
+    (void)checkpoint.checkpoint();
+    ADD_FAILURE() << "a checkpoint went on from a restart that took none of the saved state";
+  } catch (const UsageError& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("took none of its state"), std::string::npos) << what;
+    EXPECT_NE(what.find("version " + std::to_string(restart.version)), std::string::npos) << what;
+  }
+  EXPECT_THROW(disk.load_progress(), UsageError);
+  const std::array<BlockRange, 1> mine{state.mine};
+  disk.load_blocks("particles", mine, state.blocks);
+  EXPECT_EQ(wrong_blocks(state.blocks, state.mine, restart.version), 0U);
+  EXPECT_GT(checkpoint.checkpoint(), restart.version);
+}
+
 // One process cannot write its image (a file size limit: EFBIG): every
 // process raises, the version gets no manifest, the older one stays, the
 // version is committed in memory all the same, and the next write works
