@@ -104,6 +104,21 @@ struct IncrementalCheckpoint::Impl {
   /// The pages of our regions written in this epoch: the trapped ones in
   /// order of first write, then those written while open.
   [[nodiscard]] std::vector<ListedPage> written_pages() const;
+  /// Every page of our regions, in address order: a full version's.
+  [[nodiscard]] std::vector<ListedPage> all_pages() const;
+  /// The pages written in this epoch, then those a version that failed owes
+  /// (`carry`) that were not written again.
+  [[nodiscard]] std::vector<ListedPage> changed_pages() const;
+  /// `listed` in the order of the mode: the learned order for the adaptive
+  /// mode past a full version, else address order.
+  [[nodiscard]] std::vector<PageId> commit_order(std::vector<ListedPage> listed, bool full_version) const;
+  /// Every page's state for this checkpoint (`pages` are scheduled), then
+  /// the trap armed: from the protection on, a write is checked against
+  /// these states.
+  void arm(std::span<const PageId> pages);
+  /// Starts the next version, committing `pages` (taken at `start`): at
+  /// once in the sync mode, else by the commit thread.
+  void start_version(std::vector<PageId> pages, bool full_version, Clock::time_point start);
 };
 
 void IncrementalCheckpoint::Impl::put(std::size_t region_index, std::size_t page, std::span<const std::byte> bytes) {
@@ -159,6 +174,83 @@ std::vector<ListedPage> IncrementalCheckpoint::Impl::written_pages() const {
     pages.push_back({{page.region, page.page}, r, rank_of(access), page.order, page.trapped});
   }
   return pages;
+}
+
+std::vector<ListedPage> IncrementalCheckpoint::Impl::all_pages() const {
+  std::vector<ListedPage> pages;
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    for (std::size_t p = 0; p < spans[r].size() / layout.page_bytes; ++p) pages.push_back({{ids[r], p}, r});
+  }
+  return pages;
+}
+
+std::vector<ListedPage> IncrementalCheckpoint::Impl::changed_pages() const {
+  std::vector<ListedPage> pages = written_pages();
+  if (carry.empty()) return pages;
+  std::set<std::pair<int, std::size_t>> seen;
+  for (const auto& page : pages) seen.emplace(page.id.region, page.id.page);
+  for (const auto& owed : carry) {
+    if (!seen.emplace(owed.region, owed.page).second) continue;
+    const PageInfo& info = detail::page_infos(owed.region)[owed.page];
+    pages.push_back({owed, CowProtocol::instance().region_index(owed.region),
+                     rank_of(info.access.load(std::memory_order_acquire)),
+                     detail::mark_order(info.mark.load(std::memory_order_acquire))});
+  }
+  return pages;
+}
+
+std::vector<PageId> IncrementalCheckpoint::Impl::commit_order(std::vector<ListedPage> listed,
+                                                              bool full_version) const {
+  if (config.mode == CommitMode::kAsyncAdaptive && !full_version) {
+    std::stable_sort(listed.begin(), listed.end(), [](const ListedPage& a, const ListedPage& b) {
+      return a.rank != b.rank ? a.rank < b.rank : a.order < b.order;
+    });
+  } else {
+    std::sort(listed.begin(), listed.end(), [](const ListedPage& a, const ListedPage& b) {
+      return a.region_index != b.region_index ? a.region_index < b.region_index : a.id.page < b.id.page;
+    });
+  }
+  std::vector<PageId> pages;
+  pages.reserve(listed.size());
+  for (const auto& page : listed) pages.push_back(page.id);
+  return pages;
+}
+
+void IncrementalCheckpoint::Impl::arm(std::span<const PageId> pages) {
+  for (std::size_t r = 0; r < ids.size(); ++r) {
+    PageInfo* infos = detail::page_infos(ids[r]);
+    for (std::size_t p = 0; p < spans[r].size() / layout.page_bytes; ++p) {
+      infos[p].state.store(PageState::kClean, std::memory_order_relaxed);
+    }
+  }
+  for (const auto& page : pages) {
+    detail::page_infos(page.region)[page.page].state.store(PageState::kScheduled, std::memory_order_relaxed);
+  }
+  CowProtocol::instance().start();
+  DirtyTracker::instance().protect_all();
+}
+
+void IncrementalCheckpoint::Impl::start_version(std::vector<PageId> pages, bool full_version,
+                                                Clock::time_point start) {
+  ++version;
+  history.push_back({});
+  history.back().version = version;
+  full = full_version;
+  started = start;
+  committed_pages = 0;
+  if (config.mode == CommitMode::kSync) {
+    order = std::move(pages);
+    const std::exception_ptr failure = run_job();
+    const std::lock_guard lock(mutex);
+    error = failure;
+    commit_seconds = seconds_since(start);
+  } else {
+    const std::lock_guard lock(mutex);
+    order = std::move(pages);
+    has_job = true;
+    changed.notify_all();
+  }
+  if (config.mode == CommitMode::kSync) finish_running();
 }
 
 void IncrementalCheckpoint::Impl::gather_stats(IncrementalStats& stats, bool reset) {
@@ -282,70 +374,12 @@ std::uint64_t IncrementalCheckpoint::checkpoint() try {
   // What to commit: every page the first time (in address order), then the
   // pages written since the last checkpoint, in the order of the mode.
   const bool full = d.version == 0;
-  std::vector<ListedPage> listed;
-  if (full) {
-    for (std::size_t r = 0; r < d.ids.size(); ++r) {
-      for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) listed.push_back({{d.ids[r], p}, r});
-    }
-  } else {
-    listed = d.written_pages();
-    ending.after += count_untrapped(listed);
-    if (!d.carry.empty()) {
-      std::set<std::pair<int, std::size_t>> seen;
-      for (const auto& page : listed) seen.emplace(page.id.region, page.id.page);
-      for (const auto& owed : d.carry) {
-        if (!seen.emplace(owed.region, owed.page).second) continue;
-        const PageInfo& info = detail::page_infos(owed.region)[owed.page];
-        listed.push_back({owed, CowProtocol::instance().region_index(owed.region), rank_of(info.access.load(std::memory_order_acquire)),
-                          detail::mark_order(info.mark.load(std::memory_order_acquire))});
-      }
-    }
-  }
+  std::vector<ListedPage> listed = full ? d.all_pages() : d.changed_pages();
+  if (!full) ending.after += count_untrapped(listed);
   d.carry.clear();
-  if (d.config.mode == CommitMode::kAsyncAdaptive && !full) {
-    std::stable_sort(listed.begin(), listed.end(), [](const ListedPage& a, const ListedPage& b) {
-      return a.rank != b.rank ? a.rank < b.rank : a.order < b.order;
-    });
-  } else {
-    std::sort(listed.begin(), listed.end(), [](const ListedPage& a, const ListedPage& b) {
-      return a.region_index != b.region_index ? a.region_index < b.region_index : a.id.page < b.id.page;
-    });
-  }
-  std::vector<PageId> pages;
-  pages.reserve(listed.size());
-  for (const auto& page : listed) pages.push_back(page.id);
-  // Every page's state for this checkpoint, then the trap armed: from the
-  // protection on, a write is checked against these states.
-  for (std::size_t r = 0; r < d.ids.size(); ++r) {
-    PageInfo* infos = detail::page_infos(d.ids[r]);
-    for (std::size_t p = 0; p < d.spans[r].size() / d.layout.page_bytes; ++p) {
-      infos[p].state.store(PageState::kClean, std::memory_order_relaxed);
-    }
-  }
-  for (const auto& page : pages) {
-    detail::page_infos(page.region)[page.page].state.store(PageState::kScheduled, std::memory_order_relaxed);
-  }
-  CowProtocol::instance().start();
-  DirtyTracker::instance().protect_all();
-  ++d.version;
-  d.history.push_back({});
-  d.history.back().version = d.version;
-  d.full = full;
-  d.started = start;
-  d.committed_pages = 0;
-  if (d.config.mode == CommitMode::kSync) {
-    d.order = std::move(pages);
-    const std::exception_ptr failure = d.run_job();
-    const std::lock_guard lock(d.mutex);
-    d.error = failure;
-    d.commit_seconds = seconds_since(start);
-  } else {
-    const std::lock_guard lock(d.mutex);
-    d.order = std::move(pages);
-    d.has_job = true;
-    d.changed.notify_all();
-  }
-  if (d.config.mode == CommitMode::kSync) d.finish_running();
+  std::vector<PageId> pages = d.commit_order(std::move(listed), full);
+  d.arm(pages);
+  d.start_version(std::move(pages), full, start);
   d.history.back().call_seconds = seconds_since(start);
   return d.version;
 } catch (const Error&) {
