@@ -31,17 +31,36 @@ int leaving_index(const detail::Assignment& plan, OriginalRank me) {
   return it == plan.newcomers.end() ? -1 : static_cast<int>(it - plan.newcomers.begin());
 }
 
+/// A process's side of the steps of a migration on the merged communicator
+/// (`finish_migration`): what it brings, and what the steps give it.
+struct MigrationSide {
+  /// The plan: a parent's, which a new process learns.
+  detail::Assignment plan;
+  /// This process's original rank: unknown (-1) in a new process until the
+  /// plan arrives.
+  OriginalRank me{-1};
+  /// A leaving process's state, for its successor: the pieces
+  /// `deferred_pieces` names come later, then what `trailer` returns.
+  std::span<const std::span<const std::byte>> state;
+  std::span<const std::size_t> deferred_pieces;
+  HandoverTrailer trailer;
+  /// The pair of communicators of those who stay and the new ones.
+  MPI_Comm application = MPI_COMM_NULL;
+  MPI_Comm internal = MPI_COMM_NULL;
+  /// What a new process received from its predecessor.
+  Handover handover{};
+};
+
 /// The steps parents and new processes run on `merged` (parents first, in
 /// rank order): learn the plan, build the pair of communicators of those who
 /// stay and the new ones (ordered by original rank), hand each leaving
-/// process's `state` to its successor (the pieces `deferred` names come
-/// later, then what `trailer` returns: a leaving process waits here until
-/// they arrived), and agree
-/// that all of it worked. `me` is unknown (-1) in a new process until the
-/// plan arrives. Returns false if it did not work somewhere.
-bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& me,
-                      std::span<const std::span<const std::byte>> state, std::span<const std::size_t> deferred_pieces,
-                      const HandoverTrailer& trailer, MPI_Comm& application, MPI_Comm& internal, Handover& handover) {
+/// process's `side.state` to its successor (the pieces `deferred_pieces`
+/// names come later, then what `trailer` returns: a leaving process waits
+/// here until they arrived), and agree that all of it worked. Returns false
+/// if it did not work somewhere.
+bool finish_migration(MPI_Comm merged, MigrationSide& side) {
+  detail::Assignment& plan = side.plan;
+  OriginalRank& me = side.me;
   int merged_rank = 0;
   int merged_size = 0;
   MPI_Comm_rank(merged, &merged_rank);
@@ -55,7 +74,7 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
     ok = false;
     ordered = MPI_COMM_NULL;  // a failed split can leave a released handle, fatal to free
   }
-  if (ok && leaving < 0) ok = detail::make_pair(ordered, application, internal) == MPI_SUCCESS;
+  if (ok && leaving < 0) ok = detail::make_pair(ordered, side.application, side.internal) == MPI_SUCCESS;
   if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
   // Every process has built its communicators before any goes on to the
   // handover: Open MPI 5.0.11 crashes a process that learns of a failure while
@@ -63,27 +82,27 @@ bool finish_migration(MPI_Comm merged, detail::Assignment& plan, OriginalRank& m
   // a failure during the handover must not find one half built.
   if (detail::ulfm::agree_on_step(merged, ok) != MPI_SUCCESS) ok = false;
   if (ok && !is_new) inject::fault_point("comm.migrate.handover", me);
-  if (ok && leaving >= 0) ok = detail::send_handover(merged, first_new + leaving, state, deferred_pieces);
+  if (ok && leaving >= 0) ok = detail::send_handover(merged, first_new + leaving, side.state, side.deferred_pieces);
   if (ok && is_new) {
     inject::fault_point("comm.migrate.arrived", me);
     // The predecessor's rank in the parents' communicator is its place among the members.
     const auto at = std::find(plan.members.begin(), plan.members.end(), me);
     ok = at != plan.members.end() &&
-         detail::receive_handover(merged, static_cast<int>(at - plan.members.begin()), handover);
+         detail::receive_handover(merged, static_cast<int>(at - plan.members.begin()), side.handover);
   }
   const int rc = detail::ulfm::agree_on_step(merged, ok);
   if (rc == MPI_SUCCESS && ok) {
     // The successor receives the deferred parts once it runs again; if one
     // of the two fails first, that is a failure of the new communicator's
     // (the successor gives up), not the move's.
-    if (leaving >= 0 && !deferred_pieces.empty()) {
+    if (leaving >= 0 && !side.deferred_pieces.empty()) {
       inject::fault_point("comm.migrate.deferred", me);
-      (void)detail::send_deferred(merged, first_new + leaving, state, deferred_pieces, me, trailer);
+      (void)detail::send_deferred(merged, first_new + leaving, side.state, side.deferred_pieces, me, side.trailer);
     }
     return true;
   }
-  if (internal != MPI_COMM_NULL) MPI_Comm_free(&internal);
-  if (application != MPI_COMM_NULL) MPI_Comm_free(&application);
+  if (side.internal != MPI_COMM_NULL) MPI_Comm_free(&side.internal);
+  if (side.application != MPI_COMM_NULL) MPI_Comm_free(&side.application);
   detail::ulfm::revoke(merged);
   return false;
 }
@@ -146,21 +165,22 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
     detail::spawn_replacements(*this, command, static_cast<int>(sorted.size()), where, inter);
     MPI_Comm merged = detail::merge_replacements(*this, inter, detail::kJoinMigrate);
     if (merged != MPI_COMM_NULL) {
-      OriginalRank me = original_rank();
-      Parts parts;
-      Handover none;
-      const bool done = finish_migration(merged, plan, me, state, deferred, trailer, parts.comm, parts.internal, none);
+      MigrationSide side{std::move(plan), original_rank(), state, deferred, trailer};
+      const bool done = finish_migration(merged, side);
       MPI_Comm_free(&merged);
       if (done) {
         // The new processes are not in the spare pool: a later round on it
         // would take their ranks for missing.
         if (detail::SparePool* pool = detail::spare_pool(); pool != nullptr) pool->usable = false;
-        if (leaving_index(plan, me) >= 0) return std::nullopt;
+        if (leaving_index(side.plan, side.me) >= 0) return std::nullopt;
+        Parts parts;
+        parts.comm = side.application;
+        parts.internal = side.internal;
         parts.original_size = _original_size;
-        parts.epoch = plan.epoch;
-        parts.failures = plan.failures;
-        parts.moves = plan.moves;
-        parts.members = plan.members;
+        parts.epoch = side.plan.epoch;
+        parts.failures = side.plan.failures;
+        parts.moves = side.plan.moves;
+        parts.members = side.plan.members;
         parts.replacement = _replacement;
         return Comm(std::move(parts));
       }
@@ -177,19 +197,18 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
 
 Comm Comm::join_migration(MPI_Comm merged) {
   const detail::RecoveryScope scope(OriginalRank{-1});
-  detail::Assignment plan;
-  OriginalRank me{-1};
-  Parts parts;
-  Handover handover;
-  if (!finish_migration(merged, plan, me, {}, {}, {}, parts.comm, parts.internal, handover)) {
-    detail::abandon("a process failed during the migration");
-  }
-  if (handover.deferred().empty()) {
+  MigrationSide side;
+  if (!finish_migration(merged, side)) detail::abandon("a process failed during the migration");
+  if (side.handover.deferred().empty()) {
     MPI_Comm_free(&merged);
   } else {
-    detail::keep_handover_channel(handover, merged, true);  // the deferred parts come over it
+    detail::keep_handover_channel(side.handover, merged, true);  // the deferred parts come over it
   }
+  const detail::Assignment& plan = side.plan;
   detail::ulfm::count_past_earlier_generations(plan.epoch);
+  Parts parts;
+  parts.comm = side.application;
+  parts.internal = side.internal;
   parts.original_size = plan.original_size;
   parts.epoch = plan.epoch;
   parts.failures = plan.failures;
@@ -197,7 +216,7 @@ Comm Comm::join_migration(MPI_Comm merged) {
   parts.members = plan.members;
   parts.replacement = true;
   Comm comm(std::move(parts));
-  comm._handover = std::move(handover);
+  comm._handover = std::move(side.handover);
   comm._migrated_in = true;
   return comm;
 }
