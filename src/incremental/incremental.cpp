@@ -406,7 +406,11 @@ IncrementalRestore IncrementalCheckpoint::restore() try {
     d.drop_unpublished();
   }
   d.sink->restore(d.layout, d.spans);
-  d.carry.clear();  // the restore wrote every page: they all go into the next version
+  // The memory now is the restored version, which the sink holds: the
+  // restore's own writes are no change, and the next version holds only the
+  // pages written from here on.
+  d.carry.clear();
+  DirtyTracker::instance().protect_all();
   d.version = d.published = d.sink->newest();
   d.restored = true;
   while (!d.history.empty() && d.history.back().version > d.version) d.history.pop_back();

@@ -165,12 +165,28 @@ TEST_P(EveryMode, RestoresTheLastCheckpointExactlyAfterManyEpochs) {
     std::memset(a.data, 0x5a, a.bytes);  // work after the last checkpoint, lost by the restore
     EXPECT_EQ(checkpoint.version(), 16U);
   }
-  IncrementalCheckpoint replacement(dir.path.string(), config_of(GetParam()));
-  EXPECT_EQ(replacement.version(), 16U);
-  replacement.protect(a.span());
-  replacement.protect(b.span());
-  replacement.restore();
-  EXPECT_EQ(std::memcmp(a.data, expected_a.data(), a.bytes), 0);
+  {
+    IncrementalCheckpoint replacement(dir.path.string(), config_of(GetParam()));
+    EXPECT_EQ(replacement.version(), 16U);
+    replacement.protect(a.span());
+    replacement.protect(b.span());
+    replacement.restore();
+    EXPECT_EQ(std::memcmp(a.data, expected_a.data(), a.bytes), 0);
+    EXPECT_EQ(std::memcmp(b.data, expected_b.data(), b.bytes), 0);
+    // The restore's own writes are no change: the next version holds the
+    // one page written since, not the whole memory again.
+    a.data[1] = std::byte{0x42};
+    expected_a[1] = std::byte{0x42};
+    EXPECT_EQ(replacement.checkpoint(), 17U);
+    EXPECT_EQ(replacement.wait().pages_committed, 1U) << "only the page written since the restore";
+  }
+  IncrementalCheckpoint third(dir.path.string(), config_of(GetParam()));
+  third.protect(a.span());
+  third.protect(b.span());
+  std::memset(a.data, 0, a.bytes);
+  std::memset(b.data, 0, b.bytes);
+  EXPECT_EQ(third.restore().version, 17U);
+  EXPECT_EQ(std::memcmp(a.data, expected_a.data(), a.bytes), 0) << "version 17 on top of the 16 before it";
   EXPECT_EQ(std::memcmp(b.data, expected_b.data(), b.bytes), 0);
 }
 
