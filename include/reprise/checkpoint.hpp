@@ -162,11 +162,13 @@ class Checkpoint {
   void protect_blocks(std::string name, std::size_t block_bytes, BlockRange mine, std::span<std::byte> data);
 
   /// Registers one trivially copyable value (a counter, a struct of
-  /// scalars, a `std::array`): restored in place.
+  /// scalars, a `std::array`): restored in place. An arithmetic value keeps
+  /// its type in images (HDF5 readers see a `double` as float64), anything
+  /// else is bytes.
   template <class T>
     requires std::is_trivially_copyable_v<T>
   void protect(std::string name, T& value) {
-    protect(std::move(name), std::as_writable_bytes(std::span(&value, 1)));
+    protect_fixed(std::move(name), std::as_writable_bytes(std::span(&value, 1)), shape_of<T>(), std::nullopt);
   }
 
   /// Registers any object through a serializer pair.

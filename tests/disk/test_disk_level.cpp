@@ -475,7 +475,7 @@ TEST(DiskLevel, TheCheckpointShowsOtherLayersWhatTheyNeed) {
   EXPECT_EQ(registrations[1].shape.type, ElementType::kInt32);
   EXPECT_EQ(registrations[1].fixed_bytes, 0U);
   EXPECT_EQ(registrations[2].shape.type, ElementType::kBytes);
-  EXPECT_EQ(registrations[3].shape.type, ElementType::kBytes);
+  EXPECT_EQ(registrations[3].shape.type, ElementType::kUint64) << "a scalar keeps its type";
   ASSERT_TRUE(registrations[4].blocks.has_value());
   EXPECT_EQ(registrations[4].blocks->range, state.mine);
   EXPECT_EQ(registrations[4].shape.extents, (std::vector<std::uint64_t>{state.mine.size(), kBlockBytes}));
