@@ -353,23 +353,32 @@ void Store::held_pieces(BlockRange range, std::vector<std::span<const std::byte>
   }
 }
 
-void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) try {
-  std::string problem;
+namespace {
+
+/// Why a load of `wanted` into `into_bytes` bytes cannot be served, from a
+/// store of `blocks` blocks of `block_bytes` (empty: it can).
+std::string load_problem(bool submitted, std::uint64_t blocks, std::size_t block_bytes,
+                         std::span<const BlockRange> wanted, std::size_t into_bytes) {
+  if (!submitted) return "nothing was submitted yet";
   std::uint64_t total = 0;
-  if (!_placement) problem = "nothing was submitted yet";
   for (const auto& range : wanted) {
-    if (!problem.empty()) break;
-    if (range.end < range.begin || range.end.value > blocks()) {
+    if (range.end < range.begin || range.end.value > blocks) {
       std::ostringstream out;
-      out << "requested blocks " << range << " are not inside [0, " << blocks() << ")";
-      problem = out.str();
+      out << "requested blocks " << range << " are not inside [0, " << blocks << ")";
+      return out.str();
     }
     total += range.size();
   }
-  if (problem.empty() && into.size() != total * _config.block_bytes) {
-    problem = "the destination has " + std::to_string(into.size()) + " bytes, but the " + std::to_string(total) +
-              " requested blocks need " + std::to_string(total * _config.block_bytes);
-  }
+  if (into_bytes == total * block_bytes) return {};
+  return "the destination has " + std::to_string(into_bytes) + " bytes, but the " + std::to_string(total) +
+         " requested blocks need " + std::to_string(total * block_bytes);
+}
+
+}  // namespace
+
+void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) try {
+  const std::string problem =
+      load_problem(static_cast<bool>(_placement), blocks(), _config.block_bytes, wanted, into.size());
   // A failure may let only some processes through the entry: they wait in
   // the agreement that closes the first exchange.
   _comm.run_before(Comm::FirstAgreement::kExchange, [&] { join(problem, "load"); });
