@@ -23,12 +23,20 @@ constexpr std::size_t kReferenceFrom = std::size_t{1} << 20;
 /// Whether an image sent in pieces references `extra` (its checksum apart).
 bool referenced_late(const ExtraPiece& extra) { return extra.late && extra.bytes.size() >= kReferenceFrom; }
 
-/// A builder holding `pieces` (one per registration of `checkpoint`) plus
-/// `extras`; `referenced[i]`: piece i is added by reference;
+/// What an image holds: `pieces` (one per registration of the checkpoint)
+/// plus `extras`; `referenced[i]`: piece i is added by reference;
 /// `reference_extras`: so are the late extras, their checksums apart.
+struct ImageContents {
+  std::span<const std::span<const std::byte>> pieces;
+  const std::vector<bool>& referenced;
+  std::span<const ExtraPiece> extras;
+  bool reference_extras = false;
+};
+
+/// A builder holding `contents` for version `version` of `checkpoint` on `comm`.
 ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
-                        std::span<const std::span<const std::byte>> pieces, const std::vector<bool>& referenced,
-                        std::span<const ExtraPiece> extras, bool reference_extras) {
+                        const ImageContents& contents) {
+  const auto [pieces, referenced, extras, reference_extras] = contents;
   const auto registrations = checkpoint.registrations();
   ImageInfo info;
   info.original_rank = comm.original_rank();
@@ -79,7 +87,8 @@ ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uin
 /// `extras`, every byte copied into it.
 ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                        std::span<const std::span<const std::byte>> pieces, std::span<const ExtraPiece> extras) {
-  return builder_of(checkpoint, comm, version, pieces, std::vector<bool>(pieces.size(), false), extras, false).finish();
+  const std::vector<bool> copied(pieces.size(), false);
+  return builder_of(checkpoint, comm, version, {pieces, copied, extras, false}).finish();
 }
 
 /// `UsageError` unless `image` has a piece `name`.
@@ -135,7 +144,7 @@ ImagePieces current_image_pieces(const Checkpoint& checkpoint, const Comm& comm,
       referenced.push_back(false);
     }
   });
-  return builder_of(checkpoint, comm, version, pieces, referenced, extras, true).finish_pieces();
+  return builder_of(checkpoint, comm, version, {pieces, referenced, extras, true}).finish_pieces();
 }
 
 std::vector<std::uint64_t> late_checksums(std::span<const ExtraPiece> extras) {
