@@ -84,10 +84,22 @@ struct Fault {
 /// A deterministic plan of faults, identical on every process that builds it
 /// from the same text or seed. Faults apply to the processes the job started
 /// with, never to replacements (which would otherwise fail again on replay).
+/// A process that applied the schedule and outlives a fault planned for it
+/// (a step the run never reached, or never passed to `apply`) says so in one
+/// line on stderr when the schedule is destroyed.
 class Schedule {
  public:
   /// No faults.
   Schedule() = default;
+  ~Schedule();
+  /// A copy plans the same faults; only the copy that applies them reports.
+  Schedule(const Schedule& other) : _faults(other._faults), _source(other._source) {}
+  /// As the copy.
+  Schedule& operator=(const Schedule& other);
+  /// Takes over `other`'s faults and what it applied (`other` reports nothing).
+  Schedule(Schedule&& other) noexcept;
+  /// Takes over `other`'s faults and what it applied (`other` reports nothing).
+  Schedule& operator=(Schedule&& other) noexcept;
 
   /// Parses `"RANK@STEP[:hang|:crash],..."`, e.g. `"3@10,5@20:hang"`, and whole
   /// nodes as `"nodeK@STEP"` (node K of the job, counting from 1 in the order
@@ -137,6 +149,8 @@ class Schedule {
   static Schedule parse(std::string_view text, std::string source);
   std::vector<Fault> _faults;
   std::string _source;  ///< where the faults were read (`NAME="text"`), for messages; empty if drawn
+  mutable std::optional<OriginalRank> _applied_by;  ///< the original process that applied it
+  mutable std::uint64_t _last_step = 0;             ///< the last step it applied
 };
 
 /// Arms a named fault point inside reprise (see `fault_point`): the

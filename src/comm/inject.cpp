@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 #include <atomic>
 #include <charconv>
 #include <cstdio>
@@ -314,8 +315,44 @@ std::optional<Fault> Schedule::at(OriginalRank rank, std::uint64_t step) const {
   return std::nullopt;
 }
 
+Schedule& Schedule::operator=(const Schedule& other) {
+  if (this != &other) *this = Schedule(other);
+  return *this;
+}
+
+Schedule::Schedule(Schedule&& other) noexcept
+    : _faults(std::move(other._faults)),
+      _source(std::move(other._source)),
+      _applied_by(std::exchange(other._applied_by, std::nullopt)),
+      _last_step(other._last_step) {}
+
+Schedule& Schedule::operator=(Schedule&& other) noexcept {
+  _faults = std::move(other._faults);
+  _source = std::move(other._source);
+  _applied_by = std::exchange(other._applied_by, std::nullopt);
+  _last_step = other._last_step;
+  return *this;
+}
+
+Schedule::~Schedule() {
+  if (!_applied_by) return;
+  // A fault carried out ended this process: any planned for it never fired.
+  for (const Fault& fault : _faults) {
+    if (fault.rank != *_applied_by) continue;
+    std::fprintf(stderr,
+                 "reprise: warning: the fault %d@%llu%s never fired: process #%d applied the schedule up to step "
+                 "%llu only\n",
+                 fault.rank.value(), static_cast<unsigned long long>(fault.step),
+                 _source.empty() ? "" : (" of " + _source).c_str(), _applied_by->value(),
+                 static_cast<unsigned long long>(_last_step));
+  }
+  std::fflush(stderr);
+}
+
 void Schedule::apply(OriginalRank me, std::uint64_t step, bool is_replacement) const {
   if (is_replacement) return;
+  _applied_by = me;
+  _last_step = std::max(_last_step, step);
   if (auto fault = at(me, step)) {
     if (!fault->node_members.empty()) kill_node(fault->node_members, me);
     carry_out(fault->action, me);

@@ -264,6 +264,31 @@ TEST(Inject, HangStopsRespondingWithoutExiting) {
   EXPECT_EQ(read_outcome(outcomes.path), "hung 2");
 }
 
+// A fault planned for a process that applied the schedule and outlived it
+// (its step never came) is reported once, by that process, when the
+// schedule goes away; another process's faults, a replacement and a copy
+// that applied nothing say nothing.
+TEST(Schedule, AFaultThatNeverFiredIsReported) {
+  testing::internal::CaptureStderr();
+  {
+    const auto schedule = Schedule::parse("3@500,1@2");
+    for (std::uint64_t step = 0; step < 60; ++step) schedule.apply(OriginalRank{3}, step, false);
+  }
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("the fault 3@500 of fault schedule \"3@500,1@2\" never fired: process #3 applied the "
+                      "schedule up to step 59 only"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find("never fired"), said.rfind("never fired")) << "one line: 1@2 is another process's: " << said;
+  testing::internal::CaptureStderr();
+  {
+    const auto schedule = Schedule::parse("3@5");
+    schedule.apply(OriginalRank{3}, 4, true);  // a replacement: nothing planned for it
+    const Schedule copy = schedule;
+  }
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
 TEST(Inject, ScheduleApplyKillsOnlyTheOriginalProcessAtItsStep) {
   const auto schedule = Schedule::parse("3@5");
   EXPECT_EQ(in_child([&] { schedule.apply(OriginalRank{3}, 4, false); }), 0);
