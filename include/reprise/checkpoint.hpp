@@ -153,6 +153,12 @@ class Checkpoint {
                   std::nullopt);
   }
 
+  /// As above, for memory whose element type is known only at run time (the
+  /// C and Python interfaces): `bytes` holds elements of `type`, whose size
+  /// divides its size. `UsageError` otherwise.
+  void protect_array(std::string name, std::span<std::byte> bytes, ElementType type,
+                     std::vector<std::uint64_t> extents = {});
+
   /// Registers blocks of the store's kind: this process holds the global
   /// block ids `mine`, `block_bytes` each, back to back in `data` (restored
   /// in place). Like a buffer in memory; a disk image also records the

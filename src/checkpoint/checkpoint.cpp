@@ -144,6 +144,16 @@ void Checkpoint::protect_fixed(std::string name, std::span<std::byte> buffer, Ar
        [buffer](std::size_t) { return buffer; }});
 }
 
+void Checkpoint::protect_array(std::string name, std::span<std::byte> bytes, ElementType type,
+                               std::vector<std::uint64_t> extents) {
+  if (type == ElementType::kBytes || bytes.size() % element_size(type) != 0) {
+    throw UsageError(std::string(kWhere) + ": array '" + name + "' of " + std::string(element_type_name(type)) +
+                     " holds " + std::to_string(bytes.size()) + " bytes; give a numeric element type and memory of " +
+                     "a whole number of its elements");
+  }
+  protect_fixed(std::move(name), bytes, ArrayShape{type, std::move(extents)}, std::nullopt);
+}
+
 void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, BlockRange mine, std::span<std::byte> data) {
   if (block_bytes == 0 || mine.end < mine.begin || mine.size() * block_bytes != data.size()) {
     throw UsageError(std::string(kWhere) + ": blocks '" + name + "' hold " + std::to_string(data.size()) +

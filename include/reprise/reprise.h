@@ -1,0 +1,282 @@
+#pragma once
+/** \file
+ * The C interface of reprise (part of libreprise): the environment, the fault-tolerant
+ * communicator and its recovery, in-memory checkpoints and the recovery driver, the block store,
+ * the disk level and live migration. docs/guide/c.md shows a whole program.
+ *
+ * Objects are opaque handles made by `reprise_*_create` (or `reprise_comm_world`) and released by
+ * `reprise_*_free` (which accept NULL). Every call that can fail returns a `reprise_status`:
+ * `REPRISE_OK` (0), or the kind of error, whose message (one line, naming the call) this thread's
+ * `reprise_last_error` gives until its next failing call. No C++ exception crosses this interface.
+ *
+ * A handle refers to the handles it was made from (a checkpoint to its communicator, a driver to
+ * both): free it first. Every process of the communicator makes the same calls in the same order,
+ * as with MPI collectives. */
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** What a call returned: `REPRISE_OK`, or the kind of error (the C++ exception it stands for). */
+typedef enum reprise_status {
+  REPRISE_OK = 0,                 /**< success */
+  REPRISE_ERR_PROCESS_FAILED = 1, /**< a process of the communicator died (`reprise::ProcessFailed`) */
+  REPRISE_ERR_REVOKED = 2,        /**< another process revoked the communicator (`reprise::Revoked`) */
+  REPRISE_ERR_DATA_LOST = 3,      /**< every copy of some data is gone (`reprise::DataLost`); see `reprise_last_error_ranks` */
+  REPRISE_ERR_USAGE = 4,          /**< a wrong call; nothing changed (`reprise::UsageError`) */
+  REPRISE_ERR_IO = 5,             /**< the system refused a file or memory operation (`reprise::IoError`) */
+  REPRISE_ERR_CORRUPT = 6,        /**< saved data cannot be read back (`reprise::CorruptData`) */
+  REPRISE_ERR_MPI = 7,            /**< another error reported by MPI (`reprise::MpiError`) */
+  REPRISE_ERR_NO_MEMORY = 8,      /**< an allocation failed */
+  REPRISE_ERR_STEP = 9,           /**< a step or recovery function returned an error code of its own */
+  REPRISE_ERR_OTHER = 10          /**< anything else (an internal error) */
+} reprise_status;
+
+/** This thread's last error message (one line naming the call), or "" when no call failed yet. */
+const char* reprise_last_error(void);
+/** The MPI error class behind this thread's last error (`MPI_SUCCESS` when none). */
+int reprise_last_error_mpi_class(void);
+/** For `REPRISE_ERR_PROCESS_FAILED`: the failed original ranks; for `REPRISE_ERR_DATA_LOST`: the
+ * original ranks whose checkpointed state is lost. Copies up to `capacity` of them into `ranks` (may
+ * be NULL when `capacity` is 0) and returns how many there are. */
+size_t reprise_last_error_ranks(int* ranks, size_t capacity);
+/** The block ids [`begin`, `end`). */
+typedef struct reprise_block_range {
+  uint64_t begin; /**< the first id */
+  uint64_t end;   /**< one past the last id */
+} reprise_block_range;
+/** For `REPRISE_ERR_DATA_LOST`: the block ranges of which no copy survives. Copies up to `capacity`
+ * of them into `ranges` and returns how many there are. */
+size_t reprise_last_error_lost_ranges(reprise_block_range* ranges, size_t capacity);
+
+/** Initialises MPI with `MPI_THREAD_MULTIPLE` (unless already initialised) and reprise's process
+ * handling, as `reprise::Environment` does; call it first in `main`. `argc` and `argv` may be NULL. */
+reprise_status reprise_init(int* argc, char*** argv);
+/** Finalises what `reprise_init` started; `exit_status` is what `main` will return, the status the
+ * process exits with if finalisation has to be abandoned after failures. */
+reprise_status reprise_finalize(int exit_status);
+
+/** A fault-tolerant communicator (`reprise::Comm`). Its MPI communicator changes on recovery. */
+typedef struct reprise_comm reprise_comm;
+/** The job's communicator (`reprise::Comm::world`); in a replacement, it joins the survivors. */
+reprise_status reprise_comm_world(reprise_comm** comm);
+/** Releases `comm` (NULL: nothing). */
+void reprise_comm_free(reprise_comm* comm);
+/** The MPI communicator to call MPI on now (errors returned, not fatal). Ask again after a
+ * recovery: a shrink or respawn replaces it. Do not free it. */
+MPI_Comm reprise_comm_mpi(const reprise_comm* comm);
+/** This process's rank in the communicator now. */
+int reprise_comm_rank(const reprise_comm* comm);
+/** The number of processes now. */
+int reprise_comm_size(const reprise_comm* comm);
+/** This process's original rank: the identity it keeps across recoveries (a replacement takes the
+ * original rank of the process it replaces). */
+int reprise_comm_original_rank(const reprise_comm* comm);
+/** The number of processes the job started with. */
+int reprise_comm_original_size(const reprise_comm* comm);
+/** 1 in a process spawned to replace a failed one, else 0. */
+int reprise_comm_is_replacement(const reprise_comm* comm);
+/** 1 in a process started by a migration (it calls `reprise_migration_arrive`), else 0. */
+int reprise_comm_migrated_in(const reprise_comm* comm);
+/** Turns the result of an MPI call on `reprise_comm_mpi(comm)` into a status: `REPRISE_OK` for
+ * `MPI_SUCCESS`, else the error (a process failure, a revocation, another MPI error), its message
+ * naming `what`. Return that status from a step function to let the driver recover. */
+reprise_status reprise_comm_check(reprise_comm* comm, int mpi_result, const char* what);
+/** Revokes the communicator: every member's pending and future calls on it fail. */
+reprise_status reprise_comm_revoke(reprise_comm* comm);
+/** Replaces the communicator by the survivors (shrinking recovery); ranks change. */
+reprise_status reprise_comm_shrink(reprise_comm* comm);
+/** Replaces the failed processes by spares or spawned processes that take their original ranks
+ * (substituting recovery); call `reprise_checkpoint_restore` afterwards. */
+reprise_status reprise_comm_respawn(reprise_comm* comm);
+
+/** Configuration of a checkpoint; zero fields take the defaults. */
+typedef struct reprise_checkpoint_config {
+  int copies;                  /**< copies of every process's state (its own and buddies'); 0: 2 */
+  double join_timeout_seconds; /**< how long a checkpoint waits for every process; 0: 60 */
+} reprise_checkpoint_config;
+/** The element type of a typed array (recorded in images, so HDF5 readers see numbers). */
+typedef enum reprise_element_type {
+  REPRISE_INT8 = 1,    /**< int8_t */
+  REPRISE_UINT8 = 2,   /**< uint8_t */
+  REPRISE_INT16 = 3,   /**< int16_t */
+  REPRISE_UINT16 = 4,  /**< uint16_t */
+  REPRISE_INT32 = 5,   /**< int32_t */
+  REPRISE_UINT32 = 6,  /**< uint32_t */
+  REPRISE_INT64 = 7,   /**< int64_t */
+  REPRISE_UINT64 = 8,  /**< uint64_t */
+  REPRISE_FLOAT32 = 9, /**< float */
+  REPRISE_FLOAT64 = 10 /**< double */
+} reprise_element_type;
+/** Coordinated in-memory checkpoints of registered memory (`reprise::Checkpoint`). */
+typedef struct reprise_checkpoint reprise_checkpoint;
+/** A checkpoint on `comm` (which must outlive it); `config` may be NULL for the defaults. */
+reprise_status reprise_checkpoint_create(reprise_comm* comm, const reprise_checkpoint_config* config,
+                                         reprise_checkpoint** checkpoint);
+/** Releases `checkpoint` (NULL: nothing). */
+void reprise_checkpoint_free(reprise_checkpoint* checkpoint);
+/** Registers the `bytes` bytes at `data` under `name`: saved by every checkpoint, written back in
+ * place by a restore. The memory must stay valid while the checkpoint exists. */
+reprise_status reprise_checkpoint_protect(reprise_checkpoint* checkpoint, const char* name, void* data,
+                                          size_t bytes);
+/** As `reprise_checkpoint_protect`, for an array of `count` elements of `type` (images record its
+ * element type; a restore writes it back in place). */
+reprise_status reprise_checkpoint_protect_array(reprise_checkpoint* checkpoint, const char* name, void* data,
+                                                reprise_element_type type, size_t count);
+/** Registers the blocks `mine` (of `block_bytes` bytes each, at `data`) under `name`, so that a
+ * disk restart on another process count can load any block ranges (`reprise_disk_level_load_blocks`). */
+reprise_status reprise_checkpoint_protect_blocks(reprise_checkpoint* checkpoint, const char* name,
+                                                 size_t block_bytes, reprise_block_range mine, void* data);
+/** Takes a checkpoint of every process's registered memory (collective, two-phase: a failure during
+ * it keeps the last version); `version` (may be NULL) receives its number. */
+reprise_status reprise_checkpoint_commit(reprise_checkpoint* checkpoint, uint64_t* version);
+/** Rolls every process back to the last checkpoint; replacements get their state from buddies. */
+reprise_status reprise_checkpoint_restore(reprise_checkpoint* checkpoint);
+/** The number of the last checkpoint (0 before the first). */
+uint64_t reprise_checkpoint_version(const reprise_checkpoint* checkpoint);
+
+/** How the driver recovers from a failure. */
+typedef enum reprise_recovery_mode {
+  REPRISE_RESPAWN = 0, /**< replacements take the failed original ranks */
+  REPRISE_SHRINK = 1,  /**< the survivors go on with fewer processes */
+  REPRISE_REPLAY = 2   /**< the lost process alone is replayed from the message log (docs/guide/msglog.md) */
+} reprise_recovery_mode;
+/** Configuration of a driver; zero fields take the defaults. */
+typedef struct reprise_driver_config {
+  reprise_recovery_mode mode; /**< how to recover */
+  int max_recoveries;         /**< give up after this many recoveries; 0: 64 */
+  uint64_t every_steps;       /**< checkpoint before every n-th step (0: not by steps) */
+  double every_seconds;       /**< checkpoint about every this many seconds (0: not by time) */
+  double mtbf_seconds;        /**< checkpoint at Young/Daly's interval for this mean time between failures */
+} reprise_driver_config;
+/** A recovery the driver made, as its recovery function sees it. */
+typedef struct reprise_recovery {
+  reprise_recovery_mode mode; /**< how it recovered */
+  const int* lost;            /**< the original ranks lost (replaced, with respawn) */
+  size_t lost_count;          /**< how many */
+  uint64_t epoch;             /**< the communicator's epoch afterwards */
+  double seconds;             /**< from catching the failure to the state restored */
+  int attempts;               /**< more than 1 if processes failed during the recovery */
+} reprise_recovery;
+/** A step: called for each step with its number and the user pointer. Return `REPRISE_OK` to go on,
+ * or the status of a failing reprise call (e.g. `reprise_comm_check`) so the driver recovers;
+ * any other nonzero value ends `reprise_driver_run` on every process with `REPRISE_ERR_STEP`. */
+typedef int (*reprise_step_function)(uint64_t step, void* user);
+/** Called on every process after each recovery (e.g. to redistribute work after a shrink); returns
+ * as a step function does. */
+typedef int (*reprise_recovery_function)(const reprise_recovery* recovery, void* user);
+/** Runs steps, checkpoints and recovers (`reprise::Driver`). */
+typedef struct reprise_driver reprise_driver;
+/** A driver over `comm` and `checkpoint` (which must outlive it); `config` may be NULL. It
+ * registers its step counter with the checkpoint. */
+reprise_status reprise_driver_create(reprise_comm* comm, reprise_checkpoint* checkpoint,
+                                     const reprise_driver_config* config, reprise_driver** driver);
+/** Releases `driver` (NULL: nothing). */
+void reprise_driver_free(reprise_driver* driver);
+/** Calls `recovery` (with `user`) after each recovery; NULL removes it. */
+reprise_status reprise_driver_on_recovery(reprise_driver* driver, reprise_recovery_function recovery, void* user);
+/** Calls `step` for each step up to `steps` (from where a restart left off), checkpointing at the
+ * configured cadence, recovering from failures and restoring the last checkpoint. */
+reprise_status reprise_driver_run(reprise_driver* driver, uint64_t steps, reprise_step_function step, void* user);
+/** The current step (after `reprise_driver_run`: the steps done). */
+uint64_t reprise_driver_step(const reprise_driver* driver);
+/** How many recoveries the driver made. */
+size_t reprise_driver_recoveries(const reprise_driver* driver);
+
+/** Configuration of a block store; zero fields other than `block_bytes` take the defaults. */
+typedef struct reprise_store_config {
+  size_t block_bytes;              /**< size of every block, > 0 */
+  int copies;                      /**< copies of every block; 0: 2 */
+  size_t bytes_per_permuted_range; /**< 0: no permutation; else a multiple of block_bytes */
+  uint64_t seed;                   /**< seed of the permutation */
+  double join_timeout_seconds;     /**< how long a call waits for every process; 0: 60 */
+} reprise_store_config;
+/** A replicated in-memory block store (`reprise::Store`). */
+typedef struct reprise_store reprise_store;
+/** A store on `comm` (which must outlive it). */
+reprise_status reprise_store_create(reprise_comm* comm, const reprise_store_config* config, reprise_store** store);
+/** Releases `store` (NULL: nothing). */
+void reprise_store_free(reprise_store* store);
+/** Submits this process's blocks `mine` (`bytes` at `data`: mine's size times the block size);
+ * collective. */
+reprise_status reprise_store_submit(reprise_store* store, reprise_block_range mine, const void* data, size_t bytes);
+/** Loads the blocks of `count` ranges into `into` (`bytes` long: their blocks, in order), from
+ * live copies; collective. `REPRISE_ERR_DATA_LOST` names the ranges with no copy left. */
+reprise_status reprise_store_load(reprise_store* store, const reprise_block_range* wanted, size_t count, void* into,
+                                  size_t bytes);
+/** Brings every block back to its number of copies after failures (also into replacements). */
+reprise_status reprise_store_heal(reprise_store* store);
+
+/** Configuration of a disk level. */
+typedef struct reprise_disk_level_config {
+  const char* directory; /**< created if missing; one job's checkpoints only */
+  uint64_t every;        /**< write versions that are multiples of this; 0: 1 */
+  int keep;              /**< complete versions kept on disk; 0: 2 */
+} reprise_disk_level_config;
+/** What a restart found. */
+typedef enum reprise_restart_outcome {
+  REPRISE_NO_CHECKPOINT = 0, /**< no complete version: start from scratch */
+  REPRISE_RESTORED = 1,      /**< same process count: every process has its own state back */
+  REPRISE_REDISTRIBUTE = 2   /**< another process count: load what you need (`reprise_disk_level_load_blocks`) */
+} reprise_restart_outcome;
+/** The result of `reprise_disk_level_restart`, the same on every process. */
+typedef struct reprise_restart {
+  reprise_restart_outcome outcome; /**< what was found */
+  uint64_t version;                /**< the version restarted from */
+  int old_world_size;              /**< processes of the job that wrote it */
+} reprise_restart;
+/** Every n-th checkpoint also on disk, and restarts from it (`reprise::DiskLevel`). */
+typedef struct reprise_disk_level reprise_disk_level;
+/** A disk level for `checkpoint` on `comm` (which must outlive it). */
+reprise_status reprise_disk_level_create(reprise_comm* comm, reprise_checkpoint* checkpoint,
+                                         const reprise_disk_level_config* config, reprise_disk_level** disk);
+/** Releases `disk` (NULL: nothing). */
+void reprise_disk_level_free(reprise_disk_level* disk);
+/** Restarts a new job from the newest complete version on disk (damaged ones skipped, named). */
+reprise_status reprise_disk_level_restart(reprise_disk_level* disk, reprise_restart* restart);
+/** After `REPRISE_REDISTRIBUTE`: loads the blocks of `count` ranges of the piece `name` into `into`
+ * (`bytes` long) from whichever images hold them. */
+reprise_status reprise_disk_level_load_blocks(reprise_disk_level* disk, const char* name,
+                                              const reprise_block_range* wanted, size_t count, void* into,
+                                              size_t bytes);
+/** After `REPRISE_REDISTRIBUTE`: takes the driver's step from the old job, so a run goes on there. */
+reprise_status reprise_disk_level_load_progress(reprise_disk_level* disk);
+
+/** Configuration of live migration. */
+typedef struct reprise_migration_config {
+  const char* hosts; /**< hosts for the new processes (comma-separated); NULL: `$REPRISE_SPAWN_HOSTS` */
+  int signal;        /**< a signal that asks the receiving process to move; 0: SIGUSR1; -1: none */
+} reprise_migration_config;
+/** Live moves of processes to spares or spawned processes (`reprise::Migration`). */
+typedef struct reprise_migration reprise_migration;
+/** Migration for `checkpoint` on `comm` (which must outlive it); `config` may be NULL. */
+reprise_status reprise_migration_create(reprise_comm* comm, reprise_checkpoint* checkpoint,
+                                        const reprise_migration_config* config, reprise_migration** migration);
+/** Releases `migration` (NULL: nothing). */
+void reprise_migration_free(reprise_migration* migration);
+/** Asks that the processes of original ranks `ranks` (`count` of them; 0: this process) move. */
+reprise_status reprise_migration_request(reprise_migration* migration, const int* ranks, size_t count);
+/** At a safe point, collective: carries out requested moves; `moved` (may be NULL) is set to 1 when
+ * a move happened. */
+reprise_status reprise_migration_poll(reprise_migration* migration, int* moved);
+/** Moves at the driver's checkpoints instead of at `reprise_migration_poll`. */
+reprise_status reprise_migration_attach(reprise_migration* migration, reprise_driver* driver);
+/** In a process that arrived by migration: takes over the leaving process's state. */
+reprise_status reprise_migration_arrive(reprise_migration* migration);
+
+/** Faults on demand (`reprise::inject::Schedule`), to test recovery with real kills. */
+typedef struct reprise_faults reprise_faults;
+/** Reads the schedule in the environment variable `variable` (NULL: `REPRISE_FAULTS`, e.g.
+ * "2@30" kills original rank 2 at step 30); checks it against `processes`. */
+reprise_status reprise_faults_from_env(const char* variable, int processes, reprise_faults** faults);
+/** Releases `faults` (NULL: nothing). */
+void reprise_faults_free(reprise_faults* faults);
+/** Carries out the fault planned for this process at `step`, if any (not in replacements). */
+void reprise_faults_apply(const reprise_faults* faults, const reprise_comm* comm, uint64_t step);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,102 @@
+// The C interface: the environment, the communicator and faults on demand.
+#include <optional>
+
+#include "handles.hpp"
+#include "reprise/environment.hpp"
+
+namespace {
+
+std::optional<reprise::Environment>& environment() {
+  static std::optional<reprise::Environment> instance;
+  return instance;
+}
+
+}  // namespace
+
+using reprise::capi::checked;
+using reprise::capi::guarded;
+
+extern "C" {
+
+reprise_status reprise_init(int* argc, char*** argv) {
+  return guarded("reprise_init", [&] {
+    if (environment().has_value()) reprise::capi::refuse("reprise_init was called already");
+    int no_count = 0;
+    char** no_arguments = nullptr;
+    environment().emplace(argc != nullptr ? *argc : no_count, argv != nullptr ? *argv : no_arguments);
+  });
+}
+
+reprise_status reprise_finalize(int exit_status) {
+  return guarded("reprise_finalize", [&] {
+    if (!environment().has_value()) reprise::capi::refuse("reprise_init was not called");
+    environment()->set_exit_status(exit_status);
+    environment().reset();
+  });
+}
+
+reprise_status reprise_comm_world(reprise_comm** comm) {
+  return guarded("reprise_comm_world", [&] { checked(comm, "comm") = new reprise_comm{reprise::Comm::world()}; });
+}
+
+void reprise_comm_free(reprise_comm* comm) { delete comm; }
+
+MPI_Comm reprise_comm_mpi(const reprise_comm* comm) { return comm != nullptr ? comm->comm.raw() : MPI_COMM_NULL; }
+
+int reprise_comm_rank(const reprise_comm* comm) { return comm != nullptr ? comm->comm.rank().value() : -1; }
+
+int reprise_comm_size(const reprise_comm* comm) { return comm != nullptr ? comm->comm.size() : 0; }
+
+int reprise_comm_original_rank(const reprise_comm* comm) {
+  return comm != nullptr ? comm->comm.original_rank().value() : -1;
+}
+
+int reprise_comm_original_size(const reprise_comm* comm) { return comm != nullptr ? comm->comm.original_size() : 0; }
+
+int reprise_comm_is_replacement(const reprise_comm* comm) {
+  return comm != nullptr && comm->comm.is_replacement() ? 1 : 0;
+}
+
+int reprise_comm_migrated_in(const reprise_comm* comm) { return comm != nullptr && comm->comm.migrated_in() ? 1 : 0; }
+
+reprise_status reprise_comm_check(reprise_comm* comm, int mpi_result, const char* what) {
+  if (mpi_result == MPI_SUCCESS) return REPRISE_OK;
+  return guarded(what != nullptr ? what : "MPI", [&] {
+    checked(comm, "comm").comm.check(mpi_result, what != nullptr ? what : "MPI");
+  });
+}
+
+reprise_status reprise_comm_revoke(reprise_comm* comm) {
+  return guarded("reprise_comm_revoke", [&] { checked(comm, "comm").comm.revoke(); });
+}
+
+reprise_status reprise_comm_shrink(reprise_comm* comm) {
+  return guarded("reprise_comm_shrink", [&] {
+    auto& handle = checked(comm, "comm");
+    handle.comm = handle.comm.shrink();
+  });
+}
+
+reprise_status reprise_comm_respawn(reprise_comm* comm) {
+  return guarded("reprise_comm_respawn", [&] {
+    auto& handle = checked(comm, "comm");
+    handle.comm = handle.comm.respawn();
+  });
+}
+
+reprise_status reprise_faults_from_env(const char* variable, int processes, reprise_faults** faults) {
+  return guarded("reprise_faults_from_env", [&] {
+    auto schedule = reprise::inject::Schedule::from_env(variable != nullptr ? variable : "REPRISE_FAULTS");
+    schedule.validate(processes);
+    checked(faults, "faults") = new reprise_faults{std::move(schedule)};
+  });
+}
+
+void reprise_faults_free(reprise_faults* faults) { delete faults; }
+
+void reprise_faults_apply(const reprise_faults* faults, const reprise_comm* comm, uint64_t step) {
+  if (faults == nullptr || comm == nullptr) return;
+  faults->schedule.apply(comm->comm.original_rank(), step, comm->comm.is_replacement());
+}
+
+}  // extern "C"
