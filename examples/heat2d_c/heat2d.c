@@ -33,6 +33,7 @@ struct settings {
 
 static void fail(const char* what) {
   fprintf(stderr, "heat2d: %s: %s\n", what, reprise_last_error());
+  reprise_finalize(1);
   exit(1);
 }
 

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
       reprise_checkpoint_protect(checkpoint, "total", &job.total, sizeof job.total) ||
       reprise_driver_create(job.comm, checkpoint, &config, &driver) || reprise_driver_run(driver, 100, step, &job)) {
     fprintf(stderr, "quickstart: %s\n", reprise_last_error());
+    reprise_finalize(1);
     return 1;
   }
   if (reprise_comm_rank(job.comm) == 0) {

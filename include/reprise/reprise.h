@@ -56,7 +56,8 @@ size_t reprise_last_error_lost_ranges(reprise_block_range* ranges, size_t capaci
  * handling, as `reprise::Environment` does; call it first in `main`. `argc` and `argv` may be NULL. */
 reprise_status reprise_init(int* argc, char*** argv);
 /** Finalises what `reprise_init` started; `exit_status` is what `main` will return, the status the
- * process exits with if finalisation has to be abandoned after failures. */
+ * process exits with if finalisation has to be abandoned after failures. A process that ends without
+ * it has not finalised MPI: its job fails, whatever its exit status. */
 reprise_status reprise_finalize(int exit_status);
 
 /** A fault-tolerant communicator (`reprise::Comm`). Its MPI communicator changes on recovery. */

@@ -1,14 +1,17 @@
 // The C interface: the environment, the communicator and faults on demand.
-#include <optional>
+#include <memory>
 
 #include "handles.hpp"
 #include "reprise/environment.hpp"
 
 namespace {
 
-std::optional<reprise::Environment>& environment() {
-  static std::optional<reprise::Environment> instance;
-  return instance;
+// Made by reprise_init, destroyed only by reprise_finalize: a process that
+// ends without it never finalises MPI, which fails the job, instead of being
+// recorded as passed whatever its exit status.
+std::unique_ptr<reprise::Environment>& environment() {
+  static auto* instance = new std::unique_ptr<reprise::Environment>;
+  return *instance;
 }
 
 }  // namespace
@@ -20,16 +23,17 @@ extern "C" {
 
 reprise_status reprise_init(int* argc, char*** argv) {
   return guarded("reprise_init", [&] {
-    if (environment().has_value()) reprise::capi::refuse("reprise_init was called already");
+    if (environment() != nullptr) reprise::capi::refuse("reprise_init was called already");
     int no_count = 0;
     char** no_arguments = nullptr;
-    environment().emplace(argc != nullptr ? *argc : no_count, argv != nullptr ? *argv : no_arguments);
+    environment() = std::make_unique<reprise::Environment>(argc != nullptr ? *argc : no_count,
+                                                          argv != nullptr ? *argv : no_arguments);
   });
 }
 
 reprise_status reprise_finalize(int exit_status) {
   return guarded("reprise_finalize", [&] {
-    if (!environment().has_value()) reprise::capi::refuse("reprise_init was not called");
+    if (environment() == nullptr) reprise::capi::refuse("reprise_init was not called");
     environment()->set_exit_status(exit_status);
     environment().reset();
   });
