@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -35,6 +36,36 @@ namespace detail {
 namespace {
 /// Starts a program with variables set (POSIX `env`).
 constexpr const char* kEnvProgram = "/usr/bin/env";
+
+/// The file `argv0` names as execvp finds it (searching PATH for a bare
+/// name), made absolute but with its links kept; empty if there is none.
+std::string file_named(const std::string& argv0) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (argv0.find('/') != std::string::npos) {
+    return fs::exists(argv0, error) ? fs::absolute(argv0, error).string() : std::string();
+  }
+  const char* path = std::getenv("PATH");
+  std::string_view rest = path == nullptr ? "" : path;
+  while (!rest.empty()) {
+    const auto colon = rest.find(':');
+    const fs::path candidate = fs::path(rest.substr(0, colon)) / argv0;
+    if (::access(candidate.c_str(), X_OK) == 0) return fs::absolute(candidate, error).string();
+    rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+  }
+  return {};
+}
+
+/// The program to start again: argv[0] itself when it is a link to this
+/// process's executable (a Python virtual environment's bin/python, through
+/// which alone the interpreter finds the environment's packages), else the
+/// executable.
+std::string program_to_start(const std::string& executable, const std::string& argv0) {
+  const std::string named = file_named(argv0);
+  std::error_code error;
+  if (!named.empty() && std::filesystem::equivalent(named, executable, error)) return named;
+  return executable;
+}
 }  // namespace
 
 Command current_command() {
@@ -46,6 +77,7 @@ Command current_command() {
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
   const std::string all((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
   std::size_t start = all.find('\0');  // skip argv[0]
+  command.executable = program_to_start(command.executable, all.substr(0, start));
   while (start != std::string::npos && start + 1 < all.size()) {
     const std::size_t end = all.find('\0', start + 1);
     command.arguments.push_back(all.substr(start + 1, end - start - 1));
