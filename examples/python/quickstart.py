@@ -1,0 +1,21 @@
+"""The README's quickstart in Python: REPRISE_FAULTS="2@30" kills original rank 2 at step 30."""
+import reprise
+from mpi4py import MPI
+
+comm = reprise.Comm.world()
+faults = reprise.inject.Schedule.from_env()
+faults.validate(comm.original_size)
+state = reprise.State(total=0)
+checkpoint = reprise.Checkpoint(comm)
+checkpoint.protect("state", state)
+driver = reprise.Driver(comm, checkpoint, mode="shrink", cadence=reprise.Cadence(every_steps=10))
+
+
+def step(s):
+    faults.apply(comm.original_rank, s, comm.is_replacement)
+    state.total += comm.mpi.allreduce(1, op=MPI.SUM)
+
+
+driver.run(100, step)
+if comm.rank == 0:
+    print(f"{comm.size} of {comm.original_size} processes finished; total {state.total}")
