@@ -1,0 +1,129 @@
+"""The MPI programs of test_python.py: jobs.py CASE [ARGS], one case per
+function below, each started by reprise-run with real kills
+(REPRISE_FAULTS) and checking what it recovered itself."""
+
+import sys
+
+import numpy as np
+
+import reprise
+from mpi4py import MPI
+
+
+def step_raises():
+    """Original rank 1 raises ValueError in step 5; every process must end."""
+    comm = reprise.Comm.world()
+    state = reprise.State(total=0)
+    checkpoint = reprise.Checkpoint(comm)
+    checkpoint.protect("state", state)
+    driver = reprise.Driver(comm, checkpoint, cadence=reprise.Cadence(every_steps=2))
+
+    def step(s):
+        if s == 5 and comm.original_rank == 1:
+            raise ValueError("planned in step 5")
+        state.total += comm.mpi.allreduce(1, op=MPI.SUM)
+
+    driver.run(10, step)
+
+
+def bad_protect(kind):
+    """Protects a strided or read-only array: UsageError, uncaught."""
+    comm = reprise.Comm.world()
+    checkpoint = reprise.Checkpoint(comm)
+    values = np.arange(12.0).reshape(3, 4)
+    if kind == "strided":
+        checkpoint.protect("values", values[:, ::2])
+    else:
+        values.flags.writeable = False
+        checkpoint.protect("values", values)
+
+
+def errors():
+    """The exception classes, their hierarchy and attributes."""
+    comm = reprise.Comm.world()
+    assert issubclass(reprise.ProcessFailed, reprise.CommFailure)
+    assert issubclass(reprise.Revoked, reprise.CommFailure)
+    for cls in (reprise.CommFailure, reprise.DataLost, reprise.IoError, reprise.CorruptData, reprise.UsageError,
+                reprise.MpiError):
+        assert issubclass(cls, reprise.Error), cls
+    try:
+        reprise.Store(comm, block_bytes=0)
+        raise AssertionError("a store of 0-byte blocks was accepted")
+    except reprise.UsageError as error:
+        assert error.mpi_error_class == MPI.ERR_ARG, error.mpi_error_class
+    try:
+        reprise.inject.Schedule.parse("2@")
+        raise AssertionError("a fault without a step was accepted")
+    except reprise.UsageError as error:
+        assert "2@" in str(error), str(error)
+    try:
+        reprise.Checkpoint(comm).protect("x", 3.5)
+        raise AssertionError("a float was protected")
+    except reprise.UsageError as error:
+        assert "reprise.State" in str(error) or "NumPy" in str(error), str(error)
+    faults = reprise.inject.Schedule.parse("3@10,1@4:hang")
+    assert faults.faults == [(1, 4, "hang"), (3, 10, "kill")], faults.faults
+    print("errors: checked")
+
+
+def store(block_values):
+    """Blocks of block_values float64 values, block b holding b * 1000 + j;
+    one process killed (REPRISE_FAULTS), the survivors shrink, heal and load
+    every block, each value checked."""
+    comm = reprise.Comm.world()
+    faults = reprise.inject.Schedule.from_env()
+    blocks_per_process = 50
+    total = blocks_per_process * comm.original_size
+    values = np.arange(total * block_values, dtype=np.float64).reshape(total, block_values)
+    values = np.floor_divide(values, block_values) * 1000 + np.arange(block_values)
+    blocks = reprise.Store(comm, block_bytes=8 * block_values, copies=2)
+    first = comm.original_rank * blocks_per_process
+    blocks.submit(first, first + blocks_per_process, values[first:first + blocks_per_process])
+    checkpoint = reprise.Checkpoint(comm)
+    checkpoint.protect("state", reprise.State())
+    driver = reprise.Driver(comm, checkpoint, mode="shrink", cadence=reprise.Cadence(every_steps=1))
+    driver.on_recovery(lambda recovery: blocks.heal())
+    driver.run(4, lambda s: (faults.apply(comm.original_rank, s, comm.is_replacement), comm.barrier()))
+    loaded = blocks.load([(0, total)], dtype=np.float64)
+    assert loaded.shape == (total, block_values), loaded.shape
+    assert np.array_equal(loaded, values), np.argwhere(loaded != values)[:5]
+    if comm.rank == 0:
+        print(f"store: {total} blocks checked on {comm.size} of {comm.original_size} processes, lost {blocks.lost}")
+
+
+def disk(directory):
+    """Arrays and a State written to disk every checkpoint; a second run of
+    the same program restarts from the newest version."""
+    comm = reprise.Comm.world()
+    grid = np.zeros((3, 4))
+    counts = np.zeros(5, dtype=np.int32)
+    state = reprise.State(steps=0)
+    checkpoint = reprise.Checkpoint(comm)
+    for name, value in (("grid", grid), ("counts", counts), ("state", state)):
+        checkpoint.protect(name, value)
+    driver = reprise.Driver(comm, checkpoint, cadence=reprise.Cadence(every_steps=4))
+    level = reprise.DiskLevel(comm, checkpoint, directory, every=1, keep=2)
+    restart = level.restart()
+
+    def step(s):
+        grid[:] = np.arange(12.0).reshape(3, 4) * (s + 1) + comm.original_rank
+        counts[:] = s * 10 + comm.original_rank
+        state.steps += 1
+
+    driver.run(10, step)
+    if comm.rank == 0:
+        versions = reprise.scan_disk_versions(directory)
+        newest = versions[-1]
+        assert newest.complete and not reprise.verify_disk_version(directory, newest.version), newest.problem
+        print(f"disk: {restart.outcome} {restart.version}; steps {state.steps}; versions "
+              f"{[v.version for v in versions]}; newest files {[str(f.path) for f in newest.files]}")
+
+
+if __name__ == "__main__":
+    case, arguments = sys.argv[1], sys.argv[2:]
+    cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors,
+             "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0])}
+    if case == "bad_protect":
+        bad_protect(arguments[0])
+    else:
+        cases[case]()

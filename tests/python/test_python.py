@@ -1,0 +1,99 @@
+"""The Python package under real MPI jobs: each test starts jobs.py (or an
+example) through the project's launcher (tests/support/reprise-run-strict)
+with real SIGKILLs from REPRISE_FAULTS, and checks the exact result.
+Run by ctest (tests/python/CMakeLists.txt), which sets PYTHONPATH to the
+build's package and REPRISE_MPIRUN to the build's mpirun."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+LAUNCHER = REPO / "tests" / "support" / "reprise-run-strict"
+JOBS = Path(__file__).resolve().parent / "jobs.py"
+QUICKSTART = REPO / "examples" / "python" / "quickstart.py"
+
+
+def launch(processes, arguments, faults="", timeout=60):
+    """Runs `python arguments...` on `processes` processes; returns (exit status, output, seconds)."""
+    command = [str(LAUNCHER), "-n", str(processes), "--timeout", str(timeout), "--oversubscribe", "--",
+               sys.executable, *map(str, arguments)]
+    environment = dict(os.environ, REPRISE_FAULTS=faults)
+    started = time.monotonic()
+    result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout + 30)
+    return result.returncode, result.stdout + result.stderr, time.monotonic() - started
+
+
+def test_quickstart_shrinks_after_a_kill():
+    status, output, _ = launch(4, [QUICKSTART], faults="2@30")
+    assert status == 0, output
+    assert "3 of 4 processes finished; total 330\n" in output, output
+    assert "1 killed on purpose" in output, output
+
+
+def test_quickstart_respawns_after_two_kills(tmp_path):
+    respawning = tmp_path / "quickstart_respawn.py"
+    respawning.write_text(QUICKSTART.read_text().replace('mode="shrink"', 'mode="respawn"'))
+    status, output, _ = launch(4, [respawning], faults="2@30,1@55")
+    assert status == 0, output
+    assert "4 of 4 processes finished; total 400\n" in output, output
+    assert "4 passed, 2 killed on purpose" in output, output
+
+
+def test_an_exception_in_a_step_ends_every_process_with_one_line():
+    status, output, seconds = launch(3, [JOBS, "step_raises"])
+    assert status != 0, output
+    assert "reprise: process #1 ended with an uncaught Python ValueError: planned in step 5 (jobs.py:" in output
+    for rank in (0, 2):
+        assert f"reprise: process #{rank} ended with an uncaught reprise.Error: reprise::Driver: another process" \
+               in output, output
+    assert "Traceback" not in output, output
+    assert seconds < 30, f"took {seconds:.1f} s"
+
+
+def test_a_strided_array_is_refused_in_one_line():
+    status, output, _ = launch(1, [JOBS, "bad_protect", "strided"])
+    assert status != 0, output
+    lines = [line for line in output.splitlines() if line.startswith("reprise: process #0 ended with")]
+    assert len(lines) == 1 and "reprise.UsageError" in lines[0] and "not C-contiguous" in lines[0] \
+        and "numpy.ascontiguousarray" in lines[0], output
+
+
+def test_a_read_only_array_is_refused_in_one_line():
+    status, output, _ = launch(1, [JOBS, "bad_protect", "readonly"])
+    assert status != 0, output
+    assert "reprise.UsageError: reprise.Checkpoint.protect: \"values\" is a read-only ndarray" in output, output
+
+
+def test_errors_mirror_the_library():
+    status, output, _ = launch(1, [JOBS, "errors"])
+    assert status == 0 and "errors: checked\n" in output, output
+
+
+def test_the_store_loads_every_block_after_a_kill():
+    status, output, _ = launch(4, [JOBS, "store", 8], faults="2@2")
+    assert status == 0, output
+    assert "store: 200 blocks checked on 3 of 4 processes, lost []\n" in output, output
+
+
+def test_the_disk_level_writes_images_h5py_reads_and_a_new_job_restarts(tmp_path):
+    directory = tmp_path / "saved"
+    status, output, _ = launch(2, [JOBS, "disk", directory])
+    assert status == 0, output
+    assert "disk: no_checkpoint 0; steps 10; versions [2, 3]; " in output, output
+    with h5py.File(directory / "v3" / "rank1.h5", "r") as image:
+        state = image["state"]
+        grid, counts = state["grid"], state["counts"]
+        assert grid.dtype.str == "<f8" and grid.shape == (3, 4), (grid.dtype.str, grid.shape)
+        assert counts.dtype.str == "<i4" and counts.shape == (5,), (counts.dtype.str, counts.shape)
+        # Version 3 is the checkpoint before step 8: steps 0..7 ran.
+        assert np.array_equal(grid[()], np.arange(12.0).reshape(3, 4) * 8 + 1), grid[()]
+        assert np.array_equal(counts[()], np.full(5, 71, dtype=np.int32)), counts[()]
+    status, output, _ = launch(2, [JOBS, "disk", directory])
+    assert status == 0, output
+    assert "disk: restored 3; steps 10; versions [3, 4]; " in output, output
