@@ -97,3 +97,10 @@ def test_the_disk_level_writes_images_h5py_reads_and_a_new_job_restarts(tmp_path
     status, output, _ = launch(2, [JOBS, "disk", directory])
     assert status == 0, output
     assert "disk: restored 3; steps 10; versions [3, 4]; " in output, output
+
+
+def test_the_guide_shows_the_quickstart_as_it_is():
+    guide = (REPO / "docs" / "guide" / "python.md").read_text()
+    marker = "<!-- example: examples/python/quickstart.py -->\n```python\n"
+    start = guide.index(marker) + len(marker)
+    assert guide[start:guide.index("```", start)] == QUICKSTART.read_text()
