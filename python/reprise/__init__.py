@@ -79,14 +79,16 @@ class State:
 
 
 _exit_status = 0
+_system_exit = sys.exit
 
 
-def exit(status=0):
-    """Ends the program with ``status`` as sys.exit does, and tells the
-    launcher: a non-zero status records the process as failed."""
+def exit(status=None):
+    """Ends the program with ``status`` as sys.exit does (which reprise
+    replaces by this), and tells the launcher: a non-zero status records
+    the process as failed."""
     global _exit_status
-    _exit_status = status if isinstance(status, int) else 1
-    raise SystemExit(status)
+    _exit_status = 0 if status is None else status if isinstance(status, int) else 1
+    _system_exit(status)
 
 
 def _end_on_uncaught(kind, value, traceback):
@@ -119,4 +121,5 @@ def _finish():
 
 _reprise._start(sys.argv)
 sys.excepthook = _end_on_uncaught
+sys.exit = exit
 atexit.register(_finish)

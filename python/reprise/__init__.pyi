@@ -47,7 +47,7 @@ class State:
     def __getattr__(self, name: str) -> Any: ...
     def __setattr__(self, name: str, value: Any) -> None: ...
 
-def exit(status: int = 0) -> NoReturn:
+def exit(status: object = None) -> NoReturn:
     """Ends the program with status, recording a non-zero one as a failure."""
 
 class Comm:

@@ -119,10 +119,20 @@ def disk(directory):
               f"{[v.version for v in versions]}; newest files {[str(f.path) for f in newest.files]}")
 
 
+def exits(status):
+    """Original rank 1 ends with sys.exit(status) after the others' last collective."""
+    comm = reprise.Comm.world()
+    comm.mpi.allreduce(1, op=MPI.SUM)
+    if comm.original_rank == 1:
+        sys.exit(status)
+    print(f"exits: #{comm.original_rank} done")
+
+
 if __name__ == "__main__":
     case, arguments = sys.argv[1], sys.argv[2:]
     cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors,
-             "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0])}
+             "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0]),
+             "exits": lambda: exits(int(arguments[0]))}
     if case == "bad_protect":
         bad_protect(arguments[0])
     else:

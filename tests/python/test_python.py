@@ -56,6 +56,14 @@ def test_an_exception_in_a_step_ends_every_process_with_one_line():
     assert seconds < 30, f"took {seconds:.1f} s"
 
 
+def test_sys_exit_with_a_status_fails_the_job_and_zero_passes():
+    status, output, _ = launch(3, [JOBS, "exits", 3])
+    assert status != 0, output
+    assert "2 passed" in output and "rank 1" in output and "exit status 3" in output, output
+    status, output, _ = launch(3, [JOBS, "exits", 0])
+    assert status == 0 and "3 passed" in output, output
+
+
 def test_a_strided_array_is_refused_in_one_line():
     status, output, _ = launch(1, [JOBS, "bad_protect", "strided"])
     assert status != 0, output
