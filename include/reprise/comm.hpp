@@ -303,8 +303,31 @@ class Comm {
   /// `timeout_seconds`, the communicator is revoked and every caller gets
   /// `UsageError` saying so; a member's failure is `ProcessFailed` or
   /// `Revoked` as usual (a revoke seen before the failure notice is told
-  /// apart by waiting for the notice until this caller's own deadline).
+  /// apart by waiting for the notice until this caller's own deadline, unless
+  /// a `SettledByCaller` marks the communicator: then it is `Revoked`).
   void join(std::span<std::uint64_t> values, std::string_view operation, double timeout_seconds);
+
+  /// Marks, while it lives, that the code running on `comm` ends in a
+  /// `settle()` on every member whatever it raises, as `Driver::run` does
+  /// around the program's loop. `join` then raises `Revoked` as soon as it
+  /// meets a revocation with no failure known, instead of waiting until its
+  /// deadline for a failure notice to tell a failure from a caller that gave
+  /// up: a process that revoked because of an error of its own does not keep
+  /// the others waiting, and the settling tells them why.
+  class SettledByCaller {
+   public:
+    /// Marks `comm` until destruction.
+    explicit SettledByCaller(Comm& comm) noexcept : _comm(comm), _before(comm._settled_by_caller) {
+      comm._settled_by_caller = true;
+    }
+    ~SettledByCaller() { _comm._settled_by_caller = _before; }
+    SettledByCaller(const SettledByCaller&) = delete;
+    SettledByCaller& operator=(const SettledByCaller&) = delete;
+
+   private:
+    Comm& _comm;
+    bool _before;
+  };
 
   /// Fault-tolerant agreement: the logical AND of `flag` over the live
   /// members, the same on all of them. Raises `ProcessFailed` on all of them
@@ -499,6 +522,7 @@ class Comm {
     bool internal = false;
   };
   FailureAgreed _failure_agreed;
+  bool _settled_by_caller = false;  // see SettledByCaller; kept by move assignment (it belongs to the holder)
 };
 
 namespace detail {

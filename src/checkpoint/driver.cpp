@@ -242,6 +242,7 @@ void Driver::run(const std::function<void()>& loop) {
         restore_state(joined_now, started, attempts);
         recovering = false;
       }
+      const Comm::SettledByCaller settled(_comm);  // every attempt ends in _comm.settle() below
       loop();
     } catch (const CommFailure&) {
       ok = false;

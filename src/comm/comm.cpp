@@ -303,7 +303,7 @@ void Comm::join(std::span<std::uint64_t> values, std::string_view operation, dou
       // process's own wait is over with no failure known is it the latter.
       int error_class = MPI_ERR_OTHER;
       MPI_Error_class(rc, &error_class);
-      if (detail::ulfm::is_revocation(error_class) && no_failure_until(deadline)) {
+      if (detail::ulfm::is_revocation(error_class) && !_settled_by_caller && no_failure_until(deadline)) {
         throw UsageError("reprise::" + name + ": another process gave up waiting for every process to call " + name +
                          " (is it called by only some processes?); the communicator is revoked");
       }

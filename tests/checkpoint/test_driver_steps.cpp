@@ -168,3 +168,31 @@ TEST(DriverSteps, APlainValueIsProtectedInPlace) {
   EXPECT_EQ(position.time, 0.25);
   EXPECT_EQ(counts, (std::array<int, 3>{1, 2, 3}));
 }
+
+// Original rank 1's step raises an error of its own (not a process failure)
+// at step 3, a step that communicates nothing, while the others go on into
+// the checkpoint before step 4 and wait there for it: they stop as soon as it
+// revokes, told that another process ended with an error, not after the
+// checkpoint's join timeout (60 s here) with a UsageError of their own.
+TEST(DriverSteps, AnErrorOfItsOwnOnOneProcessStopsOthersWaitingInTheCheckpoint) {
+  Comm comm = Comm::world();
+  std::uint64_t value = 0;
+  Checkpoint checkpoint{comm, {.copies = 2, .join_timeout_seconds = 60}};
+  checkpoint.protect("value", value);
+  Driver driver(comm, checkpoint, {.cadence = {.every_steps = 2}});
+  const OriginalRank thrower{1};
+  try {
+    driver.run(10, [&](std::uint64_t step) {
+      if (comm.original_rank() == thrower && step == 3) throw UsageError("bad input on #1 (thrown on purpose)");
+      ++value;
+    });
+    ADD_FAILURE() << "run() returned";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(comm.original_rank(), thrower) << error.what();
+  } catch (const Error& error) {
+    EXPECT_NE(comm.original_rank(), thrower);
+    EXPECT_STREQ(error.what(),
+                 "reprise::Driver: another process ended with an error (it says which); every process stops");
+  }
+  EXPECT_TRUE(driver.recoveries().empty());
+}
