@@ -232,7 +232,7 @@ TEST(Driver, AnErrorOnOneProcessEndsTheRunOnEveryProcess) {
   DrivenRun run(RecoveryMode::kRespawn);
   auto& [comm, processes, work, checkpoint, driver] = run;
   const OriginalRank thrower{2};
-  try {
+  reprise::test::expect_run_ended_by(comm, thrower, [&] {
     driver.run([&] {
       while (work.iteration[0] < kIterations) {
         if (comm.original_rank() == thrower && work.iteration[0] == 2) {
@@ -242,14 +242,7 @@ TEST(Driver, AnErrorOnOneProcessEndsTheRunOnEveryProcess) {
         ++work.iteration[0];
       }
     });
-    ADD_FAILURE() << "run() returned";
-  } catch (const UsageError& error) {
-    EXPECT_EQ(comm.original_rank(), thrower) << error.what();
-  } catch (const Error& error) {
-    EXPECT_NE(comm.original_rank(), thrower);
-    EXPECT_STREQ(error.what(),
-                 "reprise::Driver: another process ended with an error (it says which); every process stops");
-  }
+  });
   EXPECT_TRUE(driver.recoveries().empty());
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "failure_helpers.hpp"
 #include "mix.hpp"
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
@@ -181,18 +182,11 @@ TEST(DriverSteps, AnErrorOfItsOwnOnOneProcessStopsOthersWaitingInTheCheckpoint) 
   checkpoint.protect("value", value);
   Driver driver(comm, checkpoint, {.cadence = {.every_steps = 2}});
   const OriginalRank thrower{1};
-  try {
+  reprise::test::expect_run_ended_by(comm, thrower, [&] {
     driver.run(10, [&](std::uint64_t step) {
       if (comm.original_rank() == thrower && step == 3) throw UsageError("bad input on #1 (thrown on purpose)");
       ++value;
     });
-    ADD_FAILURE() << "run() returned";
-  } catch (const UsageError& error) {
-    EXPECT_EQ(comm.original_rank(), thrower) << error.what();
-  } catch (const Error& error) {
-    EXPECT_NE(comm.original_rank(), thrower);
-    EXPECT_STREQ(error.what(),
-                 "reprise::Driver: another process ended with an error (it says which); every process stops");
-  }
+  });
   EXPECT_TRUE(driver.recoveries().empty());
 }

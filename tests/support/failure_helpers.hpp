@@ -56,4 +56,21 @@ inline void expect_working(Comm& comm) {
   EXPECT_EQ(comm.original_rank(comm.rank()), comm.original_rank());
 }
 
+/// Runs `run` (a `Driver::run` in which the process of original rank
+/// `thrower` raises a `UsageError` of its own): it must raise on every
+/// process, `thrower` its own error, the others that another process ended
+/// with an error.
+inline void expect_run_ended_by(Comm& comm, OriginalRank thrower, const std::function<void()>& run) {
+  try {
+    run();
+    ADD_FAILURE() << "run() returned";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(comm.original_rank(), thrower) << error.what();
+  } catch (const Error& error) {
+    EXPECT_NE(comm.original_rank(), thrower);
+    EXPECT_STREQ(error.what(),
+                 "reprise::Driver: another process ended with an error (it says which); every process stops");
+  }
+}
+
 }  // namespace reprise::test
