@@ -8,6 +8,7 @@
 #   make cluster-up NODES=4 / make cluster-down  a cluster of network-namespace nodes (scripts/cluster)
 #   make test-cluster  the tests of whole-node losses, on the cluster made by make cluster-up NODES=4
 #   make demo-cluster  k-means and heat3d across nodes, each losing a whole node (root)
+#   make slurm-up NODES=4 / make slurm-down  a Slurm cluster on those nodes (scripts/slurm; root)
 #   make docs   the API reference from the public headers: build/docs/html/index.html
 PRESET ?= release
 BUILD  := build/$(PRESET)
@@ -17,7 +18,7 @@ DEMO_ARGS ?=
 DEMO_RANKS ?= 8
 
 .PHONY: setup build demo demo-heat demo-replay demo-heal test test-release test-asan test-asan-all bench chaos clean docs \
-        cluster-up cluster-down test-cluster test-cluster-here demo-cluster
+        cluster-up cluster-down test-cluster test-cluster-here demo-cluster slurm-up slurm-down
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -211,6 +212,15 @@ cluster-up: setup
 
 cluster-down:
 	@scripts/cluster down
+
+# A Slurm cluster on NODES such nodes: slurmctld and munged here, a slurmd
+# in each node (scripts/slurm; needs root). sbatch, srun and squeue find it
+# through SLURM_CONF=/tmp/reprise-slurm/slurm.conf.
+slurm-up: setup
+	@scripts/slurm up $(NODES)
+
+slurm-down:
+	@scripts/slurm down
 
 # The demos across nodes, on a cluster of 5 nodes it makes (root; it stays
 # up: make cluster-down): k-means on 4 x 3 processes with 2 copies loses

