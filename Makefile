@@ -9,6 +9,7 @@
 #   make test-cluster  the tests of whole-node losses, on the cluster made by make cluster-up NODES=4
 #   make demo-cluster  k-means and heat3d across nodes, each losing a whole node (root)
 #   make slurm-up NODES=4 / make slurm-down  a Slurm cluster on those nodes (scripts/slurm; root)
+#   make test-slurm  the tests of jobs submitted to Slurm, on a Slurm cluster it makes and removes (root)
 #   make docs   the API reference from the public headers: build/docs/html/index.html
 PRESET ?= release
 BUILD  := build/$(PRESET)
@@ -18,7 +19,7 @@ DEMO_ARGS ?=
 DEMO_RANKS ?= 8
 
 .PHONY: setup build demo demo-heat demo-replay demo-heal test test-release test-asan test-asan-all bench chaos clean docs \
-        cluster-up cluster-down test-cluster test-cluster-here demo-cluster slurm-up slurm-down
+        cluster-up cluster-down test-cluster test-cluster-here demo-cluster slurm-up slurm-down test-slurm
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -63,9 +64,9 @@ demo-migrate: build
 demo-heal: build
 	@scripts/reprise-run -n 8 --timeout 120 -- $(BUILD)/examples/heal_demo $(DEMO_ARGS)
 
-test: test-release test-cluster-here test-asan
+test: test-release test-cluster-here test-slurm test-asan
 
-# Every test but the cluster ones (the test presets leave the label out).
+# Every test but the cluster and Slurm ones (the test presets leave those labels out).
 test-release: build
 	@ctest --preset $(PRESET)
 
@@ -74,19 +75,30 @@ test-release: build
 test-cluster: build
 	@ctest --test-dir $(BUILD) -L cluster --output-on-failure
 
-# What make test runs: the cluster tests on a cluster it makes and removes
-# (4 nodes). Where network namespaces cannot be made (not root, or no kernel
-# support: scripts/cluster says which), it says so and skips them.
-test-cluster-here: build
+# $(call tests_on_nodes,LABEL,SCRIPT,NEEDS): the tests labelled LABEL on 4
+# nodes that SCRIPT (scripts/cluster, scripts/slurm) makes and removes. Not
+# root, or nodes that cannot be made here (SCRIPT says why, with status 2):
+# one line says so and skips them.
+define tests_on_nodes
 	@if [ "$$(id -u)" != 0 ]; then \
-	  echo "make test: the cluster tests need root (network namespaces): SKIPPED; run make test as root"; \
+	  echo "make test: the $(1) tests need root ($(3)): SKIPPED; run make test as root"; \
 	else \
-	  status=0; scripts/cluster up 4 || status=$$?; \
-	  if [ $$status = 2 ]; then echo "make test: no cluster can be made here (above): cluster tests SKIPPED"; exit 0; fi; \
+	  status=0; $(2) up 4 || status=$$?; \
+	  if [ $$status = 2 ]; then echo "make test: no $(1) nodes can be made here (above): $(1) tests SKIPPED"; exit 0; fi; \
 	  [ $$status = 0 ] || exit $$status; \
-	  ctest --test-dir $(BUILD) -L cluster --output-on-failure || status=$$?; \
-	  scripts/cluster down; exit $$status; \
+	  ctest --test-dir $(BUILD) -L $(1) --output-on-failure || status=$$?; \
+	  $(2) down; exit $$status; \
 	fi
+endef
+
+# What make test runs: the cluster tests on a cluster it makes and removes.
+test-cluster-here: build
+	$(call tests_on_nodes,cluster,scripts/cluster,network namespaces)
+
+# The tests of jobs submitted to Slurm (label slurm), on a Slurm cluster of 4
+# nodes it makes and removes (scripts/slurm).
+test-slurm: build
+	$(call tests_on_nodes,slurm,scripts/slurm,network namespaces and Slurm's daemons)
 
 # Unit tests under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-asan: setup
