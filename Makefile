@@ -151,6 +151,10 @@ test-asan-all: setup
 # REPLAY_RANKS processes, the replacement spawned then taken from a spare,
 # with REPLAY_ARGS (--steps --every --kill-step --victim --edge --planes
 # --task-work).
+# bindings_bench (C interface) and bench/bindings_bench.py (Python package):
+# a checkpoint of the same bytes through the C++ API and through the binding,
+# interleaved in one job, with a memcpy limit, on BINDINGS_RANKS processes with
+# BINDINGS_ARGS (--mib --repeats).
 BENCH_ARGS ?=
 BENCH_RANKS ?= 4
 CHECKPOINT_ARGS ?=
@@ -167,6 +171,8 @@ MSGLOG_RANKS ?= 4
 REPLAY_APPS ?= heat3d master_worker
 REPLAY_RANKS ?= 8
 REPLAY_ARGS ?=
+BINDINGS_ARGS ?=
+BINDINGS_RANKS ?= 4
 MSGLOG_PRELOAD = LD_PRELOAD=$(CURDIR)/$(BUILD)/src/libreprise_msglog.so
 bench: build
 	@scripts/reprise-run -n $(BENCH_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/store_bench $(BENCH_ARGS)
@@ -199,6 +205,9 @@ bench: build
 	  REPRISE_SPARES=$$spares scripts/reprise-run -n $$(($(REPLAY_RANKS) + spares)) --quiet --timeout 600 -- \
 	    $(BUILD)/bench/replay_bench --app $$app --mode rollback $(REPLAY_ARGS) || exit 1; \
 	done; done
+	@scripts/reprise-run -n $(BINDINGS_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/bindings_bench $(BINDINGS_ARGS)
+	@PYTHONPATH=$(CURDIR)/$(BUILD)/python scripts/reprise-run -n $(BINDINGS_RANKS) --quiet --timeout 600 -- \
+	  .venv/bin/python bench/bindings_bench.py $(BINDINGS_ARGS)
 
 # The chaos campaign (docs/RELIABILITY.md): CHAOS_SEEDS seeded scenarios of
 # store, variable store, checkpoint/driver and incremental checkpoints with

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "reprise/comm.hpp"
+#include "reprise/environment.hpp"
+#include "reprise/inject.hpp"
 
 namespace bench {
 
@@ -125,6 +127,19 @@ int run_main(const char* name, const char* usage, int argc, char** argv, Parse p
     return 2;
   }
   return 0;
+}
+
+/// The main of an MPI benchmark: MPI started, the process recorded as
+/// running for the launcher, then `run_main` with `run(comm, options)`; the
+/// status it returns is also the one a watched finalisation exits with.
+template <class Parse, class Run>
+int run_mpi_main(const char* name, const char* usage, int argc, char** argv, Parse parse, Run run) {
+  reprise::Environment environment(argc, argv);
+  auto comm = reprise::Comm::world();
+  reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, comm.original_rank());
+  const int status = run_main(name, usage, argc, argv, parse, [&](const auto& options) { run(comm, options); });
+  environment.set_exit_status(status);
+  return status;
 }
 
 /// A memcpy of `bytes` bytes on every process, as a step to time.

@@ -262,10 +262,7 @@ void report(reprise::Comm& comm, const Options& options, int victim, double free
 }  // namespace
 
 int main(int argc, char** argv) {
-  reprise::Environment environment(argc, argv);
-  auto comm = reprise::Comm::world();
-  reprise::inject::record_outcome(reprise::inject::Outcome::kRunning, comm.original_rank());
-  return run_main("replay_bench", kUsage, argc, argv, parse, [&](const Options& options) {
+  return run_mpi_main("replay_bench", kUsage, argc, argv, parse, [](reprise::Comm& comm, const Options& options) {
     if (comm.size() < 3) throw std::runtime_error("replay_bench: run it on at least 3 processes");
     const int victim = options.victim >= 0 ? options.victim : comm.size() / 2;
     if (victim >= comm.size()) throw std::runtime_error("replay_bench: --victim is not a process of the job");
