@@ -10,7 +10,8 @@
 #   make demo-cluster  k-means and heat3d across nodes, each losing a whole node (root)
 #   make slurm-up NODES=4 / make slurm-down  a Slurm cluster on those nodes (scripts/slurm; root)
 #   make test-slurm  the tests of jobs submitted to Slurm, on a Slurm cluster it makes and removes (root)
-#   make docs   the API reference from the public headers: build/docs/html/index.html
+#   make docs   the API reference from the public headers: build/docs/html/index.html,
+#               and from the Python stubs: build/docs/html/python/index.html
 PRESET ?= release
 BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3",

@@ -7,6 +7,8 @@
 /// The guide (`docs/guide/` in the source tree) says when to use each part,
 /// with a minimal program; `reprise.hpp` includes every header but the
 /// message log's (`msglog.h`, `msglog.hpp`) and the preloaded heap's (`heap.h`).
+/// The Python package `reprise` has a reference of its own, from its type
+/// stubs: [reprise for Python](python/index.html).
 
 #include "reprise/block.hpp"
 #include "reprise/checkpoint.hpp"

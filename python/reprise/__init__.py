@@ -71,6 +71,7 @@ class State:
     """
 
     def __init__(self, **values):
+        """A State holding values as its attributes: State(step=0, total=0.0)."""
         self.__dict__.update(values)
 
     def __repr__(self):

@@ -90,9 +90,13 @@ void bind_recovery(nb::module_& module) {
       .def_ro("epoch", &Recovery::epoch, "The communicator's epoch afterwards.")
       .def_ro("seconds", &Recovery::seconds, "From catching the failure to the state restored.")
       .def_ro("attempts", &Recovery::attempts, "More than 1 if processes failed during the recovery.");
-  nb::class_<Cadence>(module, "Cadence", "How often Driver.run(steps, step) checkpoints: set exactly one.")
+  nb::class_<Cadence>(module, "Cadence",
+                      "How often Driver.run(steps, step) checkpoints: set exactly one of every_steps (before every "
+                      "n-th step), every_seconds (about every this many seconds of steps) and mtbf_seconds "
+                      "(Young/Daly's interval for this mean time between failures).")
       .def(nb::init<std::uint64_t, double, double>(), nb::arg("every_steps") = 0, nb::arg("every_seconds") = 0.0,
-           nb::arg("mtbf_seconds") = 0.0)
+           nb::arg("mtbf_seconds") = 0.0,
+           "A cadence; Driver.run(steps, step) raises UsageError unless exactly one is set.")
       .def_rw("every_steps", &Cadence::every_steps, "Before every n-th step.")
       .def_rw("every_seconds", &Cadence::every_seconds, "About every this many seconds of steps.")
       .def_rw("mtbf_seconds", &Cadence::mtbf_seconds, "Young/Daly's interval for this mean time between failures.");

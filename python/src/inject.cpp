@@ -38,7 +38,7 @@ void bind_inject(nb::module_& module) {
   nb::class_<inject::Schedule>(inject, "Schedule",
                                "A plan of faults, the same on every process: \"RANK@STEP[:hang|:crash],...\". "
                                "Faults apply to the processes the job started with, never to replacements.")
-      .def(nb::init<>())
+      .def(nb::init<>(), "A plan of no faults.")
       .def_static("parse", nb::overload_cast<std::string_view>(&inject::Schedule::parse), nb::arg("text"),
                   "Parses \"3@10,5@20:hang\"; UsageError on anything malformed.")
       .def_static("from_env", &inject::Schedule::from_env, nb::arg("variable") = "REPRISE_FAULTS",
@@ -54,8 +54,8 @@ void bind_inject(nb::module_& module) {
             schedule.apply(OriginalRank{original_rank}, step, is_replacement);
           },
           nb::arg("original_rank"), nb::arg("step"), nb::arg("is_replacement"),
-          "Carries out the fault planned for original_rank at step (SIGKILL: the process dies here), unless "
-          "this process is a replacement.")
+          "Carries out the fault planned for original_rank at step, if any (a kill: SIGKILL, the process dies "
+          "here), unless this process is a replacement.")
       .def_prop_ro("faults", &faults_of, "The faults as (rank, step, action), sorted by step then rank.")
       .def("__str__", &inject::Schedule::to_string);
   inject.def(

@@ -53,8 +53,8 @@ void bind_store(nb::module_& module) {
            nb::arg("bytes_per_permuted_range") = 0, nb::arg("seed") = 0, nb::keep_alive<1, 2>(),
            "A store on comm of blocks of block_bytes bytes, each kept on copies processes.")
       .def("submit", &submit, nb::arg("begin"), nb::arg("end"), nb::arg("data"),
-           "Collective: this process submits blocks begin .. end - 1 from data (any C-contiguous buffer of "
-           "exactly their bytes); together the processes cover 0 .. N - 1 once.")
+           "Collective: this process submits blocks begin to end - 1 from data (any C-contiguous buffer of "
+           "exactly their bytes); together the processes cover 0 to N - 1 once.")
       .def("load", &load, nb::arg("ranges"), nb::arg("dtype") = "uint8",
            "Collective: the blocks of ranges [(begin, end), ...] as a new NumPy array, one row per block, of "
            "dtype (uint8 by default). DataLost for blocks with no copy left.")
