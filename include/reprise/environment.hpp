@@ -57,6 +57,10 @@ class Environment {
   void set_exit_status(int status) noexcept { _exit_status = status; }
   /// The status `set_exit_status` set (0 until then).
   [[nodiscard]] int exit_status() const noexcept { return _exit_status; }
+  /// Finalises MPI on destruction (watched, as above) even though another
+  /// library initialised it before this `Environment` (mpi4py, imported
+  /// before the Python package): for a caller that ends the process itself.
+  void finalize_at_end() noexcept { _owns = true; }
 
  private:
   bool _owns = false;

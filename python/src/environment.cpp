@@ -19,8 +19,6 @@
 #include <reprise/inject.hpp>
 
 #include "bindings.hpp"
-#include "finalize.hpp"
-#include "spares.hpp"
 
 namespace reprise::python {
 
@@ -62,15 +60,8 @@ void start(std::vector<std::string> given) {
 [[noreturn]] void finish(int status) {
   if (environment) {
     environment->set_exit_status(status);
+    environment->finalize_at_end();
     environment.reset();
-  }
-  int initialized = 0;
-  int finalized = 0;
-  MPI_Initialized(&initialized);
-  MPI_Finalized(&finalized);
-  if (initialized != 0 && finalized == 0) {
-    detail::release_spares();
-    detail::finalize_mpi(status);
   }
   std::fflush(nullptr);
   std::_Exit(status);
