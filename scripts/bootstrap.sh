@@ -117,7 +117,11 @@ else
   say "nanobind==$NANOBIND_VERSION, scikit-build-core==$SCIKIT_BUILD_CORE_VERSION, pytest==$PYTEST_VERSION already in .venv"
 fi
 mpi4py_module="$("$venv/bin/python" -c 'import mpi4py, os; print(os.path.dirname(mpi4py.__file__))' 2>/dev/null || true)"
-mpi4py_libmpi="$(ldd "$mpi4py_module"/MPI.*.so 2>/dev/null | sed -n 's/^[[:space:]]*libmpi\.so[^ ]* => \([^ ]*\) .*/\1/p')"
+mpi4py_libmpi=""
+if [[ -n "$mpi4py_module" ]]; then
+  mpi4py_libmpi="$({ ldd "$mpi4py_module"/MPI.*.so 2>/dev/null || true; } |
+    sed -n 's/^[[:space:]]*libmpi\.so[^ ]* => \([^ ]*\) .*/\1/p')"
+fi
 if has_version mpi4py "$MPI4PY_VERSION" && [[ -n "$mpi4py_libmpi" ]] &&
    [[ "$(readlink -f "$(dirname "$mpi4py_libmpi")")" == "$(readlink -f "$mpi_home/lib")" ]]; then
   say "mpi4py==$MPI4PY_VERSION (built against $mpi_home) already in .venv"
