@@ -91,7 +91,8 @@ class Migration {
 
   /// Asks that the processes of original ranks `ranks` move (this process if
   /// empty). Not collective: any process may ask, for itself or others; the
-  /// move happens at the next safe point but one.
+  /// move happens at the next safe point but one. `UsageError` for a rank
+  /// the job never had (a member that is gone by then is passed over).
   void request(std::span<const OriginalRank> ranks = {});
 
   /// A safe point. Collective: every process calls it at the same points.

@@ -227,6 +227,13 @@ Migration::~Migration() {
 }
 
 void Migration::request(std::span<const OriginalRank> ranks) {
+  for (const auto rank : ranks) {
+    if (rank.value() < 0 || rank.value() >= _comm.original_size()) {
+      throw UsageError(std::string(kWhere) + "::request: original rank " + std::to_string(rank.value()) +
+                       " is not in the job (original ranks 0 to " + std::to_string(_comm.original_size() - 1) +
+                       ")");
+    }
+  }
   if (_asked.empty()) _asked_at = shared_clock();
   if (ranks.empty()) {
     _asked.push_back(_comm.original_rank());
