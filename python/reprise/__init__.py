@@ -41,6 +41,9 @@ from ._reprise import (  # noqa: E402
     Driver,
     Error,
     IoError,
+    Migration,
+    MigrationRecord,
+    MigrationTimes,
     MpiError,
     ProcessFailed,
     Recovery,
@@ -55,7 +58,8 @@ from . import inject  # noqa: E402
 
 __all__ = [
     "Cadence", "Checkpoint", "Comm", "CommFailure", "CorruptData", "DataLost", "DiskFile", "DiskLevel",
-    "DiskRestart", "DiskVersion", "Driver", "Error", "IoError", "MPI", "MpiError", "ProcessFailed", "Recovery",
+    "DiskRestart", "DiskVersion", "Driver", "Error", "IoError", "MPI", "Migration", "MigrationRecord",
+    "MigrationTimes", "MpiError", "ProcessFailed", "Recovery",
     "Revoked", "SavedState", "State", "Store", "UsageError", "exit", "inject", "scan_disk_versions",
     "verify_disk_version",
 ]

@@ -92,6 +92,10 @@ class Comm:
     @property
     def is_replacement(self) -> bool:
         """True in a process spawned (or taken from the spares) to replace a failed one."""
+    @property
+    def migrated_in(self) -> bool:
+        """True in a process started by a live migration (Migration.arrive() comes next); such a process is a
+        replacement too."""
     def rank_of(self, original_rank: int) -> int | None:
         """Current rank of an original rank, or None if that process is gone."""
     @property
@@ -200,6 +204,80 @@ class Driver:
     @property
     def checkpoints(self) -> int:
         """How many checkpoints run(steps, step) took here (recoveries' not counted)."""
+
+class MigrationTimes:
+    """What one migration cost, as this process measured it (seconds; a field that does not apply to the process
+    is 0)."""
+    @property
+    def response_s(self) -> float:
+        """Request to the new process running again, its state restored (in the new process)."""
+    @property
+    def evacuation_s(self) -> float:
+        """Request to the leaving process free to exit (in the leaving one)."""
+    @property
+    def image_build_s(self) -> float:
+        """Building the image (in the leaving process)."""
+    @property
+    def image_open_s(self) -> float:
+        """Opening the image where it arrived, without copying it (in the new process)."""
+    @property
+    def receive_s(self) -> float:
+        """Receiving the image's large pieces straight into the protected memory (in the new process)."""
+    @property
+    def restore_s(self) -> float:
+        """Checking the image and copying the rest of the state into place (in the new process)."""
+    @property
+    def image_bytes(self) -> int:
+        """Size of the image sent."""
+    @property
+    def carried_bytes(self) -> int:
+        """Of the image: the checkpoint copies the leaving process carried to the new one."""
+
+class MigrationRecord:
+    """One migration, as every process that took part saw it."""
+    @property
+    def moved(self) -> list[int]:
+        """The original ranks that moved (in a new process: its own)."""
+    @property
+    def epoch(self) -> int:
+        """The communicator's epoch afterwards."""
+    @property
+    def version(self) -> int:
+        """The committed checkpoint version after the move."""
+    @property
+    def checkpointed(self) -> bool:
+        """The move ended with a new checkpoint."""
+    @property
+    def copies_carried(self) -> bool:
+        """The new processes took over the checkpoint copies their predecessors held."""
+
+class Migration:
+    """Moves live processes, with their protected state, to new processes (spares, or spawned as this program
+    with the same arguments); nobody rolls back. Create it on every process after the protects and the Driver;
+    in a process started by a move (Comm.migrated_in) call arrive() next."""
+    def __init__(self, comm: Comm, checkpoint: Checkpoint, hosts: str = "", signal: int = ...) -> None:
+        """hosts: where new processes go (comma-separated; empty: $REPRISE_SPAWN_HOSTS, else where Open MPI has
+        room); signal: asks the process receiving it to move (SIGUSR1 by default, what reprise-run --migrate
+        sends; 0: none)."""
+    def request(self, ranks: Sequence[int] | None = None) -> None:
+        """Asks that the processes of these original ranks move (None: this process); not collective. The move
+        happens at the safe point after the next one. UsageError for a rank the job never had."""
+    def poll(self) -> bool:
+        """Collective safe point, at the same points on every process (between steps): True if processes moved
+        here. A leaving process does not return: it exits."""
+    def attach(self, driver: Driver) -> None:
+        """Makes driver.run(steps, step) call poll() before every step (the driver keeps this object alive)."""
+    def arrive(self) -> None:
+        """In a process started by a move, before any other collective call: restores the state its
+        predecessor sent and joins the others. UsageError in any other process."""
+    def before_leaving(self, callback: Callable[[MigrationTimes], object]) -> None:
+        """Sets callback(times), run in a leaving process with its MigrationTimes just before it exits."""
+    @property
+    def last_times(self) -> MigrationTimes:
+        """This process's MigrationTimes of the last migration it took part in."""
+    @property
+    def history(self) -> list[MigrationRecord]:
+        """Every migration this process took part in (MigrationRecord), oldest first."""
 
 class Store:
     """A replicated in-memory block store: fixed-size blocks with global ids, each kept on copies processes;

@@ -25,9 +25,13 @@ void bind_environment(nb::module_& module);
 void bind_comm(nb::module_& module);
 void bind_checkpoint(nb::module_& module);
 void bind_driver(nb::module_& module);
+void bind_migration(nb::module_& module);
 void bind_store(nb::module_& module);
 void bind_disk(nb::module_& module);
 void bind_inject(nb::module_& module);
+
+/// Original ranks as a Python list of ints.
+nb::list as_list(const std::vector<OriginalRank>& ranks);
 
 /// Inside a `catch (nb::python_error&)` around Python code that reprise
 /// called (a Driver's step): raises the C++ exception a recovery needs for a

@@ -14,13 +14,13 @@
 
 namespace reprise::python {
 
-namespace {
-
 nb::list as_list(const std::vector<OriginalRank>& ranks) {
   nb::list list;
   for (const auto rank : ranks) list.append(rank.value());
   return list;
 }
+
+namespace {
 
 nb::object mpi_of(const Comm& comm) {
   const auto handle = reinterpret_cast<std::intptr_t>(comm.raw());
@@ -43,6 +43,9 @@ void bind_comm_queries(nb::class_<Comm>& cls) {
       .def_prop_ro("epoch", &Comm::epoch, "How many recoveries led to this communicator.")
       .def_prop_ro("is_replacement", &Comm::is_replacement,
                    "True in a process spawned (or taken from the spares) to replace a failed one.")
+      .def_prop_ro("migrated_in", &Comm::migrated_in,
+                   "True in a process started by a live migration (Migration.arrive() comes next); such a "
+                   "process is a replacement too.")
       .def(
           "rank_of",
           [](const Comm& comm, int original) -> std::optional<int> {

@@ -10,23 +10,13 @@
 #include <cstdint>
 #include <string>
 
-#include <reprise/driver.hpp>
 #include <reprise/error.hpp>
 
-#include "checkpoint.hpp"
+#include "driver.hpp"
 
 namespace reprise::python {
 
 namespace {
-
-/// A Driver and the communicator it recovers (for mpi4py errors' codes).
-struct PyDriver {
-  PyDriver(Comm& recovered, PyCheckpoint& checkpoint, DriverConfig config)
-      : driver(recovered, checkpoint.checkpoint, config), comm(recovered) {}
-
-  Driver driver;
-  Comm& comm;
-};
 
 RecoveryMode mode_named(const std::string& name) {
   if (name == "respawn") return RecoveryMode::kRespawn;

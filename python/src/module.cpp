@@ -11,6 +11,7 @@ NB_MODULE(_reprise, module) {
   reprise::python::bind_comm(module);
   reprise::python::bind_checkpoint(module);
   reprise::python::bind_driver(module);
+  reprise::python::bind_migration(module);
   reprise::python::bind_store(module);
   reprise::python::bind_disk(module);
   reprise::python::bind_inject(module);

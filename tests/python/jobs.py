@@ -2,6 +2,8 @@
 function below, each started by reprise-run with real kills
 (REPRISE_FAULTS) and checking what it recovered itself."""
 
+import os
+import signal
 import sys
 
 import numpy as np
@@ -128,11 +130,65 @@ def exits(status):
     print(f"exits: #{comm.original_rank} done")
 
 
+def migrating_values(rank, steps):
+    """Rank rank's array and the State's total after steps steps of migrate(), computed without MPI."""
+    arrays = [np.arange(6, dtype=np.int64) + 100 * r for r in range(3)]
+    total = 0
+    for s in range(steps):
+        arrays = [(values * 3 + s + r) % 1_000_003 for r, values in enumerate(arrays)]
+        total += sum(int(values.sum()) for values in arrays)
+    return arrays[rank], total
+
+
+def migrate(mover, asker, at_step):
+    """3 processes, 12 steps; at step at_step original rank asker asks that
+    mover move (itself: request(), or by SIGUSR1 with asker -1). Every
+    process checks its array and State against migrating_values, and its
+    migration history. A bad mover (one the job lacks) raises UsageError."""
+    comm = reprise.Comm.world()
+    me = comm.original_rank
+    values = np.arange(6, dtype=np.int64) + 100 * me
+    state = reprise.State(total=0, steps=0)
+    checkpoint = reprise.Checkpoint(comm)
+    checkpoint.protect("values", values)
+    checkpoint.protect("state", state)
+    driver = reprise.Driver(comm, checkpoint, cadence=reprise.Cadence(every_steps=5))
+    migration = reprise.Migration(comm, checkpoint)
+    migration.attach(driver)
+    migration.before_leaving(lambda times: print(
+        f"migrate: #{me} leaves (pid {os.getpid()}): image of {times.image_bytes} bytes, "
+        f"evacuated {times.evacuation_s > 0}"))
+    if comm.migrated_in:
+        migration.arrive()
+        times = migration.last_times
+        print(f"migrate: #{me} runs again in pid {os.getpid()} at step {driver.step}: image of {times.image_bytes} "
+              f"bytes, restored {times.response_s > 0}")
+
+    def step(s):
+        if s == at_step and me == max(asker, 0) and not comm.migrated_in:
+            if asker < 0:
+                os.kill(os.getpid(), signal.SIGUSR1)
+            else:
+                migration.request(None if mover == asker else [mover])
+        values[:] = (values * 3 + s + me) % 1_000_003
+        state.total += comm.mpi.allreduce(int(values.sum()), op=MPI.SUM)
+        state.steps += 1
+
+    driver.run(12, step)
+    expected, total = migrating_values(me, 12)
+    assert np.array_equal(values, expected), (values, expected)
+    assert (state.total, state.steps) == (total, 12), (state, total)
+    moves = [(record.moved, record.copies_carried) for record in migration.history]
+    assert moves == [([mover], True)], moves
+    print(f"migrate: #{me} checked {values.tolist()} total {state.total} in pid {os.getpid()}, moves {moves}")
+
+
 if __name__ == "__main__":
     case, arguments = sys.argv[1], sys.argv[2:]
     cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors,
              "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0]),
-             "exits": lambda: exits(int(arguments[0]))}
+             "exits": lambda: exits(int(arguments[0])),
+             "migrate": lambda: migrate(*map(int, arguments))}
     if case == "bad_protect":
         bad_protect(arguments[0])
     else:

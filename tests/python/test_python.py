@@ -5,6 +5,7 @@ Run by ctest (tests/python/CMakeLists.txt), which sets PYTHONPATH to the
 build's package and REPRISE_MPIRUN to the build's mpirun."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 LAUNCHER = REPO / "tests" / "support" / "reprise-run-strict"
@@ -112,3 +114,40 @@ def test_the_guide_shows_the_quickstart_as_it_is():
     marker = "<!-- example: examples/python/quickstart.py -->\n```python\n"
     start = guide.index(marker) + len(marker)
     assert guide[start:guide.index("```", start)] == QUICKSTART.read_text()
+
+
+# Each process's array and State total after migrate()'s 12 steps without any
+# failure or move (jobs.migrating_values).
+MIGRATED_RESULTS = {
+    0: "[132854, 664295, 195733, 727174, 258612, 790053] total 36516661",
+    1: "[542515, 73953, 605394, 136832, 668273, 199711] total 36516661",
+    2: "[952176, 483614, 15052, 546493, 77931, 609372] total 36516661",
+}
+
+
+@pytest.mark.parametrize("mover, asker, at_step", [(1, 1, 4), (2, 0, 3), (0, -1, 7)],
+                         ids=["itself", "by_another", "by_sigusr1"])
+def test_a_process_moves_with_its_state(mover, asker, at_step):
+    status, output, _ = launch(3, [JOBS, "migrate", mover, asker, at_step])
+    assert status == 0, output
+    assert "3 passed, 0 killed on purpose, 0 hung, 0 abandoned, 1 migrated, 0 failed" in output, output
+    left = re.search(rf"migrate: #{mover} leaves \(pid (\d+)\): image of \d+ bytes, evacuated True\n", output)
+    arrived = re.search(rf"migrate: #{mover} runs again in pid (\d+) at step (\d+): image of \d+ bytes, "
+                        r"restored True\n", output)
+    assert left and arrived and left[1] != arrived[1], output
+    # Asked before step at_step, moved at the safe point before the step after the next.
+    assert int(arrived[2]) == at_step + 2, output
+    for rank, result in MIGRATED_RESULTS.items():
+        pid = arrived[1] if rank == mover else r"\d+"
+        moves = rf"moves \[\(\[{mover}\], True\)\]"
+        assert re.search(rf"migrate: #{rank} checked {re.escape(result)} in pid {pid}, {moves}\n", output), output
+
+
+def test_a_move_of_a_rank_the_job_lacks_is_refused_in_one_line():
+    status, output, _ = launch(3, [JOBS, "migrate", 5, 1, 2])
+    assert status != 0, output
+    lines = [line for line in output.splitlines() if line.startswith("reprise: process #1 ended with")]
+    assert len(lines) == 1 and lines[0].startswith(
+        "reprise: process #1 ended with an uncaught reprise.UsageError: reprise::Migration::request: original "
+        "rank 5 is not in the job (original ranks 0 to 2) (jobs.py:"), output
+    assert "0 migrated" in output, output
