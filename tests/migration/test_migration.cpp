@@ -177,6 +177,28 @@ TEST(Migration, OneProcessAsksForTwoOthers) {
   EXPECT_EQ(seen.history[0].moved, seen.migrated_in ? std::vector{seen.me} : ranks({2, 3}));
 }
 
+// A request for an original rank the job never had is refused at once, in
+// one line naming it, and nothing moves.
+TEST(Migration, ARankTheJobNeverHadIsRefused) {
+  auto comm = Comm::world();
+  std::uint64_t value = 7;
+  Checkpoint checkpoint(comm);
+  checkpoint.protect("value", value);
+  Migration migration(comm, checkpoint, {.hosts = "", .signal = 0});
+  const int size = comm.original_size();
+  try {
+    migration.request(ranks({size}));
+    ADD_FAILURE() << "a request for original rank " << size << " was taken";
+  } catch (const UsageError& error) {
+    EXPECT_EQ(std::string(error.what()), "reprise::Migration::request: original rank " + std::to_string(size) +
+                                             " is not in the job (original ranks 0 to " + std::to_string(size - 1) + ")");
+  }
+  EXPECT_THROW(migration.request(ranks({-1})), UsageError);
+  EXPECT_FALSE(migration.poll());
+  EXPECT_FALSE(migration.poll());
+  EXPECT_EQ(comm.size(), size);
+}
+
 // SIGUSR1 reaching two processes at the same step moves both together;
 // later one of the new processes moves again.
 TEST(Migration, SignalsAtTwoProcessesMoveBothThenOneMovesAgain) {
