@@ -203,6 +203,29 @@ std::optional<Start<Options>> start(reprise::Comm& comm, reprise::Environment& e
   }
 }
 
+/// What a demo's body gets from `main_of`.
+template <class Options>
+struct Demo {
+  reprise::Environment& environment;
+  reprise::Comm& comm;
+  Options options;
+  reprise::inject::Schedule schedule;
+};
+
+/// The shape of every demo's `main`: `--help` answered before MPI starts,
+/// then MPI, the job's communicator, the options and the fault plan
+/// (`start`), then `body(demo)`, whose result is the exit status.
+template <class Options, class Parse, class Steps, class Body>
+int main_of(int argc, char** argv, Parse parse, Steps steps_of, Body body) {
+  if (printed_help(argc, argv, parse)) return 0;
+  reprise::Environment environment(argc, argv);
+  auto comm = reprise::Comm::world();
+  auto begun = start<Options>(comm, environment, argc, argv, parse, steps_of);
+  if (!begun) return environment.exit_status();
+  Demo<Options> demo{environment, comm, std::move(begun->options), std::move(begun->schedule)};
+  return body(demo);
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

@@ -55,18 +55,11 @@ std::uint64_t sum_items(std::uint64_t begin, std::uint64_t end) {
   return sum;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (demo::printed_help(argc, argv, parse)) return 0;
-  reprise::Environment environment(argc, argv);
-  auto comm = reprise::Comm::world();
+int run_demo(demo::Demo<Options>& begun) {
+  reprise::Comm& comm = begun.comm;
   const auto me = comm.original_rank();
-  auto begun = demo::start<Options>(comm, environment, argc, argv, parse,
-                                    [](const Options& o) { return o.steps; });
-  if (!begun) return environment.exit_status();
-  const Options options = begun->options;
-  const reprise::inject::Schedule schedule = begun->schedule;
+  const Options& options = begun.options;
+  const reprise::inject::Schedule& schedule = begun.schedule;
   const bool reporter = comm.rank().value() == 0;
   if (reporter) {
     std::printf("reprise demo: %d processes sum a hash of %llu items in %llu steps\n", comm.size(),
@@ -126,5 +119,11 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   comm.bcast(correct, reprise::Rank{0});
-  return demo::finish(environment, me, correct != 0, "wrong result");
+  return demo::finish(begun.environment, me, correct != 0, "wrong result");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return demo::main_of<Options>(argc, argv, parse, [](const Options& o) { return o.steps; }, run_demo);
 }

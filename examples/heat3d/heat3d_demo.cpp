@@ -319,111 +319,100 @@ void repartition(reprise::Comm& comm, const Options& options, Part& part, const 
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (demo::printed_help(argc, argv, parse)) return 0;
-  reprise::Environment environment(argc, argv);
-  auto comm = reprise::Comm::world();
-  const auto me = comm.original_rank();
-  auto begun = demo::start<Options>(comm, environment, argc, argv, parse,
-                                    [](const Options& o) { return o.iterations; });
-  if (!begun) return environment.exit_status();
-  const Options options = begun->options;
-  const auto& schedule = begun->schedule;
-  const int original_size = comm.original_size();
-
+/// This process's part of the grid before the first iteration (a
+/// replacement gets its part from the checkpoint).
+Part initial_part(const reprise::Comm& comm, const Options& options) {
   Part part;
-  if (!comm.is_replacement()) {
-    const Decomposition grid(comm.size(), options.n);
-    const Box box = grid.box(comm.rank().value());
-    part.set_box(box);
-    part.values.assign(box.points(), 0.0);
+  if (comm.is_replacement()) return part;
+  const Decomposition grid(comm.size(), options.n);
+  const Box box = grid.box(comm.rank().value());
+  part.set_box(box);
+  part.values.assign(box.points(), 0.0);
+  return part;
+}
+
+/// After a shrink: the survivors share the departed processes' parts (from
+/// their checkpoints) and cut the grid anew.
+void take_departed_parts(const reprise::Recovery& recovery, reprise::Comm& comm, reprise::Checkpoint& checkpoint,
+                         const Options& options, Part& part) {
+  if (recovery.mode != reprise::RecoveryMode::kShrink) return;
+  std::vector<reprise::OriginalRank> mine;
+  for (std::size_t k = 0; k < recovery.lost.size(); ++k) {
+    if (static_cast<int>(k) % comm.size() == comm.rank().value()) mine.push_back(recovery.lost[k]);
   }
-  reprise::Checkpoint checkpoint(comm, {.copies = std::min(options.copies, comm.size())});
-  checkpoint.protect("box", part.box);
-  checkpoint.protect("values", part.values);
-  reprise::Driver driver(comm, checkpoint, {.mode = options.mode, .cadence = {.every_steps = options.checkpoint_every}});
-  driver.on_recovery([&](const reprise::Recovery& recovery) {
-    if (recovery.mode != reprise::RecoveryMode::kShrink) return;
-    std::vector<reprise::OriginalRank> mine;
-    for (std::size_t k = 0; k < recovery.lost.size(); ++k) {
-      if (static_cast<int>(k) % comm.size() == comm.rank().value()) mine.push_back(recovery.lost[k]);
-    }
-    std::vector<Part> fetched;
-    for (const auto& [owner, saved] : checkpoint.fetch(mine)) {
-      Part piece;
-      piece.box = saved.values<std::int64_t>("box");
-      piece.values = saved.values<double>("values");
-      fetched.push_back(std::move(piece));
-    }
-    repartition(comm, options, part, fetched);
-  });
-  // Live migration: SIGUSR1 or --move asks; the move happens between two
-  // iterations; a process started by a move restores from its predecessor's image.
-  reprise::Migration migration(comm, checkpoint);
-  if (options.mode != reprise::RecoveryMode::kReplay) migration.attach(driver);
-  migration.before_leaving([&](const reprise::MigrationTimes& times) {
+  std::vector<Part> fetched;
+  for (const auto& [owner, saved] : checkpoint.fetch(mine)) {
+    Part piece;
+    piece.box = saved.values<std::int64_t>("box");
+    piece.values = saved.values<double>("values");
+    fetched.push_back(std::move(piece));
+  }
+  repartition(comm, options, part, fetched);
+}
+
+/// Prints what moving cost, in the leaving process and in its successor
+/// (which restores from its predecessor's image here).
+void report_moves(reprise::Migration& migration, const reprise::Comm& comm) {
+  const auto me = comm.original_rank();
+  migration.before_leaving([me](const reprise::MigrationTimes& times) {
     std::printf("  #%d leaves its node: image of %.2f MiB built in %.1f ms, free to exit %.1f ms after the request\n",
                 me.value(), static_cast<double>(times.image_bytes) / (1 << 20), 1e3 * times.image_build_s,
                 1e3 * times.evacuation_s);
     std::fflush(stdout);
   });
-  if (comm.migrated_in()) {
-    migration.arrive();
-    const auto& times = migration.last_times();
-    std::printf("  #%d runs again in another process (%s): image opened in %.2f ms, state restored in %.1f ms, %.1f ms "
-                "after the request\n",
-                me.value(), demo::process_place().c_str(), 1e3 * times.image_open_s, 1e3 * times.restore_s,
-                1e3 * times.response_s);
-    std::fflush(stdout);
-  }
+  if (!comm.migrated_in()) return;
+  migration.arrive();
+  const auto& times = migration.last_times();
+  std::printf("  #%d runs again in another process (%s): image opened in %.2f ms, state restored in %.1f ms, %.1f ms "
+              "after the request\n",
+              me.value(), demo::process_place().c_str(), 1e3 * times.image_open_s, 1e3 * times.restore_s,
+              1e3 * times.response_s);
+  std::fflush(stdout);
+}
 
-  if (comm.rank().value() == 0 && !comm.is_replacement()) {
-    const Decomposition grid(comm.size(), options.n);
-    std::printf("heat3d: %lld^3 grid on %d processes (%d x %d x %d), %llu iterations, checkpoint every %llu, "
-                "recovery by %s; faults: %s\n",
-                static_cast<long long>(options.n), comm.size(), grid.dims[0], grid.dims[1], grid.dims[2],
-                static_cast<unsigned long long>(options.iterations),
-                static_cast<unsigned long long>(options.checkpoint_every),
-                mode_name(options.mode),
-                schedule.to_string().empty() ? "none" : schedule.to_string().c_str());
-    std::fflush(stdout);
-  }
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<double> halo;  // the box with a one-point halo, zero outside the grid
+void announce(const reprise::Comm& comm, const Options& options, const reprise::inject::Schedule& schedule) {
+  if (comm.rank().value() != 0 || comm.is_replacement()) return;
+  const Decomposition grid(comm.size(), options.n);
+  std::printf("heat3d: %lld^3 grid on %d processes (%d x %d x %d), %llu iterations, checkpoint every %llu, "
+              "recovery by %s; faults: %s\n",
+              static_cast<long long>(options.n), comm.size(), grid.dims[0], grid.dims[1], grid.dims[2],
+              static_cast<unsigned long long>(options.iterations),
+              static_cast<unsigned long long>(options.checkpoint_every), mode_name(options.mode),
+              schedule.to_string().empty() ? "none" : schedule.to_string().c_str());
+  std::fflush(stdout);
+}
+
+/// The part with a one-point halo (zero outside the grid), the next values,
+/// and the box they were made for.
+struct Halo {
+  std::vector<double> values;
   std::vector<double> next;
-  std::vector<std::int64_t> halo_box;
-  try {
-    driver.run(options.iterations, [&](std::uint64_t iteration) {
-      schedule.apply(me, iteration, comm.is_replacement());
-      if (options.move.due(me, iteration)) migration.request();
-      const Box box = part.as_box();
-      const std::int64_t ex = box.extent(0) + 2;
-      const std::int64_t ey = box.extent(1) + 2;
-      if (halo_box != part.box) {  // a new box after a shrink: a new halo
-        halo.assign(static_cast<std::size_t>(ex * ey * (box.extent(2) + 2)), 0.0);
-        next.assign(halo.size(), 0.0);
-        halo_box = part.box;
-      }
-      fill_halo(comm, Decomposition(comm.size(), options.n), part, halo);
-      jacobi(box, halo, next);
-      for (auto z = box.lo[2]; z < box.hi[2]; ++z)
-        for (auto y = box.lo[1]; y < box.hi[1]; ++y)
-          for (auto x = box.lo[0]; x < box.hi[0]; ++x)
-            part.values[box.index(x, y, z)] =
-                next[static_cast<std::size_t>(((z - box.lo[2] + 1) * ey + (y - box.lo[1] + 1)) * ex + (x - box.lo[0] + 1))];
-    });
-  } catch (const reprise::DataLost& error) {
-    if (comm.rank().value() == 0) {
-      std::fprintf(stderr, "heat3d_demo: %s\n  (with %d copies, a process and its %d buddies failing between two "
-                           "checkpoints lose its block; use more --copies)\n",
-                   error.what(), options.copies, options.copies - 1);
-    }
-    return demo::finish(environment, me, false, error.what(), 3);
-  }
-  const double elapsed = demo::seconds_since(start);
+  std::vector<std::int64_t> box;
+};
 
+/// One Jacobi sweep over this process's part.
+void sweep(reprise::Comm& comm, const Options& options, Part& part, Halo& halo) {
+  const Box box = part.as_box();
+  const std::int64_t ex = box.extent(0) + 2;
+  const std::int64_t ey = box.extent(1) + 2;
+  if (halo.box != part.box) {  // a new box after a shrink: a new halo
+    halo.values.assign(static_cast<std::size_t>(ex * ey * (box.extent(2) + 2)), 0.0);
+    halo.next.assign(halo.values.size(), 0.0);
+    halo.box = part.box;
+  }
+  fill_halo(comm, Decomposition(comm.size(), options.n), part, halo.values);
+  jacobi(box, halo.values, halo.next);
+  for (auto z = box.lo[2]; z < box.hi[2]; ++z)
+    for (auto y = box.lo[1]; y < box.hi[1]; ++y)
+      for (auto x = box.lo[0]; x < box.hi[0]; ++x)
+        part.values[box.index(x, y, z)] =
+            halo.next[static_cast<std::size_t>(((z - box.lo[2] + 1) * ey + (y - box.lo[1] + 1)) * ex + (x - box.lo[0] + 1))];
+}
+
+/// Compares every process's part with the serial run bit for bit and prints
+/// the recoveries and checkpoints; whether every part is identical.
+bool report(reprise::Comm& comm, const reprise::Driver& driver, const Options& options, const Part& part,
+            double elapsed) {
   const auto reference = serial_reference(options, part.as_box());
   const bool same = reference.size() == part.values.size() &&
                     std::memcmp(reference.data(), part.values.data(), reference.size() * sizeof(double)) == 0;
@@ -447,9 +436,55 @@ int main(int argc, char** argv) {
                 mean_checkpoint_ms);
     std::printf("  final grid vs. a failure-free serial run: %s (%d of %d processes differ)\n",
                 wrong == 0 ? "BITWISE IDENTICAL" : "DIFFERENT", wrong, comm.size());
-    std::printf("  %d of %d processes finished %llu iterations in %.2f s\n", comm.size(), original_size,
+    std::printf("  %d of %d processes finished %llu iterations in %.2f s\n", comm.size(), comm.original_size(),
                 static_cast<unsigned long long>(options.iterations), elapsed);
     std::fflush(stdout);
   }
-  return demo::finish(environment, me, wrong == 0, "the grid differs from the failure-free run");
+  return wrong == 0;
+}
+
+int run_demo(demo::Demo<Options>& begun) {
+  reprise::Comm& comm = begun.comm;
+  const auto me = comm.original_rank();
+  const Options& options = begun.options;
+  const auto& schedule = begun.schedule;
+
+  Part part = initial_part(comm, options);
+  reprise::Checkpoint checkpoint(comm, {.copies = std::min(options.copies, comm.size())});
+  checkpoint.protect("box", part.box);
+  checkpoint.protect("values", part.values);
+  reprise::Driver driver(comm, checkpoint, {.mode = options.mode, .cadence = {.every_steps = options.checkpoint_every}});
+  driver.on_recovery([&](const reprise::Recovery& recovery) {
+    take_departed_parts(recovery, comm, checkpoint, options, part);
+  });
+  // Live migration: SIGUSR1 or --move asks; the move happens between two
+  // iterations; a process started by a move restores from its predecessor's image.
+  reprise::Migration migration(comm, checkpoint);
+  if (options.mode != reprise::RecoveryMode::kReplay) migration.attach(driver);
+  report_moves(migration, comm);
+  announce(comm, options, schedule);
+  const auto start = std::chrono::steady_clock::now();
+  Halo halo;
+  try {
+    driver.run(options.iterations, [&](std::uint64_t iteration) {
+      schedule.apply(me, iteration, comm.is_replacement());
+      if (options.move.due(me, iteration)) migration.request();
+      sweep(comm, options, part, halo);
+    });
+  } catch (const reprise::DataLost& error) {
+    if (comm.rank().value() == 0) {
+      std::fprintf(stderr, "heat3d_demo: %s\n  (with %d copies, a process and its %d buddies failing between two "
+                           "checkpoints lose its block; use more --copies)\n",
+                   error.what(), options.copies, options.copies - 1);
+    }
+    return demo::finish(begun.environment, me, false, error.what(), 3);
+  }
+  const bool identical = report(comm, driver, options, part, demo::seconds_since(start));
+  return demo::finish(begun.environment, me, identical, "the grid differs from the failure-free run");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return demo::main_of<Options>(argc, argv, parse, [](const Options& o) { return o.iterations; }, run_demo);
 }

@@ -278,18 +278,11 @@ bool matches_reference(const Run& run, double elapsed) {
   return correct != 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (demo::printed_help(argc, argv, parse)) return 0;
-  reprise::Environment environment(argc, argv);
-  auto comm = reprise::Comm::world();
+int run_demo(demo::Demo<Options>& begun) {
+  reprise::Comm& comm = begun.comm;
   const auto me = comm.original_rank();
-  auto begun = demo::start<Options>(comm, environment, argc, argv, parse,
-                                    [](const Options& o) { return o.iterations; });
-  if (!begun) return environment.exit_status();
-  const Options options = begun->options;
-  const reprise::inject::Schedule schedule = begun->schedule;
+  const Options& options = begun.options;
+  const reprise::inject::Schedule& schedule = begun.schedule;
   auto range_of = [&](reprise::OriginalRank rank) {
     const auto first = static_cast<std::uint64_t>(rank.value()) * options.points_per_process;
     return reprise::BlockRange{reprise::BlockId{first}, reprise::BlockId{first + options.points_per_process}};
@@ -323,9 +316,15 @@ int main(int argc, char** argv) {
     try {
       recover(run);
     } catch (const reprise::DataLost& error) {
-      return demo::finish(environment, me, false, error.what(), 3);
+      return demo::finish(begun.environment, me, false, error.what(), 3);
     }
   }
   const bool correct = matches_reference(run, demo::seconds_since(start));
-  return demo::finish(environment, me, correct, "centers differ from the failure-free run");
+  return demo::finish(begun.environment, me, correct, "centers differ from the failure-free run");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return demo::main_of<Options>(argc, argv, parse, [](const Options& o) { return o.iterations; }, run_demo);
 }
