@@ -373,6 +373,106 @@ std::string setup(const Options& options) {
   return text;
 }
 
+/// The figures of one page order over the repeats: `runs[mode][repeat]`.
+class OrderFigures {
+ public:
+  OrderFigures(const Options& options, const std::vector<std::vector<Run>>& runs) : _options(options), _runs(runs) {}
+
+  /// The median over the repeats of `figure(run)` in `mode`; nothing if the
+  /// mode was not run or a run has no such figure.
+  template <class Figure>
+  [[nodiscard]] std::optional<double> median_over_runs(const std::string& mode, Figure figure) const {
+    const auto at = std::find(_options.modes.begin(), _options.modes.end(), mode);
+    if (at == _options.modes.end()) return std::nullopt;
+    std::vector<double> values;
+    for (const auto& one : _runs[static_cast<std::size_t>(at - _options.modes.begin())]) {
+      const std::optional<double> value = figure(one);
+      if (!value) return std::nullopt;
+      values.push_back(*value);
+    }
+    return bench::median(values);
+  }
+
+  [[nodiscard]] std::optional<double> median_s(const std::string& mode) const {
+    return median_over_runs(mode, [](const Run& one) -> std::optional<double> { return one.seconds; });
+  }
+
+  /// The increase over the run's own pace (every run measures it in its
+  /// first passes): the median over the repeats, free of the drift between
+  /// runs that an increase over another run (`none`) picks up.
+  [[nodiscard]] std::optional<double> self_increase(const std::string& mode) const {
+    return median_over_runs(mode, [&](const Run& one) -> std::optional<double> {
+      if (!one.pass_s || *one.pass_s <= 0) return std::nullopt;
+      const double paced = _options.iterations * *one.pass_s;
+      return (one.seconds - paced) / paced;
+    });
+  }
+
+  [[nodiscard]] std::optional<double> pass_s(const std::string& mode) const {
+    return median_over_runs(mode, [](const Run& one) { return one.pass_s; });
+  }
+
+  /// The increase of `mode`'s time over the run without checkpoints.
+  [[nodiscard]] std::optional<double> increase(const std::string& mode) const {
+    const auto mode_s = median_s(mode);
+    const auto none_s = median_s("none");
+    return divide(mode_s && none_s ? std::optional<double>(*mode_s - *none_s) : std::nullopt, none_s);
+  }
+
+ private:
+  const Options& _options;
+  const std::vector<std::vector<Run>>& _runs;
+};
+
+/// One line per mode of the page order `order`.
+void print_modes(const Options& options, const std::string& order, const std::vector<std::vector<Run>>& runs,
+                 double memcpy_s) {
+  const OrderFigures figures(options, runs);
+  const auto none_s = figures.median_s("none");
+  const int checkpoints = options.iterations / options.every;
+  for (std::size_t m = 0; m < options.modes.size(); ++m) {
+    const std::string& mode = options.modes[m];
+    const auto median_s = figures.median_s(mode);
+    const Run& middle = median_run(runs[m]);
+    const auto [fastest, slowest] = std::minmax_element(
+        runs[m].begin(), runs[m].end(), [](const Run& a, const Run& b) { return a.seconds < b.seconds; });
+    const auto overhead = none_s ? std::optional<double>(*median_s - *none_s) : std::nullopt;
+    std::printf("{\"bench\":\"incremental\",\"order\":\"%s\",\"mode\":\"%s\",%s,\"median_s\":%.6f,"
+                "\"min_s\":%.6f,\"max_s\":%.6f,\"none_s\":%s,\"increase\":%s,\"pages_committed\":%zu,"
+                "\"cow\":%zu,\"wait\":%zu,\"avoided\":%zu,\"after\":%zu,\"cow_peak_pages\":%zu,"
+                "\"wait_seconds\":%.6f,\"commit_seconds\":%.6f,\"call_seconds\":%.6f,\"memcpy_s\":%.6f,"
+                "\"ratio\":%.2f,\"ckpt_memcpys\":%s,\"pass_s\":%s,\"self_increase\":%s}\n",
+                order.c_str(), mode.c_str(), setup(options).c_str(), *median_s, fastest->seconds, slowest->seconds,
+                json(none_s).c_str(), json(divide(overhead, none_s), "%.4f").c_str(), middle.pages_committed,
+                middle.cow, middle.wait, middle.avoided, middle.after, middle.cow_peak_pages, middle.wait_seconds,
+                middle.commit_seconds, middle.call_seconds, memcpy_s, *median_s / memcpy_s,
+                json(mode == "none" ? std::nullopt : divide(overhead, memcpy_s * checkpoints), "%.2f").c_str(),
+                json(figures.pass_s(mode)).c_str(), json(figures.self_increase(mode), "%.4f").c_str());
+  }
+}
+
+/// The page order's summary: each commit mode's increase, and how much the
+/// learned order takes off the others'.
+void print_summary(const Options& options, const std::string& order, const std::vector<std::vector<Run>>& runs) {
+  const OrderFigures f(options, runs);
+  auto reduction = [](std::optional<double> adaptive, std::optional<double> other) -> std::optional<double> {
+    const auto ratio = divide(adaptive, other);
+    return ratio ? std::optional<double>(1 - *ratio) : std::nullopt;
+  };
+  std::printf("{\"bench\":\"incremental_summary\",\"order\":\"%s\",%s,\"increase_sync\":%s,\"increase_address\":%s,"
+              "\"increase_adaptive\":%s,\"reduction_vs_address\":%s,\"reduction_vs_sync\":%s,"
+              "\"self_increase_sync\":%s,\"self_increase_address\":%s,\"self_increase_adaptive\":%s,"
+              "\"self_reduction_vs_address\":%s,\"self_reduction_vs_sync\":%s}\n",
+              order.c_str(), setup(options).c_str(), json(f.increase("sync"), "%.4f").c_str(),
+              json(f.increase("address"), "%.4f").c_str(), json(f.increase("adaptive"), "%.4f").c_str(),
+              json(reduction(f.increase("adaptive"), f.increase("address")), "%.4f").c_str(),
+              json(reduction(f.increase("adaptive"), f.increase("sync")), "%.4f").c_str(),
+              json(f.self_increase("sync"), "%.4f").c_str(), json(f.self_increase("address"), "%.4f").c_str(),
+              json(f.self_increase("adaptive"), "%.4f").c_str(),
+              json(reduction(f.self_increase("adaptive"), f.self_increase("address")), "%.4f").c_str(),
+              json(reduction(f.self_increase("adaptive"), f.self_increase("sync")), "%.4f").c_str());
+}
+
 void run(const Options& options) {
   const std::size_t pages = (options.mib << 20U) / reprise::page_size();
   const ScratchDir scratch(std::filesystem::path(options.dir) /
@@ -398,80 +498,10 @@ void run(const Options& options) {
       }
     }
   }
-
   const double memcpy_s = bench::median(memcpy_times);
-  const int checkpoints = options.iterations / options.every;
   for (std::size_t o = 0; o < orders.size(); ++o) {
-    // The median over the repeats of `figure(run)` in `mode`; null if the
-    // mode was not run or a run has no such figure.
-    auto median_over_runs = [&](const std::string& mode, auto figure) -> std::optional<double> {
-      const auto at = std::find(options.modes.begin(), options.modes.end(), mode);
-      if (at == options.modes.end()) return std::nullopt;
-      std::vector<double> values;
-      for (const auto& one : runs[o][static_cast<std::size_t>(at - options.modes.begin())]) {
-        const std::optional<double> value = figure(one);
-        if (!value) return std::nullopt;
-        values.push_back(*value);
-      }
-      return bench::median(values);
-    };
-    auto median_of = [&](const std::string& mode) {
-      return median_over_runs(mode, [](const Run& one) -> std::optional<double> { return one.seconds; });
-    };
-    const auto none_s = median_of("none");
-    // The increase over the run's own pace (every run measures it in its
-    // first passes): the median over the repeats, free of the drift between
-    // runs that an increase over another run (none_s) picks up.
-    auto self_increase_of = [&](const std::string& mode) {
-      return median_over_runs(mode, [&](const Run& one) -> std::optional<double> {
-        if (!one.pass_s || *one.pass_s <= 0) return std::nullopt;
-        const double paced = options.iterations * *one.pass_s;
-        return (one.seconds - paced) / paced;
-      });
-    };
-    auto pass_of = [&](std::size_t m) {
-      return median_over_runs(options.modes[m], [](const Run& one) { return one.pass_s; });
-    };
-    for (std::size_t m = 0; m < options.modes.size(); ++m) {
-      const auto median_s = median_of(options.modes[m]);
-      const Run& middle = median_run(runs[o][m]);
-      const auto [fastest, slowest] = std::minmax_element(
-          runs[o][m].begin(), runs[o][m].end(), [](const Run& a, const Run& b) { return a.seconds < b.seconds; });
-      const auto overhead = none_s ? std::optional<double>(*median_s - *none_s) : std::nullopt;
-      std::printf("{\"bench\":\"incremental\",\"order\":\"%s\",\"mode\":\"%s\",%s,\"median_s\":%.6f,"
-                  "\"min_s\":%.6f,\"max_s\":%.6f,\"none_s\":%s,\"increase\":%s,\"pages_committed\":%zu,"
-                  "\"cow\":%zu,\"wait\":%zu,\"avoided\":%zu,\"after\":%zu,\"cow_peak_pages\":%zu,"
-                  "\"wait_seconds\":%.6f,\"commit_seconds\":%.6f,\"call_seconds\":%.6f,\"memcpy_s\":%.6f,"
-                  "\"ratio\":%.2f,\"ckpt_memcpys\":%s,\"pass_s\":%s,\"self_increase\":%s}\n",
-                  options.orders[o].c_str(), options.modes[m].c_str(), setup(options).c_str(), *median_s,
-                  fastest->seconds, slowest->seconds,
-                  json(none_s).c_str(), json(divide(overhead, none_s), "%.4f").c_str(), middle.pages_committed,
-                  middle.cow, middle.wait, middle.avoided, middle.after, middle.cow_peak_pages, middle.wait_seconds,
-                  middle.commit_seconds, middle.call_seconds, memcpy_s, *median_s / memcpy_s,
-                  json(options.modes[m] == "none" ? std::nullopt : divide(overhead, memcpy_s * checkpoints), "%.2f")
-                      .c_str(),
-                  json(pass_of(m)).c_str(), json(self_increase_of(options.modes[m]), "%.4f").c_str());
-    }
-    auto increase = [&](const std::string& mode) {
-      const auto median_s = median_of(mode);
-      return divide(median_s && none_s ? std::optional<double>(*median_s - *none_s) : std::nullopt, none_s);
-    };
-    auto reduction = [](std::optional<double> adaptive, std::optional<double> other) -> std::optional<double> {
-      const auto ratio = divide(adaptive, other);
-      return ratio ? std::optional<double>(1 - *ratio) : std::nullopt;
-    };
-    std::printf("{\"bench\":\"incremental_summary\",\"order\":\"%s\",%s,\"increase_sync\":%s,\"increase_address\":%s,"
-                "\"increase_adaptive\":%s,\"reduction_vs_address\":%s,\"reduction_vs_sync\":%s,"
-                "\"self_increase_sync\":%s,\"self_increase_address\":%s,\"self_increase_adaptive\":%s,"
-                "\"self_reduction_vs_address\":%s,\"self_reduction_vs_sync\":%s}\n",
-                options.orders[o].c_str(), setup(options).c_str(), json(increase("sync"), "%.4f").c_str(),
-                json(increase("address"), "%.4f").c_str(), json(increase("adaptive"), "%.4f").c_str(),
-                json(reduction(increase("adaptive"), increase("address")), "%.4f").c_str(),
-                json(reduction(increase("adaptive"), increase("sync")), "%.4f").c_str(),
-                json(self_increase_of("sync"), "%.4f").c_str(), json(self_increase_of("address"), "%.4f").c_str(),
-                json(self_increase_of("adaptive"), "%.4f").c_str(),
-                json(reduction(self_increase_of("adaptive"), self_increase_of("address")), "%.4f").c_str(),
-                json(reduction(self_increase_of("adaptive"), self_increase_of("sync")), "%.4f").c_str());
+    print_modes(options, options.orders[o], runs[o], memcpy_s);
+    print_summary(options, options.orders[o], runs[o]);
   }
   std::fflush(stdout);
 }
