@@ -185,77 +185,79 @@ std::string real(double value) {
   return buffer;
 }
 
-int run(const Options& options) {
-  const bool nodes = options.per_node != 0;
-  const int units = static_cast<int>(nodes ? options.processes / options.per_node : options.processes);
-  const std::string unit = nodes ? "node" : "process";
-  for (const long long f : options.failures) {
-    if (f > units) {
-      throw reprise::UsageError("--failures " + std::to_string(f) + " is more than the " + std::to_string(units) + " " +
-                                (nodes ? "nodes" : "processes") + " there are");
-    }
+/// The layout asked about: processes or whole nodes as the unit that fails.
+struct Layout {
+  bool nodes = false;
+  int units = 0;
+  std::string unit;  // "process" or "node"
+  std::string json;  // its fields, for the JSON lines
+};
+
+Layout layout_of(const Options& options) {
+  Layout layout;
+  layout.nodes = options.per_node != 0;
+  layout.units = static_cast<int>(layout.nodes ? options.processes / options.per_node : options.processes);
+  layout.unit = layout.nodes ? "node" : "process";
+  layout.json = "\"processes\":" + std::to_string(options.processes) + ",\"copies\":" + std::to_string(options.copies) +
+                ",\"unit\":\"" + layout.unit + "\"";
+  if (layout.nodes) {
+    layout.json += ",\"nodes\":" + std::to_string(layout.units) + ",\"ppn\":" + std::to_string(options.per_node);
   }
-  const ModelAnswer model = ask_model(options, units);
-  if (!model.expected && options.trials == 0) {
-    throw reprise::UsageError("no closed form for this layout (" + model.reason + "); add --simulate TRIALS");
-  }
-  std::string layout = "\"processes\":" + std::to_string(options.processes) + ",\"copies\":" +
-                       std::to_string(options.copies) + ",\"unit\":\"" + unit + "\"";
-  if (nodes) layout += ",\"nodes\":" + std::to_string(units) + ",\"ppn\":" + std::to_string(options.per_node);
-  if (!options.json) {
-    std::printf("layout: %lld processes, %lld copies of every block", options.processes, options.copies);
-    if (nodes) std::printf(", %d nodes of %lld processes (node-major slots)", units, options.per_node);
-    std::printf("\n");
-  }
-  if (model.expected) {
+  return layout;
+}
+
+void print_model(const Options& options, const Layout& layout, const ModelAnswer& model) {
+  if (!model.expected) {
     if (options.json) {
-      std::printf("{\"source\":\"model\",%s,\"expected_failures_until_loss\":%s}\n", layout.c_str(),
-                  real(*model.expected).c_str());
-      for (std::size_t i = 0; i < options.failures.size(); ++i) {
-        std::printf("{\"source\":\"model\",%s,\"failures\":%lld,\"loss_probability\":%s}\n", layout.c_str(),
-                    options.failures[i], real(model.loss[i]).c_str());
-      }
+      std::printf("{\"source\":\"model\",%s,\"none\":%s}\n", layout.json.c_str(), quoted(model.reason).c_str());
     } else {
-      std::printf("model: expected %s failures until loss: %.6g\n", unit.c_str(), *model.expected);
-      for (std::size_t i = 0; i < options.failures.size(); ++i) {
-        std::printf("model: P(loss) after %lld %s failures: %.6g\n", options.failures[i], unit.c_str(), model.loss[i]);
-      }
+      std::printf("model: none for this layout: %s\n", model.reason.c_str());
     }
-  } else if (options.json) {
-    std::printf("{\"source\":\"model\",%s,\"none\":%s}\n", layout.c_str(), quoted(model.reason).c_str());
-  } else {
-    std::printf("model: none for this layout: %s\n", model.reason.c_str());
+    return;
   }
-  if (options.trials == 0) return 0;
-  const double work = static_cast<double>(options.trials) * units * static_cast<double>(options.copies);
-  std::string why;
+  if (options.json) {
+    std::printf("{\"source\":\"model\",%s,\"expected_failures_until_loss\":%s}\n", layout.json.c_str(),
+                real(*model.expected).c_str());
+    for (std::size_t i = 0; i < options.failures.size(); ++i) {
+      std::printf("{\"source\":\"model\",%s,\"failures\":%lld,\"loss_probability\":%s}\n", layout.json.c_str(),
+                  options.failures[i], real(model.loss[i]).c_str());
+    }
+    return;
+  }
+  std::printf("model: expected %s failures until loss: %.6g\n", layout.unit.c_str(), *model.expected);
+  for (std::size_t i = 0; i < options.failures.size(); ++i) {
+    std::printf("model: P(loss) after %lld %s failures: %.6g\n", options.failures[i], layout.unit.c_str(), model.loss[i]);
+  }
+}
+
+/// Why the simulator cannot take this job (too many processes, too much
+/// work), or nothing.
+std::string simulator_refusal(const Options& options, const Layout& layout) {
+  const double work = static_cast<double>(options.trials) * layout.units * static_cast<double>(options.copies);
   if (options.processes > kMaxSimulatedProcesses) {
-    why = "the simulator builds the real placement, which takes about 200 bytes a process; it handles up to " +
-          std::to_string(kMaxSimulatedProcesses) + " processes";
-  } else if (work > kMaxSimulationWork) {
-    why = std::to_string(options.trials) + " trials of " + std::to_string(units) + " " + (nodes ? "nodes" : "processes") +
-          " with " + std::to_string(options.copies) + " copies are more than 1e9 steps (the simulator costs " +
-          "O(trials * units * copies)); lower --simulate";
+    return "the simulator builds the real placement, which takes about 200 bytes a process; it handles up to " +
+           std::to_string(kMaxSimulatedProcesses) + " processes";
   }
-  if (!why.empty()) {
-    if (options.json) {
-      std::printf("{\"source\":\"simulator\",%s,\"skipped\":%s}\n", layout.c_str(), quoted(why).c_str());
-    } else {
-      std::printf("simulator: skipped: %s\n", why.c_str());
-    }
-    return 0;
+  if (work > kMaxSimulationWork) {
+    return std::to_string(options.trials) + " trials of " + std::to_string(layout.units) + " " +
+           (layout.nodes ? "nodes" : "processes") + " with " + std::to_string(options.copies) +
+           " copies are more than 1e9 steps (the simulator costs O(trials * units * copies)); lower --simulate";
   }
+  return {};
+}
+
+void print_simulation(const Options& options, const Layout& layout) {
   const auto simulation = simulate(options);
   const double error = standard_error(simulation, options.trials);
   const auto trials = static_cast<double>(options.trials);
   if (options.json) {
     std::printf("{\"source\":\"simulator\",%s,\"trials\":%lld,\"seed\":%lld,\"expected_failures_until_loss\":%s,"
                 "\"standard_error\":%s}\n",
-                layout.c_str(), options.trials, options.seed, real(simulation.mean_failures_until_loss).c_str(),
+                layout.json.c_str(), options.trials, options.seed, real(simulation.mean_failures_until_loss).c_str(),
                 real(error).c_str());
   } else {
     std::printf("simulator (%lld trials, seed %lld): mean %s failures until loss: %.6g +- %.2g (standard error)\n",
-                options.trials, options.seed, unit.c_str(), simulation.mean_failures_until_loss, error);
+                options.trials, options.seed, layout.unit.c_str(), simulation.mean_failures_until_loss, error);
   }
   for (const long long f : options.failures) {
     const double p = simulation.loss_probability[static_cast<std::size_t>(f)];
@@ -263,11 +265,42 @@ int run(const Options& options) {
     if (options.json) {
       std::printf("{\"source\":\"simulator\",%s,\"trials\":%lld,\"seed\":%lld,\"failures\":%lld,\"loss_probability\":%s,"
                   "\"standard_error\":%s}\n",
-                  layout.c_str(), options.trials, options.seed, f, real(p).c_str(), real(p_error).c_str());
+                  layout.json.c_str(), options.trials, options.seed, f, real(p).c_str(), real(p_error).c_str());
     } else {
-      std::printf("simulator: P(loss) after %lld %s failures: %.6g +- %.2g\n", f, unit.c_str(), p, p_error);
+      std::printf("simulator: P(loss) after %lld %s failures: %.6g +- %.2g\n", f, layout.unit.c_str(), p, p_error);
     }
   }
+}
+
+int run(const Options& options) {
+  const Layout layout = layout_of(options);
+  for (const long long f : options.failures) {
+    if (f > layout.units) {
+      throw reprise::UsageError("--failures " + std::to_string(f) + " is more than the " + std::to_string(layout.units) +
+                                " " + (layout.nodes ? "nodes" : "processes") + " there are");
+    }
+  }
+  const ModelAnswer model = ask_model(options, layout.units);
+  if (!model.expected && options.trials == 0) {
+    throw reprise::UsageError("no closed form for this layout (" + model.reason + "); add --simulate TRIALS");
+  }
+  if (!options.json) {
+    std::printf("layout: %lld processes, %lld copies of every block", options.processes, options.copies);
+    if (layout.nodes) std::printf(", %d nodes of %lld processes (node-major slots)", layout.units, options.per_node);
+    std::printf("\n");
+  }
+  print_model(options, layout, model);
+  if (options.trials == 0) return 0;
+  const std::string why = simulator_refusal(options, layout);
+  if (!why.empty()) {
+    if (options.json) {
+      std::printf("{\"source\":\"simulator\",%s,\"skipped\":%s}\n", layout.json.c_str(), quoted(why).c_str());
+    } else {
+      std::printf("simulator: skipped: %s\n", why.c_str());
+    }
+    return 0;
+  }
+  print_simulation(options, layout);
   return 0;
 }
 
