@@ -368,19 +368,101 @@ std::optional<Family> parse_family(std::string_view name) {
   return std::nullopt;
 }
 
-Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
-  if (family == Family::kReplay) return make_replay_scenario(seed);
-  // The newer families come from a stream of their own, 20% each, so that
-  // every other seed draws the scenario it drew before they existed.
-  Draw newer(seed ^ 0x6e657765722d6661ULL);
+namespace {
+
+// The family of `seed` among the newer ones (their own stream `newer`, 20%
+// each), or nothing: then it draws as it did before they existed.
+std::optional<Family> newer_family_of(std::optional<Family> family, Draw& newer) {
   const int pick = newer.between(0, 99);
   constexpr std::array kNewer{Family::kStoreMix, Family::kPieces, Family::kMigration, Family::kDisk};
-  std::optional<Family> newer_family;
-  if (family && std::find(kNewer.begin(), kNewer.end(), *family) != kNewer.end()) {
-    newer_family = family;
-  } else if (!family && pick < 80) {
-    newer_family = kNewer[static_cast<std::size_t>(pick / 20)];
+  if (family && std::find(kNewer.begin(), kNewer.end(), *family) != kNewer.end()) return family;
+  if (!family && pick < 80) return kNewer[static_cast<std::size_t>(pick / 20)];
+  return std::nullopt;
+}
+
+Scenario finish_checkpoint_scenario(Scenario s, Draw& draw, std::vector<int>& pool, int most_kills) {
+  s.rounds = draw.between(6, 16);
+  s.checkpoint_every = draw.between(2, 4);
+  s.items = draw.between(1, 64);
+  plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+  plan_replacement_kill(s, draw, s.rounds - 1);
+  plan_checkpoint_loss(s, draw);
+  return s;
+}
+
+Scenario finish_incremental_scenario(Scenario s, Draw& draw, std::vector<int>& pool, int most_kills) {
+  // Version 1 is published before anything can die (restore needs one).
+  s.rounds = draw.between(2, 5);
+  s.blocks = static_cast<std::uint64_t>(draw.between(1, 32));
+  s.commit_mode = draw.between(0, 2);
+  s.cow_pages = draw.between(0, 4);
+  plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
+  for (auto& kill : s.kills) kill.round = std::max(kill.round, 1);
+  plan_replacement_kill(s, draw, s.rounds - 1);
+  return s;
+}
+
+// The stores' rounds and blocks; the pieces family's from `newer`.
+void draw_store_blocks(Scenario& s, Draw& draw, Draw& newer) {
+  s.rounds = draw.between(2, 4);
+  s.blocks = static_cast<std::uint64_t>(draw.between(s.processes, 48 * s.processes));
+  s.block_bytes = !s.variable_blocks() ? static_cast<std::size_t>(draw.pick(std::array{1, 8, 24, 64, 200}))
+                                       : static_cast<std::size_t>(draw.between(0, 300));
+  if (draw.percent(50)) s.permuted_blocks = static_cast<std::uint64_t>(draw.pick(std::array{1, 2, 4, 16}));
+  if (s.family == Family::kPieces) {
+    // Thousands of pieces in every exchange, each a block or two.
+    s.blocks = static_cast<std::uint64_t>(s.processes * newer.between(256, 2048));
+    s.block_bytes = static_cast<std::size_t>(newer.pick(std::array{8, 16, 64}));
+    s.permuted_blocks = static_cast<std::uint64_t>(newer.between(1, 2));
   }
+}
+
+// Data may be lost: copies or more die at once right after a submit.
+// Earlier rounds may lose fewer, killed between operations (they are healed
+// before), and never the ones that die at the end.
+void plan_store_loss(Scenario& s, Draw& draw, std::vector<int>& pool) {
+  s.loss_round = s.rounds - 1;
+  const int earlier = s.loss_round > 0 && s.processes > s.copies + 1 ? draw.between(0, 1) : 0;
+  for (int victim : draw.take(pool, earlier)) {
+    s.kills.push_back({.victim = victim,
+                       .how = KillHow::kBetween,
+                       .round = draw.between(0, s.loss_round - 1),
+                       .moment = draw.pick(std::array{Moment::kBeforeSubmit, Moment::kAfterSubmit})});
+  }
+  const int survivors_needed = 1;
+  const int most = std::min(s.copies + 2, s.processes - earlier - survivors_needed);
+  s.loss_victims = draw.take(pool, draw.between(s.copies, std::max(s.copies, most)));
+  // In respawn mode the earlier victim's replacement may die in the batch
+  // too; one process still survives.
+  if (s.mode == Mode::kRespawn && !s.kills.empty() && draw.percent(50)) s.loss_victims.push_back(s.kills[0].victim);
+  std::sort(s.loss_victims.begin(), s.loss_victims.end());
+}
+
+// A second recovery, so that the job that shrank respawns: one more process
+// dies before the last round's submit, after the others were healed (so at
+// most copies - 1 are ever dead between two heals). A kill at the n-th MPI
+// call could come rounds later, even inside the heal of the second recovery:
+// those die at an exchange instead.
+void plan_second_recovery(Scenario& s, Draw& newer, std::vector<int>& pool) {
+  for (auto& kill : s.kills) {
+    kill.round = std::min(kill.round, s.rounds - 2);
+    if (kill.how == KillHow::kMpiCall && !kill.in_recovery) {
+      kill.how = KillHow::kFaultPoint;
+      kill.point = kExchangePoints[static_cast<std::size_t>(kill.nth % 2)];
+    }
+  }
+  s.kills.push_back({.victim = newer.take(pool, 1).front(), .how = KillHow::kBetween, .round = s.rounds - 1,
+                     .moment = Moment::kBeforeSubmit});
+}
+
+}  // namespace
+
+Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
+  if (family == Family::kReplay) return make_replay_scenario(seed);
+  // The newer families come from a stream of their own, so that every other
+  // seed draws the scenario it drew before they existed.
+  Draw newer(seed ^ 0x6e657765722d6661ULL);
+  const std::optional<Family> newer_family = newer_family_of(family, newer);
   if (newer_family == Family::kMigration) return make_migration_scenario(seed, newer);
   if (newer_family == Family::kDisk) return make_disk_scenario(seed, newer);
   Draw draw(seed);
@@ -403,76 +485,16 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   const int most_kills = std::min(s.copies - 1, s.processes - s.copies);
   std::vector<int> pool;
   for (int rank = 0; rank < s.processes; ++rank) pool.push_back(rank);
-  if (s.family == Family::kCheckpoint) {
-    s.rounds = draw.between(6, 16);
-    s.checkpoint_every = draw.between(2, 4);
-    s.items = draw.between(1, 64);
-    plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
-    plan_replacement_kill(s, draw, s.rounds - 1);
-    plan_checkpoint_loss(s, draw);
-    return s;
-  }
-  if (s.family == Family::kIncremental) {
-    // Version 1 is published before anything can die (restore needs one).
-    s.rounds = draw.between(2, 5);
-    s.blocks = static_cast<std::uint64_t>(draw.between(1, 32));
-    s.commit_mode = draw.between(0, 2);
-    s.cow_pages = draw.between(0, 4);
-    plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
-    for (auto& kill : s.kills) kill.round = std::max(kill.round, 1);
-    plan_replacement_kill(s, draw, s.rounds - 1);
-    return s;
-  }
-  s.rounds = draw.between(2, 4);
-  s.blocks = static_cast<std::uint64_t>(draw.between(s.processes, 48 * s.processes));
-  s.block_bytes = !s.variable_blocks() ? static_cast<std::size_t>(draw.pick(std::array{1, 8, 24, 64, 200}))
-                                       : static_cast<std::size_t>(draw.between(0, 300));
-  if (draw.percent(50)) s.permuted_blocks = static_cast<std::uint64_t>(draw.pick(std::array{1, 2, 4, 16}));
-  if (s.family == Family::kPieces) {
-    // Thousands of pieces in every exchange, each a block or two.
-    s.blocks = static_cast<std::uint64_t>(s.processes * newer.between(256, 2048));
-    s.block_bytes = static_cast<std::size_t>(newer.pick(std::array{8, 16, 64}));
-    s.permuted_blocks = static_cast<std::uint64_t>(newer.between(1, 2));
-  }
+  if (s.family == Family::kCheckpoint) return finish_checkpoint_scenario(std::move(s), draw, pool, most_kills);
+  if (s.family == Family::kIncremental) return finish_incremental_scenario(std::move(s), draw, pool, most_kills);
+  draw_store_blocks(s, draw, newer);
   if (draw.percent(30)) {
-    // Data may be lost: copies or more die at once right after a submit.
-    // Earlier rounds may lose fewer, killed between operations (they are
-    // healed before), and never the ones that die at the end.
-    s.loss_round = s.rounds - 1;
-    const int earlier = s.loss_round > 0 && s.processes > s.copies + 1 ? draw.between(0, 1) : 0;
-    for (int victim : draw.take(pool, earlier)) {
-      s.kills.push_back({.victim = victim,
-                         .how = KillHow::kBetween,
-                         .round = draw.between(0, s.loss_round - 1),
-                         .moment = draw.pick(std::array{Moment::kBeforeSubmit, Moment::kAfterSubmit})});
-    }
-    const int survivors_needed = 1;
-    const int most = std::min(s.copies + 2, s.processes - earlier - survivors_needed);
-    s.loss_victims = draw.take(pool, draw.between(s.copies, std::max(s.copies, most)));
-    // In respawn mode the earlier victim's replacement may die in the batch
-    // too; one process still survives.
-    if (s.mode == Mode::kRespawn && !s.kills.empty() && draw.percent(50)) s.loss_victims.push_back(s.kills[0].victim);
-    std::sort(s.loss_victims.begin(), s.loss_victims.end());
+    plan_store_loss(s, draw, pool);
     return s;
   }
   plan_kills(s, draw, draw.take(pool, draw.between(1, most_kills)), s.rounds - 1);
   plan_replacement_kill(s, draw, s.rounds - 1);
-  if (s.family == Family::kStoreMix) {
-    // A second recovery, so that the job that shrank respawns: one more
-    // process dies before the last round's submit, after the others were
-    // healed (so at most copies - 1 are ever dead between two heals). A
-    // kill at the n-th MPI call could come rounds later, even inside the
-    // heal of the second recovery: those die at an exchange instead.
-    for (auto& kill : s.kills) {
-      kill.round = std::min(kill.round, s.rounds - 2);
-      if (kill.how == KillHow::kMpiCall && !kill.in_recovery) {
-        kill.how = KillHow::kFaultPoint;
-        kill.point = kExchangePoints[static_cast<std::size_t>(kill.nth % 2)];
-      }
-    }
-    s.kills.push_back({.victim = newer.take(pool, 1).front(), .how = KillHow::kBetween, .round = s.rounds - 1,
-                       .moment = Moment::kBeforeSubmit});
-  }
+  if (s.family == Family::kStoreMix) plan_second_recovery(s, newer, pool);
   return s;
 }
 
