@@ -563,87 +563,103 @@ void now_doing(std::string& doing, std::string what, const Comm& comm) {
   inject::record_outcome(inject::Outcome::kRunning, comm.original_rank(), "in " + doing);
 }
 
+/// Where a store-family run stands, across recoveries.
+struct StoreRun {
+  Progress progress;
+  std::vector<OriginalRank> submitted_by;  // a replacement learns it from the survivors
+  bool joined = false;                     // a replacement is already inside the survivors' recovery
+  bool loss_reported = false;
+  std::vector<bool> armed;
+  std::string doing;  // the operation under way, for reports
+};
+
+/// Shrink or respawn, heal and check every block after a failure.
+void recover_store(const Scenario& s, Comm& comm, Subject& subject, StoreRun& run) {
+  const bool shrink = s.mode == Mode::kShrink || (s.mode == Mode::kMixed && comm.epoch() % 2 == 0);
+  now_doing(run.doing, shrink ? "shrink" : "respawn", comm);
+  arm_kills(s, static_cast<int>(run.progress.round), comm, run.armed, true);
+  if (!run.joined) comm = shrink ? comm.shrink() : comm.respawn();
+  run.joined = false;
+  const bool fresh = comm.is_replacement() && run.progress.round == 0 && run.progress.committed == 0;
+  run.progress = agree_on_progress(comm, run.progress);
+  run.submitted_by = agree_on_submitters(comm, run.submitted_by, fresh);
+  const bool loss_struck = s.loss_round >= 0 && run.progress.committed == static_cast<std::uint64_t>(s.loss_round) + 1;
+  const auto expected = loss_struck ? subject.lost_if(s.loss_victims, run.submitted_by, run.progress.committed)
+                                    : std::set<std::uint64_t>{};
+  std::optional<std::set<std::uint64_t>> heal_lost;
+  now_doing(run.doing, "heal() after a recovery", comm);
+  try {
+    subject.heal();
+  } catch (const DataLost& error) {
+    heal_lost = ids_of(error.lost());
+  }
+  if (run.progress.committed == 0 && heal_lost) {
+    throw Finding{Verdict::kWrongLossReport, "heal() raised DataLost before anything was submitted"};
+  }
+  if (run.progress.committed > 0) {
+    now_doing(run.doing, "load after a recovery", comm);
+    judge(subject.load_all(run.progress.committed), expected, run.progress.committed, "after a recovery", heal_lost,
+          subject.heal_names_blocks());
+  }
+  if (loss_struck) {
+    // Checked; the survivors may now be fewer than the copies (lost or not), so stop here.
+    run.loss_reported = !expected.empty();
+    run.progress.round = static_cast<std::uint64_t>(s.rounds);
+  }
+}
+
+/// One round: a new version submitted, checked, and the round agreed on.
+void store_round(const Scenario& s, Comm& comm, Subject& subject, StoreRun& run) {
+  const auto round = static_cast<int>(run.progress.round);
+  const std::uint64_t version = run.progress.round + 1;
+  arm_kills(s, round, comm, run.armed);
+  kill_if_due(s, round, Moment::kBeforeSubmit, comm);
+  now_doing(run.doing, "submit of version " + std::to_string(version), comm);
+  subject.submit(comm, version);
+  run.progress.committed = version;
+  run.submitted_by = comm.members();
+  if (round == s.loss_round) {
+    const int me = comm.original_rank().value();
+    if (std::find(s.loss_victims.begin(), s.loss_victims.end(), me) != s.loss_victims.end() &&
+        s.loss_generation(me) == generation(comm)) {
+      inject::kill_self(comm.original_rank());
+    }
+    comm.barrier();  // the survivors learn of the deaths here, before any load or heal
+  }
+  kill_if_due(s, round, Moment::kAfterSubmit, comm);
+  now_doing(run.doing, "load after the submit of version " + std::to_string(version), comm);
+  judge(subject.load_all(version), {}, version, "after its submit", std::nullopt, true);
+  kill_if_due(s, round, Moment::kAfterCheck, comm);
+  now_doing(run.doing, "the agreement that ends a round", comm);
+  (void)comm.agree(true);
+  ++run.progress.round;
+}
+
 /// The store families: `rounds` versions submitted and checked, recovering
 /// from every failure (shrink or respawn, then heal, then check again).
 Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
-  Progress progress;
-  std::vector<OriginalRank> submitted_by = comm.members();  // a replacement learns it from the survivors
+  StoreRun run{.progress = {}, .submitted_by = comm.members(), .joined = comm.is_replacement(),
+               .loss_reported = false, .armed = std::vector<bool>(s.kills.size(), false), .doing = {}};
   bool recovering = comm.is_replacement();
-  bool joined = comm.is_replacement();  // a replacement is already inside the survivors' recovery
-  bool loss_reported = false;
-  std::vector<bool> armed(s.kills.size(), false);
-  std::string doing;  // the operation under way, for reports
   for (;;) {
     try {
       if (recovering) {
-        const bool shrink = s.mode == Mode::kShrink || (s.mode == Mode::kMixed && comm.epoch() % 2 == 0);
-        now_doing(doing, shrink ? "shrink" : "respawn", comm);
-        arm_kills(s, static_cast<int>(progress.round), comm, armed, true);
-        if (!joined) comm = shrink ? comm.shrink() : comm.respawn();
-        joined = false;
-        const bool fresh = comm.is_replacement() && progress.round == 0 && progress.committed == 0;
-        progress = agree_on_progress(comm, progress);
-        submitted_by = agree_on_submitters(comm, submitted_by, fresh);
-        const bool loss_struck = s.loss_round >= 0 && progress.committed == static_cast<std::uint64_t>(s.loss_round) + 1;
-        const auto expected = loss_struck ? subject.lost_if(s.loss_victims, submitted_by, progress.committed)
-                                          : std::set<std::uint64_t>{};
-        std::optional<std::set<std::uint64_t>> heal_lost;
-        now_doing(doing, "heal() after a recovery", comm);
-        try {
-          subject.heal();
-        } catch (const DataLost& error) {
-          heal_lost = ids_of(error.lost());
-        }
-        if (progress.committed == 0 && heal_lost) {
-          throw Finding{Verdict::kWrongLossReport, "heal() raised DataLost before anything was submitted"};
-        }
-        if (progress.committed > 0) {
-          now_doing(doing, "load after a recovery", comm);
-          judge(subject.load_all(progress.committed), expected, progress.committed, "after a recovery", heal_lost,
-                subject.heal_names_blocks());
-        }
+        recover_store(s, comm, subject, run);
         recovering = false;
-        if (loss_struck) {
-          // Checked; the survivors may now be fewer than the copies (lost or not), so stop here.
-          loss_reported = !expected.empty();
-          progress.round = static_cast<std::uint64_t>(s.rounds);
-        }
       }
-      const auto round = static_cast<int>(progress.round);
-      if (round == s.rounds) {
-        now_doing(doing, "the final agreement", comm);
+      if (static_cast<int>(run.progress.round) == s.rounds) {
+        now_doing(run.doing, "the final agreement", comm);
         (void)comm.agree(true);
-        return loss_reported ? Verdict::kDataLostReported : Verdict::kOk;
+        return run.loss_reported ? Verdict::kDataLostReported : Verdict::kOk;
       }
-      const std::uint64_t version = progress.round + 1;
-      arm_kills(s, round, comm, armed);
-      kill_if_due(s, round, Moment::kBeforeSubmit, comm);
-      now_doing(doing, "submit of version " + std::to_string(version), comm);
-      subject.submit(comm, version);
-      progress.committed = version;
-      submitted_by = comm.members();
-      if (round == s.loss_round) {
-        const int me = comm.original_rank().value();
-        if (std::find(s.loss_victims.begin(), s.loss_victims.end(), me) != s.loss_victims.end() &&
-            s.loss_generation(me) == generation(comm)) {
-          inject::kill_self(comm.original_rank());
-        }
-        comm.barrier();  // the survivors learn of the deaths here, before any load or heal
-      }
-      kill_if_due(s, round, Moment::kAfterSubmit, comm);
-      now_doing(doing, "load after the submit of version " + std::to_string(version), comm);
-      judge(subject.load_all(version), {}, version, "after its submit", std::nullopt, true);
-      kill_if_due(s, round, Moment::kAfterCheck, comm);
-      now_doing(doing, "the agreement that ends a round", comm);
-      (void)comm.agree(true);
-      ++progress.round;
+      store_round(s, comm, subject, run);
     } catch (const CommFailure&) {
       comm.revoke();
       recovering = true;
     } catch (const DataLost& error) {
-      throw Finding{Verdict::kWrongLossReport, "in " + doing + ": DataLost where nothing can be lost: " + error.what()};
+      throw Finding{Verdict::kWrongLossReport, "in " + run.doing + ": DataLost where nothing can be lost: " + error.what()};
     } catch (const Error& error) {
-      throw Finding{Verdict::kUnexpectedError, "in " + doing + ": " + error.what()};
+      throw Finding{Verdict::kUnexpectedError, "in " + run.doing + ": " + error.what()};
     }
   }
 }
