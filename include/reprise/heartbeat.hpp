@@ -27,10 +27,13 @@ struct HeartbeatConfig {
 /// A background thread per process (needs `MPI_THREAD_MULTIPLE`) that sends
 /// a beat to its watcher (the previous rank) every period and watches the
 /// next rank. A watched process silent for `timeout_seconds` is declared hung
-/// and killed with SIGKILL: by its watcher when they share a node, else by a
-/// process of its own node that the watcher asks (a frozen process cannot
-/// kill itself), else, with no other process there, by asking its own
-/// heartbeat thread to kill it. After a recovery call
+/// and checked on its own node (pids and process states mean something only
+/// there): by its watcher when they share a node, else by a process of that
+/// node that the watcher asks. It is killed with SIGKILL if its kernel says it
+/// is stopped (a frozen process); one that is running is late, starved of CPU
+/// on a busy node, and is left alone with one line on stderr, and its
+/// declaration is withdrawn when its beats come again. A process alone on its
+/// node cannot be checked or stopped (one line says so). After a recovery call
 /// `restart()` (the `Driver` does it for you when you pass the heartbeat).
 class Heartbeat {
  public:
@@ -44,14 +47,16 @@ class Heartbeat {
   /// Collective, on the recovered communicator: watches its members anew.
   void restart();
 
-  /// Original ranks this process declared hung (and killed) so far.
+  /// Original ranks this process declared hung so far and has not heard
+  /// from since (those killed, and those it waits for).
   [[nodiscard]] std::vector<OriginalRank> declared_hung() const;
 
  private:
   void start();
   void stop();
   void watch();
-  void declare_hung(int watched, int beat);
+  void declare_hung(int watched);
+  void clear_declaration(int watched);
   void serve_kill_requests();
 
   Comm& _comm;

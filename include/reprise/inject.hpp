@@ -62,6 +62,11 @@ struct NodeMember {
 /// node would: it stops itself (SIGSTOP, every thread) and never returns.
 [[noreturn]] void hang(OriginalRank me);
 
+/// Makes this process's `Heartbeat` send no beat for `seconds` while the
+/// process runs on, which is how a process starved of CPU on an overloaded
+/// node looks to its watcher: a late process, not a hung one, and not killed.
+void silence_heartbeat(double seconds);
+
 /// What an injected fault does: `kCrash` ends the process with SIGSEGV
 /// (recorded as killed on purpose), as a fault inside MPI would.
 enum class Action { kKill, kHang, kCrash };

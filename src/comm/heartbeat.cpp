@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "reprise/error.hpp"
-#include "reprise/inject.hpp"
+#include "inject_detail.hpp"
 #include "requests.hpp"
 
 namespace reprise {
@@ -15,7 +18,7 @@ namespace reprise {
 namespace {
 
 constexpr int kBeatTag = 1;
-constexpr int kDieTag = 2;
+constexpr int kBeatWord = 0;  // what a beat carries (static: it outlives its send)
 constexpr int kKillTag = 3;  // "kill this pid of your node": a watcher on another node asks
 
 /// Sends `word` (which must outlive the send) without waiting for it: a
@@ -23,6 +26,44 @@ constexpr int kKillTag = 3;  // "kill this pid of your node": a watcher on anoth
 void post(const int& word, int to, int tag, MPI_Comm channel) {
   MPI_Request request = MPI_REQUEST_NULL;
   if (MPI_Isend(&word, 1, MPI_INT, to, tag, channel, &request) == MPI_SUCCESS) detail::let_go(request);
+}
+
+/// What the kernel of this node says about process `pid`.
+enum class Liveness { kGone, kStopped, kRunning };
+
+Liveness liveness_of(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return Liveness::kGone;
+  // "pid (command) state ...": the command may hold spaces and parentheses.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return Liveness::kGone;
+  switch (text[close + 2]) {
+    case 'T':  // stopped by a signal
+    case 't':  // stopped by a tracer
+      return Liveness::kStopped;
+    case 'Z':
+    case 'X':
+    case 'x':
+      return Liveness::kGone;
+    default:
+      return Liveness::kRunning;
+  }
+}
+
+/// Kills process `pid` of this node, `original` in the job, if its kernel says
+/// it is stopped: a silent process that runs is late (starved of CPU on a
+/// busy node), not hung, and is left alone; one line says so.
+void kill_if_stopped(int pid, OriginalRank original, double timeout_seconds) {
+  const Liveness liveness = liveness_of(pid);
+  if (liveness == Liveness::kStopped) {
+    ::kill(static_cast<pid_t>(pid), SIGKILL);
+  } else if (liveness == Liveness::kRunning) {
+    std::fprintf(stderr,
+                 "reprise: Heartbeat: process %d was silent for over %.3g s but is running, so it is late (a busy "
+                 "node?), not hung: not killed; raise HeartbeatConfig::timeout_seconds if this repeats\n",
+                 original.value(), timeout_seconds);
+  }
 }
 
 }  // namespace
@@ -87,11 +128,10 @@ void Heartbeat::watch() {
   auto last_heard = Clock::now();
   auto next_beat = Clock::now();
   bool declared = false;
-  int beat = 0;
   while (_running) {
     const auto now = Clock::now();
     if (now >= next_beat) {
-      post(beat, watcher, kBeatTag, _channel);
+      if (!detail::heartbeat_silenced()) post(kBeatWord, watcher, kBeatTag, _channel);
       next_beat = now + std::chrono::duration_cast<Clock::duration>(period);
     }
     // Named sources only: a wildcard probe fails once any process has died.
@@ -100,31 +140,33 @@ void Heartbeat::watch() {
       int word = 0;
       if (MPI_Recv(&word, 1, MPI_INT, watched, kBeatTag, _channel, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
       last_heard = Clock::now();
-    }
-    if (MPI_Iprobe(watcher, kDieTag, _channel, &arrived, MPI_STATUS_IGNORE) == MPI_SUCCESS && arrived != 0) {
-      inject::kill_self(_original[static_cast<std::size_t>(_rank)]);
+      if (declared) {
+        clear_declaration(watched);
+        declared = false;
+      }
     }
     serve_kill_requests();
     if (!declared && Clock::now() - last_heard > timeout) {
       declared = true;
-      declare_hung(watched, beat);
+      declare_hung(watched);
     }
     std::this_thread::sleep_for(std::min(std::chrono::duration<double>(0.005), period / 4));
   }
 }
 
-// A process is killed by someone on its node: pids mean something only
-// there. Here if it is this node; else the first other member on its node,
-// asked by message; else (alone on its node) itself, asked by message, which
-// only works if its own heartbeat thread still runs.
-void Heartbeat::declare_hung(int watched, int beat) {
+// A process is killed by someone on its node (pids mean something only
+// there), and only if its kernel says it is stopped: here if it is this node,
+// else by the first other member on its node, asked by message. Alone on its
+// node, nothing can check or stop it.
+void Heartbeat::declare_hung(int watched) {
+  const OriginalRank original = _original[static_cast<std::size_t>(watched)];
   {
     const std::lock_guard lock(_mutex);
-    _declared.push_back(_original[static_cast<std::size_t>(watched)]);
+    _declared.push_back(original);
   }
   const auto host = _host[static_cast<std::size_t>(watched)];
   if (host == _host[static_cast<std::size_t>(_rank)]) {
-    ::kill(static_cast<pid_t>(_pid[static_cast<std::size_t>(watched)]), SIGKILL);
+    kill_if_stopped(_pid[static_cast<std::size_t>(watched)], original, _config.timeout_seconds);
     return;
   }
   for (int mate = 0; mate < static_cast<int>(_host.size()); ++mate) {
@@ -134,7 +176,18 @@ void Heartbeat::declare_hung(int watched, int beat) {
       return;
     }
   }
-  post(beat, watched, kDieTag, _channel);
+  std::fprintf(stderr,
+               "reprise: Heartbeat: process %d has been silent for over %.3g s and is alone on its node, where "
+               "nothing can check or stop it\n",
+               original.value(), _config.timeout_seconds);
+}
+
+// Its beats came again: it was late, not hung.
+void Heartbeat::clear_declaration(int watched) {
+  const OriginalRank original = _original[static_cast<std::size_t>(watched)];
+  const std::lock_guard lock(_mutex);
+  const auto found = std::find(_declared.rbegin(), _declared.rend(), original);
+  if (found != _declared.rend()) _declared.erase(std::next(found).base());
 }
 
 // Requests come from the watcher of a process of this node (the rank before
@@ -151,7 +204,7 @@ void Heartbeat::serve_kill_requests() {
     int pid = 0;
     if (MPI_Recv(&pid, 1, MPI_INT, watcher, kKillTag, _channel, MPI_STATUS_IGNORE) != MPI_SUCCESS) continue;
     // Only a process of this job on this node: the pid of the member it watches.
-    if (pid == _pid[static_cast<std::size_t>(member)]) ::kill(static_cast<pid_t>(pid), SIGKILL);
+    if (pid == _pid[static_cast<std::size_t>(member)]) kill_if_stopped(pid, _original[static_cast<std::size_t>(member)], _config.timeout_seconds);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <utility>
 #include <atomic>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -15,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "inject_detail.hpp"
 #include "mix.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
@@ -146,6 +148,24 @@ void hang(OriginalRank me) {
   // Every thread stops, as on a frozen node; only SIGKILL (or SIGCONT) ends it.
   for (;;) ::kill(::getpid(), SIGSTOP);
 }
+
+namespace {
+
+/// Until when (steady clock, nanoseconds since its epoch) the heartbeat is silenced.
+std::atomic<std::int64_t> heartbeat_silent_until{0};
+
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+void silence_heartbeat(double seconds) {
+  const auto span = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds));
+  heartbeat_silent_until.store(steady_now_ns() + span.count());
+}
+
 
 Schedule::Schedule(std::vector<Fault> faults) : _faults(std::move(faults)) {
   std::sort(_faults.begin(), _faults.end(), [](const Fault& a, const Fault& b) {
@@ -414,3 +434,7 @@ void fault_point(std::string_view point, OriginalRank me) {
 }
 
 }  // namespace reprise::inject
+
+bool reprise::detail::heartbeat_silenced() noexcept {
+  return reprise::inject::steady_now_ns() < reprise::inject::heartbeat_silent_until.load();
+}

@@ -354,6 +354,26 @@ TEST(Heartbeat, ABusyProcessIsNotDeclaredHung) {
   EXPECT_EQ(comm.allreduce(1, MPI_SUM), comm.size());
 }
 
+TEST(Heartbeat, ALateProcessIsNotKilled) {
+  auto comm = Comm::world();
+  Heartbeat heartbeat(comm, {.period_seconds = 0.02, .timeout_seconds = 0.3});
+  // Process 0's heartbeat keeps quiet for five timeouts while the process
+  // runs, as when its node is too busy to schedule the thread: its watcher
+  // declares it hung, finds it running and leaves it alone.
+  if (comm.rank().value() == 0) {
+    inject::silence_heartbeat(1.5);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1700));
+  }
+  comm.barrier();
+  // Its beats came again: the declaration is withdrawn.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!heartbeat.declared_hung().empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(heartbeat.declared_hung().empty());
+  EXPECT_EQ(comm.allreduce(1, MPI_SUM), comm.size());
+}
+
 TEST(Heartbeat, NonsenseSettingsAreRefused) {
   auto comm = Comm::world();
   EXPECT_THROW(Heartbeat(comm, {.period_seconds = 0, .timeout_seconds = 1}), UsageError);
