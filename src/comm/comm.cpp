@@ -125,9 +125,16 @@ int mpi_count(std::size_t count) {
 }
 
 std::string mpi_error_text(int rc) {
+  // MPI_Error_string of a code MPI does not know raises MPI_ERR_ARG through
+  // MPI_COMM_WORLD's handler, fatal by default (a spawn's per-process codes
+  // can be runtime codes of Open MPI's own).
+  int* last_code = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_LASTUSEDCODE, static_cast<void*>(&last_code), &found);
+  const bool known = rc >= MPI_SUCCESS && (found == 0 || last_code == nullptr || rc <= *last_code);
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
-  if (MPI_Error_string(rc, text, &length) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
+  if (!known || MPI_Error_string(rc, text, &length) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
   return {text, static_cast<std::size_t>(length)};
 }
 

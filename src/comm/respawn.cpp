@@ -274,6 +274,7 @@ struct SelfSpawn {
   MPI_Info info = MPI_INFO_NULL;
   MPI_Comm inter = MPI_COMM_NULL;
   bool started = false;  // every process started
+  std::string refusal;   // what MPI said when not
   std::atomic<int> state{kSpawnRunning};
   std::mutex mutex;
   std::condition_variable finished;
@@ -303,6 +304,17 @@ struct SelfSpawn {
     if (rc != MPI_SUCCESS) inter = MPI_COMM_NULL;  // like a failed split: nothing there to use or free
     if (inter != MPI_COMM_NULL) MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
     started = rc == MPI_SUCCESS && std::all_of(errors.begin(), errors.end(), [](int e) { return e == MPI_SUCCESS; });
+    if (!started) refusal = refusal_of(rc, errors);
+  }
+
+  /// MPI's words for a spawn that did not start every process.
+  static std::string refusal_of(int rc, const std::vector<int>& errors) {
+    std::string text = "MPI_Comm_spawn returned '" + mpi_error_text(rc) + "'";
+    const auto first = std::find_if(errors.begin(), errors.end(), [](int e) { return e != MPI_SUCCESS; });
+    if (first != errors.end()) {
+      text += ", new process " + std::to_string(first - errors.begin()) + ": '" + mpi_error_text(*first) + "'";
+    }
+    return text;
   }
 };
 
@@ -373,7 +385,7 @@ int spawning_rank(Comm& healed) {
 /// `MpiError` if the spawn was refused (trying again would not help),
 /// else `Revoked` (it hung: trying again may work, from another parent).
 [[noreturn]] void raise_failed_spawn(Comm& healed, Spawned spawned, const Command& command, const SpawnInfo& where,
-                                     int count) {
+                                     int count, const std::string& refusal) {
   bool not_refused = spawned != Spawned::kRefused;
   const int rc = ulfm::agree(healed.raw(), not_refused);
   healed.check(rc, "respawn: agreement after MPI_Comm_spawn");
@@ -385,7 +397,8 @@ int spawning_rank(Comm& healed) {
                   ulfm::revoked_error_class());
   }
   throw MpiError("respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" + command.executable +
-                     "' failed; does mpirun allow that many processes? (use --oversubscribe or more slots" +
+                     "' failed" + (refusal.empty() ? std::string() : " (" + refusal + ")") +
+                     "; does mpirun allow that many processes? (use --oversubscribe or more slots" +
                      (where.get() == MPI_INFO_NULL ? std::string(")")
                                                    : "; is " + where.source() + "=" + where.hosts() + " a host of the job?)"),
                  MPI_ERR_SPAWN);
@@ -429,15 +442,18 @@ void spawn_replacements(Comm& healed, const Command& command, int count, const S
   const int root = spawning_rank(healed);
   MPI_Comm spawned_inter = MPI_COMM_NULL;
   Spawned spawned = Spawned::kStarted;
+  std::string refusal;  // on the spawning parent
   if (healed.rank().value() == root) {
-    spawned = spawn_from_self(std::make_shared<SelfSpawn>(command, count, where.get()), spawned_inter);
+    const auto spawn = std::make_shared<SelfSpawn>(command, count, where.get());
+    spawned = spawn_from_self(spawn, spawned_inter);
+    if (spawned == Spawned::kRefused) refusal = spawn->refusal;
   }
   bool all_spawned = spawned == Spawned::kStarted;
   const int rc = ulfm::agree_on_step(healed.raw(), all_spawned);
   if (rc != MPI_SUCCESS || !all_spawned) {
     drop_spawned(spawned_inter);
     healed.check(rc, "respawn: agreement after MPI_Comm_spawn");
-    raise_failed_spawn(healed, spawned, command, where, count);
+    raise_failed_spawn(healed, spawned, command, where, count, refusal);
   }
   inject::fault_point("comm.respawn.spawned", healed.original_rank());
   inter = connect_parents(healed, root, spawned_inter);

@@ -405,17 +405,19 @@ TEST(Failures, AReceiveInFlightWhenItsSenderDiesDoesNotCrashTheRecovery) {
 
 // REPRISE_SPAWN_HOSTS names where replacements go (the test sets a host the
 // job does not have): the spawn is refused, and every survivor gets an
-// MpiError naming the setting, not a hang.
+// MpiError naming the setting, not a hang; the process that spawned (the
+// lowest rank) also quotes what MPI said.
 TEST(Failures, RespawnOnAHostOutsideTheJobIsAClearError) {
   auto comm = Comm::world();
   ASSERT_NE(std::getenv("REPRISE_SPAWN_HOSTS"), nullptr) << "run with REPRISE_SPAWN_HOSTS set to a host the job lacks";
   test::kill_and_detect(comm, {OriginalRank{1}});
+  const bool spawns = comm.rank() == Rank{0};
   try {
     comm = comm.respawn();
     ADD_FAILURE() << "the spawn on a host outside the job worked";
   } catch (const MpiError& error) {
-    EXPECT_NE(std::string(error.what()).find("is REPRISE_SPAWN_HOSTS=no-such-host a host of the job?"),
-              std::string::npos)
-        << error.what();
+    const std::string what = error.what();
+    EXPECT_NE(what.find("is REPRISE_SPAWN_HOSTS=no-such-host a host of the job?"), std::string::npos) << what;
+    EXPECT_EQ(what.find("(MPI_Comm_spawn returned '") != std::string::npos, spawns) << what;
   }
 }
