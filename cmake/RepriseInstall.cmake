@@ -1,8 +1,9 @@
 # cmake --install: headers, libreprise.so and libreprise.a, the CMake package
 # (find_package(reprise) -> reprise::reprise, reprise::reprise_static), a
 # pkg-config file, the launcher reprise-run with the launcher's fd guard, the
-# preloaded heap, the message log (libreprise_msglog.so), the licence.
-# docs/INSTALL.md says how to use them.
+# commands reprise-images and reprise-dataloss, the preloaded heap, the
+# message log (libreprise_msglog.so), the licence.
+# The README's "In your own project" says how to use them.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -33,8 +34,13 @@ file(RELATIVE_PATH REPRISE_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig $
 configure_file(${PROJECT_SOURCE_DIR}/cmake/reprise.pc.in ${PROJECT_BINARY_DIR}/reprise.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/reprise.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
-# reprise-run finds the guard at ../libexec/reprise/ from its own place.
+# reprise-run finds the guard at ../libexec/reprise/ from its own place, and
+# the mpirun of the MPI reprise was built with in ../share/reprise/mpirun.
 install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/reprise-run DESTINATION ${CMAKE_INSTALL_BINDIR})
+file(WRITE ${PROJECT_BINARY_DIR}/reprise-run-mpirun "${MPIEXEC_EXECUTABLE}\n")
+install(FILES ${PROJECT_BINARY_DIR}/reprise-run-mpirun DESTINATION ${CMAKE_INSTALL_DATADIR}/reprise RENAME mpirun)
+# The commands beside the library: the images of a disk level, the data-loss model.
+install(TARGETS reprise-images reprise-dataloss RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS reprise_prte_fd_guard LIBRARY DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/reprise)
 install(TARGETS reprise_heap reprise_msglog_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
