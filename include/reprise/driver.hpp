@@ -16,6 +16,7 @@
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/heartbeat.hpp"
+#include "reprise/inject.hpp"
 #include "reprise/rank.hpp"
 
 namespace reprise {
@@ -59,6 +60,12 @@ struct DriverConfig {
   RecoveryMode mode = RecoveryMode::kRespawn;  ///< how to recover from a failure
   int max_recoveries = 64;  ///< give up (rethrow) after this many recoveries
   Cadence cadence = {};     ///< for `Driver::run(steps, step)`
+  /// Carry out the fault plan in `REPRISE_FAULTS` (`inject::Schedule::from_env`;
+  /// "2@30": original rank 2 dies at step 30) before each step of
+  /// `Driver::run(steps, step)`, after the checkpoint planned there, so
+  /// that the step need not; replacements never fail by it. The driver
+  /// reads and checks the plan on construction.
+  bool inject_faults = false;
 };
 
 /// The checkpoints `Driver::run(steps, step)` took on this process.
@@ -94,7 +101,11 @@ class Driver {
   /// process must make the collectives the process it replaces made after
   /// the checkpoint, and nothing else), and sooner than the cadence says
   /// when the log, at the rate of the interval before, would pass half its
-  /// bound (`REPRISE_MSGLOG_MAX_BYTES`) by then.
+  /// bound (`REPRISE_MSGLOG_MAX_BYTES`) by then. With
+  /// `DriverConfig::inject_faults`, `UsageError` (naming `REPRISE_FAULTS`)
+  /// for a malformed plan, a rank the job never had (`Comm::original_size`)
+  /// or a node fault (which needs the collective `inject::Schedule::bind_nodes`:
+  /// apply such a plan in the step).
   Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config = {});
   ~Driver();
   Driver(const Driver&) = delete;
@@ -173,6 +184,7 @@ class Driver {
   Comm& _comm;
   Checkpoint& _checkpoint;
   DriverConfig _config;
+  inject::Schedule _faults;  // DriverConfig::inject_faults: the plan; else none
   OnRecovery _on_recovery;
   std::function<void()> _between_steps;
   Heartbeat* _heartbeat = nullptr;

@@ -14,6 +14,25 @@
 
 namespace reprise {
 
+namespace {
+
+/// `DriverConfig::inject_faults`: the plan in REPRISE_FAULTS, checked against
+/// the job's `processes`.
+inject::Schedule planned_faults(int processes) {
+  auto faults = inject::Schedule::from_env();
+  faults.validate(processes);
+  for (const auto& fault : faults.faults()) {
+    if (fault.node > 0) {
+      throw UsageError("reprise::Driver: DriverConfig::inject_faults: REPRISE_FAULTS=\"" + faults.to_string() +
+                       "\" has a fault of node " + std::to_string(fault.node) +
+                       ", which needs the collective inject::Schedule::bind_nodes; apply that plan in the step");
+    }
+  }
+  return faults;
+}
+
+}  // namespace
+
 Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
     : _comm(comm), _checkpoint(checkpoint), _config(config) {
   if (_config.max_recoveries < 0) {
@@ -24,6 +43,7 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
   if (cadence.every_seconds < 0 || cadence.mtbf_seconds < 0) {
     throw UsageError("reprise::Driver: DriverConfig::cadence has a negative interval; use a positive one");
   }
+  if (_config.inject_faults) _faults = planned_faults(_comm.original_size());
   _checkpoint.protect(std::string(kProgressPiece), _progress);
   if (_config.mode == RecoveryMode::kReplay) enable_replay();
 }
@@ -160,6 +180,7 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
         checkpoint_and_plan();
         _in_checkpoint = false;
       }
+      _faults.apply(_comm.original_rank(), _progress.step, _comm.is_replacement());
       step(_progress.step);
       ++_progress.step;
     }

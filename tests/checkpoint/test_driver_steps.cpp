@@ -10,6 +10,8 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -49,7 +51,8 @@ struct StepRun {
   Checkpoint checkpoint{comm};
   Driver driver;
 
-  explicit StepRun(Cadence cadence) : driver(comm, checkpoint, {.mode = RecoveryMode::kRespawn, .cadence = cadence}) {
+  explicit StepRun(Cadence cadence, bool inject_faults = false)
+      : driver(comm, checkpoint, {.mode = RecoveryMode::kRespawn, .cadence = cadence, .inject_faults = inject_faults}) {
     const auto first = static_cast<std::uint64_t>(comm.original_rank().value()) * kItemsPerProcess;
     for (std::uint64_t k = 0; k < kItemsPerProcess; ++k) values.push_back(detail::mix64(first + k));
     checkpoint.protect("values", values);
@@ -135,6 +138,40 @@ TEST(DriverSteps, YoungDalyFromAnMtbfIsTheSameStepsOnEveryProcess) {
   run.go(OriginalRank{1}, 17, pause);
   run.expect_exact_result();
   run.expect_same_checkpoints_on_survivors();
+}
+
+// DriverConfig::inject_faults: the plan in REPRISE_FAULTS kills original rank
+// 1 before step 10 without the step doing anything; its replacement (which
+// never applies the plan) resumes at step 8 with the others.
+TEST(DriverSteps, InjectFaultsCarriesOutThePlanBeforeItsStep) {
+  ::setenv("REPRISE_FAULTS", "1@10", 1);
+  StepRun run({.every_steps = 4}, true);
+  run.go(OriginalRank{-1}, 0, std::chrono::microseconds{0});
+  ::unsetenv("REPRISE_FAULTS");
+  run.expect_exact_result();
+  if (!run.comm.is_replacement()) {
+    ASSERT_EQ(run.driver.recoveries().size(), 1U);
+    EXPECT_EQ(run.driver.recoveries()[0].lost, std::vector<OriginalRank>{OriginalRank{1}});
+  }
+}
+
+// A plan the driver cannot carry out is refused on construction, naming the
+// variable: a rank the job never had, a node fault, a malformed plan.
+TEST(DriverSteps, InjectFaultsRefusesAPlanItCannotCarryOut) {
+  Comm comm = Comm::world();
+  for (const char* plan : {"9@3", "node1@3", "1@three"}) {
+    ::setenv("REPRISE_FAULTS", plan, 1);
+    Checkpoint checkpoint{comm};
+    try {
+      Driver driver(comm, checkpoint, {.cadence = {.every_steps = 2}, .inject_faults = true});
+      ADD_FAILURE() << "REPRISE_FAULTS=" << plan << " was accepted";
+    } catch (const UsageError& error) {
+      EXPECT_NE(std::string(error.what()).find("REPRISE_FAULTS"), std::string::npos) << error.what();
+    }
+  }
+  ::unsetenv("REPRISE_FAULTS");
+  Checkpoint checkpoint{comm};
+  EXPECT_NO_THROW(Driver(comm, checkpoint, {.cadence = {.every_steps = 2}, .inject_faults = true}));
 }
 
 TEST(DriverSteps, TheCadenceMustBeSetExactlyOnce) {
