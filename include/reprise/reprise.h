@@ -59,6 +59,13 @@ reprise_status reprise_init(int* argc, char*** argv);
  * process exits with if finalisation has to be abandoned after failures. A process that ends without
  * it has not finalised MPI: its job fails, whatever its exit status. */
 reprise_status reprise_finalize(int exit_status);
+/** Ends `main` in one call, `return reprise_end(failed);`, where `failed` is nonzero after a failing
+ * call (a status, or a `||` chain of them): then it prints this thread's last error on stderr in one
+ * line naming the process (`reprise: process #2 ended with an error: reprise_driver_run: ...`) and
+ * records the process as failed for the launcher. Finalises as `reprise_finalize` does (unless
+ * `reprise_init` failed), printing its error the same way if that fails. Returns the exit status
+ * for `main`: 0, or 1 when `failed` is nonzero or finalisation failed. */
+int reprise_end(int failed);
 
 /** A fault-tolerant communicator (`reprise::Comm`). Its MPI communicator changes on recovery. */
 typedef struct reprise_comm reprise_comm;
@@ -152,6 +159,10 @@ typedef struct reprise_driver_config {
   uint64_t every_steps;       /**< checkpoint before every n-th step (0: not by steps) */
   double every_seconds;       /**< checkpoint about every this many seconds (0: not by time) */
   double mtbf_seconds;        /**< checkpoint at Young/Daly's interval for this mean time between failures */
+  int inject_faults;          /**< nonzero: carry out the fault plan in `REPRISE_FAULTS` ("2@30": original rank 2
+                                   dies at step 30) before each step, as `reprise_faults_apply` would in the
+                                   step; `reprise_driver_create` refuses a malformed plan, a rank the job never
+                                   had or a node fault with `REPRISE_ERR_USAGE` */
 } reprise_driver_config;
 /** A recovery the driver made, as its recovery function sees it. */
 typedef struct reprise_recovery {

@@ -41,6 +41,7 @@ reprise::DriverConfig driver_config_of(const reprise_driver_config* config) {
   result.mode = static_cast<reprise::RecoveryMode>(config->mode);
   result.max_recoveries = or_default(config->max_recoveries, result.max_recoveries);
   result.cadence = {config->every_steps, config->every_seconds, config->mtbf_seconds};
+  result.inject_faults = config->inject_faults != 0;
   return result;
 }
 

@@ -1,5 +1,9 @@
 // The C interface: the environment, the communicator and faults on demand.
+#include <unistd.h>
+
+#include <cstdio>
 #include <memory>
+#include <string>
 
 #include "handles.hpp"
 #include "reprise/environment.hpp"
@@ -12,6 +16,31 @@ namespace {
 std::unique_ptr<reprise::Environment>& environment() {
   static auto* instance = new std::unique_ptr<reprise::Environment>;
   return *instance;
+}
+
+// reprise_end: this thread's last error on stderr in one line naming the
+// process (as Environment's terminate handler names it: its rank in
+// MPI_COMM_WORLD, unless spawned), and the process recorded as failed for
+// the launcher.
+void say_last_error() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  MPI_Comm parent = MPI_COMM_NULL;
+  int rank = -1;
+  if (initialized != 0 && finalized == 0) {
+    MPI_Comm_get_parent(&parent);
+    if (parent == MPI_COMM_NULL) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  }
+  const std::string name = rank >= 0 ? "process #" + std::to_string(rank)
+                           : parent != MPI_COMM_NULL ? "a replacement process (pid " + std::to_string(::getpid()) + ")"
+                                                     : "process (pid " + std::to_string(::getpid()) + ")";
+  const std::string line = "reprise: " + name + " ended with an error: " + reprise_last_error();
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", line.c_str());
+  std::fflush(stderr);
+  reprise::inject::record_outcome(reprise::inject::Outcome::kFailed, reprise::OriginalRank{rank}, line);
 }
 
 }  // namespace
@@ -37,6 +66,16 @@ reprise_status reprise_finalize(int exit_status) {
     environment()->set_exit_status(exit_status);
     environment().reset();
   });
+}
+
+int reprise_end(int failed) {
+  if (failed != 0) say_last_error();
+  if (failed != 0 && environment() == nullptr) return 1;  // reprise_init failed: nothing to finalise
+  if (reprise_finalize(failed != 0 ? 1 : 0) != REPRISE_OK) {
+    say_last_error();
+    return 1;
+  }
+  return failed != 0 ? 1 : 0;
 }
 
 reprise_status reprise_comm_world(reprise_comm** comm) {

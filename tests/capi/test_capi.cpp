@@ -1,5 +1,6 @@
 // The C interface (include/reprise/reprise.h): statuses and last errors, the
-// driver recovering a killed process from a C step function, a step's own
+// driver recovering a killed process from a C step function (killed by the
+// step, or by the driver carrying out REPRISE_FAULTS), a step's own
 // error ending the run everywhere, and the store's data-loss report. Real
 // kills (SIGKILL); every recovered value checked.
 
@@ -96,7 +97,7 @@ TEST(CInterface, TheDriverRespawnsAKilledProcessAndRestoresItsState) {
             REPRISE_OK);
   reprise_driver* driver = nullptr;
   const reprise_driver_config config{.mode = REPRISE_RESPAWN, .max_recoveries = 0, .every_steps = 5, .every_seconds = 0,
-                                     .mtbf_seconds = 0};
+                                     .mtbf_seconds = 0, .inject_faults = 0};
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
   int recoveries_seen = 0;
   ASSERT_EQ(reprise_driver_on_recovery(
@@ -119,6 +120,37 @@ TEST(CInterface, TheDriverRespawnsAKilledProcessAndRestoresItsState) {
   reprise_checkpoint_free(checkpoint);
 }
 
+// inject_faults: the driver carries out REPRISE_FAULTS itself (the last
+// process dies before step 7, the step does nothing for it) and refuses a
+// plan for a rank the job never had.
+TEST(CInterface, TheDriverCarriesOutTheFaultPlanWhenAsked) {
+  World world;
+  const int last = reprise_comm_original_size(world.comm) - 1;
+  Sums sums{.comm = world.comm};
+  reprise_checkpoint* checkpoint = nullptr;
+  ASSERT_EQ(reprise_checkpoint_create(world.comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
+  ASSERT_EQ(reprise_checkpoint_protect(checkpoint, "total", &sums.total, sizeof sums.total), REPRISE_OK);
+  const reprise_driver_config config{.mode = REPRISE_RESPAWN, .max_recoveries = 0, .every_steps = 5, .every_seconds = 0,
+                                     .mtbf_seconds = 0, .inject_faults = 1};
+  reprise_driver* driver = nullptr;
+  setenv("REPRISE_FAULTS", "9@2", 1);
+  EXPECT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_ERR_USAGE);
+  EXPECT_TRUE(starts_with(reprise_last_error(), "reprise_driver_create: REPRISE_FAULTS=\"9@2\": rank 9 does not exist"))
+      << reprise_last_error();
+  setenv("REPRISE_FAULTS", (std::to_string(last) + "@7").c_str(), 1);
+  ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
+  unsetenv("REPRISE_FAULTS");
+  constexpr std::uint64_t kSteps = 12;
+  ASSERT_EQ(reprise_driver_run(driver, kSteps, add_sums, &sums), REPRISE_OK) << reprise_last_error();
+  const int size = reprise_comm_size(world.comm);
+  EXPECT_EQ(sums.total, static_cast<std::int64_t>(kSteps) * size * (size - 1) / 2);
+  if (reprise_comm_is_replacement(world.comm) == 0) {
+    EXPECT_EQ(reprise_driver_recoveries(driver), 1U);
+  }
+  reprise_driver_free(driver);
+  reprise_checkpoint_free(checkpoint);
+}
+
 TEST(CInterface, AStepsOwnErrorEndsTheRunOnEveryProcess) {
   World world;
   std::int64_t value = 0;
@@ -127,7 +159,7 @@ TEST(CInterface, AStepsOwnErrorEndsTheRunOnEveryProcess) {
   ASSERT_EQ(reprise_checkpoint_protect(checkpoint, "value", &value, sizeof value), REPRISE_OK);
   reprise_driver* driver = nullptr;
   const reprise_driver_config config{.mode = REPRISE_RESPAWN, .max_recoveries = 0, .every_steps = 2, .every_seconds = 0,
-                                     .mtbf_seconds = 0};
+                                     .mtbf_seconds = 0, .inject_faults = 0};
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
   Sums failing{.comm = world.comm};
   const auto status = reprise_driver_run(
