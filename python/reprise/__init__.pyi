@@ -184,9 +184,11 @@ class Driver:
     to the last checkpoint. The loop takes its progress from protected state (run(steps, step) keeps the step
     counter itself)."""
     def __init__(self, comm: Comm, checkpoint: Checkpoint, mode: str = "respawn", cadence: Cadence = ...,
-                 max_recoveries: int = 64) -> None:
+                 max_recoveries: int = 64, inject_faults: bool = False) -> None:
         """mode: \"respawn\" (replacements take the lost ranks), \"shrink\" (the survivors go on) or \"replay\";
-        cadence: for run(steps, step)."""
+        cadence: for run(steps, step); inject_faults: carry out the fault plan in REPRISE_FAULTS (\"2@30\":
+        original rank 2 dies at step 30) before each step of run(steps, step), as inject.Schedule.apply would in
+        the step (UsageError here for a malformed plan, a rank the job never had or a node fault)."""
     def run(self, steps: int, step: Callable[[int], object]) -> None:
         """Calls step(s) for s from the current step to steps - 1, checkpointing as the cadence says; after a
         failure every process resumes at the step of the last checkpoint."""

@@ -34,11 +34,6 @@ const char* name_of(RecoveryMode mode) {
   return "respawn";
 }
 
-void construct(PyDriver* self, Comm& comm, PyCheckpoint& checkpoint, const std::string& mode, const Cadence& cadence,
-               int max_recoveries) {
-  new (self) PyDriver(comm, checkpoint, DriverConfig{mode_named(mode), max_recoveries, cadence});
-}
-
 /// Calls Python code the driver runs, turning its failures into the C++
 /// exceptions the driver recovers from.
 template <class... Args>
@@ -94,17 +89,25 @@ void bind_recovery(nb::module_& module) {
 
 }  // namespace
 
+PyDriver::PyDriver(Comm& recovered, PyCheckpoint& checkpoint, const std::string& mode, const Cadence& cadence,
+                   int max_recoveries, bool inject_faults)
+    : driver(recovered, checkpoint.checkpoint, DriverConfig{mode_named(mode), max_recoveries, cadence, inject_faults}),
+      comm(recovered) {}
+
 void bind_driver(nb::module_& module) {
   bind_recovery(module);
   nb::class_<PyDriver>(module, "Driver",
                        "Runs the main loop and recovers it from process failures (respawn or shrink), rolling "
                        "every process back to the last checkpoint. The loop takes its progress from protected "
                        "state (run(steps, step) keeps the step counter itself).")
-      .def("__init__", &construct, nb::arg("comm"), nb::arg("checkpoint"), nb::arg("mode") = "respawn",
-           nb::arg("cadence") = Cadence{}, nb::arg("max_recoveries") = 64, nb::keep_alive<1, 2>(),
+      .def(nb::init<Comm&, PyCheckpoint&, const std::string&, const Cadence&, int, bool>(), nb::arg("comm"),
+           nb::arg("checkpoint"), nb::arg("mode") = "respawn", nb::arg("cadence") = Cadence{},
+           nb::arg("max_recoveries") = 64, nb::arg("inject_faults") = false, nb::keep_alive<1, 2>(),
            nb::keep_alive<1, 3>(),
            "mode: \"respawn\" (replacements take the lost ranks), \"shrink\" (the survivors go on) or \"replay\"; "
-           "cadence: for run(steps, step).")
+           "cadence: for run(steps, step); inject_faults: carry out the fault plan in REPRISE_FAULTS (\"2@30\": "
+           "original rank 2 dies at step 30) before each step of run(steps, step), as inject.Schedule.apply "
+           "would in the step (UsageError here for a malformed plan, a rank the job never had or a node fault).")
       .def("run", &run_steps, nb::arg("steps"), nb::arg("step"),
            "Calls step(s) for s from the current step to steps - 1, checkpointing as the cadence says; after a "
            "failure every process resumes at the step of the last checkpoint.")
