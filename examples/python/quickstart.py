@@ -3,16 +3,13 @@ import reprise
 from mpi4py import MPI
 
 comm = reprise.Comm.world()
-faults = reprise.inject.Schedule.from_env()
-faults.validate(comm.original_size)
 state = reprise.State(total=0)
 checkpoint = reprise.Checkpoint(comm)
 checkpoint.protect("state", state)
-driver = reprise.Driver(comm, checkpoint, mode="shrink", cadence=reprise.Cadence(every_steps=10))
+driver = reprise.Driver(comm, checkpoint, mode="shrink", cadence=reprise.Cadence(every_steps=10), inject_faults=True)
 
 
 def step(s):
-    faults.apply(comm.original_rank, s, comm.is_replacement)
     state.total += comm.mpi.allreduce(1, op=MPI.SUM)
 
 

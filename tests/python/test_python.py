@@ -47,6 +47,14 @@ def test_quickstart_respawns_after_two_kills(tmp_path):
     assert "4 passed, 2 killed on purpose" in output, output
 
 
+def test_the_quickstart_refuses_a_fault_plan_for_a_rank_it_lacks():
+    status, output, _ = launch(2, [QUICKSTART], faults="5@3")
+    assert status != 0, output
+    # The launcher may stop the job as soon as one process has failed.
+    assert re.search(r'reprise: process #[01] ended with an uncaught reprise\.UsageError: REPRISE_FAULTS="5@3": '
+                     r"rank 5 does not exist: the job has 2 processes", output), output
+
+
 def test_an_exception_in_a_step_ends_every_process_with_one_line():
     status, output, seconds = launch(3, [JOBS, "step_raises"])
     assert status != 0, output
