@@ -116,18 +116,22 @@ class Checkpoint {
   template <class T>
   void protect(std::string name, std::vector<T>& values) {
     static_assert(std::is_trivially_copyable_v<T>, "protect a vector of trivially copyable values, or use Save/Load");
-    protect(
-        std::move(name),
-        [&values](std::vector<std::byte>& out) {
+    add({
+        .name = std::move(name),
+        .save = [&values](std::vector<std::byte>& out) {
           const auto* first = reinterpret_cast<const std::byte*>(values.data());
           out.insert(out.end(), first, first + values.size() * sizeof(T));
         },
-        [&values](std::span<const std::byte> bytes) {
+        .load = [&values](std::span<const std::byte> bytes) {
           values.resize(bytes.size() / sizeof(T));
           if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
         },
-        sizeof(T), shape_of<T>(), [&values] { return std::as_bytes(std::span(values)); },
-        [&values](std::size_t bytes) {
+        .fixed_bytes = 0,
+        .unit = sizeof(T),
+        .shape = shape_of<T>(),
+        .blocks = std::nullopt,
+        .view = [&values] { return std::as_bytes(std::span(values)); },
+        .place = [&values](std::size_t bytes) {
           const std::size_t count = bytes / sizeof(T);
           if (count > values.capacity()) {
             // Fresh storage, its pages asked for huge before they are
@@ -139,7 +143,7 @@ class Checkpoint {
           }
           values.resize(count);
           return std::as_writable_bytes(std::span(values));
-        });
+        }});
   }
 
   /// Registers a fixed-size typed array, restored in place, whose element
@@ -179,7 +183,15 @@ class Checkpoint {
 
   /// Registers any object through a serializer pair.
   void protect(std::string name, Save save, Load load) {
-    protect(std::move(name), std::move(save), std::move(load), 1, ArrayShape{}, {}, {});
+    add({.name = std::move(name),
+         .save = std::move(save),
+         .load = std::move(load),
+         .fixed_bytes = 0,
+         .unit = 1,
+         .shape = ArrayShape{},
+         .blocks = std::nullopt,
+         .view = {},
+         .place = {}});
   }
 
   /// Collective: stores every process's registered state as a new version,
@@ -398,9 +410,6 @@ class Checkpoint {
       return ArrayShape{};
     }
   }
-  void protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape,
-               std::function<std::span<const std::byte>()> view,
-               std::function<std::span<std::byte>(std::size_t)> place);
   void check_piece(const Item& item, std::size_t length, const std::string& where) const;
   void protect_fixed(std::string name, std::span<std::byte> buffer, ArrayShape shape, std::optional<BlockHolding> blocks);
   void add(Item item);

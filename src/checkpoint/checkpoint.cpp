@@ -166,13 +166,6 @@ void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, Block
                 BlockHolding{block_bytes, mine});
 }
 
-void Checkpoint::protect(std::string name, Save save, Load load, std::size_t unit, ArrayShape shape,
-                         std::function<std::span<const std::byte>()> view,
-                         std::function<std::span<std::byte>(std::size_t)> place) {
-  add({std::move(name), std::move(save), std::move(load), 0, unit, std::move(shape), std::nullopt, std::move(view),
-       std::move(place)});
-}
-
 std::vector<Registration> Checkpoint::registrations() const {
   std::vector<Registration> result;
   result.reserve(_items.size());
