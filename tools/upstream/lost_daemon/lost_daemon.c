@@ -104,23 +104,64 @@ static void shrink_world(int world_rank) {
   fflush(stdout);
 }
 
-int main(int argc, char** argv) {
-  int node_local = 0;
-  int shrink_world_too = 0;
-  int steps = 150;
-  int sleep_ms = 100;
+/* After a failed step: revokes `comm`, shrinks it and frees it; returns the
+ * smaller communicator. */
+static MPI_Comm revoke_and_shrink(MPI_Comm comm, int rc, int world_rank, double at) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  int error_class = 0;
+  MPI_Error_class(rc, &error_class);
+  MPI_Error_string(rc, text, &length);
+  printf("[w%d] t=%.2fs Allreduce error class %d (%s) -> revoke+shrink\n", world_rank, at, error_class, text);
+  fflush(stdout);
+  MPIX_Comm_revoke(comm);
+  double shrink_start = clock_s(CLOCK_MONOTONIC);
+  MPI_Comm smaller;
+  if (MPIX_Comm_shrink(comm, &smaller) != MPI_SUCCESS) {
+    printf("[w%d] shrink failed\n", world_rank);
+    fflush(stdout);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  MPI_Comm_free(&comm);
+  MPI_Comm_set_errhandler(smaller, MPI_ERRORS_RETURN);
+  int size = 0;
+  MPI_Comm_size(smaller, &size);
+  printf("[w%d] shrunk to %d ranks in %.3fs\n", world_rank, size, clock_s(CLOCK_MONOTONIC) - shrink_start);
+  fflush(stdout);
+  return smaller;
+}
+
+/* The command line: [--node-local] [--shrink-world] [STEPS [SLEEP_MS]]. */
+struct options {
+  int node_local;
+  int shrink_world_too;
+  int steps;
+  int sleep_ms;
+};
+
+static struct options parse_options(int argc, char** argv) {
+  struct options chosen = {0, 0, 150, 100};
   int positional = 0;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--node-local") == 0) {
-      node_local = 1;
+      chosen.node_local = 1;
     } else if (strcmp(argv[i], "--shrink-world") == 0) {
-      shrink_world_too = 1;
+      chosen.shrink_world_too = 1;
     } else if (positional++ == 0) {
-      steps = atoi(argv[i]);
+      chosen.steps = atoi(argv[i]);
     } else {
-      sleep_ms = atoi(argv[i]);
+      chosen.sleep_ms = atoi(argv[i]);
     }
   }
+  return chosen;
+}
+
+int main(int argc, char** argv) {
+  const struct options chosen = parse_options(argc, argv);
+  const int node_local = chosen.node_local;
+  const int shrink_world_too = chosen.shrink_world_too;
+  const int steps = chosen.steps;
+  const int sleep_ms = chosen.sleep_ms;
   MPI_Init(&argc, &argv);
   int world_rank = 0;
   int world_size = 0;
@@ -147,31 +188,8 @@ int main(int argc, char** argv) {
     int sum = 0;
     int rc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, comm);
     if (rc != MPI_SUCCESS) {
-      char text[MPI_MAX_ERROR_STRING];
-      int length = 0;
-      int error_class = 0;
-      MPI_Error_class(rc, &error_class);
-      MPI_Error_string(rc, text, &length);
-      printf("[w%d] it %d t=%.2fs Allreduce error class %d (%s) -> revoke+shrink\n", world_rank,
-             step, clock_s(CLOCK_MONOTONIC) - start, error_class, text);
-      fflush(stdout);
-      MPIX_Comm_revoke(comm);
-      double shrink_start = clock_s(CLOCK_MONOTONIC);
-      MPI_Comm smaller;
-      if (MPIX_Comm_shrink(comm, &smaller) != MPI_SUCCESS) {
-        printf("[w%d] shrink failed\n", world_rank);
-        fflush(stdout);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-      }
-      MPI_Comm_free(&comm);
-      comm = smaller;
-      MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-      int size = 0;
-      MPI_Comm_size(comm, &size);
+      comm = revoke_and_shrink(comm, rc, world_rank, clock_s(CLOCK_MONOTONIC) - start);
       ++shrinks;
-      printf("[w%d] it %d shrunk to %d ranks in %.3fs\n", world_rank, step, size,
-             clock_s(CLOCK_MONOTONIC) - shrink_start);
-      fflush(stdout);
       --step; /* the same step again */
       continue;
     }
