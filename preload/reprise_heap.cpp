@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <bit>
@@ -37,6 +38,7 @@
 #include "reprise/heap.h"
 #include "reprise/incremental.hpp"
 #include "reprise/protected_memory.hpp"
+#include "settings.hpp"
 
 // glibc's own allocator.
 extern "C" {
@@ -51,13 +53,9 @@ namespace reprise::heap {
 
 namespace {
 
-constexpr std::uint64_t kDefaultMib = 256;
-constexpr std::uint64_t kMaxMib = std::uint64_t{1} << 20U;  // 1 TiB
-// 32 TiB: far from the executable and its brk heap (at a few MiB, or near
-// 85 TiB when position-independent) and from shared libraries and other
-// mappings (placed downwards from near 128 TiB).
-constexpr std::uint64_t kDefaultAddress = 0x200000000000ULL;
-constexpr std::uint64_t kDefaultCowMib = 16;
+// The heap's settings are read when main() starts, where no exception can
+// reach the program: a refused one ends the process in one line (settings.hpp).
+constexpr auto kAtStart = reprise::settings::OnRefusal::kExit;
 
 /// Set while this thread runs reprise's own code: its allocations then come
 /// from glibc. Initial-exec: reading it never allocates.
@@ -117,17 +115,13 @@ std::string_view env_text(const char* name) {
   return text == nullptr ? std::string_view() : std::string_view(text);
 }
 
-/// An environment variable as a number in `base` (16 accepts a leading
-/// "0x"); `fallback` if unset or empty, false if malformed.
-bool number_from_env(const char* name, int base, std::uint64_t fallback, std::uint64_t& value) {
-  std::string_view text = env_text(name);
-  if (text.empty()) {
-    value = fallback;
-    return true;
-  }
-  if (base == 16 && (text.starts_with("0x") || text.starts_with("0X"))) text.remove_prefix(2);
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value, base);
-  return error == std::errc() && end == text.data() + text.size() && !text.empty();
+/// The variables in which a launcher (mpirun, srun) gives a process its rank.
+constexpr std::array<const char*, 4> kLauncherRanks{"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+
+/// Whether a launcher started this process, one of a job (else the program runs alone, without MPI).
+bool launched() {
+  return std::any_of(kLauncherRanks.begin(), kLauncherRanks.end(),
+                     [](const char* name) { return !env_text(name).empty(); });
 }
 
 /// A function of the C library that this library overrides, found once.
@@ -157,20 +151,13 @@ void after_fork_in_child() {
 }
 
 /// Maps the heap where REPRISE_HEAP_ADDRESS and REPRISE_HEAP_MIB say and
-/// starts serving the program from it; aborts with a message if it cannot.
+/// starts serving the program from it; aborts with a message if it cannot
+/// map it (a refused setting ends the process in one line, exit status 2).
 void activate() {
   const InsideReprise inside;  // pthread_atfork may allocate
-  std::uint64_t mib = 0;
-  std::uint64_t address = 0;
-  if (!number_from_env("REPRISE_HEAP_MIB", 10, kDefaultMib, mib) || mib == 0 || mib > kMaxMib) {
-    report_and_abort({"REPRISE_HEAP_MIB must be a whole number of MiB from 1 to 1048576, not '",
-                      env_text("REPRISE_HEAP_MIB"), "'"});
-  }
-  if (!number_from_env("REPRISE_HEAP_ADDRESS", 16, kDefaultAddress, address) || address == 0 ||
-      address % reprise::page_size() != 0) {
-    report_and_abort({"REPRISE_HEAP_ADDRESS must be a page-aligned hexadecimal address such as 0x200000000000, "
-                      "not '", env_text("REPRISE_HEAP_ADDRESS"), "'"});
-  }
+  if (!launched()) reprise::settings::print_once(kAtStart);
+  const std::uint64_t mib = reprise::settings::number(reprise::settings::kHeapMib, kAtStart);
+  const std::uint64_t address = reprise::settings::number(reprise::settings::kHeapAddress, kAtStart);
   const std::size_t bytes = mib << 20U;
   void* const wanted = reinterpret_cast<void*>(address);
   void* const mapped = ::mmap(wanted, bytes, PROT_READ | PROT_WRITE,
@@ -241,22 +228,15 @@ class OutsideHeapSink final : public reprise::IncrementalSink {
 /// REPRISE_HEAP_MODE and REPRISE_HEAP_COW_MIB.
 reprise::IncrementalConfig config_from_env() {
   reprise::IncrementalConfig config;
-  const std::string_view mode = env_text("REPRISE_HEAP_MODE");
+  const std::string mode = reprise::settings::text(reprise::settings::kHeapMode);
   if (mode == "sync") {
     config.mode = reprise::CommitMode::kSync;
   } else if (mode == "address") {
     config.mode = reprise::CommitMode::kAsyncAddress;
-  } else if (mode.empty() || mode == "adaptive") {
-    config.mode = reprise::CommitMode::kAsyncAdaptive;
   } else {
-    throw HeapError("REPRISE_HEAP_MODE is '" + std::string(mode) + "'; use sync, address or adaptive");
+    config.mode = reprise::CommitMode::kAsyncAdaptive;
   }
-  std::uint64_t cow_mib = 0;
-  if (!number_from_env("REPRISE_HEAP_COW_MIB", 10, kDefaultCowMib, cow_mib) || cow_mib > kMaxMib) {
-    throw HeapError("REPRISE_HEAP_COW_MIB must be a whole number of MiB from 0 to 1048576, not '" +
-                    std::string(env_text("REPRISE_HEAP_COW_MIB")) + "'");
-  }
-  config.cow_bytes = cow_mib << 20U;
+  config.cow_bytes = reprise::settings::number(reprise::settings::kHeapCowMib) << 20U;
   return config;
 }
 
@@ -280,11 +260,12 @@ void finish_at_exit() {
 
 /// The rank the launcher gave this process (mpirun, srun), for `%r`.
 std::string launcher_rank(std::string_view directory) {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+  for (const char* name : kLauncherRanks) {
     const std::string_view text = env_text(name);
     if (text.empty()) continue;
     std::uint64_t rank = 0;
-    if (!number_from_env(name, 10, 0, rank)) {
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), rank);
+    if (error != std::errc() || end != text.data() + text.size()) {
       throw HeapError(std::string(name) + " is '" + std::string(text) +
                       "', not a rank, so %r in REPRISE_HEAP_DIR has no value");
     }
@@ -298,7 +279,7 @@ std::string launcher_rank(std::string_view directory) {
 /// REPRISE_HEAP_DIR with `%r` replaced by the launcher's rank and `%%` by
 /// `%`, so that the processes of a job each get a directory of their own.
 std::string heap_directory() {
-  const std::string_view text = env_text("REPRISE_HEAP_DIR");
+  const std::string text = reprise::settings::text(reprise::settings::kHeapDir);
   if (text.empty()) {
     throw HeapError("REPRISE_HEAP_DIR is not set; set it to the directory that keeps the heap's checkpoints");
   }
@@ -329,11 +310,7 @@ reprise::IncrementalCheckpoint& checkpointer() {
     throw HeapError("the heap is not in use yet: it serves the program from main() on");
   }
   const std::string directory = heap_directory();
-  std::uint64_t keep_versions = 0;
-  if (!number_from_env("REPRISE_HEAP_KEEP_VERSIONS", 10, 0, keep_versions)) {
-    throw HeapError("REPRISE_HEAP_KEEP_VERSIONS must be a whole number of versions (0: keep them all), not '" +
-                    std::string(env_text("REPRISE_HEAP_KEEP_VERSIONS")) + "'");
-  }
+  const std::uint64_t keep_versions = reprise::settings::number(reprise::settings::kHeapKeepVersions);
   auto sink = std::make_unique<OutsideHeapSink>(std::make_unique<reprise::DirectorySink>(directory, keep_versions));
   auto checkpoint = std::make_unique<reprise::IncrementalCheckpoint>(std::move(sink), config_from_env());
   checkpoint->protect(g_arena.region());

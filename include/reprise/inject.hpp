@@ -114,7 +114,8 @@ class Schedule {
   static Schedule parse(std::string_view text);
 
   /// Parses the environment variable `variable` (no faults when unset); its
-  /// errors name the variable.
+  /// errors name the variable. REPRISE_FAULTS, a setting of the registry,
+  /// may also come from the configuration file (docs/guide/settings.md).
   static Schedule from_env(const char* variable = "REPRISE_FAULTS");
 
   /// Collective over `comm` (every process of the job, before any fault),

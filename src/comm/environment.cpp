@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <array>
-#include <cerrno>
 #include <csignal>
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +22,7 @@
 #include "finalize.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
+#include "settings.hpp"
 #include "spares.hpp"
 #include "spawn.hpp"
 #include "ulfm.hpp"
@@ -31,20 +31,8 @@ namespace reprise {
 
 namespace {
 
-/// REPRISE_FINALIZE_TIMEOUT in seconds (default 5); UsageError if it is not
-/// a whole number of seconds from 0 to a day.
-std::chrono::seconds finalize_timeout() {
-  const char* text = std::getenv("REPRISE_FINALIZE_TIMEOUT");
-  if (text == nullptr || *text == '\0') return std::chrono::seconds(5);
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || errno != 0 || value < 0 || value > 86400) {
-    throw UsageError(std::string("REPRISE_FINALIZE_TIMEOUT=") + text +
-                     " is not a number of seconds from 0 (wait forever) to 86400; unset it for the default, 5");
-  }
-  return std::chrono::seconds(value);
-}
+/// REPRISE_FINALIZE_TIMEOUT; UsageError if it is not a number of seconds it takes.
+std::chrono::seconds finalize_timeout() { return settings::seconds(settings::kFinalizeTimeout); }
 
 /// How this process is named in its last words: its rank in the job's
 /// MPI_COMM_WORLD (the original rank, unless it was spawned as a replacement).
@@ -81,8 +69,13 @@ std::string describe_current_exception() {
 /// status of a process that exits with one.
 [[noreturn]] void end_on_uncaught_exception() noexcept {
   std::string line = "reprise: ";
-  line += identity.spawned ? "a replacement process (pid " + std::to_string(::getpid()) + ")"
-                           : "process #" + std::to_string(identity.world_rank);
+  if (identity.spawned) {
+    line += "a replacement process (pid " + std::to_string(::getpid()) + ")";
+  } else if (identity.world_rank < 0) {
+    line += "a process starting MPI (pid " + std::to_string(::getpid()) + ")";
+  } else {
+    line += "process #" + std::to_string(identity.world_rank);
+  }
   line += " ended with " + describe_current_exception();
   std::fflush(stdout);
   std::fprintf(stderr, "%s\n", line.c_str());
@@ -112,6 +105,7 @@ void warn_if_not_fault_tolerant() {
 Environment::Environment(int& argc, char**& argv) : Environment(argc, argv, MPI_THREAD_MULTIPLE) {}
 
 Environment::Environment(int& argc, char**& argv, int thread_level) {
+  std::set_terminate(end_on_uncaught_exception);  // a refused setting left uncaught: one line, no abort trace
   (void)finalize_timeout();  // a bad setting is refused now, not when the run ends
   (void)detail::spawn_timeout();  // likewise, not at the first spawn
   // Open MPI writes to sockets (TCP between a spawned replacement and the
@@ -140,9 +134,9 @@ Environment::Environment(int& argc, char**& argv, int thread_level) {
   MPI_Comm_get_parent(&parent);
   identity.spawned = parent != MPI_COMM_NULL;
   MPI_Comm_rank(MPI_COMM_WORLD, &identity.world_rank);
-  std::set_terminate(end_on_uncaught_exception);
   detail::install_crash_note();  // after MPI_Init, over Open MPI's own handlers
   if (_owns) warn_if_not_fault_tolerant();
+  if (identity.world_rank == 0 && !identity.spawned) settings::print_once();
   if (!inject::recorded_outcome()) inject::record_outcome(inject::Outcome::kRunning, launcher_rank());
 }
 

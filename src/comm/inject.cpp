@@ -18,6 +18,7 @@
 
 #include "inject_detail.hpp"
 #include "mix.hpp"
+#include "settings.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
 
@@ -82,8 +83,8 @@ namespace {
 
 /// Writes process `pid`'s outcome file (see `record_outcome`).
 void write_outcome(int pid, Outcome outcome, OriginalRank me, std::string_view reason) {
-  const char* dir = std::getenv("REPRISE_OUTCOME_DIR");
-  if (dir == nullptr || *dir == '\0') return;
+  const std::string dir = settings::text(settings::kOutcomeDir, settings::OnRefusal::kExit);
+  if (dir.empty()) return;
   std::string line = outcome_name(outcome);
   line += ' ';
   line += std::to_string(me.value());
@@ -92,7 +93,7 @@ void write_outcome(int pid, Outcome outcome, OriginalRank me, std::string_view r
     for (char c : reason) line += (c == '\n') ? ' ' : c;
   }
   line += '\n';
-  const std::string final_path = std::string(dir) + "/" + std::to_string(pid);
+  const std::string final_path = dir + "/" + std::to_string(pid);
   // Its own temporary name per writer: kill_node writes other processes' files.
   const std::string temp_path = final_path + ".tmp" + std::to_string(::getpid());
   const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -245,8 +246,15 @@ Schedule Schedule::parse(std::string_view text, std::string source) {
 }
 
 Schedule Schedule::from_env(const char* variable) {
-  const char* text = std::getenv(variable);
-  return text == nullptr ? Schedule{} : parse(text, std::string(variable) + "=\"" + text + "\"");
+  const settings::Setting* setting = settings::named(variable);
+  if (setting == nullptr) {
+    const char* text = std::getenv(variable);
+    return text == nullptr ? Schedule{} : parse(text, std::string(variable) + "=\"" + text + "\"");
+  }
+  const settings::Found found = settings::find(*setting);
+  if (found.text.empty()) return Schedule{};
+  const std::string origin = found.source == settings::Source::kFile ? " (from " + found.origin + ")" : "";
+  return parse(found.text, std::string(variable) + "=\"" + found.text + "\"" + origin);
 }
 
 void Schedule::bind_nodes(Comm& comm) {

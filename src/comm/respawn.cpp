@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -23,6 +22,7 @@
 
 #include "crash_note.hpp"
 #include "comm_detail.hpp"
+#include "settings.hpp"
 #include "spares.hpp"
 #include "spawn.hpp"
 #include "reprise/comm.hpp"
@@ -220,8 +220,7 @@ SpawnInfo::SpawnInfo(std::string_view hosts) {
   std::string chosen(hosts);
   _source = "the host asked for";
   if (chosen.empty()) {
-    const char* from_environment = std::getenv("REPRISE_SPAWN_HOSTS");
-    if (from_environment != nullptr) chosen = from_environment;
+    chosen = settings::text(settings::kSpawnHosts);
     _source = "REPRISE_SPAWN_HOSTS";
   }
   if (chosen.empty()) return;
@@ -234,19 +233,7 @@ SpawnInfo::~SpawnInfo() {
   if (_info != MPI_INFO_NULL) MPI_Info_free(&_info);
 }
 
-std::chrono::seconds spawn_timeout() {
-  const char* text = std::getenv("REPRISE_SPAWN_TIMEOUT");
-  if (text == nullptr || *text == '\0') return kDefaultSpawnTimeout;
-  const char* last = text + std::char_traits<char>::length(text);
-  long value = 0;
-  const auto [end, error] = std::from_chars(text, last, value);
-  if (error != std::errc{} || end != last || value < 1 || value > 86400) {
-    throw UsageError(std::string("REPRISE_SPAWN_TIMEOUT=") + text +
-                     " is not a number of seconds from 1 to 86400 (how long starting new processes may take); "
-                     "unset it for the default, " + std::to_string(kDefaultSpawnTimeout.count()));
-  }
-  return std::chrono::seconds(value);
-}
+std::chrono::seconds spawn_timeout() { return settings::seconds(settings::kSpawnTimeout); }
 
 namespace {
 

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +16,7 @@
 #include "finalize.hpp"
 #include "huge_pages.hpp"
 #include "requests.hpp"
+#include "settings.hpp"
 #include "spawn.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
@@ -30,37 +30,10 @@ namespace {
 constexpr int kSpareTag = 0x5e9e;
 constexpr int kRelease = 1;
 
-int configured_spares() {
-  const char* text = std::getenv("REPRISE_SPARES");
-  if (text == nullptr || *text == '\0') return 0;
-  const char* last = text + std::char_traits<char>::length(text);
-  int value = 0;
-  const auto [end, error] = std::from_chars(text, last, value);
-  if (error == std::errc::result_out_of_range) {
-    throw UsageError(std::string("REPRISE_SPARES=") + text + " is too large: a job cannot have that many processes");
-  }
-  if (error != std::errc{} || end != last || value < 0) {
-    throw UsageError(std::string("REPRISE_SPARES=") + text +
-                     " is not a number of spare processes (a whole number, 0 or more)");
-  }
-  return value;
-}
+int configured_spares() { return static_cast<int>(settings::number(settings::kSpares)); }
 
-/// REPRISE_SPARE_WARM_MIB, in bytes (0 when unset).
-std::size_t configured_warm_bytes() {
-  const char* text = std::getenv("REPRISE_SPARE_WARM_MIB");
-  if (text == nullptr || *text == '\0') return 0;
-  const char* last = text + std::char_traits<char>::length(text);
-  std::size_t mib = 0;
-  const auto [end, error] = std::from_chars(text, last, mib);
-  constexpr std::size_t kMaxMib = std::size_t{1} << 30U;  // 1 PiB: a typing error, not a plan
-  if (error != std::errc{} || end != last || mib > kMaxMib) {
-    throw UsageError(std::string("REPRISE_SPARE_WARM_MIB=") + text +
-                     " is not a size in MiB (a whole number, 0 or more, below 2^30): how much heap memory each spare "
-                     "keeps resident for the state it may take over");
-  }
-  return mib << 20U;
-}
+/// REPRISE_SPARE_WARM_MIB, in bytes.
+std::size_t configured_warm_bytes() { return settings::number(settings::kSpareWarmMib) << 20U; }
 
 /// Makes `bytes` of heap memory resident in this spare and keeps them so:
 /// malloc serves every size from its heap (never a fresh mmap) and never

@@ -142,8 +142,7 @@ class SpawnInfo {
 /// How long starting new processes may take (REPRISE_SPAWN_TIMEOUT, in
 /// seconds) before the parent that spawns them gives up: a new process that
 /// dies while it starts leaves MPI_Comm_spawn waiting forever. `UsageError`
-/// if the setting is not a number of seconds from 1 to 86400.
-inline constexpr std::chrono::seconds kDefaultSpawnTimeout{60};
+/// if the setting is not a number of seconds it takes (settings.hpp).
 std::chrono::seconds spawn_timeout();
 
 /// Spawns `count` processes of `command` and agrees that all of them

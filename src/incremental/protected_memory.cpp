@@ -15,7 +15,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <atomic>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +24,7 @@
 #include "commit_state.hpp"
 #include "cow_protocol.hpp"
 #include "reprise/error.hpp"
+#include "settings.hpp"
 
 namespace reprise {
 
@@ -194,20 +194,6 @@ bool open_userfaultfd() {
   return true;
 }
 
-/// The value of the environment variable `name`, one of `choices` (the
-/// first one when it is unset or empty). UsageError for any other value.
-std::string setting(const char* name, std::initializer_list<const char*> choices) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return *choices.begin();
-  std::string allowed;
-  for (const char* choice : choices) {
-    if (std::strcmp(text, choice) == 0) return text;
-    allowed += std::string(allowed.empty() ? "" : " or ") + choice;
-  }
-  throw UsageError(std::string("reprise: ") + name + "=" + text + " is not a setting it knows; set it to " + allowed +
-                   ", or unset it");
-}
-
 /// Opens the kernel's written bits, unless the kernel lacks them: then
 /// every first write stays trapped.
 void open_written_bits() {
@@ -322,8 +308,10 @@ DirtyTracker::DirtyTracker() {
   g_page = page_size();
   // mprotect by default: on the machine we measured, a userfaultfd trap cost
   // 10 to 18 times as much (bench/trap_bench.cpp, docs/PERFORMANCE.md).
-  const bool userfaultfd_wanted = setting("REPRISE_WRITE_TRAP", {"mprotect", "userfaultfd"}) == "userfaultfd";
-  const bool bits_wanted = setting("REPRISE_WRITTEN_BITS", {"1", "0"}) == "1";
+  // The tracker starts on first use, in destructors too: a refused setting ends the process in one line.
+  const bool userfaultfd_wanted =
+      settings::text(settings::kWriteTrap, settings::OnRefusal::kExit) == "userfaultfd";
+  const bool bits_wanted = settings::flag(settings::kWrittenBits, settings::OnRefusal::kExit);
   if (userfaultfd_wanted && open_userfaultfd()) {
     g_trap = WriteTrap::kUserfaultfd;
     std::thread(serve_faults).detach();

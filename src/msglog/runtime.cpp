@@ -1,10 +1,8 @@
 #include "runtime.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <numeric>
@@ -13,6 +11,7 @@
 #include <utility>
 
 #include "mix.hpp"
+#include "settings.hpp"
 #include "reprise/error.hpp"
 #include "words.hpp"
 
@@ -21,11 +20,9 @@ namespace reprise::detail {
 namespace {
 
 constexpr std::uint64_t kWorldKey = 1;
-constexpr std::size_t kDefaultMaxBytes = std::size_t{1} << 30U;
 /// The most address space the log's arena reserves; a larger bound is
 /// still honoured, the entries past it coming from the heap.
 constexpr std::size_t kMostArenaBytes = std::size_t{64} << 30U;
-constexpr std::size_t kDefaultStagingBytes = 32768;
 constexpr std::size_t kDetachedBeforeSweep = 16;
 constexpr std::size_t kGuardedPayloadOffset = 16;  // the header, then 4 unused bytes
 constexpr std::size_t kMostGuardedTypes = 64;
@@ -56,38 +53,19 @@ Runtime*& instance() {
   return runtime;
 }
 
-/// A byte count from the environment variable `name`, or `fallback`.
-std::size_t bytes_from_environment(const char* name, std::size_t fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  const std::string_view view(text);
-  std::size_t value = 0;
-  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), value);
-  if (error != std::errc{} || end != view.data() + view.size()) {
-    throw UsageError(std::string(name) + "='" + text + "': expected a number of bytes");
-  }
-  return value;
+// The settings are read when MPI_Init starts the runtime, in the
+// interposer: a refused one ends the process in one line (settings.hpp).
+constexpr auto kAtInit = settings::OnRefusal::kExit;
+
+/// How many of the job's `size` processes are spares (REPRISE_SPARES, the
+/// last processes of MPI_COMM_WORLD; none unless fewer than `size`).
+int spares_in_job(int size) {
+  const std::uint64_t spares = settings::number(settings::kSpares, kAtInit);
+  return spares < static_cast<std::uint64_t>(size) ? static_cast<int>(spares) : 0;
 }
 
-/// How many of the job's `size` processes are spares (REPRISE_SPARES,
-/// which reprise's Comm checks and reports; here what is not a count
-/// below `size` means none).
-int spares_from_environment(int size) {
-  const char* text = std::getenv("REPRISE_SPARES");
-  if (text == nullptr) return 0;
-  const std::string_view view(text);
-  int spares = 0;
-  const auto [end, error] = std::from_chars(view.data(), view.data() + view.size(), spares);
-  return error == std::errc{} && end == view.data() + view.size() && spares > 0 && spares < size ? spares : 0;
-}
-
-WhenFull when_full_from_environment() {
-  const char* text = std::getenv("REPRISE_MSGLOG_WHEN_FULL");
-  if (text == nullptr || std::string_view(text).empty() || std::string_view(text) == "discard") {
-    return WhenFull::kDiscard;
-  }
-  if (std::string_view(text) == "error") return WhenFull::kError;
-  throw UsageError(std::string("REPRISE_MSGLOG_WHEN_FULL='") + text + "': expected 'error' or 'discard'");
+WhenFull configured_when_full() {
+  return settings::text(settings::kMsglogWhenFull, kAtInit) == "error" ? WhenFull::kError : WhenFull::kDiscard;
 }
 
 int wire_count(std::size_t bytes) {
@@ -166,10 +144,10 @@ Runtime& Runtime::start() {
 void Runtime::stop() { delete std::exchange(instance(), nullptr); }
 
 Runtime::Runtime()
-    : _max_bytes(bytes_from_environment("REPRISE_MSGLOG_MAX_BYTES", kDefaultMaxBytes)),
+    : _max_bytes(settings::number(settings::kMsglogMaxBytes, kAtInit)),
       _arena(std::min(_max_bytes, kMostArenaBytes)),
-      _when_full(when_full_from_environment()),
-      _staging_bytes(bytes_from_environment("REPRISE_MSGLOG_STAGING_BYTES", kDefaultStagingBytes)) {
+      _when_full(configured_when_full()),
+      _staging_bytes(settings::number(settings::kMsglogStagingBytes, kAtInit)) {
   int rank = 0;
   int size = 1;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -177,7 +155,7 @@ Runtime::Runtime()
   // The spares of reprise's pool (REPRISE_SPARES: the last processes of
   // MPI_COMM_WORLD) run no application until one replaces a lost process:
   // the buddies are chosen among the others.
-  const int spares = spares_from_environment(size);
+  const int spares = spares_in_job(size);
   PMPI_Comm_split(MPI_COMM_WORLD, rank >= size - spares ? 1 : 0, rank, &_internal);
   PMPI_Comm_group(MPI_COMM_WORLD, &_world_group);
   _incomplete.assign(static_cast<std::size_t>(size), 0);

@@ -220,9 +220,9 @@ TEST(ProtectedMemorySettings, AValueItDoesNotKnowIsRefusedWithTheChoices) {
     }
     std::_Exit(0);
   };
-  EXPECT_EXIT(refused("REPRISE_WRITE_TRAP", "uffd"), ::testing::ExitedWithCode(3),
-              "REPRISE_WRITE_TRAP=uffd is not a setting it knows; set it to mprotect or userfaultfd");
-  EXPECT_EXIT(refused("REPRISE_WRITTEN_BITS", "no"), ::testing::ExitedWithCode(3),
-              "REPRISE_WRITTEN_BITS=no is not a setting it knows; set it to 1 or 0");
+  EXPECT_EXIT(refused("REPRISE_WRITE_TRAP", "uffd"), ::testing::ExitedWithCode(2),
+              "^reprise: REPRISE_WRITE_TRAP=uffd, from the environment, is refused: it takes mprotect or userfaultfd\n$");
+  EXPECT_EXIT(refused("REPRISE_WRITTEN_BITS", "no"), ::testing::ExitedWithCode(2),
+              "^reprise: REPRISE_WRITTEN_BITS=no, from the environment, is refused: it takes 0 or 1\n$");
   EXPECT_EXIT(refused("REPRISE_WRITE_TRAP", "mprotect"), ::testing::ExitedWithCode(0), "");
 }
