@@ -1,7 +1,7 @@
 # cmake --install: headers, libreprise.so and libreprise.a, the CMake package
 # (find_package(reprise) -> reprise::reprise, reprise::reprise_static), a
 # pkg-config file, the launcher reprise-run with the launcher's fd guard, the
-# commands reprise-images and reprise-dataloss, the preloaded heap, the
+# commands reprise-images, reprise-dataloss and reprise-settings, the preloaded heap, the
 # message log (libreprise_msglog.so), the licence.
 # The README's "In your own project" says how to use them.
 include(GNUInstallDirs)
@@ -40,7 +40,7 @@ install(PROGRAMS ${PROJECT_SOURCE_DIR}/scripts/reprise-run DESTINATION ${CMAKE_I
 file(WRITE ${PROJECT_BINARY_DIR}/reprise-run-mpirun "${MPIEXEC_EXECUTABLE}\n")
 install(FILES ${PROJECT_BINARY_DIR}/reprise-run-mpirun DESTINATION ${CMAKE_INSTALL_DATADIR}/reprise RENAME mpirun)
 # The commands beside the library: the images of a disk level, the data-loss model.
-install(TARGETS reprise-images reprise-dataloss RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS reprise-images reprise-dataloss reprise-settings RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS reprise_prte_fd_guard LIBRARY DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/reprise)
 install(TARGETS reprise_heap reprise_msglog_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})

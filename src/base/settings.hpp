@@ -55,7 +55,7 @@ inline constexpr Setting kPrintSettings{
 inline constexpr Setting kFaults{
     "REPRISE_FAULTS", Kind::kText, "", 0, 0, "",
     "the fault plan `inject::Schedule::from_env` reads: `RANK@STEP[:ACTION],...` (ACTION `kill`, `hang` or "
-    "`crash`); the demos and the quickstart apply it",
+    "`crash`); the demos apply it, and the driver with `DriverConfig::inject_faults` (the quickstarts)",
     true};
 inline constexpr Setting kSpares{
     "REPRISE_SPARES", Kind::kInteger, "0", 0, std::numeric_limits<std::int32_t>::max(), "",
