@@ -34,6 +34,14 @@ namespace {
 /// REPRISE_FINALIZE_TIMEOUT; UsageError if it is not a number of seconds it takes.
 std::chrono::seconds finalize_timeout() { return settings::seconds(settings::kFinalizeTimeout); }
 
+/// Every setting in force, checked before MPI starts: a bad one is refused
+/// now (UsageError), not when the part that reads it starts or the run ends.
+void refuse_bad_settings() {
+  for (const auto& row : settings::in_force()) {
+    if (!row.refusal.empty()) throw UsageError(row.refusal);
+  }
+}
+
 /// How this process is named in its last words: its rank in the job's
 /// MPI_COMM_WORLD (the original rank, unless it was spawned as a replacement).
 struct Identity {
@@ -106,8 +114,7 @@ Environment::Environment(int& argc, char**& argv) : Environment(argc, argv, MPI_
 
 Environment::Environment(int& argc, char**& argv, int thread_level) {
   std::set_terminate(end_on_uncaught_exception);  // a refused setting left uncaught: one line, no abort trace
-  (void)finalize_timeout();  // a bad setting is refused now, not when the run ends
-  (void)detail::spawn_timeout();  // likewise, not at the first spawn
+  refuse_bad_settings();
   // Open MPI writes to sockets (TCP between a spawned replacement and the
   // rest, the runtime's own) whose other end may belong to a process that
   // just died; the default SIGPIPE would then kill this survivor too. With
