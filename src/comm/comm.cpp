@@ -11,6 +11,7 @@
 
 #include <xxhash.h>
 
+#include "cid_guard.hpp"
 #include "comm_detail.hpp"
 #include "crash_note.hpp"
 #include "spares.hpp"
@@ -173,6 +174,7 @@ Comm Comm::world() {
   if (initialized == 0) {
     throw UsageError("reprise::Comm::world: MPI is not initialised; create a reprise::Environment first");
   }
+  detail::ompi::install_cid_guard();  // MPI may have been started without an Environment (mpi4py)
   // Settled here, while a spawned process still sees its parent: it has no
   // spare pool of its own.
   detail::SparePool* pool = detail::spare_pool();

@@ -18,6 +18,7 @@
 #include <thread>
 #include <typeinfo>
 
+#include "cid_guard.hpp"
 #include "crash_note.hpp"
 #include "finalize.hpp"
 #include "reprise/error.hpp"
@@ -142,6 +143,7 @@ Environment::Environment(int& argc, char**& argv, int thread_level) {
   identity.spawned = parent != MPI_COMM_NULL;
   MPI_Comm_rank(MPI_COMM_WORLD, &identity.world_rank);
   detail::install_crash_note();  // after MPI_Init, over Open MPI's own handlers
+  detail::ompi::install_cid_guard();
   if (_owns) warn_if_not_fault_tolerant();
   if (identity.world_rank == 0 && !identity.spawned) settings::print_once();
   if (!inject::recorded_outcome()) inject::record_outcome(inject::Outcome::kRunning, launcher_rank());
