@@ -17,15 +17,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <mutex>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -77,10 +74,6 @@ struct ScheduledStep {
   bool freed_by_guard = false;
 };
 
-/// Set when a chain of steps ended in an error: Open MPI may then still hold
-/// the index-picking turn of the creation it belonged to (release_cid_turn).
-std::atomic<bool> chain_failed{false};
-
 /// The steps of each request's schedule not run yet, in order.
 std::mutex steps_mutex;
 std::unordered_map<Request*, std::deque<ScheduledStep>> pending_steps;
@@ -120,9 +113,7 @@ int guarded_step(Request* request) {
     last = it == pending_steps.end() || it->second.empty();
     if (last && it != pending_steps.end()) pending_steps.erase(it);
   }
-  const int outcome = result == MPI_SUCCESS && last ? recorded_error(request) : result;
-  if (last && outcome != MPI_SUCCESS) chain_failed.store(true);
-  return outcome;
+  return result == MPI_SUCCESS && last ? recorded_error(request) : result;
 }
 
 int guarded_append_with_flags(Request* request, Step original, MPI_Request* subrequests, int count,
@@ -338,45 +329,6 @@ CidGuard install() {
 }
 
 }  // namespace
-
-namespace {
-
-/// How long release_cid_turn waits for its copy of MPI_COMM_SELF.
-constexpr auto kReleaseWait = std::chrono::milliseconds(300);
-
-/// Copies of MPI_COMM_SELF being created that did not complete in time.
-struct PendingCopy {
-  MPI_Comm copy = MPI_COMM_NULL;
-  MPI_Request request = MPI_REQUEST_NULL;
-};
-std::mutex copies_mutex;
-std::vector<PendingCopy> pending_copies;
-
-/// True once `pending`'s creation completed (its copy then freed).
-bool completed(PendingCopy& pending) {
-  int done = 0;
-  if (MPI_Test(&pending.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
-  if (done != 0 && pending.copy != MPI_COMM_NULL) MPI_Comm_free(&pending.copy);
-  return done != 0;
-}
-
-}  // namespace
-
-void release_cid_turn() {
-  const std::lock_guard lock(copies_mutex);
-  std::erase_if(pending_copies, completed);
-  if (!chain_failed.exchange(false)) return;
-  PendingCopy pending;
-  if (MPI_Comm_idup(MPI_COMM_SELF, &pending.copy, &pending.request) != MPI_SUCCESS) return;
-  const auto deadline = std::chrono::steady_clock::now() + kReleaseWait;
-  while (!completed(pending)) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      pending_copies.push_back(pending);
-      return;
-    }
-    std::this_thread::yield();
-  }
-}
 
 CidGuard install_cid_guard() {
   static std::once_flag once;

@@ -27,16 +27,4 @@ enum class CidGuard {
 /// over nothing; idempotent and thread-safe.
 CidGuard install_cid_guard();
 
-/// Open MPI 5.0 lets one communicator creation at a time pick an index,
-/// the one on the communicator of lowest index first; a creation that fails
-/// (a member died) does not let go of that turn, so every later creation on
-/// a communicator of higher index waits forever. After the guard has seen a
-/// creation fail, this creates (and frees) a copy of `MPI_COMM_SELF`, whose
-/// index is lower than any communicator reprise builds on, which takes the
-/// turn and lets go of it; it waits for that at most a few hundred
-/// milliseconds (a creation on `MPI_COMM_WORLD` that failed blocks even
-/// this one: it then completes later, in the background). Call it before
-/// creating communicators after a failure; cheap when nothing failed.
-void release_cid_turn();
-
 }  // namespace reprise::detail::ompi

@@ -5,8 +5,6 @@
 #include <cstdlib>
 #include <string>
 
-#include "cid_guard.hpp"
-
 #if REPRISE_HAVE_ULFM
 #include <mpi-ext.h>
 #endif
@@ -47,10 +45,7 @@ int is_revoked(MPI_Comm comm, bool& revoked) {
   return rc;
 }
 
-int shrink(MPI_Comm comm, MPI_Comm& shrunk) {
-  ompi::release_cid_turn();  // a creation that failed before may hold Open MPI's turn
-  return MPIX_Comm_shrink(comm, &shrunk);
-}
+int shrink(MPI_Comm comm, MPI_Comm& shrunk) { return MPIX_Comm_shrink(comm, &shrunk); }
 
 int agree(MPI_Comm comm, bool& flag) {
   int value = flag ? 1 : 0;
@@ -108,7 +103,6 @@ int ack_failed(MPI_Comm) { return MPI_SUCCESS; }
 #endif
 
 int agree_on_step(MPI_Comm comm, bool& ok) {
-  ompi::release_cid_turn();  // a creation that failed before may hold Open MPI's turn
   if (!ok && available()) revoke(comm);
   return agree(comm, ok);
 }
