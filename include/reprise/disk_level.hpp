@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -84,6 +85,10 @@ struct DiskVersion {
   bool manifest = false;       ///< it has a manifest (without one, its writing never finished)
   bool complete = false;       ///< its manifest checks out and names files of the right sizes (contents not read)
   int world_size = 0;          ///< from the manifest (0 without one)
+  /// The application's step at this version (the `Driver`'s step count: the
+  /// step a restart from it does next), from the manifest; none without one,
+  /// or if no driver registered its progress.
+  std::optional<std::uint64_t> step;
   std::vector<DiskFile> files; ///< the manifest's processes, else the image files found
   std::string problem;         ///< why it is not complete (empty if it is)
 };

@@ -6,9 +6,11 @@
 /// driver recovers, rolls everyone back to the last committed checkpoint and
 /// calls the loop again.
 
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -91,6 +93,13 @@ class Driver {
   /// disk on another process count, `Checkpoint::load_pieces` of it from any
   /// old process's saved state resumes the run where it was.
   static constexpr std::string_view kProgressPiece = "reprise::Driver progress";
+
+  /// The step count that the saved bytes of the progress piece hold (from
+  /// `SavedState::bytes(kProgressPiece)`, or an image's dataset of that
+  /// name): the step `run(steps, step)` was at, which a run restored from
+  /// that checkpoint does next. `CorruptData` if `progress` is not the size
+  /// of the driver's progress.
+  [[nodiscard]] static std::uint64_t saved_step(std::span<const std::byte> progress);
 
   /// Registers the driver's own progress (the step counter of
   /// `run(steps, step)`) with `checkpoint`: construct it before the first

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -61,6 +62,16 @@ enum class ElementType : std::uint8_t {
     case ElementType::kFloat64: return "float64";
   }
   return "bytes";
+}
+
+/// The element type whose `element_type_name` is `name` (what images and
+/// disk manifests record); none if no type has that name.
+[[nodiscard]] constexpr std::optional<ElementType> element_type_named(std::string_view name) noexcept {
+  for (auto at = static_cast<int>(ElementType::kBytes); at <= static_cast<int>(ElementType::kFloat64); ++at) {
+    const auto type = static_cast<ElementType>(at);
+    if (element_type_name(type) == name) return type;
+  }
+  return std::nullopt;
 }
 
 /// The `ElementType` of an arithmetic C++ type (`double` -> `kFloat64`).

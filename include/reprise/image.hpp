@@ -9,7 +9,9 @@
 /// Layout of an image (format version 1, in HDF5 1.8's file format):
 ///   /                 attributes `reprise_format` (uint32), `reprise_version`
 ///                     (fixed-length string), `original_rank`, `world_size`
-///                     (int32), `checkpoint_id` (uint64), `unix_time` (float64)
+///                     (int32), `checkpoint_id` (uint64), `unix_time` (float64);
+///                     `step` (uint64) where the state holds a `Driver`'s
+///                     progress: the step a run restored from it does next
 ///   `/state/<name>`   one dataset per piece, little-endian, in its element
 ///                     type and shape, in the order added; attributes
 ///                     `checksum` (XXH3-64 of the piece's bytes, uint64) and
@@ -25,6 +27,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,6 +49,10 @@ struct ImageInfo {
   int world_size = 0;               ///< processes in the job that wrote it
   std::uint64_t checkpoint_id = 0;  ///< the checkpoint version it holds
   double unix_time = 0;             ///< when it was built (seconds since 1970; filled in by `ImageBuilder`)
+  /// The application's step at this checkpoint (the `Driver`'s step count:
+  /// the step a run restored from it does next), where the state holds the
+  /// driver's progress (`Driver::kProgressPiece`).
+  std::optional<std::uint64_t> step;
 };
 
 /// One piece of state in an image: the dataset `/state/<name>`.

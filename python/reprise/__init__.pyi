@@ -359,6 +359,9 @@ class DiskVersion:
     def world_size(self) -> int:
         """Processes that wrote it (0 without a manifest)."""
     @property
+    def step(self) -> int | None:
+        """The application's step at this version (a Driver's step count), from the manifest; None without one or without a Driver."""
+    @property
     def files(self) -> list[DiskFile]:
         """Its image files (h5py reads them)."""
     @property

@@ -2,6 +2,7 @@
 // reprise-images tool prints), as Python objects.
 
 #include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -68,6 +69,9 @@ void bind_restart(nb::module_& module) {
       .def_ro("manifest", &DiskVersion::manifest, "It has a manifest (without one, its writing never finished).")
       .def_ro("complete", &DiskVersion::complete, "Its manifest checks out and names files of the right sizes.")
       .def_ro("world_size", &DiskVersion::world_size, "Processes that wrote it (0 without a manifest).")
+      .def_ro("step", &DiskVersion::step,
+              "The application's step at this version (a Driver's step count), from the manifest; None without one "
+              "or without a Driver.")
       .def_ro("files", &DiskVersion::files, "Its image files (h5py reads them).")
       .def_ro("problem", &DiskVersion::problem, "Why it is not complete (empty if it is).");
 }

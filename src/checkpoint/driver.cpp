@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <string>
@@ -46,6 +47,17 @@ Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
   if (_config.inject_faults) _faults = planned_faults(_comm.original_size());
   _checkpoint.protect(std::string(kProgressPiece), _progress);
   if (_config.mode == RecoveryMode::kReplay) enable_replay();
+}
+
+std::uint64_t Driver::saved_step(std::span<const std::byte> progress) {
+  if (progress.size() != sizeof(Progress)) {
+    throw CorruptData("reprise::Driver::saved_step: the saved progress holds " + std::to_string(progress.size()) +
+                      " bytes, a driver's holds " + std::to_string(sizeof(Progress)) +
+                      "; it was saved by another version of reprise");
+  }
+  Progress saved;
+  std::memcpy(&saved, progress.data(), sizeof saved);
+  return saved.step;
 }
 
 namespace {

@@ -17,19 +17,20 @@
 #include <system_error>
 
 #include "checksum.hpp"
+#include "disk_manifest.hpp"
 #include "reprise/driver.hpp"
 #include "reprise/element_type.hpp"
 #include "reprise/error.hpp"
 #include "reprise/image.hpp"
 #include "state_image.hpp"
 #include "reprise/inject.hpp"
-#include "words.hpp"
 
 namespace reprise {
 
 namespace {
 
 namespace fs = std::filesystem;
+using detail::Manifest;
 
 constexpr const char* kWhere = "reprise::DiskLevel";
 constexpr const char* kManifestName = "manifest";
@@ -37,8 +38,6 @@ constexpr const char* kTemporarySuffix = ".tmp";
 /// The dataset of an image that records its blocks pieces' ranges: one row
 /// (registration index, block bytes, first id, end id) per blocks piece.
 constexpr const char* kBlockRangesName = "reprise.block_ranges";
-constexpr std::uint64_t kManifestMagic = 0x314b534453525052ULL;  // "RPRSDSK1", little-endian
-constexpr std::uint64_t kManifestFormat = 1;
 constexpr std::uint64_t kBlockRangeColumns = 4;
 
 [[nodiscard]] std::string errno_text(int error) { return std::error_code(error, std::system_category()).message(); }
@@ -52,7 +51,7 @@ constexpr std::uint64_t kBlockRangeColumns = 4;
 }
 
 [[nodiscard]] fs::path image_file(const fs::path& folder, OriginalRank rank) {
-  return folder / ("rank" + std::to_string(rank.value()) + ".h5");
+  return folder / detail::image_file_name(rank);
 }
 
 /// The number after `prefix` in a name made only of them ("v12" -> 12).
@@ -159,111 +158,9 @@ class MappedFile {
   std::size_t _size = 0;
 };
 
-/// A version's manifest: who wrote it, what was registered, each file's
-/// size and hash, and each process's blocks ranges.
-struct Manifest {
-  std::uint64_t version = 0;
-  std::vector<OriginalRank> members;  // ascending
-  std::vector<Registration> registrations;
-  std::vector<std::uint64_t> file_bytes;              // per member
-  std::vector<std::uint64_t> file_hashes;             // per member
-  std::vector<std::vector<BlockRange>> block_ranges;  // per member, per blocks piece
-
-  [[nodiscard]] std::vector<std::size_t> blocks_pieces() const {
-    std::vector<std::size_t> indices;
-    for (std::size_t i = 0; i < registrations.size(); ++i) {
-      if (registrations[i].blocks) indices.push_back(i);
-    }
-    return indices;
-  }
-};
-
-void append_text(std::vector<std::byte>& out, std::string_view text) {
-  detail::append_word(out, text.size());
-  const auto* first = reinterpret_cast<const std::byte*>(text.data());
-  out.insert(out.end(), first, first + text.size());
-}
-
-[[nodiscard]] std::vector<std::byte> encode(const Manifest& manifest) {
-  std::vector<std::byte> out;
-  detail::append_word(out, kManifestMagic);
-  detail::append_word(out, kManifestFormat);
-  detail::append_word(out, manifest.version);
-  detail::append_word(out, manifest.members.size());
-  for (const auto member : manifest.members) detail::append_word(out, static_cast<std::uint64_t>(member.value()));
-  detail::append_word(out, manifest.registrations.size());
-  for (const auto& registration : manifest.registrations) {
-    append_text(out, registration.name);
-    detail::append_word(out, static_cast<std::uint64_t>(registration.shape.type));
-    detail::append_word(out, registration.shape.extents.size());
-    for (const auto extent : registration.shape.extents) detail::append_word(out, extent);
-    detail::append_word(out, registration.fixed_bytes);
-    detail::append_word(out, registration.blocks ? registration.blocks->block_bytes : 0);
-  }
-  for (std::size_t m = 0; m < manifest.members.size(); ++m) {
-    detail::append_word(out, manifest.file_bytes[m]);
-    detail::append_word(out, manifest.file_hashes[m]);
-    for (const auto range : manifest.block_ranges[m]) {
-      detail::append_word(out, range.begin.value);
-      detail::append_word(out, range.end.value);
-    }
-  }
-  detail::append_word(out, detail::checksum64(out));
-  return out;
-}
-
-/// Parses a manifest; `CorruptData` naming `path` if it is not one.
-[[nodiscard]] Manifest decode(std::span<const std::byte> bytes, const fs::path& path) {
-  const auto corrupt = [&](const std::string& why) {
-    return CorruptData(std::string(kWhere) + ": the manifest " + path.string() + " " + why);
-  };
-  if (bytes.size() < 2 * sizeof(std::uint64_t)) throw corrupt("is truncated");
-  const auto body = bytes.first(bytes.size() - sizeof(std::uint64_t));
-  if (detail::checksum64(body) != detail::word_at(bytes, body.size())) throw corrupt("is damaged (its checksum differs)");
-  detail::WordReader in(body);
-  if (in.word() != kManifestMagic) throw corrupt("is not a reprise disk-level manifest");
-  const auto format = in.word();
-  if (format != kManifestFormat) throw corrupt("has format " + std::to_string(format) + ", this reprise reads format 1");
-  Manifest manifest;
-  manifest.version = in.word();
-  const auto limit = [&](std::uint64_t count) { return in.ok() && count <= in.remaining() / sizeof(std::uint64_t); };
-  const auto members = in.word();
-  if (!limit(members)) throw corrupt("is truncated");
-  for (std::uint64_t m = 0; m < members; ++m) manifest.members.push_back(OriginalRank{static_cast<int>(in.word())});
-  const auto registrations = in.word();
-  if (!limit(registrations)) throw corrupt("is truncated");
-  for (std::uint64_t r = 0; r < registrations && in.ok(); ++r) {
-    Registration registration;
-    const auto name = in.bytes(in.word());
-    registration.name.assign(reinterpret_cast<const char*>(name.data()), name.size());
-    const auto type = in.word();
-    if (type > static_cast<std::uint64_t>(ElementType::kFloat64)) throw corrupt("names an unknown element type");
-    registration.shape.type = static_cast<ElementType>(type);
-    const auto extents = in.word();
-    if (!limit(extents)) throw corrupt("is truncated");
-    for (std::uint64_t e = 0; e < extents; ++e) registration.shape.extents.push_back(in.word());
-    registration.fixed_bytes = static_cast<std::size_t>(in.word());
-    const auto block_bytes = in.word();
-    if (block_bytes != 0) registration.blocks = BlockHolding{static_cast<std::size_t>(block_bytes), {}};
-    manifest.registrations.push_back(std::move(registration));
-  }
-  const auto blocks = manifest.blocks_pieces().size();
-  for (std::uint64_t m = 0; m < members && in.ok(); ++m) {
-    manifest.file_bytes.push_back(in.word());
-    manifest.file_hashes.push_back(in.word());
-    auto& ranges = manifest.block_ranges.emplace_back();
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const BlockId begin{in.word()};
-      ranges.push_back({begin, BlockId{in.word()}});
-    }
-  }
-  if (!in.ok() || in.remaining() != 0) throw corrupt("is truncated or has trailing bytes");
-  return manifest;
-}
-
 [[nodiscard]] Manifest read_manifest(const fs::path& folder) {
   const auto path = folder / kManifestName;
-  return decode(read_whole(path), path);
+  return detail::decode_manifest(read_whole(path), path);
 }
 
 /// What is wrong with the image of member `m` of a version (empty: nothing):
@@ -479,6 +376,7 @@ struct ImageRecord {
                                    const std::vector<std::vector<std::uint64_t>>& records, std::uint64_t version) {
   Manifest manifest;
   manifest.version = version;
+  manifest.step = detail::driver_step(checkpoint, checkpoint.split_state(checkpoint.committed_state()));
   manifest.registrations = checkpoint.registrations();
   std::vector<std::size_t> order(records.size());
   for (std::size_t r = 0; r < order.size(); ++r) order[r] = r;
@@ -524,7 +422,8 @@ void DiskLevel::write(std::uint64_t version) {
   std::exception_ptr failure;
   if (_comm.rank() == Rank{0}) {
     try {
-      write_durably(folder / kManifestName, encode(manifest_of(_comm, _checkpoint, records, version)));
+      const auto manifest = detail::encode_manifest(manifest_of(_comm, _checkpoint, records, version));
+      write_durably(folder / kManifestName, std::as_bytes(std::span(manifest)));
       prune(_config.directory, version, _config.keep);
     } catch (const Error&) {
       failure = std::current_exception();
@@ -840,6 +739,7 @@ std::vector<DiskVersion> scan_disk_versions(const fs::path& directory) {
     try {
       const auto manifest = read_manifest(folder);
       version.world_size = static_cast<int>(manifest.members.size());
+      version.step = manifest.step;
       std::string missing;
       for (std::size_t m = 0; m < manifest.members.size(); ++m) {
         DiskFile file{manifest.members[m], image_file(folder, manifest.members[m]), false, 0, manifest.file_bytes[m]};

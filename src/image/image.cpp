@@ -37,6 +37,9 @@ using hdf5::check;
 /// The group holding one dataset per piece.
 constexpr const char* kStateGroup = "state";
 
+/// The root attribute holding `ImageInfo::step`, where the state has one.
+constexpr const char* kStepAttribute = "step";
+
 /// The target size of a chunk. Chunks are the unit of zero-block exclusion
 /// (a chunk of only zero bytes is not written), so smaller ones leave out
 /// more of sparse state; larger ones cost fewer index entries and calls per
@@ -74,13 +77,6 @@ hid_t stored_type(ElementType type) {
   }
   return H5T_STD_U8LE;
 }
-
-/// Every element type, to parse names back.
-constexpr ElementType kElementTypes[] = {
-    ElementType::kBytes,  ElementType::kInt8,   ElementType::kUint8,  ElementType::kInt16,
-    ElementType::kUint16, ElementType::kInt32,  ElementType::kUint32, ElementType::kInt64,
-    ElementType::kUint64, ElementType::kFloat32, ElementType::kFloat64,
-};
 
 /// Replaces `state` by `next`; HDF5 closing what `state` held prints nothing.
 template <class State>
@@ -350,6 +346,7 @@ ImageBuilder::ImageBuilder(ImageInfo info, std::size_t expected_bytes, std::size
   hdf5::write_attribute(root, "world_size", H5T_STD_I32LE, H5T_NATIVE_INT32, &world_size);
   hdf5::write_attribute(root, "checkpoint_id", H5T_STD_U64LE, H5T_NATIVE_UINT64, &info.checkpoint_id);
   hdf5::write_attribute(root, "unix_time", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &info.unix_time);
+  if (info.step) hdf5::write_attribute(root, kStepAttribute, H5T_STD_U64LE, H5T_NATIVE_UINT64, &*info.step);
 
   // The pieces are listed back in the order they were added.
   const std::string group_what = "cannot create the image's /state group";
@@ -569,14 +566,17 @@ ImageInfo read_info(hid_t root) {
   hdf5::read_attribute(root, "world_size", H5T_NATIVE_INT32, &info.world_size, owner);
   hdf5::read_attribute(root, "checkpoint_id", H5T_NATIVE_UINT64, &info.checkpoint_id, owner);
   hdf5::read_attribute(root, "unix_time", H5T_NATIVE_DOUBLE, &info.unix_time, owner);
+  if (hdf5::has_attribute(root, kStepAttribute)) {
+    std::uint64_t step = 0;
+    hdf5::read_attribute(root, kStepAttribute, H5T_NATIVE_UINT64, &step, owner);
+    info.step = step;
+  }
   return info;
 }
 
 /// The element type named `name` in piece `piece`'s attribute.
 ElementType parse_element_type(const std::string& name, const std::string& piece) {
-  for (const ElementType type : kElementTypes) {
-    if (element_type_name(type) == name) return type;
-  }
+  if (const auto type = element_type_named(name)) return *type;
   throw CorruptData("piece '" + piece + "' has the unknown element_type '" + name + "'");
 }
 

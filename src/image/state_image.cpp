@@ -8,6 +8,7 @@
 #include <string>
 
 #include "checksum.hpp"
+#include "reprise/driver.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 
@@ -42,6 +43,7 @@ ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uin
   info.original_rank = comm.original_rank();
   info.world_size = comm.size();
   info.checkpoint_id = version;
+  info.step = driver_step(checkpoint, pieces);
   std::size_t copied = 0;
   std::size_t references = 0;
   for (std::size_t i = 0; i < pieces.size(); ++i) {
@@ -121,6 +123,15 @@ std::vector<std::vector<std::byte>> read_pieces(const Image& image, const Checkp
 }
 
 }  // namespace
+
+std::optional<std::uint64_t> driver_step(const Checkpoint& checkpoint,
+                                        std::span<const std::span<const std::byte>> pieces) {
+  const auto registrations = checkpoint.registrations();
+  for (std::size_t i = 0; i < registrations.size() && i < pieces.size(); ++i) {
+    if (registrations[i].name == Driver::kProgressPiece) return Driver::saved_step(pieces[i]);
+  }
+  return std::nullopt;
+}
 
 ImageBytes build_state_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                              std::span<const std::byte> state, std::span<const ExtraPiece> extras) {

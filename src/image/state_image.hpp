@@ -4,6 +4,7 @@
 // and migration.
 
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -32,6 +33,12 @@ struct ExtraLanding {
   std::string name;
   std::span<std::byte> memory;
 };
+
+/// The application's step that `pieces` (one per registration of
+/// `checkpoint`, in order) hold: the step count of the `Driver`'s progress
+/// piece; none if no driver registered one.
+[[nodiscard]] std::optional<std::uint64_t> driver_step(const Checkpoint& checkpoint,
+                                                       std::span<const std::span<const std::byte>> pieces);
 
 /// The image of `state` (a serialized state of `checkpoint`, such as
 /// `capture()` or `committed_state()`) of this process at `version`, plus

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "reprise/disk_level.hpp"
 #include "reprise/driver.hpp"
 #include "reprise/error.hpp"
+#include "reprise/image.hpp"
 #include "reprise/inject.hpp"
 
 using namespace reprise;
@@ -534,6 +536,39 @@ TEST(DiskLevel, DriverCheckpointsReachTheDisk) {
   EXPECT_EQ(versions[0].version, disk.last_written());
   EXPECT_EQ(versions[0].files.size(), static_cast<std::size_t>(comm.size()));
   EXPECT_TRUE(verify_disk_version(directory.path, versions[0].version).empty());
+}
+
+// A Driver's step reaches the disk: the manifest (scan_disk_versions) and
+// every image (the root attribute step) hold the step of the version's
+// checkpoint. Run by tests/disk/readable-on-disk, which then reads the
+// directory (REPRISE_TEST_DISK_DIR) with json, h5py and reprise-images.
+TEST(DiskLevel, TheDriversStepReachesTheDisk) {
+  auto comm = Comm::world();
+  const auto directory = directory_from_env();
+  std::vector<double> values(100, 0.0);
+  Checkpoint checkpoint(comm);
+  checkpoint.protect("values", values);
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kShrink, .cadence = {.every_steps = 3}});
+  DiskLevel disk(comm, checkpoint, {.directory = directory, .every = 2, .keep = 2});
+  std::map<std::uint64_t, std::uint64_t> steps;  // version -> the driver's step at its commit
+  const auto hook = checkpoint.on_commit([&](std::uint64_t version) { steps[version] = driver.step(); });
+  driver.run(20, [&](std::uint64_t step) {
+    for (auto& value : values) value += static_cast<double>(step);
+  });
+  checkpoint.remove_commit_hook(hook);
+  comm.barrier();
+  const auto versions = scan_disk_versions(directory);
+  ASSERT_EQ(versions.size(), 2U) << "keep = 2";
+  for (const auto& version : versions) {
+    ASSERT_TRUE(version.complete) << version.problem;
+    ASSERT_TRUE(version.step.has_value()) << "v" << version.version;
+    EXPECT_EQ(*version.step, steps.at(version.version)) << "v" << version.version;
+    EXPECT_GT(*version.step, 0U) << "v" << version.version;
+    const auto image = Image::read_file(version.files.at(static_cast<std::size_t>(comm.rank().value())).path);
+    ASSERT_TRUE(image.info().step.has_value());
+    EXPECT_EQ(*image.info().step, *version.step) << "v" << version.version;
+  }
+  EXPECT_NE(*versions[0].step, *versions[1].step);
 }
 
 // A process killed while a Driver runs with a disk level is respawned: the

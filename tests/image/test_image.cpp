@@ -120,7 +120,16 @@ TEST(Image, RootAttributesRoundTrip) {
   EXPECT_EQ(image.info().checkpoint_id, 42U);
   EXPECT_GE(image.info().unix_time, before - 1);
   EXPECT_LE(image.info().unix_time, before + 60);
+  EXPECT_FALSE(image.info().step.has_value()) << "no step given, none written";
   EXPECT_TRUE(image.datasets().empty());
+}
+
+TEST(Image, TheApplicationsStepIsARootAttributeWhereGiven) {
+  ImageInfo info = sample_info();
+  info.step = std::uint64_t{1} << 40;
+  const Image image = Image::open(ImageBuilder(info).finish());
+  ASSERT_TRUE(image.info().step.has_value());
+  EXPECT_EQ(*image.info().step, std::uint64_t{1} << 40);
 }
 
 TEST(Image, TwoDimensionalArrayKeepsItsShape) {
