@@ -7,6 +7,9 @@
 //   build <nodes>   a list on the heap, two checkpoints, more changes, SIGKILL
 //   verify <nodes>  restores and finds the list of the second checkpoint
 //   first <nodes>   restores and finds the list of the first checkpoint
+//   touch <nodes>   restores and finds the list of the second checkpoint,
+//                   writes one word of the heap (the same value) and
+//                   checkpoints: the new version holds that page only
 //   refused <nodes> the restore fails; the heap then serves a new list
 //   late-restore    a restore after an allocation is refused
 //   own-allocations checkpoints allocate nothing from the heap: a restore,
@@ -380,18 +383,27 @@ int build(std::uint64_t nodes) {
   return 1;
 }
 
-int verify(std::uint64_t nodes) {
-  // First thing: nothing may be allocated before the restore.
+/// Restores (first thing: nothing may be allocated before) and checks the
+/// list of the second checkpoint: its root, or nullptr after saying why;
+/// `matched` and `checksum` as check_second_state gives them.
+Root* restore_second_state(std::uint64_t nodes, std::uint64_t& matched, std::uint64_t& checksum) {
   if (reprise_heap_restore() != 0) {
     std::fprintf(stderr, "child: FAILED: the restore\n");
-    return 1;
+    return nullptr;
   }
   auto* root = static_cast<Root*>(reprise_heap_root());
   check(root != nullptr && root->stage == 2, "the root of the second checkpoint");
-  if (root == nullptr) return 1;
-  std::uint64_t checksum = 0;
-  const std::uint64_t matched = check_second_state(root, nodes, checksum);
+  if (root == nullptr) return nullptr;
+  matched = check_second_state(root, nodes, checksum);
   check(matched > 0, "every node as at the second checkpoint");
+  return root;
+}
+
+int verify(std::uint64_t nodes) {
+  std::uint64_t matched = 0;
+  std::uint64_t checksum = 0;
+  Root* root = restore_second_state(nodes, matched, checksum);
+  if (root == nullptr) return 1;
   // The restored allocator goes on serving.
   free_list(root);
   Root* again = build_list(nodes);
@@ -403,6 +415,17 @@ int verify(std::uint64_t nodes) {
   std::fprintf(stderr, "child: verified %llu nodes, checksum %llx\n", static_cast<unsigned long long>(matched),
                static_cast<unsigned long long>(checksum));
   return 0;
+}
+
+int touch(std::uint64_t nodes) {
+  std::uint64_t matched = 0;
+  std::uint64_t checksum = 0;
+  Root* root = restore_second_state(nodes, matched, checksum);
+  if (root == nullptr) return 1;
+  *static_cast<volatile std::uint64_t*>(&root->stage) = 2;  // one page written, nothing changed
+  check(reprise_heap_checkpoint() == 0 && reprise_heap_wait() == 0, "a checkpoint after the restore");
+  if (g_failures == 0) std::fprintf(stderr, "child: touch ok\n");
+  return g_failures == 0 ? 0 : 1;
 }
 
 /// Whether the list is as build_list made it, every node intact.
@@ -512,6 +535,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "build") == 0) return build(nodes);
   if (std::strcmp(mode, "verify") == 0) return verify(nodes);
   if (std::strcmp(mode, "first") == 0) return first(nodes);
+  if (std::strcmp(mode, "touch") == 0) return touch(nodes);
   if (std::strcmp(mode, "refused") == 0) return refused(nodes);
   if (std::strcmp(mode, "two-writers") == 0) return two_writers();
   if (std::strcmp(mode, "late-restore") == 0) return late_restore();
