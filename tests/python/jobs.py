@@ -118,7 +118,8 @@ def disk(directory):
         newest = versions[-1]
         assert newest.complete and not reprise.verify_disk_version(directory, newest.version), newest.problem
         print(f"disk: {restart.outcome} {restart.version}; steps {state.steps}; versions "
-              f"{[v.version for v in versions]}; newest files {[str(f.path) for f in newest.files]}")
+              f"{[v.version for v in versions]} at steps {[v.step for v in versions]}; "
+              f"newest files {[str(f.path) for f in newest.files]}")
 
 
 def exits(status):

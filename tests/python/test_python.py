@@ -108,8 +108,9 @@ def test_the_disk_level_writes_images_h5py_reads_and_a_new_job_restarts(tmp_path
     directory = tmp_path / "saved"
     status, output, _ = launch(2, [JOBS, "disk", directory])
     assert status == 0, output
-    assert "disk: no_checkpoint 0; steps 10; versions [2, 3]; " in output, output
+    assert "disk: no_checkpoint 0; steps 10; versions [2, 3] at steps [4, 8]; " in output, output
     with h5py.File(directory / "v3" / "rank1.h5", "r") as image:
+        assert image.attrs["step"] == 8 and image.attrs["step"].dtype == np.uint64, image.attrs["step"]
         state = image["state"]
         grid, counts = state["grid"], state["counts"]
         assert grid.dtype.str == "<f8" and grid.shape == (3, 4), (grid.dtype.str, grid.shape)
@@ -119,7 +120,8 @@ def test_the_disk_level_writes_images_h5py_reads_and_a_new_job_restarts(tmp_path
         assert np.array_equal(counts[()], np.full(5, 71, dtype=np.int32)), counts[()]
     status, output, _ = launch(2, [JOBS, "disk", directory])
     assert status == 0, output
-    assert "disk: restored 3; steps 10; versions [3, 4]; " in output, output
+    # The restarted run goes on at step 8 and checkpoints there first: version 4.
+    assert "disk: restored 3; steps 10; versions [3, 4] at steps [8, 8]; " in output, output
 
 
 def test_the_guide_shows_the_quickstart_as_it_is():
