@@ -66,9 +66,11 @@ struct Malformed {
   if (value.is_string()) {
     const auto& text = value.get_ref<const std::string&>();
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number, 16);
-    if (error == std::errc{} && end == text.data() + text.size() && text.size() == kHexDigits) return number;
+    // As written: lower case, every digit (a flipped bit is never read past).
+    if (error == std::errc{} && end == text.data() + text.size() && text == hex(number)) return number;
   }
-  throw Malformed{std::string("its ") + key + " is not " + std::to_string(kHexDigits) + " hexadecimal digits"};
+  throw Malformed{std::string("its ") + key + " is not " + std::to_string(kHexDigits) +
+                  " lower-case hexadecimal digits"};
 }
 
 [[nodiscard]] Json registration_json(const Registration& registration) {
