@@ -146,6 +146,37 @@ reprise_status reprise_checkpoint_restore(reprise_checkpoint* checkpoint);
 /** The number of the last checkpoint (0 before the first). */
 uint64_t reprise_checkpoint_version(const reprise_checkpoint* checkpoint);
 
+/** Where a save function puts the bytes of its object (valid only during the call). */
+typedef struct reprise_bytes reprise_bytes;
+/** Appends `bytes` bytes at `data` to what a save function saves. */
+reprise_status reprise_bytes_append(reprise_bytes* out, const void* data, size_t bytes);
+/** Saves an object: appends its bytes to `out` (`reprise_bytes_append`); returns `REPRISE_OK`, or
+ * nonzero to make the checkpoint fail with `REPRISE_ERR_STEP` (or the status of a failed reprise call). */
+typedef int (*reprise_save_function)(reprise_bytes* out, void* user);
+/** Sets an object from the `bytes` bytes at `data` that its save function saved; returns as a save
+ * function does. */
+typedef int (*reprise_load_function)(const void* data, size_t bytes, void* user);
+/** Registers an object of any shape (a list, a table that grows) under `name` through a pair of
+ * functions called with `user`: `save` at every checkpoint, `load` at a restore. */
+reprise_status reprise_checkpoint_protect_object(reprise_checkpoint* checkpoint, const char* name,
+                                                 reprise_save_function save, reprise_load_function load, void* user);
+/** The original ranks that took part in the last checkpoint but are no longer members (after a shrink).
+ * Copies up to `capacity` of them into `ranks` and returns how many there are. */
+size_t reprise_checkpoint_departed(const reprise_checkpoint* checkpoint, int* ranks, size_t capacity);
+/** The saved states of some processes, as `reprise_checkpoint_fetch` returns them. */
+typedef struct reprise_saved_states reprise_saved_states;
+/** Collective, after `reprise_checkpoint_restore` following a shrink: this process gets the saved
+ * states of the `count` original ranks `ranks` (any, possibly none; each process its own), from live
+ * copies. `REPRISE_ERR_DATA_LOST` names the ranks whose copies are all gone. */
+reprise_status reprise_checkpoint_fetch(reprise_checkpoint* checkpoint, const int* ranks, size_t count,
+                                        reprise_saved_states** states);
+/** Releases `states` (NULL: nothing). */
+void reprise_saved_states_free(reprise_saved_states* states);
+/** The bytes original rank `rank` saved under `name`: `*data` points into `states` (valid until it is
+ * freed), `*bytes` is their size. `REPRISE_ERR_USAGE` for a rank not fetched or a name not saved. */
+reprise_status reprise_saved_states_piece(const reprise_saved_states* states, int rank, const char* name,
+                                          const void** data, size_t* bytes);
+
 /** How the driver recovers from a failure. */
 typedef enum reprise_recovery_mode {
   REPRISE_RESPAWN = 0, /**< replacements take the failed original ranks */
@@ -197,6 +228,89 @@ reprise_status reprise_driver_run(reprise_driver* driver, uint64_t steps, repris
 uint64_t reprise_driver_step(const reprise_driver* driver);
 /** How many recoveries the driver made. */
 size_t reprise_driver_recoveries(const reprise_driver* driver);
+
+/** Configuration of a heartbeat; zero fields take the defaults. */
+typedef struct reprise_heartbeat_config {
+  double period_seconds;  /**< between two beats; 0: 0.05 */
+  double timeout_seconds; /**< silence after which a process is declared hung, > period; 0: 1 */
+} reprise_heartbeat_config;
+/** Hang detection (`reprise::Heartbeat`): each process is watched by the one before it; one silent
+ * for the timeout whose kernel says it is stopped (a frozen process) is killed, so that MPI reports
+ * it as failed and the driver recovers. Needs `MPI_THREAD_MULTIPLE` (`reprise_init` asks for it). */
+typedef struct reprise_heartbeat reprise_heartbeat;
+/** Collective: starts watching on `comm` (which must outlive it); `config` may be NULL. In a
+ * replacement process, create it where the others did (before `reprise_driver_run`). */
+reprise_status reprise_heartbeat_create(reprise_comm* comm, const reprise_heartbeat_config* config,
+                                        reprise_heartbeat** heartbeat);
+/** Releases `heartbeat` (NULL: nothing); free it before its communicator. */
+void reprise_heartbeat_free(reprise_heartbeat* heartbeat);
+/** Collective, after a recovery by hand: watches the recovered communicator's members anew. */
+reprise_status reprise_heartbeat_restart(reprise_heartbeat* heartbeat);
+/** The original ranks this process declared hung and has not heard from since. Copies up to `capacity`
+ * of them into `ranks` and returns how many there are. */
+size_t reprise_heartbeat_declared_hung(const reprise_heartbeat* heartbeat, int* ranks, size_t capacity);
+/** Makes the driver restart `heartbeat` (which must outlive it) after each recovery. */
+reprise_status reprise_driver_watch(reprise_driver* driver, reprise_heartbeat* heartbeat);
+
+/** How the pages of an incremental checkpoint are committed. */
+typedef enum reprise_commit_mode {
+  REPRISE_COMMIT_ADAPTIVE = 0, /**< in the background, pages the program writes first committed first */
+  REPRISE_COMMIT_ADDRESS = 1,  /**< in the background, in address order */
+  REPRISE_COMMIT_SYNC = 2      /**< `reprise_incremental_commit` returns once every page is committed */
+} reprise_commit_mode;
+/** Configuration of an incremental checkpoint; zero fields take the defaults. */
+typedef struct reprise_incremental_config {
+  const char* directory; /**< versions as files in this directory of this process's own; NULL: in the
+                              memory of other processes of the communicator */
+  size_t keep_versions;  /**< with a directory: merge the oldest versions once there are more files; 0: keep all */
+  int copies;            /**< in memory: copies of every process's memory (its own and buddies'); 0: 2 */
+  reprise_commit_mode mode;  /**< how pages are committed */
+  size_t cow_bytes;      /**< copy-on-write buffer for pages written during a commit; 0: 16 MiB */
+} reprise_incremental_config;
+/** What one incremental checkpoint did (`reprise::IncrementalStats`). */
+typedef struct reprise_incremental_stats {
+  uint64_t version;         /**< 1 for the full checkpoint, then 2, 3, ... */
+  size_t pages_committed;   /**< pages saved */
+  size_t cow;               /**< first writes during the commit that copied the page aside */
+  size_t wait;              /**< first writes that waited for the page's commit */
+  size_t avoided;           /**< first writes during the commit that did neither */
+  size_t after;             /**< first writes after the commit */
+  double wait_seconds;      /**< time writers spent waiting */
+  double commit_seconds;    /**< from the start of the checkpoint to the end of its commit */
+} reprise_incremental_stats;
+/** Asynchronous incremental checkpoints of page-aligned memory (`reprise::IncrementalCheckpoint`): a
+ * commit saves only the pages written since the one before, in the background. One per process. */
+typedef struct reprise_incremental reprise_incremental;
+/** Allocates `bytes` (rounded up to whole pages) of zeroed, page-aligned memory into `*memory`, to
+ * protect with `reprise_incremental_protect`. */
+reprise_status reprise_protected_alloc(size_t bytes, void** memory);
+/** Releases memory from `reprise_protected_alloc` (NULL: nothing). */
+reprise_status reprise_protected_free(void* memory);
+/** An incremental checkpoint. `config` may be NULL (in memory, on `comm`: then every call but
+ * `reprise_incremental_protect` is collective, and the communicator must outlive it); with a
+ * directory, `comm` may be NULL. */
+reprise_status reprise_incremental_create(reprise_comm* comm, const reprise_incremental_config* config,
+                                          reprise_incremental** incremental);
+/** Waits for a running commit and releases `incremental` (NULL: nothing). */
+void reprise_incremental_free(reprise_incremental* incremental);
+/** Registers the page-aligned `bytes` at `data` (whole pages, from `reprise_protected_alloc`); every
+ * process that will restore registers the same sizes in the same order, before the first commit. */
+reprise_status reprise_incremental_protect(reprise_incremental* incremental, void* data, size_t bytes);
+/** Waits for the commit before, then starts a new version and returns (in the background modes) while
+ * its pages are saved; `version` (may be NULL) receives its number. Call it when the memory is
+ * consistent and no other thread writes it; writing on afterwards is safe. */
+reprise_status reprise_incremental_commit(reprise_incremental* incremental, uint64_t* version);
+/** Waits until the newest version is committed (and, in memory, safe on other processes); `stats`
+ * (may be NULL) receives what it did. */
+reprise_status reprise_incremental_wait(reprise_incremental* incremental, reprise_incremental_stats* stats);
+/** Loads the newest complete version into the registered memory (after a respawn, a replacement gets
+ * its predecessor's from a buddy); `version` (may be NULL) receives its number. Memory is unchanged
+ * on an error: `REPRISE_ERR_USAGE` (nothing to restore, other sizes), `REPRISE_ERR_DATA_LOST` (a process
+ * and its buddies gone), `REPRISE_ERR_CORRUPT` (every version damaged). */
+reprise_status reprise_incremental_restore(reprise_incremental* incremental, uint64_t* version);
+/** The newest version: after creation, the newest the directory already holds (0: none), then the
+ * newest committed or restored. */
+uint64_t reprise_incremental_version(const reprise_incremental* incremental);
 
 /** Configuration of a block store; zero fields other than `block_bytes` take the defaults. */
 typedef struct reprise_store_config {

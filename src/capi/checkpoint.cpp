@@ -45,6 +45,24 @@ reprise::DriverConfig driver_config_of(const reprise_driver_config* config) {
   return result;
 }
 
+// The program's save and load functions, as a Checkpoint's serializer pair.
+reprise::Checkpoint::Save save_calling(reprise_save_function save, void* user, const std::string& name) {
+  return [save, user, name](std::vector<std::byte>& out) {
+    reprise_bytes bytes{out};
+    reprise::capi::last_error().exception = nullptr;
+    const int result = save(&bytes, user);
+    if (result != 0) reprise::capi::raise_returned(result, "the save function of \"" + name + "\"");
+  };
+}
+
+reprise::Checkpoint::Load load_calling(reprise_load_function load, void* user, const std::string& name) {
+  return [load, user, name](std::span<const std::byte> bytes) {
+    reprise::capi::last_error().exception = nullptr;
+    const int result = load(bytes.data(), bytes.size(), user);
+    if (result != 0) reprise::capi::raise_returned(result, "the load function of \"" + name + "\"");
+  };
+}
+
 // The program's recovery function, called with a C view of the recovery.
 void call_recovery(reprise_recovery_function function, void* user, const reprise::Recovery& recovery) {
   std::vector<int> lost;
@@ -116,6 +134,59 @@ uint64_t reprise_checkpoint_version(const reprise_checkpoint* checkpoint) {
   return checkpoint != nullptr ? checkpoint->checkpoint.version() : 0;
 }
 
+reprise_status reprise_bytes_append(reprise_bytes* out, const void* data, size_t bytes) {
+  return guarded("reprise_bytes_append", [&] {
+    auto& into = checked(out, "out").out;
+    if (data == nullptr && bytes > 0) reprise::capi::refuse("data is NULL but bytes is " + std::to_string(bytes));
+    const auto* first = static_cast<const std::byte*>(data);
+    into.insert(into.end(), first, first + bytes);
+  });
+}
+
+reprise_status reprise_checkpoint_protect_object(reprise_checkpoint* checkpoint, const char* name,
+                                                 reprise_save_function save, reprise_load_function load, void* user) {
+  return guarded("reprise_checkpoint_protect_object", [&] {
+    if (save == nullptr || load == nullptr) {
+      reprise::capi::refuse("save or load is NULL: pass the functions that save and load the object");
+    }
+    auto& handle = checked(checkpoint, "checkpoint");
+    const auto named = name_of(name);
+    handle.checkpoint.protect(named, save_calling(save, user, named), load_calling(load, user, named));
+  });
+}
+
+size_t reprise_checkpoint_departed(const reprise_checkpoint* checkpoint, int* ranks, size_t capacity) {
+  if (checkpoint == nullptr) return 0;
+  return reprise::capi::copy_out(reprise::capi::plain_ranks(checkpoint->checkpoint.departed()), ranks, capacity);
+}
+
+reprise_status reprise_checkpoint_fetch(reprise_checkpoint* checkpoint, const int* ranks, size_t count,
+                                        reprise_saved_states** states) {
+  return guarded("reprise_checkpoint_fetch", [&] {
+    if (ranks == nullptr && count > 0) reprise::capi::refuse("ranks is NULL but count is " + std::to_string(count));
+    auto& where = checked(states, "states");
+    std::vector<reprise::OriginalRank> wanted;
+    for (std::size_t i = 0; i < count; ++i) wanted.emplace_back(ranks[i]);
+    where = new reprise_saved_states{checked(checkpoint, "checkpoint").checkpoint.fetch(wanted)};
+  });
+}
+
+void reprise_saved_states_free(reprise_saved_states* states) { delete states; }
+
+reprise_status reprise_saved_states_piece(const reprise_saved_states* states, int rank, const char* name,
+                                          const void** data, size_t* bytes) {
+  return guarded("reprise_saved_states_piece", [&] {
+    const auto& fetched = checked(states, "states").states;
+    const auto found = fetched.find(reprise::OriginalRank{rank});
+    if (found == fetched.end()) {
+      reprise::capi::refuse("original rank " + std::to_string(rank) + " was not fetched: pass it to reprise_checkpoint_fetch");
+    }
+    const auto piece = found->second.bytes(name_of(name));
+    checked(data, "data") = piece.data();
+    checked(bytes, "bytes") = piece.size();
+  });
+}
+
 reprise_status reprise_driver_create(reprise_comm* comm, reprise_checkpoint* checkpoint,
                                      const reprise_driver_config* config, reprise_driver** driver) {
   return guarded("reprise_driver_create", [&] {
@@ -155,6 +226,12 @@ uint64_t reprise_driver_step(const reprise_driver* driver) { return driver != nu
 
 size_t reprise_driver_recoveries(const reprise_driver* driver) {
   return driver != nullptr ? driver->driver.recoveries().size() : 0;
+}
+
+reprise_status reprise_driver_watch(reprise_driver* driver, reprise_heartbeat* heartbeat) {
+  return guarded("reprise_driver_watch", [&] {
+    checked(driver, "driver").driver.watch(checked(heartbeat, "heartbeat").heartbeat);
+  });
 }
 
 }  // extern "C"

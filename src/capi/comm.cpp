@@ -1,4 +1,4 @@
-// The C interface: the environment, the communicator and faults on demand.
+// The C interface: the environment, the communicator, hang detection and faults on demand.
 #include <unistd.h>
 
 #include <cstdio>
@@ -125,6 +125,30 @@ reprise_status reprise_comm_respawn(reprise_comm* comm) {
     auto& handle = checked(comm, "comm");
     handle.comm = handle.comm.respawn();
   });
+}
+
+reprise_status reprise_heartbeat_create(reprise_comm* comm, const reprise_heartbeat_config* config,
+                                        reprise_heartbeat** heartbeat) {
+  return guarded("reprise_heartbeat_create", [&] {
+    reprise::HeartbeatConfig settings;
+    if (config != nullptr) {
+      settings.period_seconds = reprise::capi::or_default(config->period_seconds, settings.period_seconds);
+      settings.timeout_seconds = reprise::capi::or_default(config->timeout_seconds, settings.timeout_seconds);
+    }
+    auto& where = checked(heartbeat, "heartbeat");
+    where = new reprise_heartbeat{reprise::Heartbeat(checked(comm, "comm").comm, settings)};
+  });
+}
+
+void reprise_heartbeat_free(reprise_heartbeat* heartbeat) { delete heartbeat; }
+
+reprise_status reprise_heartbeat_restart(reprise_heartbeat* heartbeat) {
+  return guarded("reprise_heartbeat_restart", [&] { checked(heartbeat, "heartbeat").heartbeat.restart(); });
+}
+
+size_t reprise_heartbeat_declared_hung(const reprise_heartbeat* heartbeat, int* ranks, size_t capacity) {
+  if (heartbeat == nullptr) return 0;
+  return reprise::capi::copy_out(reprise::capi::plain_ranks(heartbeat->heartbeat.declared_hung()), ranks, capacity);
 }
 
 reprise_status reprise_faults_from_env(const char* variable, int processes, reprise_faults** faults) {

@@ -1,12 +1,16 @@
 // What the C interface's opaque handles hold (include/reprise/reprise.h).
 #pragma once
 
+#include <map>
 #include <optional>
+#include <vector>
 
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/disk_level.hpp"
 #include "reprise/driver.hpp"
+#include "reprise/heartbeat.hpp"
+#include "reprise/incremental.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/migration.hpp"
 #include "reprise/reprise.h"
@@ -21,8 +25,24 @@ struct reprise_checkpoint {
   reprise::Checkpoint checkpoint;
 };
 
+struct reprise_bytes {
+  std::vector<std::byte>& out;
+};
+
+struct reprise_saved_states {
+  std::map<reprise::OriginalRank, reprise::SavedState> states;
+};
+
 struct reprise_driver {
   reprise::Driver driver;
+};
+
+struct reprise_heartbeat {
+  reprise::Heartbeat heartbeat;
+};
+
+struct reprise_incremental {
+  reprise::IncrementalCheckpoint checkpoint;
 };
 
 struct reprise_store {
@@ -49,6 +69,17 @@ Handle& checked(Handle* handle, const char* what) {
   if (handle == nullptr) refuse(std::string(what) + " is NULL: pass a handle made by its reprise_*_create call");
   return *handle;
 }
+
+/// Copies up to `capacity` of `values` into `out` (may be NULL when
+/// `capacity` is 0); returns how many there are.
+template <class T>
+std::size_t copy_out(const std::vector<T>& values, T* out, std::size_t capacity) {
+  for (std::size_t i = 0; i < values.size() && i < capacity && out != nullptr; ++i) out[i] = values[i];
+  return values.size();
+}
+
+/// Original ranks as the C interface gives them.
+std::vector<int> plain_ranks(const std::vector<OriginalRank>& ranks);
 
 /// `value`, or `fallback` when it is zero (the C configurations' "default").
 template <class T>

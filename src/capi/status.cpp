@@ -2,15 +2,10 @@
 
 #include <new>
 
+#include "handles.hpp"
+
 namespace reprise::capi {
 namespace {
-
-std::vector<int> plain(const std::vector<OriginalRank>& ranks) {
-  std::vector<int> values;
-  values.reserve(ranks.size());
-  for (const auto rank : ranks) values.push_back(rank.value());
-  return values;
-}
 
 std::vector<reprise_block_range> plain(const std::vector<BlockRange>& ranges) {
   std::vector<reprise_block_range> values;
@@ -24,12 +19,12 @@ reprise_status classify(LastError& last) {
   try {
     throw;
   } catch (const ProcessFailed& error) {
-    last.ranks = plain(error.failed());
+    last.ranks = plain_ranks(error.failed());
     return REPRISE_ERR_PROCESS_FAILED;
   } catch (const CommFailure&) {
     return REPRISE_ERR_REVOKED;
   } catch (const DataLost& error) {
-    last.ranks = plain(error.lost_processes());
+    last.ranks = plain_ranks(error.lost_processes());
     last.lost = plain(error.lost());
     return REPRISE_ERR_DATA_LOST;
   } catch (const UsageError&) {
@@ -62,6 +57,13 @@ std::string message_of(const std::exception_ptr& exception) {
 }
 
 }  // namespace
+
+std::vector<int> plain_ranks(const std::vector<OriginalRank>& ranks) {
+  std::vector<int> values;
+  values.reserve(ranks.size());
+  for (const auto rank : ranks) values.push_back(rank.value());
+  return values;
+}
 
 LastError& last_error() noexcept {
   thread_local LastError last;
@@ -107,15 +109,11 @@ const char* reprise_last_error(void) { return reprise::capi::last_error().messag
 int reprise_last_error_mpi_class(void) { return reprise::capi::last_error().mpi_class; }
 
 size_t reprise_last_error_ranks(int* ranks, size_t capacity) {
-  const auto& values = reprise::capi::last_error().ranks;
-  for (size_t i = 0; i < values.size() && i < capacity && ranks != nullptr; ++i) ranks[i] = values[i];
-  return values.size();
+  return reprise::capi::copy_out(reprise::capi::last_error().ranks, ranks, capacity);
 }
 
 size_t reprise_last_error_lost_ranges(reprise_block_range* ranges, size_t capacity) {
-  const auto& values = reprise::capi::last_error().lost;
-  for (size_t i = 0; i < values.size() && i < capacity && ranges != nullptr; ++i) ranges[i] = values[i];
-  return values.size();
+  return reprise::capi::copy_out(reprise::capi::last_error().lost, ranges, capacity);
 }
 
 }  // extern "C"

@@ -1,13 +1,18 @@
 // The C interface (include/reprise/reprise.h): statuses and last errors, the
 // driver recovering a killed process from a C step function (killed by the
 // step, or by the driver carrying out REPRISE_FAULTS), a step's own
-// error ending the run everywhere, and the store's data-loss report. Real
-// kills (SIGKILL); every recovered value checked.
+// error ending the run everywhere, the store's data-loss report, objects
+// saved by save/load functions and a departed process's fetched after a
+// shrink, incremental checkpoints giving a replacement its pages back, and
+// a hung process killed by the heartbeat. Real kills (SIGKILL); every
+// recovered value checked.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -81,6 +86,20 @@ TEST(CInterface, ANullHandleOrWrongArgumentIsRefusedInOneLine) {
   setenv("REPRISE_TEST_BAD_FAULTS", "two@three", 1);
   EXPECT_EQ(reprise_faults_from_env("REPRISE_TEST_BAD_FAULTS", 2, &faults), REPRISE_ERR_USAGE);
   EXPECT_NE(std::string(reprise_last_error()).find("REPRISE_TEST_BAD_FAULTS"), std::string::npos) << reprise_last_error();
+  EXPECT_EQ(reprise_checkpoint_protect_object(checkpoint, "o", nullptr, nullptr, nullptr), REPRISE_ERR_USAGE);
+  EXPECT_TRUE(starts_with(reprise_last_error(), "reprise_checkpoint_protect_object: save or load is NULL"))
+      << reprise_last_error();
+  const void* piece = nullptr;
+  std::size_t piece_bytes = 0;
+  EXPECT_EQ(reprise_saved_states_piece(nullptr, 0, "v", &piece, &piece_bytes), REPRISE_ERR_USAGE);
+  reprise_incremental* incremental = nullptr;
+  EXPECT_EQ(reprise_incremental_create(nullptr, nullptr, &incremental), REPRISE_ERR_USAGE);
+  EXPECT_NE(std::string(reprise_last_error()).find("comm is NULL and config has no directory"), std::string::npos)
+      << reprise_last_error();
+  reprise_heartbeat* heartbeat = nullptr;
+  const reprise_heartbeat_config slow{.period_seconds = 2, .timeout_seconds = 1};
+  EXPECT_EQ(reprise_heartbeat_create(world.comm, &slow, &heartbeat), REPRISE_ERR_USAGE);
+  EXPECT_EQ(heartbeat, nullptr);
   std::uint64_t version = 0;
   EXPECT_EQ(reprise_checkpoint_commit(checkpoint, &version), REPRISE_OK) << reprise_last_error();
   EXPECT_EQ(version, reprise_checkpoint_version(checkpoint));
@@ -219,4 +238,228 @@ TEST(CInterface, TheStoreNamesLostBlocksAfterAShrink) {
     ASSERT_EQ(loaded[i], static_cast<std::uint8_t>(i)) << "byte " << i;
   }
   reprise_store_free(store);
+}
+
+namespace {
+
+// A list that grows by one value per step, protected through save/load
+// functions: after step s, original rank r's holds r * 1000 + 0, ..., s.
+struct Growing {
+  reprise_comm* comm = nullptr;
+  std::vector<std::int64_t> list;
+  int loads = 0;
+};
+
+std::vector<std::int64_t> grown(int rank, std::uint64_t steps) {
+  std::vector<std::int64_t> list;
+  for (std::uint64_t s = 0; s < steps; ++s) list.push_back(rank * 1000 + static_cast<std::int64_t>(s));
+  return list;
+}
+
+int save_list(reprise_bytes* out, void* user) {
+  const auto& list = static_cast<const Growing*>(user)->list;
+  return reprise_bytes_append(out, list.data(), list.size() * sizeof(std::int64_t));
+}
+
+int load_list(const void* data, size_t bytes, void* user) {
+  auto& growing = *static_cast<Growing*>(user);
+  growing.list.resize(bytes / sizeof(std::int64_t));
+  if (bytes > 0) std::memcpy(growing.list.data(), data, bytes);
+  ++growing.loads;
+  return REPRISE_OK;
+}
+
+int grow(std::uint64_t step, void* user) {
+  auto& growing = *static_cast<Growing*>(user);
+  const int status = reprise_comm_check(growing.comm, MPI_Barrier(reprise_comm_mpi(growing.comm)), "MPI_Barrier");
+  if (status != REPRISE_OK) return status;
+  growing.list.push_back(reprise_comm_original_rank(growing.comm) * 1000 + static_cast<std::int64_t>(step));
+  return REPRISE_OK;
+}
+
+// After a shrink: the departed process's list, fetched and checked against
+// what it held at the checkpoint the survivors rolled back to.
+struct Adoption {
+  reprise_checkpoint* checkpoint = nullptr;
+  reprise_driver* driver = nullptr;
+  std::vector<int> departed;
+  std::size_t wrong = 0;
+};
+
+int adopt(const reprise_recovery* recovery, void* user) {
+  auto& adoption = *static_cast<Adoption*>(user);
+  std::array<int, 4> departed{};
+  const std::size_t count = reprise_checkpoint_departed(adoption.checkpoint, departed.data(), departed.size());
+  adoption.departed.assign(departed.begin(), departed.begin() + static_cast<std::ptrdiff_t>(count));
+  reprise_saved_states* states = nullptr;
+  const int status = reprise_checkpoint_fetch(adoption.checkpoint, recovery->lost, recovery->lost_count, &states);
+  if (status != REPRISE_OK) return status;
+  for (std::size_t i = 0; i < recovery->lost_count; ++i) {
+    const void* data = nullptr;
+    std::size_t bytes = 0;
+    if (reprise_saved_states_piece(states, recovery->lost[i], "list", &data, &bytes) != REPRISE_OK) {
+      reprise_saved_states_free(states);
+      return 1;
+    }
+    const auto expected = grown(recovery->lost[i], reprise_driver_step(adoption.driver));
+    std::vector<std::int64_t> fetched(bytes / sizeof(std::int64_t));
+    if (bytes > 0) std::memcpy(fetched.data(), data, bytes);
+    adoption.wrong += fetched == expected ? 0 : 1;
+  }
+  reprise_saved_states_free(states);
+  return REPRISE_OK;
+}
+
+}  // namespace
+
+TEST(CInterface, AShrinkFetchesTheDepartedProcessesObject) {
+  World world;
+  const int size = reprise_comm_size(world.comm);
+  const int victim = size - 1;
+  Growing growing{.comm = world.comm, .list = {}, .loads = 0};
+  reprise_checkpoint* checkpoint = nullptr;
+  ASSERT_EQ(reprise_checkpoint_create(world.comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
+  ASSERT_EQ(reprise_checkpoint_protect_object(checkpoint, "list", save_list, load_list, &growing), REPRISE_OK)
+      << reprise_last_error();
+  const reprise_driver_config config{.mode = REPRISE_SHRINK, .max_recoveries = 0, .every_steps = 4, .every_seconds = 0,
+                                     .mtbf_seconds = 0, .inject_faults = 1};
+  setenv("REPRISE_FAULTS", (std::to_string(victim) + "@6").c_str(), 1);
+  reprise_driver* driver = nullptr;
+  ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
+  unsetenv("REPRISE_FAULTS");
+  Adoption adoption{.checkpoint = checkpoint, .driver = driver, .departed = {}, .wrong = 0};
+  ASSERT_EQ(reprise_driver_on_recovery(driver, adopt, &adoption), REPRISE_OK);
+  constexpr std::uint64_t kSteps = 10;
+  ASSERT_EQ(reprise_driver_run(driver, kSteps, grow, &growing), REPRISE_OK) << reprise_last_error();
+  EXPECT_EQ(reprise_comm_size(world.comm), size - 1);
+  EXPECT_EQ(adoption.departed, std::vector<int>{victim});
+  EXPECT_EQ(adoption.wrong, 0U);
+  EXPECT_EQ(growing.loads, 1) << "the rollback loads the list once";
+  EXPECT_EQ(growing.list, grown(reprise_comm_original_rank(world.comm), kSteps));
+  reprise_driver_free(driver);
+  reprise_checkpoint_free(checkpoint);
+}
+
+namespace {
+
+constexpr std::size_t kIncrementalPages = 16;
+
+// The byte at `offset` of original rank `rank`'s memory as of `version`:
+// version v rewrites every v-th page (version 1 all of them).
+std::uint8_t incremental_byte(int rank, std::uint64_t version, std::size_t offset, std::size_t page) {
+  std::uint64_t last = 1;
+  for (std::uint64_t v = 2; v <= version; ++v) {
+    if ((offset / page) % v == 0) last = v;
+  }
+  return static_cast<std::uint8_t>((static_cast<std::uint64_t>(rank) * 131 + last * 17 + offset * 7) & 0xffU);
+}
+
+void write_version(std::uint8_t* data, std::size_t bytes, std::size_t page, int rank, std::uint64_t version) {
+  for (std::size_t offset = 0; offset < bytes; ++offset) {
+    if (version == 1 || (offset / page) % version == 0) data[offset] = incremental_byte(rank, version, offset, page);
+  }
+}
+
+}  // namespace
+
+TEST(CInterface, IncrementalCheckpointsInMemoryGiveAReplacementItsPagesBack) {
+  World world;
+  const int me = reprise_comm_original_rank(world.comm);
+  const int victim = reprise_comm_original_size(world.comm) - 1;
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* memory = nullptr;
+  const std::size_t bytes = kIncrementalPages * page;
+  ASSERT_EQ(reprise_protected_alloc(bytes, &memory), REPRISE_OK) << reprise_last_error();
+  auto* data = static_cast<std::uint8_t*>(memory);
+  reprise_incremental* incremental = nullptr;
+  const reprise_incremental_config config{
+      .directory = nullptr, .keep_versions = 0, .copies = 2, .mode = REPRISE_COMMIT_ADAPTIVE, .cow_bytes = 4 * page};
+  ASSERT_EQ(reprise_incremental_create(world.comm, &config, &incremental), REPRISE_OK) << reprise_last_error();
+  ASSERT_EQ(reprise_incremental_protect(incremental, memory, bytes), REPRISE_OK) << reprise_last_error();
+  if (reprise_comm_is_replacement(world.comm) == 0) {
+    write_version(data, bytes, page, me, 1);
+    std::uint64_t version = 0;
+    ASSERT_EQ(reprise_incremental_commit(incremental, &version), REPRISE_OK) << reprise_last_error();
+    EXPECT_EQ(version, 1U);
+    write_version(data, bytes, page, me, 2);  // races the commit of version 1
+    ASSERT_EQ(reprise_incremental_commit(incremental, &version), REPRISE_OK) << reprise_last_error();
+    reprise_incremental_stats stats{};
+    ASSERT_EQ(reprise_incremental_wait(incremental, &stats), REPRISE_OK) << reprise_last_error();
+    EXPECT_EQ(stats.version, 2U);
+    EXPECT_EQ(stats.pages_committed, kIncrementalPages / 2) << "version 2 changed every other page";
+    write_version(data, bytes, page, me, 3);  // lost by the rollback
+    if (me == victim) reprise::inject::kill_self(reprise::OriginalRank{me});
+    int status = REPRISE_OK;
+    while (status == REPRISE_OK) {
+      status = reprise_comm_check(world.comm, MPI_Barrier(reprise_comm_mpi(world.comm)), "MPI_Barrier");
+    }
+    ASSERT_TRUE(status == REPRISE_ERR_PROCESS_FAILED || status == REPRISE_ERR_REVOKED) << reprise_last_error();
+    ASSERT_EQ(reprise_comm_revoke(world.comm), REPRISE_OK);
+    ASSERT_EQ(reprise_comm_respawn(world.comm), REPRISE_OK) << reprise_last_error();
+  }
+  std::uint64_t restored = 0;
+  ASSERT_EQ(reprise_incremental_restore(incremental, &restored), REPRISE_OK) << reprise_last_error();
+  EXPECT_EQ(restored, 2U);
+  EXPECT_EQ(reprise_incremental_version(incremental), 2U);
+  std::size_t wrong = 0;
+  for (std::size_t offset = 0; offset < bytes; ++offset) wrong += data[offset] != incremental_byte(me, 2, offset, page);
+  EXPECT_EQ(wrong, 0U) << "original rank " << me << (reprise_comm_is_replacement(world.comm) != 0 ? " (replacement)" : "");
+  reprise_incremental_free(incremental);
+  EXPECT_EQ(reprise_protected_free(memory), REPRISE_OK);
+}
+
+namespace {
+
+// Every step adds the step number to `total` after a barrier of the
+// communicator of now; the barrier is where a hung process's loss shows.
+struct Counting {
+  reprise_comm* comm = nullptr;
+  std::int64_t total = 0;
+};
+
+int count_step(std::uint64_t step, void* user) {
+  auto& counting = *static_cast<Counting*>(user);
+  const int status = reprise_comm_check(counting.comm, MPI_Barrier(reprise_comm_mpi(counting.comm)), "MPI_Barrier");
+  if (status != REPRISE_OK) return status;
+  counting.total += static_cast<std::int64_t>(step);
+  return REPRISE_OK;
+}
+
+}  // namespace
+
+// REPRISE_FAULTS="2@5:hang": original rank 2 stops (SIGSTOP) before step 5;
+// its watcher (rank 1) declares it hung and kills it, and the run shrinks.
+TEST(CInterface, TheHeartbeatKillsAHungProcessAndTheDriverRecovers) {
+  World world;
+  const int size = reprise_comm_size(world.comm);
+  constexpr int kVictim = 2;
+  constexpr int kWatcher = 1;
+  Counting counting{.comm = world.comm};
+  reprise_checkpoint* checkpoint = nullptr;
+  ASSERT_EQ(reprise_checkpoint_create(world.comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
+  ASSERT_EQ(reprise_checkpoint_protect(checkpoint, "total", &counting.total, sizeof counting.total), REPRISE_OK);
+  reprise_heartbeat* heartbeat = nullptr;
+  const reprise_heartbeat_config beat{.period_seconds = 0.05, .timeout_seconds = 1.0};
+  ASSERT_EQ(reprise_heartbeat_create(world.comm, &beat, &heartbeat), REPRISE_OK) << reprise_last_error();
+  EXPECT_EQ(reprise_heartbeat_declared_hung(heartbeat, nullptr, 0), 0U);
+  const reprise_driver_config config{.mode = REPRISE_SHRINK, .max_recoveries = 0, .every_steps = 3, .every_seconds = 0,
+                                     .mtbf_seconds = 0, .inject_faults = 1};
+  setenv("REPRISE_FAULTS", (std::to_string(kVictim) + "@5:hang").c_str(), 1);
+  reprise_driver* driver = nullptr;
+  ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
+  unsetenv("REPRISE_FAULTS");
+  ASSERT_EQ(reprise_driver_watch(driver, heartbeat), REPRISE_OK) << reprise_last_error();
+  constexpr std::uint64_t kSteps = 10;
+  ASSERT_EQ(reprise_driver_run(driver, kSteps, count_step, &counting), REPRISE_OK) << reprise_last_error();
+  EXPECT_EQ(reprise_comm_size(world.comm), size - 1);
+  EXPECT_EQ(counting.total, static_cast<std::int64_t>(kSteps * (kSteps - 1) / 2));
+  EXPECT_EQ(reprise_driver_recoveries(driver), 1U);
+  if (reprise_comm_original_rank(world.comm) == kWatcher) {
+    std::array<int, 4> hung{};
+    ASSERT_EQ(reprise_heartbeat_declared_hung(heartbeat, hung.data(), hung.size()), 1U);
+    EXPECT_EQ(hung[0], kVictim);
+  }
+  reprise_driver_free(driver);
+  reprise_heartbeat_free(heartbeat);
+  reprise_checkpoint_free(checkpoint);
 }
