@@ -40,6 +40,8 @@ from ._reprise import (  # noqa: E402
     DiskVersion,
     Driver,
     Error,
+    Heartbeat,
+    IncrementalCheckpoint,
     IoError,
     Migration,
     MigrationRecord,
@@ -51,6 +53,7 @@ from ._reprise import (  # noqa: E402
     SavedState,
     Store,
     UsageError,
+    protected_array,
     scan_disk_versions,
     verify_disk_version,
 )
@@ -58,10 +61,10 @@ from . import inject  # noqa: E402
 
 __all__ = [
     "Cadence", "Checkpoint", "Comm", "CommFailure", "CorruptData", "DataLost", "DiskFile", "DiskLevel",
-    "DiskRestart", "DiskVersion", "Driver", "Error", "IoError", "MPI", "Migration", "MigrationRecord",
-    "MigrationTimes", "MpiError", "ProcessFailed", "Recovery",
-    "Revoked", "SavedState", "State", "Store", "UsageError", "exit", "inject", "scan_disk_versions",
-    "verify_disk_version",
+    "DiskRestart", "DiskVersion", "Driver", "Error", "Heartbeat", "IncrementalCheckpoint", "IoError", "MPI",
+    "Migration", "MigrationRecord", "MigrationTimes", "MpiError", "ProcessFailed", "Recovery",
+    "Revoked", "SavedState", "State", "Store", "UsageError", "exit", "inject", "protected_array",
+    "scan_disk_versions", "verify_disk_version",
 ]
 
 

@@ -194,6 +194,8 @@ class Driver:
         failure every process resumes at the step of the last checkpoint."""
     def run(self, loop: Callable[[], object]) -> None:  # type: ignore[no-redef]
         """Calls loop() until it returns; after a failure, recovers, restores and calls it again."""
+    def watch(self, heartbeat: Heartbeat) -> None:
+        """Restarts heartbeat on the recovered communicator after each recovery."""
     def on_recovery(self, callback: Callable[[Recovery], object]) -> None:
         """Sets callback(recovery), run after each recovery once every process's state is restored (with
         shrink: fetch the departed processes' state there)."""
@@ -206,6 +208,48 @@ class Driver:
     @property
     def checkpoints(self) -> int:
         """How many checkpoints run(steps, step) took here (recoveries' not counted)."""
+
+class Heartbeat:
+    """Hang detection: each process is watched by the one before it; one silent for timeout_seconds whose kernel
+    says it is stopped (frozen) is killed, so that MPI reports it as failed and the Driver recovers. Pass it to
+    Driver.watch."""
+    def __init__(self, comm: Comm, period_seconds: float = 0.05, timeout_seconds: float = 1.0) -> None:
+        """Collective: starts watching on comm (a replacement creates its own where the others did, before
+        Driver.run)."""
+    def restart(self) -> None:
+        """Collective, after a recovery by hand: watches the members anew."""
+    @property
+    def declared_hung(self) -> list[int]:
+        """Original ranks this process declared hung and has not heard from since."""
+
+def protected_array(shape: int | Sequence[int], dtype: npt.DTypeLike = "float64") -> npt.NDArray[Any]:
+    """A new zeroed NumPy array in protected memory (page-aligned, whole pages), for
+    IncrementalCheckpoint.protect; its memory is released once the array and its views are gone."""
+
+class IncrementalCheckpoint:
+    """Asynchronous incremental checkpoints of arrays from protected_array: checkpoint() returns at once and a
+    background thread saves only the pages written since the checkpoint before. One per process."""
+    def __init__(self, comm: Comm | None = None, directory: str | PathLike[str] | None = None, copies: int = 2,
+                 mode: str = "adaptive", keep_versions: int = 0) -> None:
+        """Versions in directory (files of this process's own; keep_versions > 0 merges the oldest), else in the
+        memory of copies processes of comm (then checkpoint, wait and restore are collective). mode: \"adaptive\"
+        (pages written first saved first), \"address\" or \"sync\"."""
+    def protect(self, array: npt.NDArray[Any]) -> None:
+        """Protects an array from protected_array (kept alive); every process that will restore protects the same
+        sizes in the same order, before the first checkpoint."""
+    def checkpoint(self) -> int:
+        """Starts a new version (after the commit before) and returns its number while its pages are saved;
+        writing the arrays on is safe."""
+    def wait(self) -> dict[str, float]:
+        """Waits until the newest version is committed (in memory: safe on other processes); what it did, as a
+        dict (version, pages_committed, cow, wait, avoided, after, wait_seconds, commit_seconds)."""
+    def restore(self) -> int:
+        """Loads the newest complete version into the arrays, in place, and returns its number; a replacement
+        gets its predecessor's. Arrays unchanged on an error (UsageError, DataLost, CorruptData)."""
+    @property
+    def version(self) -> int:
+        """The newest version: after construction, the newest the directory holds (0: none), then the newest
+        checkpointed or restored."""
 
 class MigrationTimes:
     """What one migration cost, as this process measured it (seconds; a field that does not apply to the process

@@ -28,6 +28,8 @@ void bind_driver(nb::module_& module);
 void bind_migration(nb::module_& module);
 void bind_store(nb::module_& module);
 void bind_disk(nb::module_& module);
+/// IncrementalCheckpoint, protected_array and Heartbeat.
+void bind_incremental(nb::module_& module);
 void bind_inject(nb::module_& module);
 
 /// Original ranks as a Python list of ints.

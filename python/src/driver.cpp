@@ -113,6 +113,9 @@ void bind_driver(nb::module_& module) {
            "failure every process resumes at the step of the last checkpoint.")
       .def("run", &run_loop, nb::arg("loop"),
            "Calls loop() until it returns; after a failure, recovers, restores and calls it again.")
+      .def(
+          "watch", [](PyDriver& self, Heartbeat& heartbeat) { self.driver.watch(heartbeat); }, nb::arg("heartbeat"),
+          nb::keep_alive<1, 2>(), "Restarts heartbeat on the recovered communicator after each recovery.")
       .def("on_recovery", &on_recovery, nb::arg("callback"),
            "Sets callback(recovery), run after each recovery once every process's state is restored (with "
            "shrink: fetch the departed processes' state there).")

@@ -14,5 +14,6 @@ NB_MODULE(_reprise, module) {
   reprise::python::bind_migration(module);
   reprise::python::bind_store(module);
   reprise::python::bind_disk(module);
+  reprise::python::bind_incremental(module);
   reprise::python::bind_inject(module);
 }

@@ -197,11 +197,140 @@ def one_libmpi():
     print(f"one_libmpi: {os.path.basename(libraries[0])}")
 
 
+def incremental_values(rank, version):
+    """Original rank rank's protected array as of version: version 1 writes every row, version 2 rows 0 and 2."""
+    values = np.arange(4 * 4096, dtype=np.float64).reshape(4, 4096) + rank * 1e6
+    if version >= 2:
+        values[::2] += 0.5
+    return values
+
+
+def incremental():
+    """An array in protected memory checkpointed incrementally into the others' memory (2 copies); original
+    rank 2 killed after version 2 (with work after it, lost), the survivors respawn it, and every process, the
+    replacement included, restores version 2, every value checked."""
+    comm = reprise.Comm.world()
+    me, victim = comm.original_rank, 2
+    values = reprise.protected_array((4, 4096), dtype=np.float64)
+    checkpoint = reprise.IncrementalCheckpoint(comm, copies=2)
+    checkpoint.protect(values)
+    if not comm.is_replacement:
+        values[:] = incremental_values(me, 1)
+        assert checkpoint.checkpoint() == 1
+        values[::2] += 0.5  # races the commit of version 1
+        assert checkpoint.checkpoint() == 2
+        stats = checkpoint.wait()
+        assert stats["version"] == 2 and stats["pages_committed"] * os.sysconf("SC_PAGE_SIZE") == values.nbytes // 2, \
+            stats
+        values[:] = -1.0
+        if me == victim:
+            reprise.inject.kill_self(me)
+        try:
+            while True:
+                comm.barrier()
+        except reprise.CommFailure:
+            comm.revoke()
+            comm.respawn()
+    restored = checkpoint.restore()
+    assert restored == 2 and checkpoint.version == 2, (restored, checkpoint.version)
+    assert np.array_equal(values, incremental_values(me, 2)), np.argwhere(values != incremental_values(me, 2))[:5]
+    kind = "replacement" if comm.is_replacement else "survivor"
+    print(f"incremental: #{me} ({kind}) restored version {restored}, {values.size} values checked")
+
+
+def heartbeat():
+    """REPRISE_FAULTS="2@5:hang": original rank 2 stops (SIGSTOP) before step 5; its watcher (rank 1) declares
+    it hung and kills it, and the Driver shrinks and rolls back; the total is that of a run without failure."""
+    comm = reprise.Comm.world()
+    state = reprise.State(total=0)
+    checkpoint = reprise.Checkpoint(comm)
+    checkpoint.protect("state", state)
+    beat = reprise.Heartbeat(comm, period_seconds=0.05, timeout_seconds=1.0)
+    driver = reprise.Driver(comm, checkpoint, mode="shrink", cadence=reprise.Cadence(every_steps=3),
+                            inject_faults=True)
+    driver.watch(beat)
+
+    def step(s):
+        comm.barrier()
+        state.total += s
+
+    driver.run(10, step)
+    lost = [recovery.lost for recovery in driver.recoveries]
+    print(f"heartbeat: #{comm.original_rank} total {state.total} on {comm.size} of {comm.original_size}, "
+          f"lost {lost}, declared hung {beat.declared_hung}")
+
+
+def data_lost():
+    """A store of 1 copy: original rank 1 is killed, the survivors shrink and load every block: DataLost on each,
+    naming the lost blocks; each prints it, then lets it go uncaught."""
+    comm = reprise.Comm.world()
+    blocks = reprise.Store(comm, block_bytes=16, copies=1)
+    first = comm.original_rank * 8
+    blocks.submit(first, first + 8, np.full(8 * 16, comm.original_rank, dtype=np.uint8))
+    if comm.original_rank == 1:
+        reprise.inject.kill_self(1)
+    try:
+        while True:
+            comm.barrier()
+    except reprise.CommFailure:
+        comm.revoke()
+        comm.shrink()
+    try:
+        blocks.load([(0, 8 * comm.original_size)])
+    except reprise.DataLost as error:
+        assert isinstance(error, reprise.Error) and error.mpi_error_class != MPI.SUCCESS, error.mpi_error_class
+        print(f"data_lost: #{comm.original_rank} caught {type(error).__name__}: lost {error.lost}, "
+              f"lost_processes {error.lost_processes}")
+        raise
+
+
+def ring_next(mine, from_left, total, step):
+    """replay()'s next value of a process."""
+    return (mine * 31 + from_left * 7 + total + step) % 1_000_000_007
+
+
+def replay(steps):
+    """RecoveryMode replay, the message log preloaded: each step every process passes its value around a ring
+    (Sendrecv) and adds the sum over all (Allreduce). A process killed by REPRISE_FAULTS restarts from its
+    checkpoint and replays from the others' logs; the others never run a step twice. Every value is checked
+    against a serial run."""
+    comm = reprise.Comm.world()
+    value = np.array([comm.original_rank + 1], dtype=np.uint64)
+    checkpoint = reprise.Checkpoint(comm)
+    checkpoint.protect("value", value)
+    driver = reprise.Driver(comm, checkpoint, mode="replay", cadence=reprise.Cadence(every_steps=10),
+                            inject_faults=True)
+    steps_run = 0
+
+    def step(s):
+        nonlocal steps_run
+        steps_run += 1
+        me, size = comm.rank, comm.size
+        from_left, total = np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.uint64)
+        comm.mpi.Sendrecv(value, (me + 1) % size, 0, from_left, (me + size - 1) % size, 0)
+        comm.mpi.Allreduce(value, total, op=MPI.SUM)
+        value[0] = ring_next(int(value[0]), int(from_left[0]), int(total[0]), s)
+
+    driver.run(steps, step)
+    serial = [r + 1 for r in range(comm.size)]
+    for s in range(steps):
+        total = sum(serial)
+        serial = [ring_next(serial[r], serial[r - 1], total, s) for r in range(len(serial))]
+    right = np.array([int(value[0]) == serial[comm.rank] and (comm.is_replacement or steps_run == steps)],
+                     dtype=np.int32)
+    comm.mpi.Allreduce(MPI.IN_PLACE, right, op=MPI.MIN)
+    replays = sum(1 for recovery in driver.recoveries if recovery.mode == "replay")
+    if comm.rank == 0:
+        print(f"replay: {comm.size} processes, {replays} recovered by replay, no survivor ran a step twice, "
+              f"every value: {'CORRECT' if right[0] else 'WRONG'}")
+
+
 if __name__ == "__main__":
     case, arguments = sys.argv[1], sys.argv[2:]
     cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors, "one_libmpi": one_libmpi,
              "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0]),
-             "exits": lambda: exits(int(arguments[0])),
+             "exits": lambda: exits(int(arguments[0])), "incremental": incremental, "heartbeat": heartbeat,
+             "data_lost": data_lost, "replay": lambda: replay(int(arguments[0])),
              "migrate": lambda: migrate(*map(int, arguments))}
     if case == "bad_protect":
         bad_protect(arguments[0])

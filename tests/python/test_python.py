@@ -21,10 +21,11 @@ JOBS = Path(__file__).resolve().parent / "jobs.py"
 QUICKSTART = REPO / "examples" / "python" / "quickstart.py"
 
 
-def launch(processes, arguments, faults="", timeout=60):
-    """Runs `python arguments...` on `processes` processes; returns (exit status, output, seconds)."""
+def launch(processes, arguments, faults="", timeout=60, preload=None):
+    """Runs `python arguments...` on `processes` processes (with the library `preload` preloaded); returns
+    (exit status, output, seconds)."""
     command = [str(LAUNCHER), "-n", str(processes), "--timeout", str(timeout), "--oversubscribe", "--",
-               sys.executable, *map(str, arguments)]
+               *(["env", f"LD_PRELOAD={preload}"] if preload else []), sys.executable, *map(str, arguments)]
     environment = dict(os.environ, REPRISE_FAULTS=faults)
     started = time.monotonic()
     result = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout + 30)
@@ -166,3 +167,40 @@ def test_a_move_of_a_rank_the_job_lacks_is_refused_in_one_line():
         "reprise: process #1 ended with an uncaught reprise.UsageError: reprise::Migration::request: original "
         "rank 5 is not in the job (original ranks 0 to 2) (jobs.py:"), output
     assert "0 migrated" in output, output
+
+
+def test_incremental_checkpoints_in_memory_give_a_replacement_its_array_back():
+    status, output, _ = launch(4, [JOBS, "incremental"])
+    assert status == 0, output
+    for rank in range(4):
+        kind = "replacement" if rank == 2 else "survivor"
+        assert f"incremental: #{rank} ({kind}) restored version 2, 16384 values checked\n" in output, output
+    assert "1 killed on purpose" in output, output
+
+
+def test_the_heartbeat_kills_a_hung_process_and_the_driver_shrinks():
+    status, output, _ = launch(4, [JOBS, "heartbeat"], faults="2@5:hang")
+    assert status == 0, output
+    for rank in (0, 1, 3):
+        hung = "[2]" if rank == 1 else "[]"
+        assert f"heartbeat: #{rank} total 45 on 3 of 4, lost [[2]], declared hung {hung}\n" in output, output
+    assert "3 passed, 0 killed on purpose, 1 hung" in output, output
+
+
+def test_data_lost_is_raised_with_its_report():
+    status, output, _ = launch(3, [JOBS, "data_lost"])
+    assert status != 0, output
+    # A store's loss is of blocks: no process's checkpointed state is lost.
+    assert re.search(r"data_lost: #[02] caught DataLost: lost \[\(8, 16\)\], lost_processes \[\]\n", output), output
+    assert re.search(r"reprise: process #[02] ended with an uncaught reprise\.DataLost: reprise::Store::load: every "
+                     r"copy of blocks \[8, 16\) is gone \(all of their holders failed since the submit\); the other "
+                     r"requested blocks were loaded \(jobs\.py:\d+\)\n", output), output
+    assert "1 killed on purpose" in output, output
+
+
+def test_replay_mode_replays_a_killed_process_alone():
+    status, output, _ = launch(4, [JOBS, "replay", 40], faults="2@17", preload=os.environ["REPRISE_MSGLOG_LIBRARY"])
+    assert status == 0, output
+    assert "replay: 4 processes, 1 recovered by replay, no survivor ran a step twice, every value: CORRECT\n" \
+        in output, output
+    assert "1 killed on purpose" in output, output
