@@ -238,6 +238,27 @@ def incremental():
     print(f"incremental: #{me} ({kind}) restored version {restored}, {values.size} values checked")
 
 
+def incremental_directory(directory):
+    """Incremental checkpoints into a directory of each process's own: a first run saves versions 1 and 2
+    (version 2 rewrites rows 0 and 2); a second run of the same program restores version 2 and checks it."""
+    comm = reprise.Comm.world()
+    me = comm.original_rank
+    values = reprise.protected_array((4, 4096), dtype=np.float64)
+    checkpoint = reprise.IncrementalCheckpoint(directory=os.path.join(directory, f"rank{me}"), mode="sync")
+    checkpoint.protect(values)
+    if checkpoint.version == 0:
+        values[:] = incremental_values(me, 1)
+        checkpoint.checkpoint()
+        values[::2] += 0.5
+        checkpoint.checkpoint()
+        pages = checkpoint.wait()["pages_committed"]
+        print(f"incremental_directory: #{me} saved version {checkpoint.version}, {pages} pages in the last")
+        return
+    restored = checkpoint.restore()
+    assert np.array_equal(values, incremental_values(me, 2)), np.argwhere(values != incremental_values(me, 2))[:5]
+    print(f"incremental_directory: #{me} restored version {restored}, {values.size} values checked")
+
+
 def heartbeat():
     """REPRISE_FAULTS="2@5:hang": original rank 2 stops (SIGSTOP) before step 5; its watcher (rank 1) declares
     it hung and kills it, and the Driver shrinks and rolls back; the total is that of a run without failure."""
@@ -330,6 +351,7 @@ if __name__ == "__main__":
     cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors, "one_libmpi": one_libmpi,
              "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0]),
              "exits": lambda: exits(int(arguments[0])), "incremental": incremental, "heartbeat": heartbeat,
+             "incremental_directory": lambda: incremental_directory(arguments[0]),
              "data_lost": data_lost, "replay": lambda: replay(int(arguments[0])),
              "migrate": lambda: migrate(*map(int, arguments))}
     if case == "bad_protect":

@@ -178,6 +178,19 @@ def test_incremental_checkpoints_in_memory_give_a_replacement_its_array_back():
     assert "1 killed on purpose" in output, output
 
 
+def test_incremental_checkpoints_in_a_directory_restore_in_a_new_run(tmp_path):
+    page = os.sysconf("SC_PAGE_SIZE")
+    status, output, _ = launch(2, [JOBS, "incremental_directory", tmp_path])
+    assert status == 0, output
+    for rank in range(2):
+        assert f"incremental_directory: #{rank} saved version 2, {4 * 4096 * 8 // 2 // page} pages in the last\n" \
+            in output, output
+    status, output, _ = launch(2, [JOBS, "incremental_directory", tmp_path])
+    assert status == 0, output
+    for rank in range(2):
+        assert f"incremental_directory: #{rank} restored version 2, 16384 values checked\n" in output, output
+
+
 def test_the_heartbeat_kills_a_hung_process_and_the_driver_shrinks():
     status, output, _ = launch(4, [JOBS, "heartbeat"], faults="2@5:hang")
     assert status == 0, output
