@@ -28,6 +28,7 @@
 namespace reprise {
 
 namespace detail {
+struct CheckpointInternals;
 /// Asks the kernel for transparent huge pages on the whole huge pages of
 /// [data, data + bytes), which nothing has touched yet: a restore's fresh
 /// memory faults in faster and a later move pins fewer pages. A hint only.
@@ -72,20 +73,6 @@ class SavedState {
 struct BlockHolding {
   std::size_t block_bytes = 0;  ///< bytes per block
   BlockRange range;             ///< the ids held
-};
-
-/// One registered piece of state as other layers (disk images, migration)
-/// see it: its name, its element type and shape, and what its size must be.
-struct Registration {
-  std::string name;                     ///< the name it was protected under
-  ArrayShape shape;                     ///< `kBytes` unless registered as a typed array or vector
-  std::size_t fixed_bytes = 0;          ///< 0: the size may change (vectors, Save/Load objects)
-  std::optional<BlockHolding> blocks;   ///< set for `protect_blocks`
-};
-
-/// Which `Checkpoint::on_commit` callback to remove with `remove_commit_hook`.
-struct CommitHook {
-  std::uint64_t id = 0;  ///< given by `on_commit`
 };
 
 /// Protects registered state of every process. Every member registers the
@@ -229,65 +216,6 @@ class Checkpoint {
   /// members (after a shrink); empty after a respawn.
   [[nodiscard]] std::vector<OriginalRank> departed() const;
 
-  /// Where the committed checkpoint's copies are after a move
-  /// (`copies_on_move`).
-  enum class CopiesOnMove {
-    /// Every leaving process holds its copies and carries them to its
-    /// successor (`held_copies`, `continue_commit`): the version stays as
-    /// redundant as at its commit, through the move and after it.
-    kCarried,
-    /// Not: the move must end with a new checkpoint.
-    kRetaken,
-  };
-
-  /// Collective: where the committed copies would be if the processes of
-  /// original ranks `leaving` moved away: carried, so that a move needs no
-  /// new checkpoint, unless some member has no committed version or a
-  /// leaving process lacks its copies.
-  [[nodiscard]] CopiesOnMove copies_on_move(std::span<const OriginalRank> leaving);
-
-  /// One committed copy this process holds: whose state, and its bytes.
-  struct HeldCopy {
-    OriginalRank owner;                ///< the original rank the state belongs to
-    std::span<const std::byte> state;  ///< its serialized state
-  };
-  /// The committed copies this process holds (its own state's and its
-  /// buddies'), by owner; empty if it holds none. Valid until the next
-  /// `checkpoint()`/`restore()`.
-  [[nodiscard]] std::vector<HeldCopy> held_copies() const;
-
-  /// The committed version and its layout (who held which copies), as
-  /// words for `continue_commit` in a process that takes over from this one
-  /// (a migration's image carries them); empty if there is none.
-  [[nodiscard]] std::vector<std::uint64_t> committed_layout() const;
-
-  /// In a process that takes over from another (a migration's new process,
-  /// after its state is loaded): continues the committed version that
-  /// `committed_layout()` described there, so that a `restore` serves this
-  /// process; the next checkpoint is the version after. Without `copies`
-  /// it holds none of the version's copies until the next checkpoint;
-  /// with them (what its predecessor's `held_copies()` were, by owner) it
-  /// holds them as its predecessor did. `UsageError` if this checkpoint has
-  /// committed a version already; `CorruptData` if `layout` is malformed or
-  /// `copies` are not the owners this process's place in it holds.
-  void continue_commit(std::span<const std::uint64_t> layout,
-                       std::map<OriginalRank, std::vector<std::byte>> copies = {});
-
-  /// Copies still on their way (see the overload below): all of them, by
-  /// owner, once they arrived intact, else nothing.
-  using ArrivingCopies = std::function<std::optional<std::map<OriginalRank, std::vector<std::byte>>>()>;
-
-  /// The same, for copies of `owners` that are still coming (a migration
-  /// lands them while the application runs again): the first call that
-  /// looks at the copies (every collective one, `held_copies`,
-  /// `committed_state`, `held_bytes`, the destructor) calls `arriving`
-  /// first, once. If it gives nothing, or the copies of others, this
-  /// process holds none, as a process respawned without them, and says so
-  /// on stderr. Errors as above (`arriving` is still called before they
-  /// are raised, so that its copies land before their memory goes).
-  void continue_commit(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners,
-                       ArrivingCopies arriving);
-
   /// The last committed version on this process (0: none).
   [[nodiscard]] std::uint64_t version() const noexcept { return _version; }
   /// Bytes of serialized state this process holds (its own and its buddies').
@@ -295,63 +223,10 @@ class Checkpoint {
 
   /// Whether this process holds a committed version in memory (what
   /// `restore()` rolls back to); false before the first `checkpoint()`, in a
-  /// replacement before its restore, and after `continue_from` alone.
+  /// replacement before its restore, and in a job restarted from a disk
+  /// image before its first `checkpoint()`.
   [[nodiscard]] bool has_commit() const noexcept { return _slots.size() > 0; }
 
-  // The read-only view other layers build on (disk images, migration). A
-  // serialized state is what `checkpoint()` keeps of a process: its pieces in
-  // registration order, each as its name's hash, its length and its bytes.
-
-  /// Every registered piece, in registration order.
-  [[nodiscard]] std::vector<Registration> registrations() const;
-  /// This process's own state of the last committed version, serialized
-  /// (empty if it holds none). Valid until the next `checkpoint()`/`restore()`.
-  [[nodiscard]] std::span<const std::byte> committed_state() const;
-  /// Serializes the registered state as it is now (not collective).
-  [[nodiscard]] std::vector<std::byte> capture() const;
-  /// The pieces of a serialized state, one per registration in order, after
-  /// every check `restore()` makes (names, fixed sizes, whole values):
-  /// `UsageError` if it does not fit the registrations, `CorruptData` if it
-  /// is truncated. The spans point into `state`.
-  [[nodiscard]] std::vector<std::span<const std::byte>> split_state(std::span<const std::byte> state) const;
-  /// The inverse of `split_state`: a serialized state from one piece per
-  /// registration, in order (`UsageError` for another count).
-  [[nodiscard]] std::vector<std::byte> join_state(std::span<const std::span<const std::byte>> pieces) const;
-  /// One registered piece's bytes as they are now (`visit_current`).
-  struct CurrentPiece {
-    std::size_t index = 0;             ///< its place among the registrations
-    std::span<const std::byte> bytes;  ///< its bytes
-    /// True for buffers and vectors: `bytes` are the object's own memory,
-    /// valid while it does not change; false for Save/Load objects, whose
-    /// bytes are serialized into a buffer that lives during the call only.
-    bool in_place = false;
-  };
-  /// Calls `visit` for every registered piece, in order, with its bytes as
-  /// they are now, copying nothing it need not (not collective): what an
-  /// image of the current state is built from.
-  void visit_current(const std::function<void(const CurrentPiece&)>& visit) const;
-  /// Sets the registered state from one piece per registration, in order
-  /// (not collective), after every check `split_state` makes: `UsageError`,
-  /// with nothing changed, if they do not fit.
-  void load_split(std::span<const std::span<const std::byte>> pieces);
-  /// Sets the registered state in place (not collective), a piece of
-  /// `sizes[i]` bytes per registration: after every check `load_split`
-  /// makes on those sizes (`UsageError`, nothing changed), calls
-  /// `fill(i, memory)` in order with the piece's own memory (a vector first
-  /// resized to hold it) or, for a Save/Load object, a buffer it then loads.
-  /// So a state read from an image is copied once. If `fill` throws, the
-  /// pieces before it are loaded already: check what fills them first.
-  void load_in_place(std::span<const std::size_t> sizes,
-                     const std::function<void(std::size_t index, std::span<std::byte> memory)>& fill);
-  /// Makes room for a restore (not collective): after the checks of
-  /// `load_in_place` on `sizes` (`UsageError`, nothing changed), resizes each
-  /// registered vector to its size and returns each piece's own memory, in
-  /// order (empty for a Save/Load object). So bytes can arrive straight
-  /// where they belong, before `load_in_place` fills the rest.
-  [[nodiscard]] std::vector<std::span<std::byte>> place_pieces(std::span<const std::size_t> sizes);
-  /// Sets the registered state from a serialized state (not collective):
-  /// checks it like `split_state` first, so nothing changes on an error.
-  void load_state(std::span<const std::byte> state);
   /// Sets the registered pieces `names` from a saved state (not collective),
   /// for instance values that were the same on every process, taken from any
   /// old process after a restart on another process count (`DiskLevel::fetch`).
@@ -359,24 +234,10 @@ class Checkpoint {
   /// `UsageError`, with nothing changed, otherwise.
   void load_pieces(const SavedState& saved, const std::vector<std::string>& names);
 
-  /// Called on this process after each commit (`checkpoint()`, and the one
-  /// that ends `restore()` after a respawn) with the new version: every
-  /// process calls its hooks, in the order they were added, so a hook may be
-  /// collective. An exception from a hook comes out of `checkpoint()`, with
-  /// the version already committed in memory. This is how the disk level
-  /// sees every commit, the `Driver`'s included, without this layer knowing it.
-  [[nodiscard]] CommitHook on_commit(std::function<void(std::uint64_t version)> callback);
-  /// Removes a hook added by `on_commit` (nothing if it is gone already).
-  void remove_commit_hook(CommitHook hook) noexcept;
-
-  /// After a restart from a saved version (a new job, restored from disk):
-  /// the next `checkpoint()` takes version `version + 1` on every process.
-  /// `restore()` still has nothing to roll back to until then. `UsageError`
-  /// if this checkpoint has committed a version already.
-  void continue_from(std::uint64_t version);
-
  private:
   friend class Driver;
+  // The layers' plumbing (disk images, migration): reprise/detail/checkpoint_internals.hpp.
+  friend struct detail::CheckpointInternals;
   /// Which processes take back their state in `restore_as`.
   enum class RestoreScope {
     kEveryone,          ///< every process rolls back, then a fresh checkpoint (`restore()`)
@@ -434,7 +295,8 @@ class Checkpoint {
   void settle_copies() const noexcept;
   void adopt_layout(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners);
 
-  // The copies a migration carried may still be arriving (`continue_commit`):
+  // The copies a migration carried may still be arriving
+  // (`CheckpointInternals::continue_commit`):
   // the first call that looks at them, a const one too, waits for them and
   // drops them if they did not arrive intact.
   mutable std::map<OriginalRank, std::vector<std::byte>> _held;  // committed states held here, by owner
@@ -446,7 +308,7 @@ class Checkpoint {
   std::vector<std::byte> _log_state;    // the message log's state, saved with each commit
   // Last, so that they go first: the copies still landing, and whose they are.
   mutable std::vector<OriginalRank> _arriving_owners;
-  mutable ArrivingCopies _copies_arriving;
+  mutable std::function<std::optional<std::map<OriginalRank, std::vector<std::byte>>>()> _copies_arriving;
 };
 
 /// The checkpoint interval (seconds of work between two checkpoints) that

@@ -45,108 +45,8 @@ struct GatherMessage {
 /// memory to fill in order; their sizes must add up to the message's size.
 using ScatterTarget = std::function<std::vector<std::span<std::byte>>(Rank source, std::size_t bytes)>;
 
-class Handover;
-
-/// Words a leaving process sends its successor after the deferred parts of
-/// its handover (`Comm::migrate_gathered`), made only once the successor
-/// runs again and took the parts it needed first: checksums of the other
-/// parts, say, so that taking them is out of the successor's way. The
-/// successor finds them in `Handover::trailer()`.
-using HandoverTrailer = std::function<std::vector<std::uint64_t>()>;
-
 namespace detail {
-/// Unmaps a handover's buffer, which is mapped fresh: the holes of deferred
-/// parts then take no memory, and leave the heap (a spare's warm pages) to
-/// the places where those parts land.
-struct Unmap {
-  std::size_t bytes = 0;
-  void operator()(std::byte* data) const noexcept;
-};
-bool receive_handover(MPI_Comm comm, int from, Handover& handover);
-void keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
-}  // namespace detail
-
-/// A part of a handover that its sender kept until the successor gives it a
-/// place (`Comm::migrate_gathered`'s `deferred`).
-struct HandoverPart {
-  std::uint64_t offset = 0;  ///< where the part lies in the handed-over bytes
-  std::uint64_t size = 0;    ///< its bytes
-};
-
-/// The bytes a process that left by `Comm::migrate` handed to its successor.
-/// Parts its sender deferred are holes in `span()` until `receive_deferred`
-/// lands them, straight where the successor wants them (no copy through
-/// this buffer; on the same host the sender writes them there itself): the
-/// sender waits, alive, until then, so receive them.
-class Handover {
- public:
-  Handover() = default;
-  ~Handover();
-  /// Takes over `other`'s bytes and parts still to receive.
-  Handover(Handover&& other) noexcept;
-  /// Takes over `other`'s bytes and parts still to receive.
-  Handover& operator=(Handover&& other) noexcept;
-  Handover(const Handover&) = delete;
-  Handover& operator=(const Handover&) = delete;
-
-  /// The bytes (the deferred parts not yet received are holes).
-  [[nodiscard]] std::span<const std::byte> span() const noexcept { return {_bytes.get(), _size}; }
-  /// Their number (0: nothing was handed over, or it was taken already).
-  [[nodiscard]] std::size_t size() const noexcept { return _size; }
-  /// The parts still with the sender, in order of their offsets.
-  [[nodiscard]] std::span<const HandoverPart> deferred() const noexcept { return _deferred; }
-
-  /// Receives the deferred parts: part i into `places[i]` (exactly its
-  /// size), or where `places[i]` is empty into its place in `span()`, one
-  /// part after the other, calling `arrived(i)` (if given) once part i is
-  /// there, while its bytes are still in cache (`arrived` must not throw:
-  /// the sender waits for the parts after it). Once; nothing to do without
-  /// deferred parts. `now`: how many of the first parts to receive here (all
-  /// by default); `receive_rest` takes the others, and the sender waits for
-  /// them. `UsageError` (nothing received) for another count or size, or
-  /// `now` beyond the parts. If the sender fails before those parts
-  /// arrived, this process cannot take its place: it exits, and the others
-  /// recover its rank as after any failure.
-  void receive_deferred(std::span<const std::span<std::byte>> places,
-                        const std::function<void(std::size_t part)>& arrived = {},
-                        std::size_t now = static_cast<std::size_t>(-1));
-  /// Tells the sender that the first parts arrived and the places of the
-  /// others are ready (it sends those only then), receives them (into the
-  /// places `receive_deferred` was given, calling `arrived` the same way),
-  /// and the sender's trailer (`trailer()`), then lets the sender go.
-  /// May run on another thread than the rest (MPI_THREAD_MULTIPLE). False
-  /// if the sender failed before they all arrived: those parts are not this
-  /// process's state, so it goes on, and its caller drops them.
-  [[nodiscard]] bool receive_rest(const std::function<void(std::size_t part)>& arrived = {});
-  /// Of the deferred parts received, the bytes the sender wrote straight
-  /// into their places (on the same host, by cross-memory attach) instead
-  /// of sending them through MPI.
-  [[nodiscard]] std::size_t pushed_bytes() const noexcept { return _pushed_bytes; }
-  /// The words the sender sent after the deferred parts
-  /// (`Comm::migrate_gathered`'s `trailer`; none without one), once every
-  /// part arrived; empty before.
-  [[nodiscard]] std::span<const std::uint64_t> trailer() const noexcept { return _trailer; }
-
- private:
-  friend bool detail::receive_handover(MPI_Comm comm, int from, Handover& handover);
-  friend void detail::keep_handover_channel(Handover& handover, MPI_Comm comm, bool owned) noexcept;
-  void release_channel() noexcept;
-  bool receive_parts(std::size_t end, const std::function<void(std::size_t part)>& arrived, bool ok = true);
-
-  std::unique_ptr<std::byte[], detail::Unmap> _bytes;
-  std::size_t _size = 0;
-  std::vector<HandoverPart> _deferred;
-  MPI_Comm _channel = MPI_COMM_NULL;  // where the deferred parts come from ...
-  int _sender = -1;                   // ... and from whom
-  bool _owns_channel = false;         // freed here once the parts arrived
-  std::size_t _pushed_bytes = 0;
-  std::vector<std::span<std::byte>> _targets;  // where each deferred part lands, once they are asked for
-  std::size_t _received = 0;                   // the deferred parts received so far
-  std::unique_ptr<std::uint64_t> _token;       // what the sender reads back to tell it reaches this process
-  std::vector<std::uint64_t> _trailer;         // what the sender sent after the parts
-};
-
-namespace detail {
+struct CommInternals;
 /// The MPI datatype of an arithmetic C++ type.
 template <class T>
 MPI_Datatype mpi_datatype();
@@ -209,7 +109,7 @@ class Comm {
   /// it with an earlier copy to tell whether the process holding an original
   /// rank now is the one that was there then (`failed()` cannot tell).
   [[nodiscard]] const std::vector<OriginalRank>& failures() const noexcept { return _failures; }
-  /// Every move (`migrate`) that led to this communicator, one entry per
+  /// Every move (`Migration`) that led to this communicator, one entry per
   /// process that left, sorted, the same on every member. A moved process's
   /// memory went with it as a failed one's does: data kept in the memory of
   /// processes compares `failures()` and `moves()` with earlier copies.
@@ -296,39 +196,6 @@ class Comm {
     check(MPI_Bcast(&value, sizeof(T), MPI_BYTE, root.value(), _comm), "MPI_Bcast");
   }
 
-  /// Collective entry into `operation` (a name for messages, e.g.
-  /// "Store::load"): the element-wise maximum of `values` over all members,
-  /// computed without blocking so that a member that never calls gives an
-  /// error instead of a hang. If not every member calls within
-  /// `timeout_seconds`, the communicator is revoked and every caller gets
-  /// `UsageError` saying so; a member's failure is `ProcessFailed` or
-  /// `Revoked` as usual (a revoke seen before the failure notice is told
-  /// apart by waiting for the notice until this caller's own deadline, unless
-  /// a `SettledByCaller` marks the communicator: then it is `Revoked`).
-  void join(std::span<std::uint64_t> values, std::string_view operation, double timeout_seconds);
-
-  /// Marks, while it lives, that the code running on `comm` ends in a
-  /// `settle()` on every member whatever it raises, as `Driver::run` does
-  /// around the program's loop. `join` then raises `Revoked` as soon as it
-  /// meets a revocation with no failure known, instead of waiting until its
-  /// deadline for a failure notice to tell a failure from a caller that gave
-  /// up: a process that revoked because of an error of its own does not keep
-  /// the others waiting, and the settling tells them why.
-  class SettledByCaller {
-   public:
-    /// Marks `comm` until destruction.
-    explicit SettledByCaller(Comm& comm) noexcept : _comm(comm), _before(comm._settled_by_caller) {
-      comm._settled_by_caller = true;
-    }
-    ~SettledByCaller() { _comm._settled_by_caller = _before; }
-    SettledByCaller(const SettledByCaller&) = delete;
-    SettledByCaller& operator=(const SettledByCaller&) = delete;
-
-   private:
-    Comm& _comm;
-    bool _before;
-  };
-
   /// Fault-tolerant agreement: the logical AND of `flag` over the live
   /// members, the same on all of them. Raises `ProcessFailed` on all of them
   /// if a member has failed, so it decides uniformly whether a step worked.
@@ -372,39 +239,9 @@ class Comm {
     if (!attempt(std::forward<Step>(step))) raise_failed_step(what);
   }
 
-  /// The agreement that ends the first phase of an operation, for `run_before()`.
-  enum class FirstAgreement {
-    kAgree,     ///< a call of `agree()` on this communicator
-    kExchange,  ///< the agreement that closes `sparse_all_to_all()`
-  };
-
-  /// Runs `step`, the plain collectives that open an operation (its entry,
-  /// an allgather of inputs), up to the operation's first agreement `first`.
-  /// A failure can complete such a collective on some members and fail it on
-  /// others, and those that completed it go on and wait in `first`, which no
-  /// revoke releases. So if `step` fails here, this process revokes, takes
-  /// part in `first` (with a failure, so it fails everywhere) and only then
-  /// raises the step's error. Free when nothing fails, unlike
-  /// `run_uniformly()`. Between `step` and `first`, the operation must not
-  /// raise anything on only some members.
-  template <class Step>
-  void run_before(FirstAgreement first, Step&& step) {
-    try {
-      step();
-    } catch (const CommFailure&) {
-      meet_failed(first);
-      throw;
-    }
-  }
-
   /// Makes every pending and future operation on this communicator fail with
   /// `Revoked` on every member, so that all of them start recovery. Local.
   void revoke();
-  /// Revokes `communicator`, a raw MPI communicator a layer above made from
-  /// this one (a duplicate for its own non-blocking traffic), so that its
-  /// pending operations end with an error instead of waiting for a process
-  /// that died. Does nothing without ULFM.
-  static void revoke_raw(MPI_Comm communicator) noexcept;
   /// True once a member revoked the communicator.
   [[nodiscard]] bool is_revoked() const;
 
@@ -427,48 +264,9 @@ class Comm {
   /// processes fail during the recovery.
   [[nodiscard]] Comm respawn();
 
-  /// Collective over every member: moves the processes of original ranks
-  /// `leaving` (their node is failing, say) to new processes of this
-  /// program, started with MPI_Comm_spawn on `hosts` (comma-separated) if
-  /// given, else on `$REPRISE_SPAWN_HOSTS`, else where Open MPI has room.
-  /// Each leaving process hands `state` (any bytes, such as a checkpoint
-  /// image; the others pass none) to its successor, which takes the
-  /// leaving process's original rank and finds the bytes with
-  /// `take_handover()`. On a member that stays: the new communicator (same
-  /// original ranks, next epoch). On a leaving member: `std::nullopt`; it
-  /// then ends with `leave_after_migration()`. `UsageError` on every member
-  /// if they named different ranks or ranks that are not members. If a
-  /// process fails meanwhile, every member raises `CommFailure` (the leaving
-  /// ones are still members): recover as usual, then migrate again.
-  [[nodiscard]] std::optional<Comm> migrate(std::span<const OriginalRank> leaving, std::span<const std::byte> state,
-                                            std::string_view hosts = {});
-  /// `migrate` with the state in pieces, sent back to back from where each
-  /// lies (no copy to gather them); the successor receives them as one run
-  /// of bytes. The pieces `deferred` names (indices, ascending) are sent
-  /// later, when the successor has a place for them
-  /// (`Handover::receive_deferred`): the leaving process returns only once
-  /// they arrived (or the successor failed). `trailer`, if given, runs on
-  /// the leaving process after it sent them, and what it returns follows
-  /// them (`Handover::trailer`; only with deferred pieces).
-  [[nodiscard]] std::optional<Comm> migrate_gathered(std::span<const OriginalRank> leaving,
-                                                     std::span<const std::span<const std::byte>> state,
-                                                     std::string_view hosts = {},
-                                                     std::span<const std::size_t> deferred = {},
-                                                     const HandoverTrailer& trailer = {});
-
-  /// In a process started by `migrate`: the bytes its predecessor handed
-  /// over (once; empty afterwards, and in every other process), deferred
-  /// parts still to receive.
-  [[nodiscard]] Handover take_handover() noexcept;
-
   /// True for the communicator `Comm::world()` returns in a process started
-  /// by `migrate` (such a process is also `is_replacement()`).
+  /// by a move (`Migration`; such a process is also `is_replacement()`).
   [[nodiscard]] bool migrated_in() const noexcept { return _migrated_in; }
-
-  /// Ends a process that left by `migrate`: records it as migrated for the
-  /// launcher and exits with status 0. Not `MPI_Finalize`, which under ULFM
-  /// waits for every process of the job; destructors do not run.
-  [[noreturn]] void leave_after_migration() const;
 
   /// Irregular exchange: each member sends a few messages, receivers do not
   /// know who sends to them. Messages to self are delivered too. Returns the
@@ -486,6 +284,8 @@ class Comm {
   void sparse_all_to_all(std::span<const GatherMessage> outgoing, const ScatterTarget& target);
 
  private:
+  // The layers' plumbing (agreements, migration): reprise/detail/comm_internals.hpp.
+  friend struct detail::CommInternals;
   struct Parts;
   explicit Comm(Parts&& parts);
   static Comm join_as_replacement(MPI_Comm parent);
@@ -497,7 +297,6 @@ class Comm {
   [[noreturn]] void raise(int mpi_result, std::string_view what);
   bool no_failure_until(double deadline);
   [[noreturn]] void raise_failed_step(std::string_view what);
-  void meet_failed(FirstAgreement first);
   void release() noexcept;
 
   MPI_Comm _comm = MPI_COMM_NULL;      // the application's communicator
@@ -513,7 +312,8 @@ class Comm {
   std::vector<int> _node_of_member;  // empty until node_of_each_member() is first called
   bool _replacement = false;
   bool _migrated_in = false;
-  Handover _handover;  // what a process started by migrate() received
+  struct Arrival;
+  std::unique_ptr<Arrival> _arrival;  // what a process started by a migration received; null in others
   /// The failure agreements this process took part in on each of the two
   /// communicators (meet_failed, a failed exchange, a failed settle):
   /// settle() does not take part in those again.
@@ -522,7 +322,7 @@ class Comm {
     bool internal = false;
   };
   FailureAgreed _failure_agreed;
-  bool _settled_by_caller = false;  // see SettledByCaller; kept by move assignment (it belongs to the holder)
+  bool _settled_by_caller = false;  // see detail::SettledByCaller; kept by move assignment (it belongs to the holder)
 };
 
 namespace detail {

@@ -179,7 +179,7 @@ class DiskLevel {
   Comm& _comm;
   Checkpoint& _checkpoint;
   DiskLevelConfig _config;
-  CommitHook _hook;
+  std::uint64_t _commit_hook = 0;  // the id of the hook this level adds to the checkpoint
   std::uint64_t _last_written = 0;
   std::unique_ptr<Restarted> _restart;
   /// False from a restart on another count until the program takes saved state.

@@ -122,13 +122,4 @@ class MpiError : public Error {
   using Error::Error;
 };
 
-namespace detail {
-
-/// Inside a `catch`: raises the caught `Error` again, of the same type and
-/// with the same details, its message starting with `call` (the public call
-/// the user made, e.g. "reprise::Store::load") unless it already does.
-[[noreturn]] void rethrow_naming(std::string_view call);
-
-}  // namespace detail
-
 }  // namespace reprise

@@ -29,7 +29,7 @@ enum class Outcome {
   kKilled,     ///< about to be killed on purpose
   kHung,       ///< about to stop responding on purpose
   kAbandoned,  ///< a replacement whose recovery failed; it exits, another is spawned
-  kMigrated,   ///< handed its state to a successor (`Comm::migrate`) and exits
+  kMigrated,   ///< handed its state to a successor (`Migration`) and exits
 };
 
 /// Records this process's outcome in `$REPRISE_OUTCOME_DIR` (does nothing when

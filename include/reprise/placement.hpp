@@ -11,6 +11,7 @@
 /// whenever there are r nodes.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "reprise/block.hpp"
@@ -30,27 +31,7 @@ struct SlotTag {
 using Slot = detail::StrongRank<detail::SlotTag>;
 
 namespace detail {
-
-/// A seeded pseudorandom permutation of [0, size): a balanced Feistel network
-/// on the smallest even number of bits that covers `size`, with cycle walking
-/// to stay inside the domain. Cheap to evaluate either way, no tables.
-class FeistelPermutation {
- public:
-  FeistelPermutation(std::uint64_t size, std::uint64_t seed);
-  [[nodiscard]] std::uint64_t forward(std::uint64_t x) const noexcept;
-  [[nodiscard]] std::uint64_t inverse(std::uint64_t y) const noexcept;
-  [[nodiscard]] std::uint64_t size() const noexcept { return _size; }
-
- private:
-  [[nodiscard]] std::uint64_t encrypt(std::uint64_t x) const noexcept;
-  [[nodiscard]] std::uint64_t decrypt(std::uint64_t y) const noexcept;
-  [[nodiscard]] std::uint64_t round_function(int round, std::uint64_t half) const noexcept;
-
-  std::uint64_t _size;
-  std::uint64_t _seed;
-  int _half_bits = 1;
-};
-
+class FeistelPermutation;  // reprise/detail/feistel.hpp, inside the build
 }  // namespace detail
 
 /// How a store lays out its blocks.
@@ -105,7 +86,7 @@ class Placement {
   PlacementConfig _config;
   std::uint64_t _unit_blocks = 1;
   std::uint64_t _units = 0;
-  detail::FeistelPermutation _permutation;
+  std::shared_ptr<const detail::FeistelPermutation> _permutation;  // immutable, shared by copies
   std::vector<std::vector<Slot>> _slab_holders;  // the slots holding slab s, copy 0 (slot s) first
   std::vector<std::vector<int>> _slabs_on;      // the slabs slot s holds a copy of
 };

@@ -12,6 +12,9 @@
 #include "huge_pages.hpp"
 #include "mix.hpp"
 #include "msglog_hooks.hpp"
+#include "reprise/detail/checkpoint_internals.hpp"
+#include "reprise/detail/comm_internals.hpp"
+#include "reprise/detail/rethrow.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 #include "reprise/placement.hpp"
@@ -166,110 +169,118 @@ void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, Block
                 BlockHolding{block_bytes, mine});
 }
 
-std::vector<Registration> Checkpoint::registrations() const {
+std::vector<Registration> detail::CheckpointInternals::registrations(const Checkpoint& checkpoint) {
   std::vector<Registration> result;
-  result.reserve(_items.size());
-  for (const auto& item : _items) result.push_back({item.name, item.shape, item.fixed_bytes, item.blocks});
+  result.reserve(checkpoint._items.size());
+  for (const auto& item : checkpoint._items) result.push_back({item.name, item.shape, item.fixed_bytes, item.blocks});
   return result;
 }
 
-std::span<const std::byte> Checkpoint::committed_state() const {
-  settle_copies();
-  const auto it = _held.find(_comm.original_rank());
-  if (it == _held.end() || !has_commit()) return {};
+std::span<const std::byte> detail::CheckpointInternals::committed_state(const Checkpoint& checkpoint) {
+  checkpoint.settle_copies();
+  const auto it = checkpoint._held.find(checkpoint._comm.original_rank());
+  if (it == checkpoint._held.end() || !checkpoint.has_commit()) return {};
   return it->second;
 }
 
-std::vector<std::byte> Checkpoint::capture() const {
+std::vector<std::byte> detail::CheckpointInternals::capture(const Checkpoint& checkpoint) {
   std::vector<std::byte> state;
-  serialize(state);
+  checkpoint.serialize(state);
   return state;
 }
 
-void Checkpoint::visit_current(const std::function<void(const CurrentPiece&)>& visit) const {
+void detail::CheckpointInternals::visit_current(const Checkpoint& checkpoint,
+                                                const std::function<void(const CurrentPiece&)>& visit) {
   std::vector<std::byte> scratch;
-  for (std::size_t i = 0; i < _items.size(); ++i) {
-    if (_items[i].view) {
-      visit({i, _items[i].view(), true});
+  for (std::size_t i = 0; i < checkpoint._items.size(); ++i) {
+    if (checkpoint._items[i].view) {
+      visit({i, checkpoint._items[i].view(), true});
     } else {
       scratch.clear();
-      _items[i].save(scratch);
+      checkpoint._items[i].save(scratch);
       visit({i, scratch, false});
     }
   }
 }
 
-void Checkpoint::load_split(std::span<const std::span<const std::byte>> pieces) try {
+void detail::CheckpointInternals::load_split(Checkpoint& checkpoint,
+                                             std::span<const std::span<const std::byte>> pieces) try {
   const std::string where = std::string(kWhere) + "::load_split";
-  if (pieces.size() != _items.size()) {
-    throw UsageError(where + ": " + std::to_string(pieces.size()) + " pieces for " + std::to_string(_items.size()) +
+  const auto& items = checkpoint._items;
+  if (pieces.size() != items.size()) {
+    throw UsageError(where + ": " + std::to_string(pieces.size()) + " pieces for " + std::to_string(items.size()) +
                      " registrations; give one piece per registration, in order");
   }
-  for (std::size_t i = 0; i < _items.size(); ++i) check_piece(_items[i], pieces[i].size(), where);
-  for (std::size_t i = 0; i < _items.size(); ++i) _items[i].load(pieces[i]);
+  for (std::size_t i = 0; i < items.size(); ++i) checkpoint.check_piece(items[i], pieces[i].size(), where);
+  for (std::size_t i = 0; i < items.size(); ++i) items[i].load(pieces[i]);
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::load_split");
 }
 
 void detail::prefer_huge_pages_of(void* data, std::size_t bytes) noexcept { prefer_huge_pages(data, bytes); }
 
-void Checkpoint::load_in_place(std::span<const std::size_t> sizes,
-                               const std::function<void(std::size_t, std::span<std::byte>)>& fill) try {
-  const auto places = place_pieces(sizes);
+void detail::CheckpointInternals::load_in_place(Checkpoint& checkpoint, std::span<const std::size_t> sizes,
+                                                const std::function<void(std::size_t, std::span<std::byte>)>& fill) try {
+  const auto places = place_pieces(checkpoint, sizes);
   std::vector<std::byte> scratch;
-  for (std::size_t i = 0; i < _items.size(); ++i) {
-    if (_items[i].place) {
+  for (std::size_t i = 0; i < checkpoint._items.size(); ++i) {
+    if (checkpoint._items[i].place) {
       fill(i, places[i]);
     } else {
       scratch.resize(sizes[i]);
       fill(i, scratch);
-      _items[i].load(scratch);
+      checkpoint._items[i].load(scratch);
     }
   }
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::load_in_place");
 }
 
-std::vector<std::span<std::byte>> Checkpoint::place_pieces(std::span<const std::size_t> sizes) try {
+std::vector<std::span<std::byte>> detail::CheckpointInternals::place_pieces(Checkpoint& checkpoint,
+                                                                            std::span<const std::size_t> sizes) try {
   const std::string where = std::string(kWhere) + "::place_pieces";
-  if (sizes.size() != _items.size()) {
-    throw UsageError(where + ": " + std::to_string(sizes.size()) + " pieces for " + std::to_string(_items.size()) +
+  const auto& items = checkpoint._items;
+  if (sizes.size() != items.size()) {
+    throw UsageError(where + ": " + std::to_string(sizes.size()) + " pieces for " + std::to_string(items.size()) +
                      " registrations; give one piece per registration, in order");
   }
-  for (std::size_t i = 0; i < _items.size(); ++i) check_piece(_items[i], sizes[i], where);
-  std::vector<std::span<std::byte>> places(_items.size());
-  for (std::size_t i = 0; i < _items.size(); ++i) {
-    if (_items[i].place) places[i] = _items[i].place(sizes[i]);
+  for (std::size_t i = 0; i < items.size(); ++i) checkpoint.check_piece(items[i], sizes[i], where);
+  std::vector<std::span<std::byte>> places(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i].place) places[i] = items[i].place(sizes[i]);
   }
   return places;
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::place_pieces");
 }
 
-std::vector<std::span<const std::byte>> Checkpoint::split_state(std::span<const std::byte> state) const {
-  return split(state, "split_state");
+std::vector<std::span<const std::byte>> detail::CheckpointInternals::split_state(const Checkpoint& checkpoint,
+                                                                                 std::span<const std::byte> state) {
+  return checkpoint.split(state, "split_state");
 }
 
-std::vector<std::byte> Checkpoint::join_state(std::span<const std::span<const std::byte>> pieces) const {
-  if (pieces.size() != _items.size()) {
+std::vector<std::byte> detail::CheckpointInternals::join_state(const Checkpoint& checkpoint,
+                                                               std::span<const std::span<const std::byte>> pieces) {
+  const auto& items = checkpoint._items;
+  if (pieces.size() != items.size()) {
     throw UsageError(std::string(kWhere) + "::join_state: " + std::to_string(pieces.size()) + " pieces for " +
-                     std::to_string(_items.size()) + " registrations; give one piece per registration, in order");
+                     std::to_string(items.size()) + " registrations; give one piece per registration, in order");
   }
   std::size_t total = sizeof(std::uint64_t);
   for (const auto piece : pieces) total += 2 * sizeof(std::uint64_t) + piece.size();
   std::vector<std::byte> state;
   state.reserve(total);
-  detail::append_word(state, _items.size());
-  for (std::size_t i = 0; i < _items.size(); ++i) {
-    detail::append_word(state, std::hash<std::string>{}(_items[i].name));
+  detail::append_word(state, items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    detail::append_word(state, std::hash<std::string>{}(items[i].name));
     detail::append_word(state, pieces[i].size());
     state.insert(state.end(), pieces[i].begin(), pieces[i].end());
   }
   return state;
 }
 
-void Checkpoint::load_state(std::span<const std::byte> state) try {
-  apply(state, "load_state");
+void detail::CheckpointInternals::load_state(Checkpoint& checkpoint, std::span<const std::byte> state) try {
+  checkpoint.apply(state, "load_state");
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::load_state");
 }
@@ -296,22 +307,24 @@ void Checkpoint::load_pieces(const SavedState& saved, const std::vector<std::str
   detail::rethrow_naming("reprise::Checkpoint::load_pieces");
 }
 
-CommitHook Checkpoint::on_commit(std::function<void(std::uint64_t version)> callback) {
-  const CommitHook hook{_next_hook++};
-  _hooks.emplace_back(hook.id, std::move(callback));
+CommitHook detail::CheckpointInternals::on_commit(Checkpoint& checkpoint,
+                                                 std::function<void(std::uint64_t version)> callback) {
+  const CommitHook hook{checkpoint._next_hook++};
+  checkpoint._hooks.emplace_back(hook.id, std::move(callback));
   return hook;
 }
 
-void Checkpoint::remove_commit_hook(CommitHook hook) noexcept {
-  std::erase_if(_hooks, [&](const auto& entry) { return entry.first == hook.id; });
+void detail::CheckpointInternals::remove_commit_hook(Checkpoint& checkpoint, CommitHook hook) noexcept {
+  std::erase_if(checkpoint._hooks, [&](const auto& entry) { return entry.first == hook.id; });
 }
 
-void Checkpoint::continue_from(std::uint64_t version) {
-  if (has_commit()) {
+void detail::CheckpointInternals::continue_from(Checkpoint& checkpoint, std::uint64_t version) {
+  if (checkpoint.has_commit()) {
     throw UsageError(std::string(kWhere) + "::continue_from: this checkpoint has committed version " +
-                     std::to_string(_version) + " already; continue a saved version only before the first checkpoint()");
+                     std::to_string(checkpoint._version) +
+                     " already; continue a saved version only before the first checkpoint()");
   }
-  _version = version;
+  checkpoint._version = version;
 }
 
 std::size_t Checkpoint::held_bytes() const noexcept {
@@ -435,8 +448,8 @@ std::vector<int> Checkpoint::join_checkpoint() {
   // A failure may let only some processes through these collectives: they
   // wait in the agreement that closes the exchange of copies.
   std::vector<int> node_of_member;
-  _comm.run_before(Comm::FirstAgreement::kExchange, [&] {
-    _comm.join(both, "Checkpoint::checkpoint()", _config.join_timeout_seconds);
+  detail::run_before(_comm, detail::FirstAgreement::kExchange, [&] {
+    detail::CommInternals::join(_comm, both, "Checkpoint::checkpoint()", _config.join_timeout_seconds);
     node_of_member = _comm.node_of_each_member();
   });
   if (both[0] != ~both[1]) {
@@ -631,54 +644,56 @@ void Checkpoint::restore_as(RestoreScope scope) try {
   detail::rethrow_naming("reprise::Checkpoint::restore");
 }
 
-Checkpoint::CopiesOnMove Checkpoint::copies_on_move(std::span<const OriginalRank> leaving) {
-  settle_copies();
+detail::CheckpointInternals::CopiesOnMove detail::CheckpointInternals::copies_on_move(
+    Checkpoint& checkpoint, std::span<const OriginalRank> leaving) {
+  checkpoint.settle_copies();
   // 0: no committed version; 1: committed, copies missing; 2: holds them.
-  const auto kept = _comm.allgather(has_commit() ? (_holds_copies ? 2 : 1) : 0);
+  const auto kept = checkpoint._comm.allgather(checkpoint.has_commit() ? (checkpoint._holds_copies ? 2 : 1) : 0);
   if (std::find(kept.begin(), kept.end(), 0) != kept.end()) return CopiesOnMove::kRetaken;
   std::vector<int> holds_of(kept.size());
   for (std::size_t i = 0; i < kept.size(); ++i) holds_of[i] = kept[i] == 2 ? 1 : 0;
   // Whether every committed state has a copy on a process that `holding` marks.
-  const auto every_state_held = [this](const std::vector<int>& holding) {
-    const auto holders = live_holders(holding);
+  const auto every_state_held = [&checkpoint](const std::vector<int>& holding) {
+    const auto holders = checkpoint.live_holders(holding);
     return std::all_of(holders.begin(), holders.end(), [](const auto& holder) { return holder.has_value(); });
   };
   bool leaving_hold_theirs = true;
   for (const auto owner : leaving) {
-    if (const auto rank = _comm.rank_of(owner)) {
+    if (const auto rank = checkpoint._comm.rank_of(owner)) {
       leaving_hold_theirs = leaving_hold_theirs && holds_of[static_cast<std::size_t>(rank->value())] != 0;
     }
   }
   return leaving_hold_theirs && every_state_held(holds_of) ? CopiesOnMove::kCarried : CopiesOnMove::kRetaken;
 }
 
-std::vector<Checkpoint::HeldCopy> Checkpoint::held_copies() const {
-  settle_copies();
+std::vector<detail::CheckpointInternals::HeldCopy> detail::CheckpointInternals::held_copies(
+    const Checkpoint& checkpoint) {
+  checkpoint.settle_copies();
   std::vector<HeldCopy> copies;
-  if (!_holds_copies) return copies;
-  for (const auto& [owner, state] : _held) copies.push_back({owner, state});
+  if (!checkpoint._holds_copies) return copies;
+  for (const auto& [owner, state] : checkpoint._held) copies.push_back({owner, state});
   return copies;
 }
 
-std::vector<std::uint64_t> Checkpoint::committed_layout() const {
+std::vector<std::uint64_t> detail::CheckpointInternals::committed_layout(const Checkpoint& checkpoint) {
   std::vector<std::uint64_t> words;
-  if (!has_commit()) return words;
-  words.push_back(_version);
-  _slots.append_to(words);
+  if (!checkpoint.has_commit()) return words;
+  words.push_back(checkpoint._version);
+  checkpoint._slots.append_to(words);
   return words;
 }
 
-void Checkpoint::continue_commit(std::span<const std::uint64_t> layout,
-                                 std::map<OriginalRank, std::vector<std::byte>> copies) {
+void detail::CheckpointInternals::continue_commit(Checkpoint& checkpoint, std::span<const std::uint64_t> layout,
+                                                  std::map<OriginalRank, std::vector<std::byte>> copies) {
   std::vector<OriginalRank> owners;
   for (const auto& [owner, state] : copies) owners.push_back(owner);
-  adopt_layout(layout, std::move(owners));
-  _holds_copies = !copies.empty();
-  _held = std::move(copies);
+  checkpoint.adopt_layout(layout, std::move(owners));
+  checkpoint._holds_copies = !copies.empty();
+  checkpoint._held = std::move(copies);
 }
 
-void Checkpoint::continue_commit(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners,
-                                 ArrivingCopies arriving) {
+void detail::CheckpointInternals::continue_commit(Checkpoint& checkpoint, std::span<const std::uint64_t> layout,
+                                                  std::vector<OriginalRank> owners, ArrivingCopies arriving) {
   // Refused, the copies must still land before their memory goes.
   struct LandFirst {
     ArrivingCopies& arriving;
@@ -691,12 +706,12 @@ void Checkpoint::continue_commit(std::span<const std::uint64_t> layout, std::vec
     }
   } land_first{arriving};
   std::sort(owners.begin(), owners.end());
-  adopt_layout(layout, owners);
-  _held.clear();
-  _holds_copies = !owners.empty() && arriving;
-  if (_holds_copies) {
-    _arriving_owners = std::move(owners);
-    _copies_arriving = std::exchange(arriving, nullptr);
+  checkpoint.adopt_layout(layout, owners);
+  checkpoint._held.clear();
+  checkpoint._holds_copies = !owners.empty() && arriving;
+  if (checkpoint._holds_copies) {
+    checkpoint._arriving_owners = std::move(owners);
+    checkpoint._copies_arriving = std::exchange(arriving, nullptr);
   }
 }
 

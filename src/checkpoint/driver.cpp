@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "reprise/detail/comm_internals.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise {
@@ -275,7 +276,7 @@ void Driver::run(const std::function<void()>& loop) {
         restore_state(joined_now, started, attempts);
         recovering = false;
       }
-      const Comm::SettledByCaller settled(_comm);  // every attempt ends in _comm.settle() below
+      const detail::SettledByCaller settled(_comm);  // every attempt ends in _comm.settle() below
       loop();
     } catch (const CommFailure&) {
       ok = false;

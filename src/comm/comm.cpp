@@ -13,6 +13,7 @@
 
 #include "cid_guard.hpp"
 #include "comm_detail.hpp"
+#include "reprise/detail/comm_internals.hpp"
 #include "crash_note.hpp"
 #include "spares.hpp"
 #include "reprise/inject.hpp"
@@ -77,7 +78,7 @@ Comm::Comm(Comm&& other) noexcept
       _node_of_member(std::move(other._node_of_member)),
       _replacement(other._replacement),
       _migrated_in(other._migrated_in),
-      _handover(std::move(other._handover)),
+      _arrival(std::move(other._arrival)),
       _failure_agreed(other._failure_agreed) {}
 
 Comm& Comm::operator=(Comm&& other) noexcept {
@@ -96,7 +97,7 @@ Comm& Comm::operator=(Comm&& other) noexcept {
     _node_of_member = std::move(other._node_of_member);
     _replacement = other._replacement;
     _migrated_in = other._migrated_in;
-    _handover = std::move(other._handover);
+    _arrival = std::move(other._arrival);
     _failure_agreed = other._failure_agreed;
   }
   return *this;
@@ -297,12 +298,13 @@ bool Comm::no_failure_until(double deadline) {
   return false;
 }
 
-void Comm::join(std::span<std::uint64_t> values, std::string_view operation, double timeout_seconds) {
+void detail::CommInternals::join(Comm& comm, std::span<std::uint64_t> values, std::string_view operation,
+                                 double timeout_seconds) {
   const std::string name(operation);
   MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX, _comm,
-                       &request),
-        name + ": MPI_Iallreduce");
+  comm.check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_UINT64_T, MPI_MAX,
+                            comm._comm, &request),
+             name + ": MPI_Iallreduce");
   const double deadline = MPI_Wtime() + timeout_seconds;
   for (int done = 0; done == 0;) {
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
@@ -312,15 +314,15 @@ void Comm::join(std::span<std::uint64_t> values, std::string_view operation, dou
       // process's own wait is over with no failure known is it the latter.
       int error_class = MPI_ERR_OTHER;
       MPI_Error_class(rc, &error_class);
-      if (detail::ulfm::is_revocation(error_class) && !_settled_by_caller && no_failure_until(deadline)) {
+      if (detail::ulfm::is_revocation(error_class) && !comm._settled_by_caller && comm.no_failure_until(deadline)) {
         throw UsageError("reprise::" + name + ": another process gave up waiting for every process to call " + name +
                          " (is it called by only some processes?); the communicator is revoked");
       }
-      check(rc, name + ": waiting for every process");
+      comm.check(rc, name + ": waiting for every process");
     }
     if (done == 0 && MPI_Wtime() > deadline) {
       // The reduction cannot be freed: revoke, which completes it in error.
-      revoke();
+      comm.revoke();
       MPI_Wait(&request, MPI_STATUS_IGNORE);
       throw UsageError("reprise::" + name + ": not every process called " + name + " within " +
                        std::to_string(timeout_seconds) +
@@ -370,12 +372,12 @@ void Comm::raise_failed_step(std::string_view what) {
                 detail::ulfm::revoked_error_class());
 }
 
-void Comm::meet_failed(FirstAgreement first) {
-  revoke();
+void detail::CommInternals::meet_failed(Comm& comm, FirstAgreement first) {
+  comm.revoke();
   // The outcome is a failure everywhere; only taking part matters here.
   bool flag = false;
-  (void)detail::ulfm::agree(first == FirstAgreement::kAgree ? _comm : _internal, flag);
-  (first == FirstAgreement::kAgree ? _failure_agreed.comm : _failure_agreed.internal) = true;
+  (void)detail::ulfm::agree(first == FirstAgreement::kAgree ? comm._comm : comm._internal, flag);
+  (first == FirstAgreement::kAgree ? comm._failure_agreed.comm : comm._failure_agreed.internal) = true;
 }
 
 void Comm::revoke() {
@@ -386,7 +388,7 @@ void Comm::revoke() {
   detail::ulfm::revoke(_comm);
 }
 
-void Comm::revoke_raw(MPI_Comm communicator) noexcept {
+void detail::revoke_raw(MPI_Comm communicator) noexcept {
   if (communicator != MPI_COMM_NULL) detail::ulfm::revoke(communicator);
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "reprise/comm.hpp"
+#include "reprise/detail/handover.hpp"
 #include "reprise/rank.hpp"
 
 namespace reprise {
@@ -24,6 +25,11 @@ struct Comm::Parts {
   std::vector<OriginalRank> moves;     // one entry per move so far, sorted (see Comm::moves)
   std::uint64_t epoch = 0;
   bool replacement = false;
+};
+
+/// What a process started by a migration received (`CommInternals::take_handover`).
+struct Comm::Arrival {
+  Handover handover;
 };
 
 /// What an active process brings to a round on the spare pool

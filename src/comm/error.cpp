@@ -1,5 +1,7 @@
 #include "reprise/error.hpp"
 
+#include "rethrow.hpp"
+
 namespace reprise::detail {
 
 namespace {

@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
+#include <memory>
 #include <string>
 
 #include "crash_note.hpp"
 #include "comm_detail.hpp"
+#include "reprise/detail/comm_internals.hpp"
 #include "spares.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/inject.hpp"
@@ -107,26 +109,17 @@ bool finish_migration(MPI_Comm merged, MigrationSide& side) {
   return false;
 }
 
-}  // namespace
-
-std::optional<Comm> Comm::migrate(std::span<const OriginalRank> leaving, std::span<const std::byte> state,
-                                  std::string_view hosts) {
-  return migrate_gathered(leaving, std::span<const std::span<const std::byte>>(&state, 1), hosts);
-}
-
-std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving,
-                                           std::span<const std::span<const std::byte>> state, std::string_view hosts,
-                                           std::span<const std::size_t> deferred,
-                                           const HandoverTrailer& trailer) {
-  if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("migrate");
-  const detail::RecoveryScope scope(original_rank());
+/// Collective: `leaving`, sorted, once every member named the same members;
+/// `UsageError` on every member otherwise.
+std::vector<OriginalRank> agreed_leaving(Comm& comm, std::span<const OriginalRank> leaving) {
   std::vector<OriginalRank> sorted(leaving.begin(), leaving.end());
   std::sort(sorted.begin(), sorted.end());
   std::string problem;
   if (sorted.empty()) problem = "no process named to leave";
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) problem = "an original rank named twice";
+  const auto& members = comm.members();
   for (const auto rank : sorted) {
-    if (problem.empty() && !std::binary_search(_members.begin(), _members.end(), rank)) {
+    if (problem.empty() && !std::binary_search(members.begin(), members.end(), rank)) {
       problem = "original rank " + std::to_string(rank.value()) + " is not a member";
     }
   }
@@ -134,38 +127,56 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
   std::uint64_t digest = sorted.size();
   for (const auto rank : sorted) digest = digest * 1000003U + static_cast<std::uint64_t>(rank.value()) + 1;
   std::uint64_t bounds[2] = {digest, ~digest};
-  allreduce(std::span<std::uint64_t>(bounds), MPI_MAX);
+  comm.allreduce(std::span<std::uint64_t>(bounds), MPI_MAX);
   const bool same = bounds[0] == digest && ~bounds[1] == digest;
-  if (!allreduce(problem.empty() && same ? 1 : 0, MPI_MIN)) {
+  if (!comm.allreduce(problem.empty() && same ? 1 : 0, MPI_MIN)) {
     throw UsageError("reprise::Comm::migrate: " +
                      (problem.empty() ? std::string("the members named different processes to leave") : problem) +
                      "; every member must call migrate with the same original ranks of members");
   }
+  return sorted;
+}
 
-  inject::fault_point("comm.migrate", original_rank());
-  if (!settle(true)) raise_failed_step("reprise::Comm::migrate");
+}  // namespace
+
+std::optional<Comm> detail::CommInternals::migrate(Comm& comm, std::span<const OriginalRank> leaving,
+                                                   std::span<const std::byte> state, std::string_view hosts) {
+  return migrate_gathered(comm, leaving, std::span<const std::span<const std::byte>>(&state, 1), hosts);
+}
+
+std::optional<Comm> detail::CommInternals::migrate_gathered(Comm& comm, std::span<const OriginalRank> leaving,
+                                                            std::span<const std::span<const std::byte>> state,
+                                                            std::string_view hosts,
+                                                            std::span<const std::size_t> deferred,
+                                                            const HandoverTrailer& trailer) {
+  if (!detail::ulfm::available()) detail::ulfm::fail_without_ulfm("migrate");
+  const detail::RecoveryScope scope(comm.original_rank());
+  const std::vector<OriginalRank> sorted = agreed_leaving(comm, leaving);
+  inject::fault_point("comm.migrate", comm.original_rank());
+  if (!comm.settle(true)) comm.raise_failed_step("reprise::Comm::migrate");
   // Spares started with the job take the leaving ranks without a spawn, if
   // there are enough of them for all.
   if (detail::SparePool* pool = detail::spare_pool();
       pool != nullptr && pool->usable && pool->spares.size() >= sorted.size()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
-    const PoolRound round{_epoch + 1, _failures, _moves, _members, _replacement, sorted, state, deferred, trailer};
+    const Comm::PoolRound round{comm._epoch + 1,  comm._failures, comm._moves, comm._members, comm._replacement,
+                                sorted,           state,          deferred,    trailer};
     bool enough = false;
-    auto taken = take_from_pool(round, enough);
+    auto taken = Comm::take_from_pool(round, enough);
     if (enough) return taken;  // none on a leaving process
-    *this = std::move(*taken);  // too few spares are left: spawn
+    comm = std::move(*taken);  // too few spares are left: spawn
   }
   const detail::Command command = detail::current_command();
   const detail::SpawnInfo where(hosts);
   std::vector<OriginalRank> moves;
-  std::merge(_moves.begin(), _moves.end(), sorted.begin(), sorted.end(), std::back_inserter(moves));
-  detail::Assignment plan{_epoch + 1, _original_size, _failures, moves, _members, sorted};
+  std::merge(comm._moves.begin(), comm._moves.end(), sorted.begin(), sorted.end(), std::back_inserter(moves));
+  detail::Assignment plan{comm._epoch + 1, comm._original_size, comm._failures, moves, comm._members, sorted};
   MPI_Comm inter = MPI_COMM_NULL;
   try {
-    detail::spawn_replacements(*this, command, static_cast<int>(sorted.size()), where, inter);
-    MPI_Comm merged = detail::merge_replacements(*this, inter, detail::kJoinMigrate);
+    detail::spawn_replacements(comm, command, static_cast<int>(sorted.size()), where, inter);
+    MPI_Comm merged = detail::merge_replacements(comm, inter, detail::kJoinMigrate);
     if (merged != MPI_COMM_NULL) {
-      MigrationSide side{std::move(plan), original_rank(), state, deferred, trailer};
+      MigrationSide side{std::move(plan), comm.original_rank(), state, deferred, trailer};
       const bool done = finish_migration(merged, side);
       MPI_Comm_free(&merged);
       if (done) {
@@ -173,15 +184,15 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
         // would take their ranks for missing.
         if (detail::SparePool* pool = detail::spare_pool(); pool != nullptr) pool->usable = false;
         if (leaving_index(side.plan, side.me) >= 0) return std::nullopt;
-        Parts parts;
+        Comm::Parts parts;
         parts.comm = side.application;
         parts.internal = side.internal;
-        parts.original_size = _original_size;
+        parts.original_size = comm._original_size;
         parts.epoch = side.plan.epoch;
         parts.failures = side.plan.failures;
         parts.moves = side.plan.moves;
         parts.members = side.plan.members;
-        parts.replacement = _replacement;
+        parts.replacement = comm._replacement;
         return Comm(std::move(parts));
       }
     }
@@ -190,9 +201,9 @@ std::optional<Comm> Comm::migrate_gathered(std::span<const OriginalRank> leaving
   // A process failed during the migration: every parent raises, the new
   // processes are told to leave, and the migration can be retried after
   // the recovery (the leaving processes are still members).
-  detail::abandon_replacements(*this, inter);
-  revoke();
-  raise_failed_step("reprise::Comm::migrate");
+  detail::abandon_replacements(comm, inter);
+  comm.revoke();
+  comm.raise_failed_step("reprise::Comm::migrate");
 }
 
 Comm Comm::join_migration(MPI_Comm merged) {
@@ -216,19 +227,20 @@ Comm Comm::join_migration(MPI_Comm merged) {
   parts.members = plan.members;
   parts.replacement = true;
   Comm comm(std::move(parts));
-  comm._handover = std::move(side.handover);
+  comm._arrival = std::make_unique<Arrival>(Arrival{std::move(side.handover)});
   comm._migrated_in = true;
   return comm;
 }
 
-Handover Comm::take_handover() noexcept {
-  Handover taken = std::move(_handover);
-  _handover = {};
+Handover detail::CommInternals::take_handover(Comm& comm) noexcept {
+  if (!comm._arrival) return {};
+  Handover taken = std::move(comm._arrival->handover);
+  comm._arrival.reset();
   return taken;
 }
 
-void Comm::leave_after_migration() const {
-  inject::record_outcome(inject::Outcome::kMigrated, original_rank());
+void detail::CommInternals::leave_after_migration(const Comm& comm) {
+  inject::record_outcome(inject::Outcome::kMigrated, comm.original_rank());
   std::fflush(stdout);
   std::fflush(stderr);
   // Not MPI_Finalize: under ULFM it waits for every process of the job.

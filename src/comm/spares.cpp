@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -209,7 +210,7 @@ class Comm::PoolAttempt {
     Comm result(std::move(_parts));
     if (_moved_in) {
       result._migrated_in = true;
-      result._handover = std::move(_handover);
+      result._arrival = std::make_unique<Arrival>(Arrival{std::move(_handover)});
     }
     return result;
   }

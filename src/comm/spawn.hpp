@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "reprise/comm.hpp"
+#include "reprise/detail/handover.hpp"
 
 namespace reprise::detail {
 

@@ -20,12 +20,16 @@
 #include "disk_manifest.hpp"
 #include "reprise/driver.hpp"
 #include "reprise/element_type.hpp"
+#include "reprise/detail/checkpoint_internals.hpp"
+#include "reprise/detail/rethrow.hpp"
 #include "reprise/error.hpp"
 #include "reprise/image.hpp"
 #include "state_image.hpp"
 #include "reprise/inject.hpp"
 
 namespace reprise {
+
+using detail::CheckpointInternals;
 
 namespace {
 
@@ -236,7 +240,7 @@ DiskLevel::DiskLevel(Comm& comm, Checkpoint& checkpoint, DiskLevelConfig config)
     error = std::make_error_code(std::errc::not_a_directory);
   }
   if (error) raise_io("create the directory", _config.directory, error.value());
-  _hook = _checkpoint.on_commit([this](std::uint64_t version) {
+  _commit_hook = CheckpointInternals::on_commit(_checkpoint, [this](std::uint64_t version) {
     if (!_saved_state_taken) {
       throw UsageError(std::string(kWhere) + ": the restart found version " +
                        std::to_string(_restart->manifest.version) +
@@ -245,10 +249,10 @@ DiskLevel::DiskLevel(Comm& comm, Checkpoint& checkpoint, DiskLevelConfig config)
                        "RestartOutcome::kRedistribute, take what you need: load_blocks, fetch, load_progress");
     }
     write(version);
-  });
+  }).id;
 }
 
-DiskLevel::~DiskLevel() { _checkpoint.remove_commit_hook(_hook); }
+DiskLevel::~DiskLevel() { CheckpointInternals::remove_commit_hook(_checkpoint, CommitHook{_commit_hook}); }
 
 fs::path DiskLevel::image_path(std::uint64_t version, OriginalRank rank) const {
   return image_file(version_folder(_config.directory, version), rank);
@@ -259,7 +263,7 @@ namespace {
 /// The image of this process's committed state of `version`, with the
 /// ranges of its blocks pieces.
 [[nodiscard]] ImageBytes build_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version) {
-  const auto registrations = checkpoint.registrations();
+  const auto registrations = CheckpointInternals::registrations(checkpoint);
   std::vector<std::uint64_t> ranges;
   for (std::size_t i = 0; i < registrations.size(); ++i) {
     const auto& blocks = registrations[i].blocks;
@@ -270,7 +274,7 @@ namespace {
     extras.push_back({kBlockRangesName, std::as_bytes(std::span(ranges)),
                       ArrayShape{ElementType::kUint64, {ranges.size() / kBlockRangeColumns, kBlockRangeColumns}}});
   }
-  return detail::build_state_image(checkpoint, comm, version, checkpoint.committed_state(), extras);
+  return detail::build_state_image(checkpoint, comm, version, CheckpointInternals::committed_state(checkpoint), extras);
 }
 
 /// Removes the version folders that a complete `version` makes needless:
@@ -335,7 +339,7 @@ struct ImageRecord {
   try {
     const auto image = build_image(checkpoint, comm, version);
     record.words.insert(record.words.end(), {image.size(), detail::checksum64(image.span())});
-    for (const auto& registration : checkpoint.registrations()) {
+    for (const auto& registration : CheckpointInternals::registrations(checkpoint)) {
       if (registration.blocks) {
         record.words.insert(record.words.end(),
                             {registration.blocks->range.begin.value, registration.blocks->range.end.value});
@@ -376,8 +380,9 @@ struct ImageRecord {
                                    const std::vector<std::vector<std::uint64_t>>& records, std::uint64_t version) {
   Manifest manifest;
   manifest.version = version;
-  manifest.step = detail::driver_step(checkpoint, checkpoint.split_state(checkpoint.committed_state()));
-  manifest.registrations = checkpoint.registrations();
+  manifest.step = detail::driver_step(
+      checkpoint, CheckpointInternals::split_state(checkpoint, CheckpointInternals::committed_state(checkpoint)));
+  manifest.registrations = CheckpointInternals::registrations(checkpoint);
   std::vector<std::size_t> order(records.size());
   for (std::size_t r = 0; r < order.size(); ++r) order[r] = r;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -549,7 +554,7 @@ void load_own_state(Comm& comm, Checkpoint& checkpoint, const fs::path& folder, 
   try {
     const MappedFile file(image_file(folder, manifest.members[me]));
     state = detail::state_of_image(Image::view(file.bytes()), checkpoint);
-    (void)checkpoint.split_state(state);
+    (void)CheckpointInternals::split_state(checkpoint, state);
   } catch (const Error&) {
     failure = std::current_exception();
   }
@@ -558,7 +563,7 @@ void load_own_state(Comm& comm, Checkpoint& checkpoint, const fs::path& folder, 
     throw UsageError(std::string(kWhere) + "::restart: another process could not load its state of version " +
                      std::to_string(manifest.version) + " (its error says why); nothing was loaded");
   }
-  checkpoint.load_state(state);
+  CheckpointInternals::load_state(checkpoint, state);
 }
 
 }  // namespace
@@ -582,7 +587,7 @@ DiskRestart DiskLevel::restart() try {
                       " can be read back" + all);
   }
   Manifest& manifest = *chosen.manifest;
-  const auto problem = mismatch(manifest.registrations, _checkpoint.registrations());
+  const auto problem = mismatch(manifest.registrations, CheckpointInternals::registrations(_checkpoint));
   if (!_comm.agree(problem.empty())) {
     throw UsageError(std::string(kWhere) + "::restart: version " + std::to_string(manifest.version) + " in " +
                      _config.directory.string() + " does not fit: " +
@@ -600,7 +605,7 @@ DiskRestart DiskLevel::restart() try {
     result.outcome = RestartOutcome::kRedistribute;
     _saved_state_taken = false;
   }
-  _checkpoint.continue_from(manifest.version);
+  CheckpointInternals::continue_from(_checkpoint, manifest.version);
   _restart = std::make_unique<Restarted>(Restarted{std::move(manifest), folder});
   return result;
 } catch (const Error&) {
@@ -639,7 +644,7 @@ std::map<OriginalRank, SavedState> DiskLevel::fetch(std::span<const OriginalRank
 
 void DiskLevel::load_progress() try {
   const auto& saved = restarted("load_progress");
-  const auto registrations = _checkpoint.registrations();
+  const auto registrations = CheckpointInternals::registrations(_checkpoint);
   const bool driven = std::any_of(registrations.begin(), registrations.end(),
                                   [](const Registration& r) { return r.name == Driver::kProgressPiece; });
   if (!driven) {

@@ -18,6 +18,7 @@
 
 #include "checksum.hpp"
 #include "hdf5.hpp"
+#include "reprise/detail/rethrow.hpp"
 #include "reprise/error.hpp"
 #include "reprise/version.hpp"
 

@@ -20,11 +20,16 @@
 #include <utility>
 #include <vector>
 
+#include "reprise/detail/checkpoint_internals.hpp"
+#include "reprise/detail/comm_internals.hpp"
 #include "reprise/error.hpp"
 #include "reprise/image.hpp"
 #include "state_image.hpp"
 
 namespace reprise {
+
+using detail::CheckpointInternals;
+using CopiesOnMove = CheckpointInternals::CopiesOnMove;
 
 namespace {
 
@@ -32,7 +37,7 @@ constexpr const char* kWhere = "reprise::Migration";
 // The extra dataset of a migration image: when the move was asked for.
 constexpr const char* kRequestTimeName = "reprise::Migration request time";
 // The other extra dataset: where the committed checkpoint's copies are
-// after the move (`Checkpoint::CopiesOnMove`): carried in this image, or
+// after the move (`CheckpointInternals::CopiesOnMove`): carried in this image, or
 // retaken (the move ends with a new checkpoint).
 constexpr const char* kCopiesName = "reprise::Migration copies";
 constexpr std::uint8_t kCopiesCarried = 2;
@@ -48,8 +53,8 @@ std::string copy_name(std::uint64_t owner) {
   return "reprise::Migration copy of original rank " + std::to_string(owner);
 }
 
-std::uint8_t code_of(Checkpoint::CopiesOnMove copies) {
-  return copies == Checkpoint::CopiesOnMove::kCarried ? kCopiesCarried : kCopiesRetaken;
+std::uint8_t code_of(CopiesOnMove copies) {
+  return copies == CopiesOnMove::kCarried ? kCopiesCarried : kCopiesRetaken;
 }
 /// Checkpoint copies carried by a move, once they all landed intact.
 using CarriedCopies = std::optional<std::map<OriginalRank, std::vector<std::byte>>>;
@@ -60,7 +65,7 @@ using CarriedCopies = std::optional<std::map<OriginalRank, std::vector<std::byte
 /// and `arriving`, what the checkpoint calls before it uses the copies
 /// (which starts `land` first if nobody did).
 struct CopiesLanding {
-  Checkpoint::ArrivingCopies arriving;
+  CheckpointInternals::ArrivingCopies arriving;
   std::function<void()> start;
 };
 
@@ -180,11 +185,12 @@ CopiesPlaces places_for(const Image& image, std::span<const std::uint64_t> owner
 std::function<void()> continue_checkpoint(Checkpoint& checkpoint, const Image& image, std::uint8_t code,
                                           CopiesPlaces places, std::function<bool()> rest) {
   if (code == kCopiesRetaken) {
-    checkpoint.continue_from(image.info().checkpoint_id);
+    CheckpointInternals::continue_from(checkpoint, image.info().checkpoint_id);
     return {};
   }
   if (!rest) {
-    checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(*places.copies));
+    CheckpointInternals::continue_commit(checkpoint, image.read_array<std::uint64_t>(kLayoutName),
+                                         std::move(*places.copies));
     return {};
   }
   std::vector<OriginalRank> carried;
@@ -197,8 +203,8 @@ std::function<void()> continue_checkpoint(Checkpoint& checkpoint, const Image& i
     if (!rest()) return std::nullopt;
     return std::move(*copies);
   });
-  checkpoint.continue_commit(image.read_array<std::uint64_t>(kLayoutName), std::move(carried),
-                             std::move(landing.arriving));
+  CheckpointInternals::continue_commit(checkpoint, image.read_array<std::uint64_t>(kLayoutName), std::move(carried),
+                                       std::move(landing.arriving));
   return std::move(landing.start);
 }
 
@@ -250,7 +256,7 @@ void Migration::attach(Driver& driver) {
 // have died: the negotiation communicator is revoked first.
 void Migration::drop_round() noexcept {
   if (_round == MPI_REQUEST_NULL) return;
-  Comm::revoke_raw(_negotiation);
+  detail::revoke_raw(_negotiation);
   MPI_Wait(&_round, MPI_STATUS_IGNORE);
   _round = MPI_REQUEST_NULL;
 }
@@ -314,7 +320,7 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
   _times = {};
   // Without a checkpoint at the end of the move when the leaving processes
   // carry their copies.
-  const auto copies = _checkpoint.copies_on_move(leaving);
+  const auto copies = CheckpointInternals::copies_on_move(_checkpoint, leaving);
   ImagePieces image;
   // The carried copies: sent after the state, and hashed only then, while
   // the new process runs again (the handover's trailer).
@@ -323,15 +329,15 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
     const double started = MPI_Wtime();
     const double request_time[1] = {requested_at};
     const std::uint8_t code[1] = {code_of(copies)};
-    const auto layout = _checkpoint.committed_layout();
+    const auto layout = CheckpointInternals::committed_layout(_checkpoint);
     std::vector<detail::ExtraPiece> extras{
         {kRequestTimeName, std::as_bytes(std::span(request_time)), ArrayShape{ElementType::kFloat64, {}}},
         {kCopiesName, std::as_bytes(std::span(code)), ArrayShape{ElementType::kUint8, {}}}};
-    if (copies != Checkpoint::CopiesOnMove::kRetaken) {
+    if (copies != CopiesOnMove::kRetaken) {
       extras.push_back({kLayoutName, std::as_bytes(std::span(layout)), ArrayShape{ElementType::kUint64, {}}});
     }
-    const auto held = copies == Checkpoint::CopiesOnMove::kCarried ? _checkpoint.held_copies()
-                                                                   : std::vector<Checkpoint::HeldCopy>{};
+    const auto held = copies == CopiesOnMove::kCarried ? CheckpointInternals::held_copies(_checkpoint)
+                                                       : std::vector<CheckpointInternals::HeldCopy>{};
     std::vector<std::uint64_t> owners;
     std::vector<std::string> names;
     for (const auto& copy : held) {
@@ -354,20 +360,20 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
   // all some states have. (Carried copies may wait: each state's copies
   // travel from as many leaving processes to as many successors, so one
   // failure loses no more of them than at any other time.)
-  auto moved = _comm.migrate_gathered(leaving, image.pieces, _config.hosts,
-                                      copies != Checkpoint::CopiesOnMove::kRetaken
+  auto moved = detail::CommInternals::migrate_gathered(_comm, leaving, image.pieces, _config.hosts,
+                                      copies != CopiesOnMove::kRetaken
                                           ? std::span<const std::size_t>(image.referenced)
                                           : std::span<const std::size_t>(),
                                       [&carried] { return detail::late_checksums(carried); });
   if (!moved) {
     _times.evacuation_s = shared_clock() - requested_at;
     if (_before_leaving) _before_leaving(_times);
-    _comm.leave_after_migration();
+    detail::CommInternals::leave_after_migration(_comm);
   }
   _comm = std::move(*moved);
-  if (copies == Checkpoint::CopiesOnMove::kRetaken) _checkpoint.checkpoint();
-  _history.push_back({leaving, _comm.epoch(), _checkpoint.version(), copies == Checkpoint::CopiesOnMove::kRetaken,
-                      copies == Checkpoint::CopiesOnMove::kCarried});
+  if (copies == CopiesOnMove::kRetaken) _checkpoint.checkpoint();
+  _history.push_back({leaving, _comm.epoch(), _checkpoint.version(), copies == CopiesOnMove::kRetaken,
+                      copies == CopiesOnMove::kCarried});
   negotiate_from_here();
 }
 
@@ -376,7 +382,7 @@ void Migration::arrive() {
     throw UsageError(std::string(kWhere) + "::arrive: this process was not started by a migration "
                      "(Comm::migrated_in() is false); call it only there");
   }
-  auto handover = _comm.take_handover();
+  auto handover = detail::CommInternals::take_handover(_comm);
   if (handover.size() == 0) {
     throw UsageError(std::string(kWhere) + "::arrive: called twice, or the image was taken already");
   }

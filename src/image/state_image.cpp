@@ -38,7 +38,7 @@ struct ImageContents {
 ImageBuilder builder_of(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                         const ImageContents& contents) {
   const auto [pieces, referenced, extras, reference_extras] = contents;
-  const auto registrations = checkpoint.registrations();
+  const auto registrations = CheckpointInternals::registrations(checkpoint);
   ImageInfo info;
   info.original_rank = comm.original_rank();
   info.world_size = comm.size();
@@ -105,7 +105,7 @@ void require_piece(const Image& image, const std::string& name) {
 /// `UsageError` naming a missing piece.
 std::vector<std::size_t> piece_sizes(const Image& image, const Checkpoint& checkpoint) {
   std::vector<std::size_t> sizes;
-  for (const auto& registration : checkpoint.registrations()) {
+  for (const auto& registration : CheckpointInternals::registrations(checkpoint)) {
     require_piece(image, registration.name);
     sizes.push_back(image.dataset(registration.name).bytes);
   }
@@ -115,7 +115,7 @@ std::vector<std::size_t> piece_sizes(const Image& image, const Checkpoint& check
 /// Every registered piece of `checkpoint` read from `image`, checksums checked.
 std::vector<std::vector<std::byte>> read_pieces(const Image& image, const Checkpoint& checkpoint) {
   std::vector<std::vector<std::byte>> pieces;
-  for (const auto& registration : checkpoint.registrations()) {
+  for (const auto& registration : CheckpointInternals::registrations(checkpoint)) {
     require_piece(image, registration.name);
     pieces.push_back(image.read(registration.name));
   }
@@ -126,7 +126,7 @@ std::vector<std::vector<std::byte>> read_pieces(const Image& image, const Checkp
 
 std::optional<std::uint64_t> driver_step(const Checkpoint& checkpoint,
                                         std::span<const std::span<const std::byte>> pieces) {
-  const auto registrations = checkpoint.registrations();
+  const auto registrations = CheckpointInternals::registrations(checkpoint);
   for (std::size_t i = 0; i < registrations.size() && i < pieces.size(); ++i) {
     if (registrations[i].name == Driver::kProgressPiece) return Driver::saved_step(pieces[i]);
   }
@@ -135,7 +135,7 @@ std::optional<std::uint64_t> driver_step(const Checkpoint& checkpoint,
 
 ImageBytes build_state_image(const Checkpoint& checkpoint, const Comm& comm, std::uint64_t version,
                              std::span<const std::byte> state, std::span<const ExtraPiece> extras) {
-  const auto pieces = checkpoint.split_state(state);
+  const auto pieces = CheckpointInternals::split_state(checkpoint, state);
   return build_image(checkpoint, comm, version, pieces, extras);
 }
 
@@ -144,8 +144,8 @@ ImagePieces current_image_pieces(const Checkpoint& checkpoint, const Comm& comm,
   std::vector<std::span<const std::byte>> pieces;
   std::vector<bool> referenced;
   std::vector<std::vector<std::byte>> serialized;  // Save/Load objects' bytes
-  serialized.reserve(checkpoint.registrations().size());
-  checkpoint.visit_current([&](const Checkpoint::CurrentPiece& piece) {
+  serialized.reserve(CheckpointInternals::registrations(checkpoint).size());
+  CheckpointInternals::visit_current(checkpoint, [&](const CheckpointInternals::CurrentPiece& piece) {
     if (piece.in_place) {
       pieces.push_back(piece.bytes);
       referenced.push_back(piece.bytes.size() >= kReferenceFrom);
@@ -167,11 +167,11 @@ std::vector<std::uint64_t> late_checksums(std::span<const ExtraPiece> extras) {
 }
 
 void load_image(const Image& image, Checkpoint& checkpoint) {
-  const auto registrations = checkpoint.registrations();
+  const auto registrations = CheckpointInternals::registrations(checkpoint);
   const auto sizes = piece_sizes(image, checkpoint);
   // Every checksum where the image lies, then one copy into the registered memory.
   image.verify();
-  checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
+  CheckpointInternals::load_in_place(checkpoint, sizes, [&](std::size_t index, std::span<std::byte> memory) {
     image.read_unverified(registrations[index].name, memory);
   });
 }
@@ -293,7 +293,7 @@ class ArrivalLoad {
         _me(arriving.me),
         _extras(arriving.extras),
         _extras_later(arriving.extras_later),
-        _registrations(arriving.checkpoint.registrations()) {}
+        _registrations(CheckpointInternals::registrations(arriving.checkpoint)) {}
 
   /// Loads the state, and the extras or with `extras_later` the function
   /// that lands them.
@@ -326,7 +326,7 @@ class ArrivalLoad {
         }
       }
       _sizes = piece_sizes(_image, _checkpoint);
-      _places = _checkpoint.place_pieces(_sizes);
+      _places = CheckpointInternals::place_pieces(_checkpoint, _sizes);
     } catch (const Error&) {
       // The image does not fit: take the parts anyway, so that the leaving
       // process, which waits for them, can go.
@@ -469,7 +469,7 @@ class ArrivalLoad {
     try {
       const std::vector<bool> done = check_landed();
       read_whole_extras();
-      _checkpoint.load_in_place(_sizes, [&](std::size_t index, std::span<std::byte> memory) {
+      CheckpointInternals::load_in_place(_checkpoint, _sizes, [&](std::size_t index, std::span<std::byte> memory) {
         if (done[index]) return;  // in place already, checked
         _image.verify(_registrations[index].name);
         _image.read_unverified(_registrations[index].name, memory);
@@ -559,7 +559,7 @@ ArrivedImage load_arriving_image(const ArrivingImage& arriving) { return Arrival
 std::vector<std::byte> state_of_image(const Image& image, const Checkpoint& checkpoint) {
   const auto pieces = read_pieces(image, checkpoint);
   const std::vector<std::span<const std::byte>> spans(pieces.begin(), pieces.end());
-  return checkpoint.join_state(spans);
+  return CheckpointInternals::join_state(checkpoint, spans);
 }
 
 }  // namespace reprise::detail

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "reprise/checkpoint.hpp"
+#include "reprise/detail/checkpoint_internals.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/detail/handover.hpp"
 #include "reprise/image.hpp"
 
 namespace reprise::detail {

@@ -14,6 +14,7 @@
 
 #include "commit_state.hpp"
 #include "cow_protocol.hpp"
+#include "reprise/detail/rethrow.hpp"
 #include "reprise/error.hpp"
 #include "reprise/protected_memory.hpp"
 

@@ -1,11 +1,13 @@
 #include "reprise/placement.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <string>
 
 #include "mix.hpp"
+#include "reprise/detail/feistel.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise {
@@ -128,7 +130,7 @@ Placement::Placement(const PlacementConfig& config)
     : _config(checked(config)),
       _unit_blocks(config.blocks_per_permuted_range == 0 ? 1 : config.blocks_per_permuted_range),
       _units(units_for(config)),
-      _permutation(_units, config.seed),
+      _permutation(std::make_shared<const detail::FeistelPermutation>(_units, config.seed)),
       _slab_holders(holders_of_slabs(_config)),
       _slabs_on(static_cast<std::size_t>(_config.slots)) {
   for (int slab = 0; slab < _config.slots; ++slab) {
@@ -154,7 +156,7 @@ std::uint64_t Placement::slab_begin(int slab) const noexcept {
 }
 
 const std::vector<Slot>& Placement::holders_of_unit(std::uint64_t unit) const {
-  const std::uint64_t position = _config.blocks_per_permuted_range == 0 ? unit : _permutation.forward(unit);
+  const std::uint64_t position = _config.blocks_per_permuted_range == 0 ? unit : _permutation->forward(unit);
   return _slab_holders[static_cast<std::size_t>(slab_of_position(position))];
 }
 
@@ -180,7 +182,7 @@ std::vector<BlockRange> Placement::ranges_on(Slot slot) const {
       continue;
     }
     for (std::uint64_t position = begin; position < end; ++position) {
-      ranges.push_back(blocks_of_unit(_permutation.inverse(position)));
+      ranges.push_back(blocks_of_unit(_permutation->inverse(position)));
     }
   }
   std::sort(ranges.begin(), ranges.end(), [](BlockRange a, BlockRange b) { return a.begin < b.begin; });

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "reprise/detail/comm_internals.hpp"
+#include "reprise/detail/rethrow.hpp"
 #include "reprise/error.hpp"
 #include "ranges.hpp"
 
@@ -97,7 +99,8 @@ void Store::agree_on_input(const std::string& problem, const char* operation) {
 
 void Store::join(const std::string& problem, const char* operation) {
   std::uint64_t bad = problem.empty() ? 0 : 1;
-  _comm.join(std::span(&bad, 1), std::string("Store::") + operation + "()", _config.join_timeout_seconds);
+  detail::CommInternals::join(_comm, std::span(&bad, 1), std::string("Store::") + operation + "()",
+                              _config.join_timeout_seconds);
   if (bad != 0) {
     throw UsageError(std::string("reprise::Store::") + operation + ": " +
                      (problem.empty() ? "another process passed invalid input (its error says what)" : problem));
@@ -170,7 +173,7 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
                          (mine.begin <= mine.end && data.size() == mine.size() * _config.block_bytes) ? 1U : 0U};
   std::vector<Submission> all;
   std::vector<int> node_of_member;
-  _comm.run_before(Comm::FirstAgreement::kAgree, [&] {
+  detail::run_before(_comm, detail::FirstAgreement::kAgree, [&] {
     join({}, "submit");
     all = _comm.allgather(local);
     node_of_member = _comm.node_of_each_member();
@@ -381,7 +384,7 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
       load_problem(static_cast<bool>(_placement), blocks(), _config.block_bytes, wanted, into.size());
   // A failure may let only some processes through the entry: they wait in
   // the agreement that closes the first exchange.
-  _comm.run_before(Comm::FirstAgreement::kExchange, [&] { join(problem, "load"); });
+  detail::run_before(_comm, detail::FirstAgreement::kExchange, [&] { join(problem, "load"); });
 
   // Which holder sends which piece, and where its bytes go.
   struct Destination {
@@ -453,8 +456,8 @@ void Store::share_layout() {
   std::vector<std::uint64_t> layout;
   // A failure may let only some processes through these collectives: they
   // wait in the agreement on the configuration below.
-  _comm.run_before(Comm::FirstAgreement::kAgree, [&] {
-    _comm.join(std::span(&highest, 1), "Store::heal()", _config.join_timeout_seconds);
+  detail::run_before(_comm, detail::FirstAgreement::kAgree, [&] {
+    detail::CommInternals::join(_comm, std::span(&highest, 1), "Store::heal()", _config.join_timeout_seconds);
     if (highest == 0) return;
     const int root = _comm.size() - static_cast<int>(highest);
     if (_comm.rank().value() == root) {

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "ranges.hpp"
+#include "reprise/detail/comm_internals.hpp"
+#include "reprise/detail/rethrow.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise {
@@ -45,8 +47,8 @@ void VariableStore::submit(BlockRange mine, std::span<const std::size_t> sizes, 
   std::uint64_t nothing = 0;
   const Extent local{mine.begin.value, ok ? mine.size() : 0, ok ? total : 0, ok ? 1U : 0U};
   std::vector<Extent> all;
-  _comm.run_before(Comm::FirstAgreement::kAgree, [&] {
-    _comm.join(std::span(&nothing, 1), "VariableStore::submit()", _join_timeout_seconds);
+  detail::run_before(_comm, detail::FirstAgreement::kAgree, [&] {
+    detail::CommInternals::join(_comm, std::span(&nothing, 1), "VariableStore::submit()", _join_timeout_seconds);
     all = _comm.allgather(local);
   });
   for (int r = 0; r < _comm.size(); ++r) {

@@ -17,11 +17,13 @@
 #include "failure_helpers.hpp"
 #include "mix.hpp"
 #include "reprise/checkpoint.hpp"
+#include "reprise/detail/checkpoint_internals.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/error.hpp"
 #include "reprise/inject.hpp"
 
 using namespace reprise;
+using reprise::detail::CheckpointInternals;
 using reprise::test::expect_failure_reported;
 using reprise::test::kill_and_detect;
 
@@ -238,10 +240,10 @@ TEST(Checkpoint, LoadInPlaceFillsTheRegisteredMemoryOnceAndRefusesWrongSizes) {
   // Sizes that do not fit: the buffer's is fixed, the vector's a whole number of doubles.
   const auto never = [](std::size_t, std::span<std::byte>) { ADD_FAILURE() << "filled after a refused size"; };
   const std::vector<std::size_t> short_grid{source.grid.size() - 1, source.values.size() * sizeof(double), 4};
-  EXPECT_THROW(p.checkpoint.load_in_place(short_grid, never), UsageError);
+  EXPECT_THROW(CheckpointInternals::load_in_place(p.checkpoint, short_grid, never), UsageError);
   const std::vector<std::size_t> odd_values{source.grid.size(), 13, 4};
-  EXPECT_THROW(p.checkpoint.load_in_place(odd_values, never), UsageError);
-  EXPECT_THROW(p.checkpoint.load_in_place(std::vector<std::size_t>{1, 2}, never), UsageError);
+  EXPECT_THROW(CheckpointInternals::load_in_place(p.checkpoint, odd_values, never), UsageError);
+  EXPECT_THROW(CheckpointInternals::load_in_place(p.checkpoint, std::vector<std::size_t>{1, 2}, never), UsageError);
   EXPECT_EQ(p.state.grid, saved.grid);
   EXPECT_EQ(p.state.values, saved.values);
 
@@ -249,12 +251,12 @@ TEST(Checkpoint, LoadInPlaceFillsTheRegisteredMemoryOnceAndRefusesWrongSizes) {
   State serializer = source;
   Checkpoint other(p.comm);
   serializer.protect_in(other);
-  other.visit_current([&](const Checkpoint::CurrentPiece& piece) {
+  CheckpointInternals::visit_current(other, [&](const CheckpointInternals::CurrentPiece& piece) {
     if (piece.index == 2) meta.assign(piece.bytes.begin(), piece.bytes.end());
   });
   const std::vector<std::size_t> sizes{source.grid.size(), source.values.size() * sizeof(double), meta.size()};
   std::vector<std::size_t> filled;
-  p.checkpoint.load_in_place(sizes, [&](std::size_t index, std::span<std::byte> memory) {
+  CheckpointInternals::load_in_place(p.checkpoint, sizes, [&](std::size_t index, std::span<std::byte> memory) {
     filled.push_back(index);
     ASSERT_EQ(memory.size(), sizes[index]);
     if (index == 0) {
@@ -280,27 +282,28 @@ TEST(Checkpoint, ContinuingAnotherProcessesCommitNeedsAWellFormedLayout) {
   State state;
   Checkpoint checkpoint(comm, {.copies = std::min(2, comm.size())});
   state.protect_in(checkpoint);
-  EXPECT_TRUE(checkpoint.committed_layout().empty()) << "no commit yet";
+  EXPECT_TRUE(CheckpointInternals::committed_layout(checkpoint).empty()) << "no commit yet";
   checkpoint.checkpoint();
-  const auto layout = checkpoint.committed_layout();
+  const auto layout = CheckpointInternals::committed_layout(checkpoint);
   ASSERT_FALSE(layout.empty());
   EXPECT_EQ(layout[0], 1U);
   {
     Checkpoint taker(comm);
-    EXPECT_THROW(taker.continue_commit({}), CorruptData);
-    EXPECT_THROW(taker.continue_commit(std::span(layout).first(layout.size() - 1)), CorruptData) << "truncated";
+    EXPECT_THROW(CheckpointInternals::continue_commit(taker, {}), CorruptData);
+    EXPECT_THROW(CheckpointInternals::continue_commit(taker, std::span(layout).first(layout.size() - 1)), CorruptData)
+        << "truncated";
     auto longer = layout;
     longer.push_back(0);
-    EXPECT_THROW(taker.continue_commit(longer), CorruptData) << "a word too many";
+    EXPECT_THROW(CheckpointInternals::continue_commit(taker, longer), CorruptData) << "a word too many";
     EXPECT_FALSE(taker.has_commit()) << "nothing taken from a refused layout";
-    taker.continue_commit(layout);
+    CheckpointInternals::continue_commit(taker, layout);
     EXPECT_TRUE(taker.has_commit());
     EXPECT_EQ(taker.version(), 1U);
     EXPECT_EQ(taker.held_bytes(), 0U) << "it holds none of the version's copies";
-    EXPECT_EQ(taker.committed_layout(), layout);
-    EXPECT_THROW(taker.continue_commit(layout), UsageError) << "a commit already";
+    EXPECT_EQ(CheckpointInternals::committed_layout(taker), layout);
+    EXPECT_THROW(CheckpointInternals::continue_commit(taker, layout), UsageError) << "a commit already";
   }
-  EXPECT_THROW(checkpoint.continue_commit(layout), UsageError) << "a commit already";
+  EXPECT_THROW(CheckpointInternals::continue_commit(checkpoint, layout), UsageError) << "a commit already";
 }
 
 // Where the committed copies are if some processes moved away: carried by
@@ -314,12 +317,13 @@ TEST(Checkpoint, CopiesGoWithTheProcessesThatHoldThemWhenEveryHolderMoves) {
   state.protect_in(checkpoint);
   std::vector<OriginalRank> everyone;
   for (int rank = 0; rank < comm.size(); ++rank) everyone.emplace_back(rank);
-  EXPECT_EQ(checkpoint.copies_on_move(everyone), Checkpoint::CopiesOnMove::kRetaken) << "nothing committed yet";
+  EXPECT_EQ(CheckpointInternals::copies_on_move(checkpoint, everyone), CheckpointInternals::CopiesOnMove::kRetaken)
+      << "nothing committed yet";
   checkpoint.checkpoint();
-  EXPECT_EQ(checkpoint.copies_on_move(everyone), Checkpoint::CopiesOnMove::kCarried);
+  EXPECT_EQ(CheckpointInternals::copies_on_move(checkpoint, everyone), CheckpointInternals::CopiesOnMove::kCarried);
   const std::vector<OriginalRank> first{OriginalRank{0}};
-  EXPECT_EQ(checkpoint.copies_on_move(first), Checkpoint::CopiesOnMove::kCarried);
-  const auto held = checkpoint.held_copies();
+  EXPECT_EQ(CheckpointInternals::copies_on_move(checkpoint, first), CheckpointInternals::CopiesOnMove::kCarried);
+  const auto held = CheckpointInternals::held_copies(checkpoint);
   ASSERT_EQ(held.size(), static_cast<std::size_t>(std::min(2, comm.size())));
   std::size_t held_bytes = 0;
   std::map<OriginalRank, std::vector<std::byte>> copies;
@@ -329,25 +333,25 @@ TEST(Checkpoint, CopiesGoWithTheProcessesThatHoldThemWhenEveryHolderMoves) {
   }
   EXPECT_EQ(held_bytes, checkpoint.held_bytes());
   EXPECT_TRUE(copies.contains(comm.original_rank())) << "its own state's copy is among them";
-  const auto layout = checkpoint.committed_layout();
+  const auto layout = CheckpointInternals::committed_layout(checkpoint);
   Checkpoint taker(comm, {.copies = std::min(2, comm.size())});
   auto wrong = copies;
   wrong[OriginalRank{comm.size()}] = {};  // a rank that is not in the layout
-  EXPECT_THROW(taker.continue_commit(layout, wrong), CorruptData);
+  EXPECT_THROW(CheckpointInternals::continue_commit(taker, layout, wrong), CorruptData);
   if (copies.size() > 1) {
     wrong = copies;
     wrong.erase(wrong.begin());
-    EXPECT_THROW(taker.continue_commit(layout, wrong), CorruptData) << "a copy missing";
+    EXPECT_THROW(CheckpointInternals::continue_commit(taker, layout, wrong), CorruptData) << "a copy missing";
   }
   EXPECT_FALSE(taker.has_commit()) << "nothing taken from refused copies";
-  taker.continue_commit(layout, copies);
+  CheckpointInternals::continue_commit(taker, layout, copies);
   EXPECT_TRUE(taker.has_commit());
   EXPECT_EQ(taker.held_bytes(), held_bytes) << "it holds what the other held";
-  ASSERT_EQ(taker.held_copies().size(), held.size());
+  ASSERT_EQ(CheckpointInternals::held_copies(taker).size(), held.size());
   for (std::size_t i = 0; i < held.size(); ++i) {
-    EXPECT_EQ(taker.held_copies()[i].owner, held[i].owner);
-    EXPECT_TRUE(std::equal(held[i].state.begin(), held[i].state.end(), taker.held_copies()[i].state.begin(),
-                           taker.held_copies()[i].state.end()));
+    EXPECT_EQ(CheckpointInternals::held_copies(taker)[i].owner, held[i].owner);
+    const auto taken = CheckpointInternals::held_copies(taker)[i].state;
+    EXPECT_TRUE(std::equal(held[i].state.begin(), held[i].state.end(), taken.begin(), taken.end()));
   }
 }
 
@@ -364,42 +368,43 @@ TEST(Checkpoint, CopiesStillArrivingAreTakenWhenFirstNeededAndDroppedIfIncomplet
   checkpoint.checkpoint();
   std::map<OriginalRank, std::vector<std::byte>> copies;
   std::vector<OriginalRank> owners;
-  for (const auto& copy : checkpoint.held_copies()) {
+  for (const auto& copy : CheckpointInternals::held_copies(checkpoint)) {
     copies[copy.owner].assign(copy.state.begin(), copy.state.end());
     owners.push_back(copy.owner);
   }
-  const auto layout = checkpoint.committed_layout();
+  const auto layout = CheckpointInternals::committed_layout(checkpoint);
   const CheckpointConfig config{.copies = std::min(2, comm.size())};
   // Intact: nothing is asked for until a call looks at the copies.
   int calls = 0;
   Checkpoint taker(comm, config);
-  taker.continue_commit(layout, owners, [&]() -> std::optional<std::map<OriginalRank, std::vector<std::byte>>> {
+  using Copies = std::map<OriginalRank, std::vector<std::byte>>;
+  CheckpointInternals::continue_commit(taker, layout, owners, [&]() -> std::optional<Copies> {
     ++calls;
     return copies;
   });
   EXPECT_EQ(calls, 0);
   EXPECT_TRUE(taker.has_commit());
-  ASSERT_EQ(taker.held_copies().size(), owners.size());
+  ASSERT_EQ(CheckpointInternals::held_copies(taker).size(), owners.size());
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(taker.held_bytes(), checkpoint.held_bytes());
   EXPECT_EQ(calls, 1) << "asked for once";
   // Incomplete, or another owner's: dropped.
   Checkpoint lost(comm, config);
-  lost.continue_commit(layout, owners, [] { return std::optional<std::map<OriginalRank, std::vector<std::byte>>>(); });
-  EXPECT_TRUE(lost.held_copies().empty());
-  EXPECT_TRUE(lost.committed_state().empty());
+  CheckpointInternals::continue_commit(lost, layout, owners, [] { return std::optional<Copies>(); });
+  EXPECT_TRUE(CheckpointInternals::held_copies(lost).empty());
+  EXPECT_TRUE(CheckpointInternals::committed_state(lost).empty());
   auto others = copies;
   others.erase(others.begin());
   others[OriginalRank{comm.size()}] = {};
   Checkpoint mixed(comm, config);
-  mixed.continue_commit(layout, owners, [&] { return std::optional(others); });
+  CheckpointInternals::continue_commit(mixed, layout, owners, [&] { return std::optional(others); });
   EXPECT_EQ(mixed.held_bytes(), 0U);
   // Owners refused: CorruptData, and the copies were asked for all the same.
   calls = 0;
   Checkpoint refused(comm, config);
   auto wrong = owners;
   wrong.emplace_back(comm.size());
-  EXPECT_THROW(refused.continue_commit(layout, wrong,
+  EXPECT_THROW(CheckpointInternals::continue_commit(refused, layout, wrong,
                                        [&]() -> std::optional<std::map<OriginalRank, std::vector<std::byte>>> {
                                          ++calls;
                                          return copies;

@@ -16,6 +16,7 @@
 
 #include "failure_helpers.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/detail/comm_internals.hpp"
 #include "reprise/inject.hpp"
 
 namespace reprise {
@@ -47,21 +48,21 @@ void migrate_and_check(const std::vector<OriginalRank>& leaving, std::size_t (*b
   if (comm.migrated_in()) {
     EXPECT_TRUE(comm.is_replacement());
     EXPECT_TRUE(leaves(leaving, comm.original_rank()));
-    const auto handover = comm.take_handover();
+    const auto handover = detail::CommInternals::take_handover(comm);
     const auto expected = state_of(comm.original_rank(), bytes_of(comm.original_rank()));
     ASSERT_EQ(handover.size(), expected.size());
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()))
         << "original rank " << comm.original_rank().value() << " received other bytes than its predecessor had";
-    EXPECT_EQ(comm.take_handover().size(), 0U);
+    EXPECT_EQ(detail::CommInternals::take_handover(comm).size(), 0U);
   } else {
     const auto epoch = comm.epoch();
     const auto mine = leaves(leaving, comm.original_rank())
                           ? state_of(comm.original_rank(), bytes_of(comm.original_rank()))
                           : std::vector<std::byte>{};
-    auto moved = comm.migrate(leaving, mine);
+    auto moved = detail::CommInternals::migrate(comm, leaving, mine);
     if (leaves(leaving, comm.original_rank())) {
       EXPECT_FALSE(moved.has_value());
-      comm.leave_after_migration();
+      detail::CommInternals::leave_after_migration(comm);
     }
     ASSERT_TRUE(moved.has_value());
     comm = std::move(*moved);
@@ -93,7 +94,7 @@ TEST(Migrate, TheSameRankTwice) {
   // generation, 1 in the process that took over, 2 in its successor.
   const auto moves_seen = [&] { return std::count(comm.moves().begin(), comm.moves().end(), leaving); };
   if (comm.migrated_in()) {
-    const auto handover = comm.take_handover();
+    const auto handover = detail::CommInternals::take_handover(comm);
     const auto expected = state_of(leaving, three_mib(leaving));
     ASSERT_EQ(handover.size(), expected.size());
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()));
@@ -101,8 +102,8 @@ TEST(Migrate, TheSameRankTwice) {
   while (moves_seen() < 2) {
     const bool mine = comm.original_rank() == leaving;
     const auto state = mine ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
-    auto moved = comm.migrate(std::vector{leaving}, state);
-    if (mine) comm.leave_after_migration();
+    auto moved = detail::CommInternals::migrate(comm, std::vector{leaving}, state);
+    if (mine) detail::CommInternals::leave_after_migration(comm);
     ASSERT_TRUE(moved.has_value());
     comm = std::move(*moved);
   }
@@ -137,8 +138,9 @@ struct DeferredState {
   /// Moves `leaving`, which hands these pieces over (pieces 1 and 3 deferred).
   std::optional<Comm> migrate(Comm& comm, OriginalRank leaving) const {
     const bool mine = comm.original_rank() == leaving;
-    return comm.migrate_gathered(std::vector{leaving}, mine ? pieces : std::vector<std::span<const std::byte>>{}, {},
-                                 mine ? std::span<const std::size_t>(kDeferred) : std::span<const std::size_t>());
+    return detail::CommInternals::migrate_gathered(
+        comm, std::vector{leaving}, mine ? pieces : std::vector<std::span<const std::byte>>{}, {},
+        mine ? std::span<const std::size_t>(kDeferred) : std::span<const std::size_t>());
   }
 };
 
@@ -152,7 +154,7 @@ TEST(Migrate, DeferredPiecesLandWhereTheNewProcessWants) {
   auto comm = Comm::world();
   const DeferredState expected(leaving);
   if (comm.migrated_in()) {
-    auto handover = comm.take_handover();
+    auto handover = detail::CommInternals::take_handover(comm);
     ASSERT_EQ(handover.size(), expected.whole.size());
     const auto parts = handover.deferred();
     ASSERT_EQ(parts.size(), 2U);
@@ -183,7 +185,7 @@ TEST(Migrate, DeferredPiecesLandWhereTheNewProcessWants) {
     }
   } else {
     auto moved = expected.migrate(comm, leaving);
-    if (comm.original_rank() == leaving) comm.leave_after_migration();
+    if (comm.original_rank() == leaving) detail::CommInternals::leave_after_migration(comm);
     ASSERT_TRUE(moved.has_value());
     comm = std::move(*moved);
   }
@@ -201,7 +203,7 @@ void kill_the_leaving_process_at(const char* point) {
   auto comm = Comm::world();
   const DeferredState expected(leaving);
   if (comm.migrated_in()) {
-    auto handover = comm.take_handover();
+    auto handover = detail::CommInternals::take_handover(comm);
     std::vector<std::byte> own(DeferredState::kSizes[1]);
     const std::vector<std::span<std::byte>> places{own, {}};
     handover.receive_deferred(places);
@@ -234,10 +236,10 @@ TEST(Migrate, TheLeavingProcessKilledWhileItWritesItsDeferredPieces) {
 TEST(Migrate, DifferentListsAreAUsageErrorEverywhere) {
   auto comm = Comm::world();
   const std::vector<OriginalRank> leaving{OriginalRank{comm.rank().value() == 0 ? 1 : 2}};
-  EXPECT_THROW((void)comm.migrate(leaving, {}), UsageError);
+  EXPECT_THROW((void)detail::CommInternals::migrate(comm, leaving, {}), UsageError);
   const std::vector<OriginalRank> unknown{OriginalRank{comm.original_size()}};
-  EXPECT_THROW((void)comm.migrate(unknown, {}), UsageError);
-  EXPECT_THROW((void)comm.migrate(std::vector<OriginalRank>{}, {}), UsageError);
+  EXPECT_THROW((void)detail::CommInternals::migrate(comm, unknown, {}), UsageError);
+  EXPECT_THROW((void)detail::CommInternals::migrate(comm, std::vector<OriginalRank>{}, {}), UsageError);
   test::expect_working(comm);
 }
 
@@ -252,15 +254,16 @@ void bystander_killed_during_a_migration(const char* point, OriginalRank leaving
   if (!comm.migrated_in()) {
     inject::arm(point, bystander);
     const auto mine = comm.original_rank() == leaving ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
-    test::expect_failure_reported(comm, {bystander}, [&] { (void)comm.migrate(std::vector{leaving}, mine); });
+    test::expect_failure_reported(comm, {bystander},
+                                  [&] { (void)detail::CommInternals::migrate(comm, std::vector{leaving}, mine); });
     comm = comm.shrink();
     EXPECT_EQ(comm.failures(), (std::vector<OriginalRank>{bystander}));
-    auto moved = comm.migrate(std::vector{leaving}, mine);
-    if (comm.original_rank() == leaving) comm.leave_after_migration();
+    auto moved = detail::CommInternals::migrate(comm, std::vector{leaving}, mine);
+    if (comm.original_rank() == leaving) detail::CommInternals::leave_after_migration(comm);
     ASSERT_TRUE(moved.has_value());
     comm = std::move(*moved);
   } else {
-    const auto handover = comm.take_handover();
+    const auto handover = detail::CommInternals::take_handover(comm);
     const auto expected = state_of(leaving, three_mib(leaving));
     ASSERT_EQ(handover.size(), expected.size());
     EXPECT_TRUE(std::equal(expected.begin(), expected.end(), handover.span().begin()));
@@ -291,7 +294,8 @@ TEST(Migrate, TheLeavingProcessKilledDuringAMigration) {
   auto comm = Comm::world();
   ASSERT_FALSE(comm.migrated_in()) << "the new process must have given up";
   inject::arm("comm.migrate.handover", leaving);
-  test::expect_failure_reported(comm, {leaving}, [&] { (void)comm.migrate(std::vector{leaving}, {}); });
+  test::expect_failure_reported(comm, {leaving},
+                                [&] { (void)detail::CommInternals::migrate(comm, std::vector{leaving}, {}); });
   comm = comm.shrink();
   EXPECT_EQ(comm.members().size(), static_cast<std::size_t>(comm.original_size() - 1));
   test::expect_working(comm);
@@ -305,7 +309,8 @@ TEST(Migrate, TheNewProcessKilledDuringAMigration) {
   auto comm = Comm::world();
   ASSERT_FALSE(comm.migrated_in()) << "the new process must have died";
   const auto mine = comm.original_rank() == leaving ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
-  test::expect_failure_reported(comm, {}, [&] { (void)comm.migrate(std::vector{leaving}, mine); });
+  test::expect_failure_reported(comm, {},
+                                [&] { (void)detail::CommInternals::migrate(comm, std::vector{leaving}, mine); });
   comm = comm.shrink();
   EXPECT_EQ(comm.size(), comm.original_size());
   EXPECT_TRUE(comm.rank_of(leaving).has_value());

@@ -26,6 +26,7 @@
 
 #include "mix.hpp"
 #include "reprise/checkpoint.hpp"
+#include "reprise/detail/checkpoint_internals.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/disk_level.hpp"
 #include "reprise/driver.hpp"
@@ -34,6 +35,7 @@
 #include "reprise/inject.hpp"
 
 using namespace reprise;
+using reprise::detail::CheckpointInternals;
 
 namespace {
 
@@ -300,7 +302,7 @@ TEST(DiskLevel, RestartFromDisk) {
   // The checkpoint goes on from the version it restarted from, and the new
   // job's next disk version replaces the dead job's leftovers.
   EXPECT_EQ(checkpoint.checkpoint(), version + 1);
-  EXPECT_THROW(checkpoint.continue_from(1), UsageError);
+  EXPECT_THROW(CheckpointInternals::continue_from(checkpoint, 1), UsageError);
   state.fill(comm.original_rank(), version + 2);
   EXPECT_EQ(checkpoint.checkpoint(), version + 2);
   EXPECT_EQ(disk.last_written(), version + 2);
@@ -468,7 +470,7 @@ TEST(DiskLevel, TheCheckpointShowsOtherLayersWhatTheyNeed) {
   std::vector<std::byte> odd(10);
   EXPECT_THROW(checkpoint.protect_blocks("odd", 4, BlockRange{BlockId{0}, BlockId{3}}, odd), UsageError);
 
-  const auto registrations = checkpoint.registrations();
+  const auto registrations = CheckpointInternals::registrations(checkpoint);
   ASSERT_EQ(registrations.size(), 7U);
   EXPECT_EQ(registrations[0].name, "grid");
   EXPECT_EQ(registrations[0].shape.type, ElementType::kFloat64);
@@ -485,34 +487,36 @@ TEST(DiskLevel, TheCheckpointShowsOtherLayersWhatTheyNeed) {
   EXPECT_EQ(registrations[6].shape.type, ElementType::kFloat32);
 
   std::vector<std::uint64_t> seen;
-  const auto hook = checkpoint.on_commit([&](std::uint64_t version) { seen.push_back(version); });
-  EXPECT_TRUE(checkpoint.committed_state().empty());
-  checkpoint.continue_from(41);
+  const auto hook = CheckpointInternals::on_commit(checkpoint, [&](std::uint64_t version) { seen.push_back(version); });
+  EXPECT_TRUE(CheckpointInternals::committed_state(checkpoint).empty());
+  CheckpointInternals::continue_from(checkpoint, 41);
   EXPECT_FALSE(checkpoint.has_commit());
   EXPECT_THROW(checkpoint.restore(), UsageError) << "continuing a number is not a version to roll back to";
   state.fill(comm.original_rank(), 3);
   EXPECT_EQ(checkpoint.checkpoint(), 42U);
   EXPECT_TRUE(checkpoint.has_commit());
-  checkpoint.remove_commit_hook(hook);
+  CheckpointInternals::remove_commit_hook(checkpoint, hook);
   EXPECT_EQ(checkpoint.checkpoint(), 43U);
   EXPECT_EQ(seen, (std::vector<std::uint64_t>{42}));
-  const auto committed = std::vector<std::byte>(checkpoint.committed_state().begin(), checkpoint.committed_state().end());
-  EXPECT_EQ(committed, checkpoint.capture());
-  EXPECT_EQ(checkpoint.split_state(committed).size(), 7U);
+  const auto committed_span = CheckpointInternals::committed_state(checkpoint);
+  const auto committed = std::vector<std::byte>(committed_span.begin(), committed_span.end());
+  EXPECT_EQ(committed, CheckpointInternals::capture(checkpoint));
+  EXPECT_EQ(CheckpointInternals::split_state(checkpoint, committed).size(), 7U);
 
   // load_state puts a captured state back; a wrong one changes nothing.
   state.fill(comm.original_rank(), 9);
   auto wrong = committed;
   wrong.resize(wrong.size() - 1);
-  EXPECT_THROW(checkpoint.load_state(wrong), CorruptData);
-  auto pieces = checkpoint.split_state(committed);
+  EXPECT_THROW(CheckpointInternals::load_state(checkpoint, wrong), CorruptData);
+  auto pieces = CheckpointInternals::split_state(checkpoint, committed);
   const std::vector<std::byte> short_grid(8);
   pieces[0] = short_grid;
-  EXPECT_THROW(checkpoint.load_state(checkpoint.join_state(pieces)), UsageError);
+  const auto joined = CheckpointInternals::join_state(checkpoint, pieces);
+  EXPECT_THROW(CheckpointInternals::load_state(checkpoint, joined), UsageError);
   EXPECT_EQ(differences(state, comm.original_rank(), 9), 0U) << "a refused state changed nothing";
-  checkpoint.load_state(committed);
+  CheckpointInternals::load_state(checkpoint, committed);
   EXPECT_EQ(differences(state, comm.original_rank(), 3), 0U);
-  EXPECT_THROW(checkpoint.continue_from(7), UsageError);
+  EXPECT_THROW(CheckpointInternals::continue_from(checkpoint, 7), UsageError);
 }
 
 // Driver checkpoints reach the disk through the commit hook.

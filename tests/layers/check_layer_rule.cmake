@@ -1,5 +1,5 @@
 # cmake -DBUILD_DIR=<build tree> -P check_layer_rule.cmake
-# Builds the probes of tests/layers/CMakeLists.txt: the allowed include must
+# Builds the probes of tests/layers/CMakeLists.txt: each allowed include must
 # compile; each include that breaks the layer rule must fail on its header.
 function(build_probe target result_var output_var)
   execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${target}
@@ -8,11 +8,18 @@ function(build_probe target result_var output_var)
   set(${output_var} "${output}" PARENT_SCOPE)
 endfunction()
 
-build_probe(layer_probe_downward result output)
-if(NOT result EQUAL 0)
-  message(FATAL_ERROR "a store source including reprise/comm.hpp (allowed) did not build:\n${output}")
-endif()
-foreach(probe IN ITEMS "layer_probe_upward|reprise/checkpoint.hpp" "layer_probe_internal_below|ulfm.hpp")
+foreach(probe IN ITEMS "layer_probe_downward|reprise/comm.hpp"
+                       "layer_probe_detail_downward|reprise/detail/comm_internals.hpp")
+  string(REPLACE "|" ";" probe "${probe}")
+  list(GET probe 0 target)
+  list(GET probe 1 header)
+  build_probe(${target} result output)
+  if(NOT result EQUAL 0)
+    message(FATAL_ERROR "a store source including ${header} (allowed) did not build:\n${output}")
+  endif()
+endforeach()
+foreach(probe IN ITEMS "layer_probe_upward|reprise/checkpoint.hpp" "layer_probe_internal_below|ulfm.hpp"
+                       "layer_probe_detail_upward|reprise/detail/checkpoint_internals.hpp")
   string(REPLACE "|" ";" probe "${probe}")
   list(GET probe 0 target)
   list(GET probe 1 header)

@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "reprise/checkpoint.hpp"
+#include "reprise/detail/checkpoint_internals.hpp"
 #include "reprise/comm.hpp"
+#include "reprise/detail/comm_internals.hpp"
 #include "reprise/driver.hpp"
 #include "reprise/image.hpp"
 #include "reprise/inject.hpp"
@@ -586,7 +588,7 @@ void expect_only_the_carried_copies_lost(const char* fault_point) {
   const auto seen = run_moving_all_but_rank_zero(
       [](std::uint64_t, OriginalRank, int, Migration&) {},
       [&](int victim) { inject::arm(fault_point, OriginalRank{victim}); },
-      [&](Checkpoint& checkpoint) { held_on_arrival = checkpoint.held_copies().size(); });
+      [&](Checkpoint& checkpoint) { held_on_arrival = detail::CheckpointInternals::held_copies(checkpoint).size(); });
   EXPECT_EQ(seen.version, 2U) << "step 0's and step 10's: the move took no checkpoint and nothing was restored";
   EXPECT_EQ(seen.migrated_in, seen.me != OriginalRank{0}) << "the successor whose predecessor died must run on";
   ASSERT_EQ(seen.history.size(), 1U);
@@ -644,10 +646,10 @@ TEST(Migration, ALargePieceDamagedInTransitIsRefusedOnArrival) {
   const ImagePieces image = std::move(builder).finish_pieces();
   ASSERT_FALSE(image.referenced.empty());
   values[values.size() / 2] += 1;  // after the checksum, before the transfer
-  auto moved = comm.migrate_gathered(std::vector{leaving}, mine ? image.pieces : std::vector<std::span<const std::byte>>{},
-                                     {}, mine ? std::span<const std::size_t>(image.referenced)
-                                              : std::span<const std::size_t>());
-  if (mine) comm.leave_after_migration();
+  auto moved = detail::CommInternals::migrate_gathered(
+      comm, std::vector{leaving}, mine ? image.pieces : std::vector<std::span<const std::byte>>{}, {},
+      mine ? std::span<const std::size_t>(image.referenced) : std::span<const std::size_t>());
+  if (mine) detail::CommInternals::leave_after_migration(comm);
   ASSERT_TRUE(moved.has_value());
 }
 

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 
+#include "reprise/detail/feistel.hpp"
 #include "reprise/error.hpp"
 #include "reprise/placement.hpp"
 
