@@ -48,10 +48,19 @@ Options parse(int argc, char** argv) {
   return options;
 }
 
+/// One operation timed: its name, its median and memcpy's over the same
+/// bytes, over how many runs.
+struct Timing {
+  const char* op = "";
+  double median_s = 0;
+  double memcpy_s = 0;
+  int repeats = 0;
+};
+
 /// `nodes`: how many nodes the processes run on (1: one host, shared memory;
 /// more: across nodes, over the network).
-void print(const char* op, int ranks, int nodes, const Options& options, double median_s, double memcpy_s,
-           int repeats) {
+void print(int ranks, int nodes, const Options& options, const Timing& timing) {
+  const auto& [op, median_s, memcpy_s, repeats] = timing;
   std::printf("{\"bench\":\"checkpoint\",\"op\":\"%s\",\"ranks\":%d,\"nodes\":%d,\"copies\":%d,"
               "\"bytes_per_rank\":%zu,\"repeats\":%d,\"median_s\":%.6f,\"memcpy_s\":%.6f,\"ratio\":%.2f}\n",
               op, ranks, nodes, options.copies, options.mib_per_rank << 20U, repeats, median_s, memcpy_s,
@@ -82,7 +91,7 @@ int main(int argc, char** argv) {
     const int ranks = comm.size();
     const auto& node_of = comm.node_of_each_member();
     const int nodes = static_cast<int>(std::set<int>(node_of.begin(), node_of.end()).size());
-    if (comm.rank().value() == 0) print("checkpoint", ranks, nodes, options, medians[0], medians[1], options.repeats);
+    if (comm.rank().value() == 0) print(ranks, nodes, options, {"checkpoint", medians[0], medians[1], options.repeats});
 
     if (options.kill && comm.size() > 1) {
       // One real failure: the last process dies; the survivors shrink,
@@ -116,7 +125,7 @@ int main(int argc, char** argv) {
       }
       Memcpy lost_bytes(bytes);
       const double memcpy_s = time_once(comm, lost_bytes);
-      if (comm.rank().value() == 0) print("recover_shrink", ranks, nodes, options, recover_s, memcpy_s, 1);
+      if (comm.rank().value() == 0) print(ranks, nodes, options, {"recover_shrink", recover_s, memcpy_s, 1});
     }
   } catch (const reprise::Error& error) {
     if (comm.rank().value() == 0) std::fprintf(stderr, "%s\n", error.what());

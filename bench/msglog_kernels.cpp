@@ -319,4 +319,4 @@ void run(const Options& options, bool logged) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_msglog_main("msglog_kernels", kUsage, argc, argv, parse, run); }
+int main(int argc, char** argv) { return run_msglog_main({"msglog_kernels", kUsage}, argc, argv, parse, run); }

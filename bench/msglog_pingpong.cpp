@@ -175,4 +175,4 @@ void run(const Options& options, bool logged) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_msglog_main("msglog_pingpong", kUsage, argc, argv, parse, run); }
+int main(int argc, char** argv) { return run_msglog_main({"msglog_pingpong", kUsage}, argc, argv, parse, run); }

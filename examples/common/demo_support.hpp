@@ -90,14 +90,21 @@ inline void parse_flags(int argc, char** argv, const std::string& program, const
   }
 }
 
+/// What a demo's `--help` says: its name, what it does, and what its steps
+/// are called ("iterations").
+struct DemoText {
+  std::string program;
+  std::string about;
+  std::string steps;
+};
+
 /// `parse_flags` for a demo's `options`, with the flags every demo has
-/// appended: `--kills` (processes killed at random `steps`) and `--seed`.
+/// appended: `--kills` (processes killed at random steps) and `--seed`.
 template <class Options>
-void parse_demo_flags(int argc, char** argv, const std::string& program, const std::string& about,
-                      const std::string& steps, Options& options, std::vector<Flag> flags) {
-  flags.push_back(number_flag("--kills", "processes killed at random " + steps, options.kills));
+void parse_demo_flags(int argc, char** argv, const DemoText& text, Options& options, std::vector<Flag> flags) {
+  flags.push_back(number_flag("--kills", "processes killed at random " + text.steps, options.kills));
   flags.push_back(number_flag("--seed", "seed of the random kills", options.seed, "random, printed"));
-  parse_flags(argc, argv, program, about, flags);
+  parse_flags(argc, argv, text.program, text.about, flags);
 }
 
 /// `--move RANK@ITERATION`: at that iteration the process of that original

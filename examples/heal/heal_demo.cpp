@@ -31,11 +31,13 @@ struct Options {
 Options parse(int argc, char** argv) {
   Options options;
   demo::parse_demo_flags(
-      argc, argv, "heal_demo",
-      "A long sum computed step by step; processes are killed for real, the survivors shrink and redo\n"
-      "the step, and one process checks the result alone. REPRISE_FAULTS=\"RANK@STEP,...\" replaces the\n"
-      "random kills.",
-      "steps", options,
+      argc, argv,
+      {"heal_demo",
+       "A long sum computed step by step; processes are killed for real, the survivors shrink and redo\n"
+       "the step, and one process checks the result alone. REPRISE_FAULTS=\"RANK@STEP,...\" replaces the\n"
+       "random kills.",
+       "steps"},
+      options,
       {demo::number_flag("--steps", "steps", options.steps),
        demo::number_flag("--items-per-step", "numbers summed per step", options.items_per_step)});
   return options;

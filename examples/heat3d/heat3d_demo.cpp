@@ -56,13 +56,15 @@ Options parse(int argc, char** argv) {
                     else throw reprise::UsageError("--mode " + value + " is none of respawn, shrink and replay");
                   }};
   demo::parse_demo_flags(
-      argc, argv, "heat3d_demo",
-      "A 3D heat equation under reprise's Driver and Checkpoint; processes are killed for real and the\n"
-      "final grid must equal a failure-free serial run bit for bit. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
-      "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once);\n"
-      "REPRISE_SPARES=S starts S of the processes as spares. A process sent SIGUSR1 (reprise-run --migrate)\n"
-      "or named by --move moves to a new process at the next safe point, without stopping the others.",
-      "iterations", options,
+      argc, argv,
+      {"heat3d_demo",
+       "A 3D heat equation under reprise's Driver and Checkpoint; processes are killed for real and the\n"
+       "final grid must equal a failure-free serial run bit for bit. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
+       "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once);\n"
+       "REPRISE_SPARES=S starts S of the processes as spares. A process sent SIGUSR1 (reprise-run --migrate)\n"
+       "or named by --move moves to a new process at the next safe point, without stopping the others.",
+       "iterations"},
+      options,
       {demo::number_flag("--n", "grid points along each side", options.n),
        demo::number_flag("--iterations", "iterations", options.iterations),
        demo::number_flag("--checkpoint-every", "iterations between checkpoints", options.checkpoint_every),

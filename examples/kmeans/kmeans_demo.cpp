@@ -42,12 +42,14 @@ struct Options {
 Options parse(int argc, char** argv) {
   Options options;
   demo::parse_demo_flags(
-      argc, argv, "kmeans_demo",
-      "k-means whose points live in reprise's replicated store; processes are killed for real and the\n"
-      "survivors must finish with the centers of a failure-free run. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
-      "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once). A process sent\n"
-      "SIGUSR1 (reprise-run --migrate) or named by --move moves to a new process between two iterations.",
-      "iterations", options,
+      argc, argv,
+      {"kmeans_demo",
+       "k-means whose points live in reprise's replicated store; processes are killed for real and the\n"
+       "survivors must finish with the centers of a failure-free run. REPRISE_FAULTS=\"RANK@ITERATION,...\"\n"
+       "replaces the random kills (\"nodeK@ITERATION\": every process of node K at once). A process sent\n"
+       "SIGUSR1 (reprise-run --migrate) or named by --move moves to a new process between two iterations.",
+       "iterations"},
+      options,
       {demo::number_flag("--points-per-process", "points each process owns", options.points_per_process),
        demo::number_flag("--dims", "dimensions of a point", options.dims),
        demo::number_flag("--clusters", "clusters", options.clusters),

@@ -28,6 +28,7 @@
 namespace {
 
 using reprise::detail::CommInfo;
+using reprise::detail::MessageArgs;
 using reprise::detail::OutgoingPiece;
 using reprise::detail::Reduction;
 using reprise::detail::ResultPiece;
@@ -182,8 +183,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Finalize() {
 // ---- point-to-point ------------------------------------------------------------
 
 namespace {
-int send(const char* call, SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
-         MPI_Comm comm) {
+int send(const char* call, SendMode mode, const MessageArgs& message, MPI_Comm comm) {
+  const auto& [buffer, count, type, dest, tag] = message;
   CommInfo* info = logged(comm);
   if (info == nullptr || !info->has(dest)) {
     switch (mode) {
@@ -198,11 +199,11 @@ int send(const char* call, SendMode mode, const void* buffer, int count, MPI_Dat
     }
     return PMPI_Send(buffer, count, type, dest, tag, comm);
   }
-  return guarded(call, comm, [&] { return Runtime::current()->send(mode, buffer, count, type, dest, tag, *info); });
+  return guarded(call, comm, [&] { return Runtime::current()->send(mode, message, *info); });
 }
 
-int isend(const char* call, SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
-          MPI_Comm comm, MPI_Request* request) {
+int isend(const char* call, SendMode mode, const MessageArgs& message, MPI_Comm comm, MPI_Request* request) {
+  const auto& [buffer, count, type, dest, tag] = message;
   CommInfo* info = logged(comm);
   if (info == nullptr || !info->has(dest)) {
     switch (mode) {
@@ -216,13 +217,12 @@ int isend(const char* call, SendMode mode, const void* buffer, int count, MPI_Da
     }
     return PMPI_Isend(buffer, count, type, dest, tag, comm, request);
   }
-  return guarded(call, comm, [&] {
-    return Runtime::current()->isend(mode, buffer, count, type, dest, tag, comm, *info, request);
-  });
+  return guarded(call, comm, [&] { return Runtime::current()->isend(mode, message, comm, *info, request); });
 }
 
-int persistent(const char* call, bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type,
-               int peer, int tag, MPI_Comm comm, MPI_Request* request) {
+int persistent(const char* call, bool receive, SendMode mode, const MessageArgs& message, MPI_Comm comm,
+               MPI_Request* request) {
+  const auto& [buffer, count, type, peer, tag] = message;
   CommInfo* info = logged(comm);
   if (info == nullptr || (!receive && !info->has(peer)) || peer == MPI_PROC_NULL) {
     if (receive) return PMPI_Recv_init(const_cast<void*>(buffer), count, type, peer, tag, comm, request);
@@ -238,141 +238,152 @@ int persistent(const char* call, bool receive, SendMode mode, const void* buffer
     }
     return PMPI_Send_init(buffer, count, type, peer, tag, comm, request);
   }
-  return guarded(call, comm, [&] {
-    return Runtime::current()->persistent(receive, mode, buffer, count, type, peer, tag, comm, *info, request);
-  });
+  return guarded(call, comm,
+                 [&] { return Runtime::current()->persistent(receive, mode, message, comm, *info, request); });
 }
 }  // namespace
 
 REPRISE_MSGLOG_EXPORT int MPI_Send(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return send("MPI_Send", SendMode::kStandard, buf, count, type, dest, tag, comm);
+  return send("MPI_Send", SendMode::kStandard, {buf, count, type, dest, tag}, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Ssend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return send("MPI_Ssend", SendMode::kSynchronous, buf, count, type, dest, tag, comm);
+  return send("MPI_Ssend", SendMode::kSynchronous, {buf, count, type, dest, tag}, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Rsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return send("MPI_Rsend", SendMode::kReady, buf, count, type, dest, tag, comm);
+  return send("MPI_Rsend", SendMode::kReady, {buf, count, type, dest, tag}, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Bsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
-  return send("MPI_Bsend", SendMode::kBuffered, buf, count, type, dest, tag, comm);
+  return send("MPI_Bsend", SendMode::kBuffered, {buf, count, type, dest, tag}, comm);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Isend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                     MPI_Request* request) {
-  return isend("MPI_Isend", SendMode::kStandard, buf, count, type, dest, tag, comm, request);
+  // #lizard forgives: MPI's signature
+  return isend("MPI_Isend", SendMode::kStandard, {buf, count, type, dest, tag}, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Issend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                      MPI_Request* request) {
-  return isend("MPI_Issend", SendMode::kSynchronous, buf, count, type, dest, tag, comm, request);
+  // #lizard forgives: MPI's signature
+  return isend("MPI_Issend", SendMode::kSynchronous, {buf, count, type, dest, tag}, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Irsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                      MPI_Request* request) {
-  return isend("MPI_Irsend", SendMode::kReady, buf, count, type, dest, tag, comm, request);
+  // #lizard forgives: MPI's signature
+  return isend("MPI_Irsend", SendMode::kReady, {buf, count, type, dest, tag}, comm, request);
 }
 
 // Sent from the log's copy as MPI_Bsend is, so the request is complete at once.
 REPRISE_MSGLOG_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
                                      MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || !info->has(dest)) return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
   return guarded("MPI_Ibsend", comm,
-                 [&] { return Runtime::current()->ibsend(buf, count, type, dest, tag, *info, request); });
+                 [&] { return Runtime::current()->ibsend({buf, count, type, dest, tag}, *info, request); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                    MPI_Status* status) {
+  // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Recv(buf, count, type, source, tag, comm, status);
   return guarded("MPI_Recv", comm,
-                 [&] { return Runtime::current()->recv(buf, count, type, source, tag, *info, status); });
+                 [&] { return Runtime::current()->recv({buf, count, type, source, tag}, *info, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                     MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
   return guarded("MPI_Irecv", comm,
-                 [&] { return Runtime::current()->irecv(buf, count, type, source, tag, comm, *info, request); });
+                 [&] { return Runtime::current()->irecv({buf, count, type, source, tag}, comm, *info, request); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
                                        int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,
                                        int recvtag, MPI_Comm comm, MPI_Status* status) {
+  // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
     return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                          comm, status);
   }
-  return guarded("MPI_Sendrecv", comm, [&] {
-    return Runtime::current()->sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
-                                        source, recvtag, *info, status);
-  });
+  const reprise::detail::SendReceive call{{sendbuf, sendcount, sendtype, dest, sendtag},
+                                          {recvbuf, recvcount, recvtype, source, recvtag}};
+  return guarded("MPI_Sendrecv", comm, [&] { return Runtime::current()->sendrecv(call, *info, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
                                                int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
     return PMPI_Sendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, status);
   }
-  return guarded("MPI_Sendrecv_replace", comm, [&] {
-    return Runtime::current()->sendrecv(buf, count, type, dest, sendtag, buf, count, type, source, recvtag, *info,
-                                        status);
-  });
+  const reprise::detail::SendReceive call{{buf, count, type, dest, sendtag}, {buf, count, type, source, recvtag}};
+  return guarded("MPI_Sendrecv_replace", comm, [&] { return Runtime::current()->sendrecv(call, *info, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
                                         int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,
                                         int recvtag, MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
     return PMPI_Isendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
                           comm, request);
   }
-  const reprise::detail::SendReceive call{sendbuf, sendcount, sendtype, dest, sendtag,
-                                          recvbuf, recvcount, recvtype, source, recvtag};
+  const reprise::detail::SendReceive call{{sendbuf, sendcount, sendtype, dest, sendtag},
+                                          {recvbuf, recvcount, recvtype, source, recvtag}};
   return guarded("MPI_Isendrecv", comm, [&] { return Runtime::current()->isendrecv(call, comm, *info, request); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype type, int dest, int sendtag,
                                                 int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
     return PMPI_Isendrecv_replace(buf, count, type, dest, sendtag, source, recvtag, comm, request);
   }
-  const reprise::detail::SendReceive call{buf, count, type, dest, sendtag, buf, count, type, source, recvtag};
+  const reprise::detail::SendReceive call{{buf, count, type, dest, sendtag}, {buf, count, type, source, recvtag}};
   return guarded("MPI_Isendrecv_replace", comm,
                  [&] { return Runtime::current()->isendrecv(call, comm, *info, request); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
                                         MPI_Comm comm, MPI_Request* request) {
-  return persistent("MPI_Send_init", false, SendMode::kStandard, buf, count, type, dest, tag, comm, request);
+  // #lizard forgives: MPI's signature
+  return persistent("MPI_Send_init", false, SendMode::kStandard, {buf, count, type, dest, tag}, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Ssend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
                                          MPI_Comm comm, MPI_Request* request) {
-  return persistent("MPI_Ssend_init", false, SendMode::kSynchronous, buf, count, type, dest, tag, comm, request);
+  // #lizard forgives: MPI's signature
+  return persistent("MPI_Ssend_init", false, SendMode::kSynchronous, {buf, count, type, dest, tag}, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Rsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
                                          MPI_Comm comm, MPI_Request* request) {
-  return persistent("MPI_Rsend_init", false, SendMode::kReady, buf, count, type, dest, tag, comm, request);
+  // #lizard forgives: MPI's signature
+  return persistent("MPI_Rsend_init", false, SendMode::kReady, {buf, count, type, dest, tag}, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Bsend_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
                                          MPI_Comm comm, MPI_Request* request) {
-  return persistent("MPI_Bsend_init", false, SendMode::kBuffered, buf, count, type, dest, tag, comm, request);
+  // #lizard forgives: MPI's signature
+  return persistent("MPI_Bsend_init", false, SendMode::kBuffered, {buf, count, type, dest, tag}, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
                                         MPI_Request* request) {
-  return persistent("MPI_Recv_init", true, SendMode::kStandard, buf, count, type, source, tag, comm, request);
+  // #lizard forgives: MPI's signature
+  return persistent("MPI_Recv_init", true, SendMode::kStandard, {buf, count, type, source, tag}, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Start(MPI_Request* request) {
@@ -684,6 +695,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Bcast(void* buffer, int count, MPI_Datatype type, 
 
 REPRISE_MSGLOG_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                      int root, MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   if (CommInfo* info = replayed(comm); info != nullptr) {
     return guarded("MPI_Reduce", comm, [&] {
       return reprise::detail::shared_reduce(*Runtime::current(), *info, {sendbuf, recvbuf, count, type, op}, root);
@@ -706,6 +718,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int 
 
 REPRISE_MSGLOG_EXPORT int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                      int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   if (CommInfo* info = replayed(comm); info != nullptr) {
     return exchange("MPI_Gather", comm, *info, [&](auto& to, auto& from) {
       if (sendbuf != MPI_IN_PLACE) to[static_cast<std::size_t>(root)] = {sendbuf, sendcount, sendtype};
@@ -722,6 +735,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Gather(const void* sendbuf, int sendcount, MPI_Dat
 REPRISE_MSGLOG_EXPORT int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                       const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                                       MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   if (CommInfo* info = replayed(comm); info != nullptr) {
     return exchange("MPI_Gatherv", comm, *info, [&](auto& to, auto& from) {
       if (sendbuf != MPI_IN_PLACE) to[static_cast<std::size_t>(root)] = {sendbuf, sendcount, sendtype};
@@ -737,6 +751,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Da
 
 REPRISE_MSGLOG_EXPORT int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   if (CommInfo* info = replayed(comm); info != nullptr) {
     return exchange("MPI_Scatter", comm, *info, [&](auto& to, auto& from) {
       for (int d = 0; d < static_cast<int>(to.size()) && info->rank == root; ++d) {
@@ -753,6 +768,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Da
 REPRISE_MSGLOG_EXPORT int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
                                        MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
                                        int root, MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   if (CommInfo* info = replayed(comm); info != nullptr) {
     return exchange("MPI_Scatterv", comm, *info, [&](auto& to, auto& from) {
       for (int d = 0; d < static_cast<int>(to.size()) && info->rank == root; ++d) {
@@ -768,6 +784,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Scatterv(const void* sendbuf, const int sendcounts
 
 REPRISE_MSGLOG_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr) return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
   int size = 0;
@@ -805,6 +822,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI
 
 REPRISE_MSGLOG_EXPORT int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                        int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   if (CommInfo* info = replayed(comm); info != nullptr) {
     return exchange("MPI_Alltoall", comm, *info, [&](auto& to, auto& from) {
       const bool in_place = sendbuf == MPI_IN_PLACE;  // packed before anything is received
@@ -922,6 +940,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Ibcast(void* buffer, int count, MPI_Datatype type,
 
 REPRISE_MSGLOG_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                          MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Iallreduce", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
 }
@@ -929,6 +948,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int
 REPRISE_MSGLOG_EXPORT int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                                       MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Igather", comm); code != MPI_SUCCESS) return code;
   return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
 }
@@ -936,6 +956,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Igather(const void* sendbuf, int sendcount, MPI_Da
 REPRISE_MSGLOG_EXPORT int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                        const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                                        MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Igatherv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
 }
@@ -943,6 +964,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_D
 REPRISE_MSGLOG_EXPORT int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                        int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                                        MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Iscatter", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
 }
@@ -950,12 +972,14 @@ REPRISE_MSGLOG_EXPORT int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_D
 REPRISE_MSGLOG_EXPORT int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[],
                                         MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
                                         int root, MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Iscatterv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Iallgather", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
@@ -963,12 +987,14 @@ REPRISE_MSGLOG_EXPORT int MPI_Iallgather(const void* sendbuf, int sendcount, MPI
 REPRISE_MSGLOG_EXPORT int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                           const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                                           MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Iallgatherv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Ialltoall", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
@@ -993,6 +1019,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Ialltoallw(const void* sendbuf, const int sendcoun
 
 REPRISE_MSGLOG_EXPORT int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                       int root, MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Ireduce", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
 }
@@ -1006,24 +1033,28 @@ REPRISE_MSGLOG_EXPORT int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf
 REPRISE_MSGLOG_EXPORT int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
                                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                                                     MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Ireduce_scatter_block", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                     MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Iscan", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                       MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Iexscan", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                                                  void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Neighbor_allgather", comm); code != MPI_SUCCESS) return code;
   return PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -1037,6 +1068,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Neighbor_allgatherv(const void* sendbuf, int sendc
 
 REPRISE_MSGLOG_EXPORT int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                                                 void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Neighbor_alltoall", comm); code != MPI_SUCCESS) return code;
   return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
 }
@@ -1061,6 +1093,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Neighbor_alltoallw(const void* sendbuf, const int 
 REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                                                   void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                                                   MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Ineighbor_allgather", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
@@ -1068,6 +1101,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_allgather(const void* sendbuf, int sendc
 REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                                                    void* recvbuf, const int recvcounts[], const int displs[],
                                                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Ineighbor_allgatherv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
                                    request);
@@ -1076,6 +1110,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_allgatherv(const void* sendbuf, int send
 REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                                                  void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                                                  MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Ineighbor_alltoall", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
@@ -1113,6 +1148,7 @@ REPRISE_MSGLOG_EXPORT int MPI_File_open(MPI_Comm comm, const char* filename, int
 
 REPRISE_MSGLOG_EXPORT int MPI_Psend_init(const void* buf, int partitions, MPI_Count count, MPI_Datatype type,
                                          int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (logged(comm) != nullptr) {
     return refuse("MPI_Psend_init",
                   "partitioned communication is not supported by the message log (libreprise_msglog.so): use "
@@ -1124,6 +1160,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Psend_init(const void* buf, int partitions, MPI_Co
 
 REPRISE_MSGLOG_EXPORT int MPI_Precv_init(void* buf, int partitions, MPI_Count count, MPI_Datatype type, int source,
                                          int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+  // #lizard forgives: MPI's signature
   if (logged(comm) != nullptr) {
     return refuse("MPI_Precv_init",
                   "partitioned communication is not supported by the message log (libreprise_msglog.so): use "

@@ -84,21 +84,32 @@ MPI_Count received_bytes(const MPI_Status& status) {
 }
 
 /// A record of the operation an application call asks for.
-RequestRecord make_record(bool receive, const void* buffer, int count, MPI_Datatype type, int peer, int tag,
-                          MPI_Comm app, Members* members, SendMode mode = SendMode::kStandard) {
+RequestRecord make_record(bool receive, const MessageArgs& message, MPI_Comm app, Members* members,
+                          SendMode mode = SendMode::kStandard) {
   RequestRecord record;
   record.receive = receive;
-  record.send_buffer = buffer;
-  record.buffer = const_cast<void*>(buffer);
-  record.count = count;
-  record.type = type;
-  record.peer = peer;
-  record.tag = tag;
+  record.send_buffer = message.buffer;
+  record.buffer = const_cast<void*>(message.buffer);
+  record.count = message.count;
+  record.type = message.type;
+  record.peer = message.peer;
+  record.tag = message.tag;
   record.comm = app;
   record.communicator = members == nullptr ? 0 : members->key;
   record.members = members;
   record.mode = mode;
   return record;
+}
+
+/// A record of the receive an application call asks for.
+RequestRecord make_record(const ReceiveArgs& receive, MPI_Comm app, Members* members) {
+  return make_record(true, MessageArgs{receive.buffer, receive.count, receive.type, receive.source, receive.tag}, app,
+                     members);
+}
+
+/// The message a send's record posts.
+MessageArgs message_of(const RequestRecord& record) {
+  return {record.send_buffer, record.count, record.type, record.peer, record.tag};
 }
 
 /// Makes `status` count `payload` bytes, as MPI would have without the header.
@@ -347,8 +358,8 @@ void Runtime::flush_determinants() {
   _events_since_checkpoint = true;
 }
 
-int Runtime::log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                         const LogEntry*& logged) {
+int Runtime::log_message(const MessageArgs& message, CommInfo& comm, const LogEntry*& logged) {
+  const auto& [buffer, count, type, dest, tag] = message;
   const std::size_t run = contiguous_bytes(count, type);
   int packed = static_cast<int>(run);
   if (run == 0) {
@@ -389,8 +400,9 @@ const LogEntry& Runtime::keep_entry(CommInfo& comm, int dest, LogEntry entry, st
   return _log.append(*sent_on.log, std::move(entry));
 }
 
-int Runtime::send_from_application(SendMode mode, const void* buffer, std::size_t bytes, int dest, int tag,
-                                   CommInfo& comm, LogEntry& held, MPI_Request& physical) {
+int Runtime::send_from_application(SendMode mode, const MessageArgs& message, std::size_t bytes, CommInfo& comm,
+                                   LogEntry& held, MPI_Request& physical) {
+  const auto& [buffer, count, type, dest, tag] = message;
   LogEntry entry = new_entry(comm, dest, tag, kWireHeaderBytes + bytes);
   // [header | payload] as one message: the header from the entry, the payload from the application's buffer.
   const std::array<int, 2> lengths{static_cast<int>(kWireHeaderBytes), wire_count(bytes)};
@@ -428,35 +440,34 @@ int Runtime::send_from_application(SendMode mode, const void* buffer, std::size_
   return MPI_SUCCESS;
 }
 
-int Runtime::send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
-                  CommInfo& comm) {
-  const Channel& channel = comm.members->channels[static_cast<std::size_t>(dest)];
+int Runtime::send(SendMode mode, const MessageArgs& message, CommInfo& comm) {
+  const Channel& channel = comm.members->channels[static_cast<std::size_t>(message.peer)];
   const Sequence number = channel.next_send;
-  int code = send_once(mode, buffer, count, type, dest, tag, comm);
+  int code = send_once(mode, message, comm);
   // Once logged, a send is complete after a recovery: the resynchronisation sent it again.
   while (code != MPI_SUCCESS && recovered_from(code)) {
-    code = channel.next_send != number ? MPI_SUCCESS : send_once(mode, buffer, count, type, dest, tag, comm);
+    code = channel.next_send != number ? MPI_SUCCESS : send_once(mode, message, comm);
   }
   return code;
 }
 
-int Runtime::send_once(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag,
-                       CommInfo& comm) {
+int Runtime::send_once(SendMode mode, const MessageArgs& message, CommInfo& comm) {
+  const auto& [buffer, count, type, dest, tag] = message;
   flush_determinants();
   if (suppressed(comm.key, dest, comm.members->channels[static_cast<std::size_t>(dest)].next_send)) {
     // A replayed send the receiver consumed before the failure: logged again, not sent.
     const LogEntry* entry = nullptr;
-    return log_message(buffer, count, type, dest, tag, comm, entry);
+    return log_message(message, comm, entry);
   }
   if (const std::size_t run = contiguous_bytes(count, type);
       mode != SendMode::kBuffered && run >= kSendFromApplicationBytes) {
     LogEntry held;  // until the send completes
     MPI_Request physical = MPI_REQUEST_NULL;
-    const int code = send_from_application(mode, buffer, run, dest, tag, comm, held, physical);
+    const int code = send_from_application(mode, message, run, comm, held, physical);
     return code == MPI_SUCCESS ? blocking([&] { return PMPI_Wait(&physical, MPI_STATUS_IGNORE); }) : code;
   }
   const LogEntry* entry = nullptr;
-  if (const int code = log_message(buffer, count, type, dest, tag, comm, entry); code != MPI_SUCCESS) return code;
+  if (const int code = log_message(message, comm, entry); code != MPI_SUCCESS) return code;
   // Held until the send completes: another thread may change the log meanwhile.
   const LogEntry held = *entry;
   void* wire = held.bytes.get();
@@ -485,7 +496,7 @@ int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
   flush_determinants();
   if (suppressed(comm.key, record.peer, comm.members->channels[static_cast<std::size_t>(record.peer)].next_send)) {
     const LogEntry* entry = nullptr;
-    const int code = log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm, entry);
+    const int code = log_message(message_of(record), comm, entry);
     if (code == MPI_SUCCESS) {
       record.entry = *entry;
       record.physical = completed_request();
@@ -494,13 +505,10 @@ int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
   }
   if (const std::size_t run = contiguous_bytes(record.count, record.type);
       record.mode != SendMode::kBuffered && run >= kSendFromApplicationBytes) {
-    return send_from_application(record.mode, record.send_buffer, run, record.peer, record.tag, comm, record.entry,
-                                 record.physical);
+    return send_from_application(record.mode, message_of(record), run, comm, record.entry, record.physical);
   }
   const LogEntry* entry = nullptr;
-  if (const int code =
-          log_message(record.send_buffer, record.count, record.type, record.peer, record.tag, comm, entry);
-      code != MPI_SUCCESS) {
+  if (const int code = log_message(message_of(record), comm, entry); code != MPI_SUCCESS) {
     return code;
   }
   record.entry = *entry;  // held until the send completes
@@ -518,9 +526,8 @@ int Runtime::post_send(RequestRecord& record, CommInfo& comm) {
   return PMPI_Isend(bytes, count, MPI_PACKED, record.peer, record.tag, comm.physical, &record.physical);
 }
 
-int Runtime::isend(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, MPI_Comm app,
-                   CommInfo& comm, MPI_Request* request) {
-  RequestRecord record = make_record(false, buffer, count, type, dest, tag, app, comm.members, mode);
+int Runtime::isend(SendMode mode, const MessageArgs& message, MPI_Comm app, CommInfo& comm, MPI_Request* request) {
+  RequestRecord record = make_record(false, message, app, comm.members, mode);
   int code = post_send(record, comm);
   while (code != MPI_SUCCESS && recovered_from(code)) {
     // Logged already: the resynchronisation sent it again. Else post it now.
@@ -680,16 +687,16 @@ void Runtime::finish_receive(RequestRecord& record, MPI_Status& status) {
   ++_counters.messages_received;
 }
 
-int Runtime::recv(void* buffer, int count, MPI_Datatype type, int source, int tag, CommInfo& comm,
-                  MPI_Status* status) {
-  RequestRecord record = make_record(true, buffer, count, type, source, tag, MPI_COMM_NULL, comm.members);
+int Runtime::recv(const ReceiveArgs& receive, CommInfo& comm, MPI_Status* status) {
+  RequestRecord record = make_record(receive, MPI_COMM_NULL, comm.members);
   MPI_Status local;
   MPI_Status& out = status == MPI_STATUS_IGNORE ? local : *status;
   const int posted = posted_source(record);
   for (;;) {
     ReceiveTarget target = prepare_receive(record, true);
-    const int code = blocking(
-        [&] { return PMPI_Recv(target.buffer, target.count, target.type, posted, tag, comm.physical, &out); });
+    const int code = blocking([&] {
+      return PMPI_Recv(target.buffer, target.count, target.type, posted, receive.tag, comm.physical, &out);
+    });
     if (target.owned_type) PMPI_Type_free(&target.type);
     if (code != MPI_SUCCESS && recovered_from(code)) continue;  // nothing consumed: receive it anew
     finish_receive(record, out);
@@ -705,9 +712,8 @@ int Runtime::post_receive(RequestRecord& record, const CommInfo& comm) {
   return code;
 }
 
-int Runtime::irecv(void* buffer, int count, MPI_Datatype type, int source, int tag, MPI_Comm app, CommInfo& comm,
-                   MPI_Request* request) {
-  RequestRecord record = make_record(true, buffer, count, type, source, tag, app, comm.members);
+int Runtime::irecv(const ReceiveArgs& receive, MPI_Comm app, CommInfo& comm, MPI_Request* request) {
+  RequestRecord record = make_record(receive, app, comm.members);
   int code = post_receive(record, comm);
   while (code != MPI_SUCCESS && recovered_from(code)) code = post_receive(record, comm);
   if (code != MPI_SUCCESS) return code;
@@ -715,9 +721,9 @@ int Runtime::irecv(void* buffer, int count, MPI_Datatype type, int source, int t
   return code;
 }
 
-int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send_type, int dest, int send_tag,
-                      void* receive_buffer, int receive_count, MPI_Datatype receive_type, int source, int receive_tag,
-                      CommInfo& comm, MPI_Status* status) {
+int Runtime::sendrecv(const SendReceive& call, CommInfo& comm, MPI_Status* status) {
+  const int dest = call.send.peer;
+  const ReceiveArgs& receive = call.receive;
   // The log's copy is taken before the receive is posted, so the same
   // buffer may be both (MPI_Sendrecv_replace).
   flush_determinants();
@@ -725,26 +731,23 @@ int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send
   LogEntry entry;  // held until the send completes
   if (dest != MPI_PROC_NULL) {
     const LogEntry* logged = nullptr;
-    if (const int code = log_message(send_buffer, send_count, send_type, dest, send_tag, comm, logged);
-        code != MPI_SUCCESS) {
-      return code;
-    }
+    if (const int code = log_message(call.send, comm, logged); code != MPI_SUCCESS) return code;
     entry = *logged;
     // Not sent when a replayed process's receiver consumed it already; a
     // send that fails is sent again by the resynchronisation of a recovery.
     if (!suppressed(comm.key, dest, entry.sequence)) {
-      const int code = PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, send_tag,
+      const int code = PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, call.send.tag,
                                   comm.physical, &sent);
       if (code != MPI_SUCCESS && !recovered_from(code)) return code;
     }
   }
   const std::uint64_t recoveries = _recoveries;
-  const int received = source == MPI_PROC_NULL
+  const int received = receive.source == MPI_PROC_NULL
                            ? blocking([&] {
-                               return PMPI_Recv(receive_buffer, receive_count, receive_type, source, receive_tag,
-                                                comm.physical, status);
+                               return PMPI_Recv(receive.buffer, receive.count, receive.type, receive.source,
+                                                receive.tag, comm.physical, status);
                              })
-                           : recv(receive_buffer, receive_count, receive_type, source, receive_tag, comm, status);
+                           : recv(receive, comm, status);
   if (sent == MPI_REQUEST_NULL) return received;
   int code = blocking([&] { return PMPI_Wait(&sent, MPI_STATUS_IGNORE); });
   // The send went on a communicator a recovery has replaced since, or fails now: it is sent again.
@@ -755,19 +758,15 @@ int Runtime::sendrecv(const void* send_buffer, int send_count, MPI_Datatype send
 int Runtime::isendrecv(const SendReceive& call, MPI_Comm app, CommInfo& comm, MPI_Request* request) {
   // The send goes from the log's copy, taken first (the buffers may be the
   // same one), and completes in the background; the request is the receive's.
-  if (call.dest != MPI_PROC_NULL) {
-    if (const int code = send(SendMode::kBuffered, call.send_buffer, call.send_count, call.send_type, call.dest,
-                              call.send_tag, comm);
-        code != MPI_SUCCESS) {
-      return code;
-    }
+  if (call.send.peer != MPI_PROC_NULL) {
+    if (const int code = send(SendMode::kBuffered, call.send, comm); code != MPI_SUCCESS) return code;
   }
-  if (call.source == MPI_PROC_NULL) {
-    return PMPI_Irecv(call.receive_buffer, call.receive_count, call.receive_type, MPI_PROC_NULL, call.receive_tag,
-                      comm.physical, request);
+  const ReceiveArgs& receive = call.receive;
+  if (receive.source == MPI_PROC_NULL) {
+    return PMPI_Irecv(receive.buffer, receive.count, receive.type, MPI_PROC_NULL, receive.tag, comm.physical,
+                      request);
   }
-  return irecv(call.receive_buffer, call.receive_count, call.receive_type, call.source, call.receive_tag, app, comm,
-               request);
+  return irecv(receive, app, comm, request);
 }
 
 int Runtime::comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_Request* request) {
@@ -782,14 +781,14 @@ int Runtime::comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_R
   return code;
 }
 
-int Runtime::persistent(bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type, int peer,
-                        int tag, MPI_Comm app, const CommInfo& comm, MPI_Request* request) {
+int Runtime::persistent(bool receive, SendMode mode, const MessageArgs& message, MPI_Comm app, const CommInfo& comm,
+                        MPI_Request* request) {
   // The application's handle is an inactive persistent request of MPI's
   // own (so MPI_Request_free and the like accept it); every start posts a
   // new operation, with a new log entry, recorded as `physical`.
   const int code = PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, request);
   if (code != MPI_SUCCESS) return code;
-  RequestRecord record = make_record(receive, buffer, count, type, peer, tag, app, comm.members, mode);
+  RequestRecord record = make_record(receive, message, app, comm.members, mode);
   record.persistent = true;
   _requests.insert_or_assign(*request, std::move(record));
   return MPI_SUCCESS;
@@ -815,9 +814,7 @@ int Runtime::start(int count, MPI_Request* requests) {
     }
     if (record.mode == SendMode::kBuffered) {
       // As MPI_Bsend: sent from the log's copy, complete at once (the request stays inactive).
-      if (const int code = send(SendMode::kBuffered, record.send_buffer, record.count, record.type, record.peer,
-                                record.tag, *comm);
-          code != MPI_SUCCESS) {
+      if (const int code = send(SendMode::kBuffered, message_of(record), *comm); code != MPI_SUCCESS) {
         return code;
       }
       continue;
@@ -837,9 +834,8 @@ int Runtime::start(int count, MPI_Request* requests) {
   return MPI_SUCCESS;
 }
 
-int Runtime::ibsend(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                    MPI_Request* request) {
-  if (const int code = send(SendMode::kBuffered, buffer, count, type, dest, tag, comm); code != MPI_SUCCESS) {
+int Runtime::ibsend(const MessageArgs& message, CommInfo& comm, MPI_Request* request) {
+  if (const int code = send(SendMode::kBuffered, message, comm); code != MPI_SUCCESS) {
     return code;
   }
   // The buffer is free at once, so the request is complete: a receive from
@@ -1231,7 +1227,8 @@ RequestRecord* Runtime::matched(MPI_Message message, RequestRecord& record) {
 }
 
 int Runtime::mrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
-  RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, nullptr);
+  RequestRecord record =
+      make_record(ReceiveArgs{buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG}, MPI_COMM_NULL, nullptr);
   if (matched(*message, record) == nullptr) {
     return blocking([&] { return PMPI_Mrecv(buffer, count, type, message, status); });
   }
@@ -1245,7 +1242,8 @@ int Runtime::mrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* mess
 }
 
 int Runtime::imrecv(void* buffer, int count, MPI_Datatype type, MPI_Message* message, MPI_Request* request) {
-  RequestRecord record = make_record(true, buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_NULL, nullptr);
+  RequestRecord record =
+      make_record(ReceiveArgs{buffer, count, type, MPI_ANY_SOURCE, MPI_ANY_TAG}, MPI_COMM_NULL, nullptr);
   if (matched(*message, record) == nullptr) return PMPI_Imrecv(buffer, count, type, message, request);
   ReceiveTarget target = prepare_receive(record, false);
   const int code = PMPI_Imrecv(target.buffer, target.count, target.type, message, &record.physical);

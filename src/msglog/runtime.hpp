@@ -66,18 +66,32 @@ struct CommInfo {
   }
 };
 
-/// The arguments of MPI_Isendrecv (and of MPI_Isendrecv_replace, both buffers the same).
-struct SendReceive {
-  const void* send_buffer = nullptr;
-  int send_count = 0;
-  MPI_Datatype send_type = MPI_DATATYPE_NULL;
-  int dest = MPI_PROC_NULL;
-  int send_tag = 0;
-  void* receive_buffer = nullptr;
-  int receive_count = 0;
-  MPI_Datatype receive_type = MPI_DATATYPE_NULL;
+/// A message as a point-to-point call names it: `count` elements of `type`
+/// at `buffer`, to rank `peer` of the communicator (for a persistent
+/// receive, from it), with `tag`.
+struct MessageArgs {
+  const void* buffer = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int peer = MPI_PROC_NULL;
+  int tag = 0;
+};
+
+/// A receive as MPI_Recv names it: up to `count` elements of `type` into
+/// `buffer`, from rank `source` (or MPI_ANY_SOURCE) with `tag` (or MPI_ANY_TAG).
+struct ReceiveArgs {
+  void* buffer = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
   int source = MPI_PROC_NULL;
-  int receive_tag = 0;
+  int tag = 0;
+};
+
+/// The arguments of MPI_Sendrecv and MPI_Isendrecv (and of their _replace
+/// forms, both buffers the same).
+struct SendReceive {
+  MessageArgs send;
+  ReceiveArgs receive;
 };
 
 /// How a send goes on the wire.
@@ -243,28 +257,23 @@ class Runtime {
   void freed(MPI_Comm comm) noexcept;
 
   // Point-to-point on a logged communicator; each returns an MPI error code.
-  int send(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm);
-  int isend(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, MPI_Comm app,
-            CommInfo& comm, MPI_Request* request);
-  int recv(void* buffer, int count, MPI_Datatype type, int source, int tag, CommInfo& comm, MPI_Status* status);
-  int irecv(void* buffer, int count, MPI_Datatype type, int source, int tag, MPI_Comm app, CommInfo& comm,
-            MPI_Request* request);
+  int send(SendMode mode, const MessageArgs& message, CommInfo& comm);
+  int isend(SendMode mode, const MessageArgs& message, MPI_Comm app, CommInfo& comm, MPI_Request* request);
+  int recv(const ReceiveArgs& receive, CommInfo& comm, MPI_Status* status);
+  int irecv(const ReceiveArgs& receive, MPI_Comm app, CommInfo& comm, MPI_Request* request);
   /// The send buffer is copied into the log before the receive is posted,
   /// so both may be the same buffer (MPI_Sendrecv_replace).
-  int sendrecv(const void* send_buffer, int send_count, MPI_Datatype send_type, int dest, int send_tag,
-               void* receive_buffer, int receive_count, MPI_Datatype receive_type, int source, int receive_tag,
-               CommInfo& comm, MPI_Status* status);
+  int sendrecv(const SendReceive& call, CommInfo& comm, MPI_Status* status);
   /// MPI_Isendrecv: the send from the log's copy, in the background; `request` is the receive's.
   int isendrecv(const SendReceive& call, MPI_Comm app, CommInfo& comm, MPI_Request* request);
   /// A persistent send (`receive` false, in `mode`) or receive.
-  int persistent(bool receive, SendMode mode, const void* buffer, int count, MPI_Datatype type, int peer, int tag,
-                 MPI_Comm app, const CommInfo& comm, MPI_Request* request);
+  int persistent(bool receive, SendMode mode, const MessageArgs& message, MPI_Comm app, const CommInfo& comm,
+                 MPI_Request* request);
   /// MPI_Start/MPI_Startall: posts each persistent request of the log anew
   /// (a request the log does not track goes to PMPI_Start).
   int start(int count, MPI_Request* requests);
   /// MPI_Ibsend: sent from the log's copy as MPI_Bsend is; `request` is complete at once.
-  int ibsend(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-             MPI_Request* request);
+  int ibsend(const MessageArgs& message, CommInfo& comm, MPI_Request* request);
   /// MPI_Cancel: a receive of the log's is cancelled in MPI (a cancelled
   /// receive consumes nothing); a send of the log's is not cancelled (its
   /// number is taken and the message logged): it completes once received.
@@ -397,18 +406,17 @@ class Runtime {
   /// truncated message whole, past the end (§16).
   std::pair<MPI_Datatype, bool> guarded_staging_type(int packed);
   /// Logs a message; `logged` points to its entry until the log next changes.
-  int log_message(const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm,
-                  const LogEntry*& logged);
+  int log_message(const MessageArgs& message, CommInfo& comm, const LogEntry*& logged);
   /// A new entry of `capacity` bytes for the next message to `dest`, its header written.
   LogEntry new_entry(CommInfo& comm, int dest, int tag, std::size_t capacity);
   /// Numbers, counts and keeps `entry`, whose payload is `payload` bytes.
   const LogEntry& keep_entry(CommInfo& comm, int dest, LogEntry entry, std::size_t payload);
-  /// Sends `bytes` contiguous bytes at `buffer` as one message [header |
-  /// payload] through a datatype over the entry's header and the
+  /// Sends the `bytes` contiguous bytes at `message.buffer` as one message
+  /// [header | payload] through a datatype over the entry's header and the
   /// application's buffer, and copies them into the log while MPI moves them
   /// (`physical`: the send, not complete; `held`: the entry).
-  int send_from_application(SendMode mode, const void* buffer, std::size_t bytes, int dest, int tag,
-                            CommInfo& comm, LogEntry& held, MPI_Request& physical);
+  int send_from_application(SendMode mode, const MessageArgs& message, std::size_t bytes, CommInfo& comm,
+                            LogEntry& held, MPI_Request& physical);
   /// The bytes of `count` elements of `type` when they are one run of
   /// bytes in the order MPI packs them (a predefined type without holes,
   /// not a pair type of MINLOC/MAXLOC), else 0. Then packing is a memcpy,
@@ -417,7 +425,7 @@ class Runtime {
   /// type is never freed, and any handle reused is again a derived type.
   std::size_t contiguous_bytes(int count, MPI_Datatype type);
   /// One attempt of send() (no recovery).
-  int send_once(SendMode mode, const void* buffer, int count, MPI_Datatype type, int dest, int tag, CommInfo& comm);
+  int send_once(SendMode mode, const MessageArgs& message, CommInfo& comm);
   void make_room(std::size_t bytes);
   void flush_determinants();
   int post_send(RequestRecord& record, CommInfo& comm);

@@ -804,9 +804,17 @@ void kill_loss_victims(const Scenario& s, Comm& comm) {
   inject::kill_self(comm.original_rank());
 }
 
-/// The loop of the checkpoint family under `driver`, checked at the end.
-void run_checkpoint_loop(const Scenario& s, Comm& comm, Checkpoint& checkpoint, Driver& driver, Work& work,
+/// What the checkpoint family's loop runs under.
+struct CheckpointLoop {
+  Comm& comm;
+  Checkpoint& checkpoint;
+  Driver& driver;
+};
+
+/// The loop of the checkpoint family under `loop.driver`, checked at the end.
+void run_checkpoint_loop(const Scenario& s, const CheckpointLoop& loop, Work& work,
                          const std::vector<std::vector<std::uint64_t>>& expected, std::vector<bool>& armed) {
+  auto& [comm, checkpoint, driver] = loop;
   const auto iterations = static_cast<std::uint64_t>(s.rounds);
   const auto every = static_cast<std::uint64_t>(s.checkpoint_every);
   driver.run([&] {
@@ -865,7 +873,7 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   });
   const auto expected_loss = s.loss_round >= 0 ? checkpoint_loss(s) : std::set<std::uint64_t>{};
   try {
-    run_checkpoint_loop(s, comm, checkpoint, driver, work, expected, armed);
+    run_checkpoint_loop(s, {comm, checkpoint, driver}, work, expected, armed);
   } catch (const DataLost& error) {
     const auto named = ids_of(error.lost());
     if (named != expected_loss) {
