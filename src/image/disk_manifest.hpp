@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "reprise/checkpoint.hpp"
+#include "reprise/detail/checkpoint_internals.hpp"
 #include "reprise/rank.hpp"
 
 namespace reprise::detail {

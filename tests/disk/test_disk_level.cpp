@@ -555,11 +555,12 @@ TEST(DiskLevel, TheDriversStepReachesTheDisk) {
   Driver driver(comm, checkpoint, {.mode = RecoveryMode::kShrink, .cadence = {.every_steps = 3}});
   DiskLevel disk(comm, checkpoint, {.directory = directory, .every = 2, .keep = 2});
   std::map<std::uint64_t, std::uint64_t> steps;  // version -> the driver's step at its commit
-  const auto hook = checkpoint.on_commit([&](std::uint64_t version) { steps[version] = driver.step(); });
+  const auto hook =
+      CheckpointInternals::on_commit(checkpoint, [&](std::uint64_t version) { steps[version] = driver.step(); });
   driver.run(20, [&](std::uint64_t step) {
     for (auto& value : values) value += static_cast<double>(step);
   });
-  checkpoint.remove_commit_hook(hook);
+  CheckpointInternals::remove_commit_hook(checkpoint, hook);
   comm.barrier();
   const auto versions = scan_disk_versions(directory);
   ASSERT_EQ(versions.size(), 2U) << "keep = 2";
