@@ -21,8 +21,8 @@ inline constexpr int kUncaughtExceptionStatus = 70;
 /// to 86400.
 ///
 /// It also installs a terminate handler, kept until the process ends: an
-/// uncaught exception prints one line on stderr (`reprise: process #2 ended
-/// with an uncaught reprise::DataLost: ...`, the process named by its rank in
+/// uncaught exception prints one line on stderr (`reprise[2] error: process #2
+/// ended with an uncaught reprise::DataLost: ...`, the process named by its rank in
 /// the job's first communicator), records the outcome for the test launcher
 /// and exits with `kUncaughtExceptionStatus`, so that `mpirun --with-ft ulfm`
 /// returns non-zero; without it, the process would abort (SIGABRT, a

@@ -61,7 +61,7 @@ reprise_status reprise_init(int* argc, char*** argv);
 reprise_status reprise_finalize(int exit_status);
 /** Ends `main` in one call, `return reprise_end(failed);`, where `failed` is nonzero after a failing
  * call (a status, or a `||` chain of them): then it prints this thread's last error on stderr in one
- * line naming the process (`reprise: process #2 ended with an error: reprise_driver_run: ...`) and
+ * line naming the process (`reprise[2] error: process #2 ended with an error: reprise_driver_run: ...`) and
  * records the process as failed for the launcher. Finalises as `reprise_finalize` does (unless
  * `reprise_init` failed), printing its error the same way if that fails. Returns the exit status
  * for `main`: 0, or 1 when `failed` is nonzero or finalisation failed. */

@@ -68,14 +68,16 @@ void start(std::vector<std::string> given) {
 }
 
 /// One line on stderr naming the process and `description` (what was
-/// raised), the outcome for the launcher, and kUncaughtExceptionStatus.
+/// raised), in the shape of the library's error lines ("reprise[RANK]
+/// error: ..."), the outcome for the launcher, and kUncaughtExceptionStatus.
 [[noreturn]] void end_uncaught(const std::string& description) {
   const int rank = launcher_rank;
-  std::string line = "reprise: ";
-  line += rank < 0 ? "a replacement process (pid " + std::to_string(::getpid()) + ")" : "process #" + std::to_string(rank);
+  std::string line =
+      rank < 0 ? "a replacement process (pid " + std::to_string(::getpid()) + ")" : "process #" + std::to_string(rank);
   line += " ended with " + description;
   std::fflush(stdout);
-  std::fprintf(stderr, "%s\n", line.c_str());
+  const std::string prefix = rank < 0 ? "reprise error: " : "reprise[" + std::to_string(rank) + "] error: ";
+  std::fprintf(stderr, "%s%s\n", prefix.c_str(), line.c_str());
   std::fflush(stderr);
   inject::record_outcome(inject::Outcome::kFailed, OriginalRank{rank}, line);
   std::_Exit(kUncaughtExceptionStatus);

@@ -52,6 +52,11 @@ inline constexpr Setting kConfig{
 inline constexpr Setting kPrintSettings{
     "REPRISE_PRINT_SETTINGS", Kind::kBoolean, "0", 0, 1, "",
     "1: the job's first process prints every setting in force, its value and its source, once at start", true};
+inline constexpr Setting kLogLevel{
+    "REPRISE_LOG_LEVEL", Kind::kChoice, "info", 0, 0, "error|warning|info|debug",
+    "the most detailed level of the library's lines on stderr that is shown; a line every process would write "
+    "alike is written by the lowest surviving original rank, by the others at `debug` (docs/guide/running.md)",
+    true};
 inline constexpr Setting kFaults{
     "REPRISE_FAULTS", Kind::kText, "", 0, 0, "",
     "the fault plan `inject::Schedule::from_env` reads: `RANK@STEP[:ACTION],...` (ACTION `kill`, `hang` or "
@@ -121,8 +126,8 @@ inline constexpr Setting kMsglogStagingBytes{
     true};
 
 /// Every setting, in the order of the reference table.
-inline constexpr std::array<const Setting*, 20> kAll{
-    &kConfig,       &kPrintSettings,   &kFaults,          &kSpares,         &kSpareWarmMib,
+inline constexpr std::array<const Setting*, 21> kAll{
+    &kConfig,       &kPrintSettings,   &kLogLevel,        &kFaults,          &kSpares,         &kSpareWarmMib,
     &kSpawnHosts,   &kSpawnTimeout,    &kFinalizeTimeout, &kWriteTrap,      &kWrittenBits,
     &kHeapDir,      &kHeapMib,         &kHeapAddress,     &kHeapMode,       &kHeapCowMib,
     &kHeapKeepVersions, &kOutcomeDir,  &kMsglogMaxBytes,  &kMsglogWhenFull, &kMsglogStagingBytes};

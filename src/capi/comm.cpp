@@ -6,6 +6,7 @@
 #include <string>
 
 #include "handles.hpp"
+#include "log.hpp"
 #include "reprise/environment.hpp"
 
 namespace {
@@ -36,10 +37,8 @@ void say_last_error() {
   const std::string name = rank >= 0 ? "process #" + std::to_string(rank)
                            : parent != MPI_COMM_NULL ? "a replacement process (pid " + std::to_string(::getpid()) + ")"
                                                      : "process (pid " + std::to_string(::getpid()) + ")";
-  const std::string line = "reprise: " + name + " ended with an error: " + reprise_last_error();
-  std::fflush(stdout);
-  std::fprintf(stderr, "%s\n", line.c_str());
-  std::fflush(stderr);
+  const std::string line = name + " ended with an error: " + reprise_last_error();
+  reprise::logging::error("%s", line.c_str());
   reprise::inject::record_outcome(reprise::inject::Outcome::kFailed, reprise::OriginalRank{rank}, line);
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "log.hpp"
 #include "huge_pages.hpp"
 #include "mix.hpp"
 #include "msglog_hooks.hpp"
@@ -781,11 +782,11 @@ void Checkpoint::settle_copies() const noexcept {
     _held = std::move(*copies);
     return;
   }
-  std::fprintf(stderr,
-               "reprise: original rank %d: the checkpoint copies its predecessor carried did not all arrive intact "
-               "(it failed while they travelled); this process holds none of version %llu, whose states keep their "
-               "other copies, until the next checkpoint\n",
-               _comm.original_rank().value(), static_cast<unsigned long long>(_version));
+  logging::warning(
+      "original rank %d: the checkpoint copies its predecessor carried did not all arrive intact (it failed while "
+      "they travelled); this process holds none of version %llu, whose states keep their other copies, until the "
+      "next checkpoint",
+      _comm.original_rank().value(), static_cast<unsigned long long>(_version));
   _held.clear();
   _holds_copies = false;
 }

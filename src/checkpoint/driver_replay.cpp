@@ -13,6 +13,7 @@
 #include <string>
 
 #include "msglog_hooks.hpp"
+#include "log.hpp"
 #include "reprise/driver.hpp"
 #include "reprise/error.hpp"
 
@@ -132,9 +133,7 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
                                     : message_log_refusal();
     const int me = _comm.rank().value();
     if (_comm.allreduce(why.empty() ? _comm.size() : me, MPI_MIN) == me) {
-      std::fprintf(stderr, "reprise: every process rolls back to its checkpoint instead of replaying: %s\n",
-                   why.c_str());
-      std::fflush(stderr);
+      logging::warning("every process rolls back to its checkpoint instead of replaying: %s", why.c_str());
     }
     _checkpoint.restore_as(Checkpoint::RestoreScope::kEveryoneNoRetake);
     rejoin_message_log(true);

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "cid_guard.hpp"
+#include "log.hpp"
 #include "comm_detail.hpp"
 #include "reprise/detail/comm_internals.hpp"
 #include "crash_note.hpp"
@@ -62,6 +63,10 @@ Comm::Comm(Parts&& parts)
   MPI_Comm_rank(_comm, &rank);
   _rank = Rank{rank};
   _failed.erase(std::unique(_failed.begin(), _failed.end()), _failed.end());
+  // Every Comm spans the job: its members are the survivors, the lowest of
+  // them writes the lines every process would write.
+  logging::set_identity(original_rank().value(),
+                        !_members.empty() && *std::min_element(_members.begin(), _members.end()) == original_rank());
 }
 
 Comm::Comm(Comm&& other) noexcept

@@ -7,6 +7,9 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <string>
+
+#include "log.hpp"
 
 namespace reprise::detail {
 
@@ -76,12 +79,12 @@ RecoveryScope::RecoveryScope(OriginalRank me) noexcept {
     } else {
       std::snprintf(who, sizeof who, "new process (pid %d)", static_cast<int>(::getpid()));
     }
+    const std::string prefix = logging::prefix(logging::Level::kError);  // the logger's, for the handler's write
     const int length = std::snprintf(
         line.data(), line.size(),
-        "reprise: %s crashed inside MPI during a recovery (Open MPI 5.0 can when it learns of a failure while it "
-        "revokes or builds a communicator, docs/RELIABILITY.md); the others recover from its loss as from any "
-        "failure\n",
-        who);
+        "%s%s crashed inside MPI during a recovery (Open MPI 5.0 can when it learns of a failure while it revokes "
+        "or builds a communicator, docs/RELIABILITY.md); the others recover from its loss as from any failure\n",
+        prefix.c_str(), who);
     line_length = length < 0 ? 0 : std::min(length, static_cast<int>(line.size()) - 1);
   }
 }

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <csignal>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <typeinfo>
 
 #include "cid_guard.hpp"
+#include "log.hpp"
 #include "crash_note.hpp"
 #include "finalize.hpp"
 #include "reprise/error.hpp"
@@ -77,7 +79,7 @@ std::string describe_current_exception() {
 /// a signal (that is how a failure is survived), but it returns the exit
 /// status of a process that exits with one.
 [[noreturn]] void end_on_uncaught_exception() noexcept {
-  std::string line = "reprise: ";
+  std::string line;
   if (identity.spawned) {
     line += "a replacement process (pid " + std::to_string(::getpid()) + ")";
   } else if (identity.world_rank < 0) {
@@ -86,9 +88,7 @@ std::string describe_current_exception() {
     line += "process #" + std::to_string(identity.world_rank);
   }
   line += " ended with " + describe_current_exception();
-  std::fflush(stdout);
-  std::fprintf(stderr, "%s\n", line.c_str());
-  std::fflush(stderr);
+  logging::error("%s", line.c_str());
   inject::record_outcome(inject::Outcome::kFailed, OriginalRank{identity.world_rank}, line);
   std::_Exit(kUncaughtExceptionStatus);
 }
@@ -101,12 +101,11 @@ OriginalRank launcher_rank() noexcept { return OriginalRank{identity.spawned ? -
 /// Rank 0 says once that process failures will end this job: the build has
 /// ULFM but the job was started without it (`mpirun --with-ft ulfm`).
 void warn_if_not_fault_tolerant() {
-  if (identity.world_rank != 0 || identity.spawned) return;
+  if (identity.spawned) return;
   if (!detail::ulfm::available() || detail::ulfm::enabled()) return;
-  std::fprintf(stderr,
-               "reprise: warning: fault tolerance is off (ULFM is not active), so a process failure ends the "
-               "whole job; start it with mpirun --with-ft ulfm\n");
-  std::fflush(stderr);
+  logging::say(logging::Level::kWarning, logging::Reach::kEveryProcess,
+               "fault tolerance is off (ULFM is not active), so a process failure ends the whole job; start it with "
+               "mpirun --with-ft ulfm");
 }
 
 }  // namespace
@@ -142,6 +141,8 @@ Environment::Environment(int& argc, char**& argv, int thread_level) {
   MPI_Comm_get_parent(&parent);
   identity.spawned = parent != MPI_COMM_NULL;
   MPI_Comm_rank(MPI_COMM_WORLD, &identity.world_rank);
+  // The original rank, unless spawned (a replacement learns it when it joins).
+  if (!identity.spawned) logging::set_identity(identity.world_rank, identity.world_rank == 0);
   detail::install_crash_note();  // after MPI_Init, over Open MPI's own handlers
   detail::ompi::install_cid_guard();
   if (_owns) warn_if_not_fault_tolerant();
@@ -156,15 +157,16 @@ namespace {
 /// The status a crash inside `MPI_Finalize` ends the process with.
 volatile std::sig_atomic_t finalize_exit_status = 0;
 
+/// The line that crash writes, prepared by the guard (a handler may not format).
+std::array<char, 256> finalize_crash_line{};
+std::size_t finalize_crash_length = 0;
+
 /// Open MPI 5.0.11 can crash inside `MPI_Finalize` once a replacement has
 /// died (it then disconnects from every process of the communicators that
 /// span several jobs, the dead included, and faults in its TCP transport).
 /// The program has finished by then: one line, and its own exit status.
 void on_crash_in_finalize(int /*signal*/) {
-  static const char kMessage[] =
-      "reprise: Open MPI crashed inside MPI_Finalize after process failures (a known Open MPI 5.0 "
-      "problem, see docs/ARCHITECTURE.md); the program had finished, exiting with its own status\n";
-  (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  (void)!::write(STDERR_FILENO, finalize_crash_line.data(), finalize_crash_length);
   ::_exit(finalize_exit_status);
 }
 
@@ -174,6 +176,12 @@ class FinalizeCrashGuard {
  public:
   explicit FinalizeCrashGuard(int exit_status) {
     finalize_exit_status = exit_status;
+    const int length = std::snprintf(
+        finalize_crash_line.data(), finalize_crash_line.size(),
+        "%sOpen MPI crashed inside MPI_Finalize after process failures (a known Open MPI 5.0 problem, see "
+        "docs/ARCHITECTURE.md); the program had finished, exiting with its own status\n",
+        logging::prefix(logging::Level::kWarning).c_str());
+    finalize_crash_length = length < 0 ? 0 : std::min<std::size_t>(length, finalize_crash_line.size() - 1);
     struct sigaction action {};
     action.sa_handler = on_crash_in_finalize;
     sigemptyset(&action.sa_mask);
@@ -210,11 +218,10 @@ void finalize_mpi(int exit_status) {
   std::thread watchdog([&] {
     std::unique_lock lock(mutex);
     if (!done_signal.wait_for(lock, timeout, [&] { return done; })) {
-      std::fprintf(stderr,
-                   "reprise: MPI_Finalize has not returned after %lld s (a known Open MPI issue after process "
-                   "failures, open-mpi/ompi#11404); exiting without it\n",
-                   static_cast<long long>(timeout.count()));
-      std::fflush(stderr);
+      logging::warning(
+          "MPI_Finalize has not returned after %lld s (a known Open MPI issue after process failures, "
+          "open-mpi/ompi#11404); exiting without it",
+          static_cast<long long>(timeout.count()));
       ::_exit(exit_status);
     }
   });

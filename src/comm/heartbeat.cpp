@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "log.hpp"
 #include "reprise/error.hpp"
 #include "inject_detail.hpp"
 #include "requests.hpp"
@@ -59,10 +60,10 @@ void kill_if_stopped(int pid, OriginalRank original, double timeout_seconds) {
   if (liveness == Liveness::kStopped) {
     ::kill(static_cast<pid_t>(pid), SIGKILL);
   } else if (liveness == Liveness::kRunning) {
-    std::fprintf(stderr,
-                 "reprise: Heartbeat: process %d was silent for over %.3g s but is running, so it is late (a busy "
-                 "node?), not hung: not killed; raise HeartbeatConfig::timeout_seconds if this repeats\n",
-                 original.value(), timeout_seconds);
+    logging::warning(
+        "Heartbeat: process %d was silent for over %.3g s but is running, so it is late (a busy node?), not hung: "
+        "not killed; raise HeartbeatConfig::timeout_seconds if this repeats",
+        original.value(), timeout_seconds);
   }
 }
 
@@ -176,10 +177,10 @@ void Heartbeat::declare_hung(int watched) {
       return;
     }
   }
-  std::fprintf(stderr,
-               "reprise: Heartbeat: process %d has been silent for over %.3g s and is alone on its node, where "
-               "nothing can check or stop it\n",
-               original.value(), _config.timeout_seconds);
+  logging::warning(
+      "Heartbeat: process %d has been silent for over %.3g s and is alone on its node, where nothing can check or "
+      "stop it",
+      original.value(), _config.timeout_seconds);
 }
 
 // Its beats came again: it was late, not hung.

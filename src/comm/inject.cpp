@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "log.hpp"
 #include "inject_detail.hpp"
 #include "mix.hpp"
 #include "settings.hpp"
@@ -367,14 +368,11 @@ Schedule::~Schedule() {
   // A fault carried out ended this process: any planned for it never fired.
   for (const Fault& fault : _faults) {
     if (fault.rank != *_applied_by) continue;
-    std::fprintf(stderr,
-                 "reprise: warning: the fault %d@%llu%s never fired: process #%d applied the schedule up to step "
-                 "%llu only\n",
-                 fault.rank.value(), static_cast<unsigned long long>(fault.step),
-                 _source.empty() ? "" : (" of " + _source).c_str(), _applied_by->value(),
-                 static_cast<unsigned long long>(_last_step));
+    logging::warning("the fault %d@%llu%s never fired: process #%d applied the schedule up to step %llu only",
+                     fault.rank.value(), static_cast<unsigned long long>(fault.step),
+                     _source.empty() ? "" : (" of " + _source).c_str(), _applied_by->value(),
+                     static_cast<unsigned long long>(_last_step));
   }
-  std::fflush(stderr);
 }
 
 void Schedule::apply(OriginalRank me, std::uint64_t step, bool is_replacement) const {

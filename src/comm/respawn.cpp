@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "crash_note.hpp"
+#include "log.hpp"
 #include "comm_detail.hpp"
 #include "settings.hpp"
 #include "spares.hpp"
@@ -182,11 +183,9 @@ int wait_for_join_word(MPI_Comm parents) {
 }
 
 void abandon(const char* why) {
-  std::fprintf(stderr,
-               "reprise: spawned process %d gives up (%s); the processes that started it go on without it\n",
-               static_cast<int>(::getpid()), why);
+  logging::warning("spawned process %d gives up (%s); the processes that started it go on without it",
+                   static_cast<int>(::getpid()), why);
   inject::record_outcome(inject::Outcome::kAbandoned, OriginalRank{-1}, why);
-  std::fflush(stderr);
   // Not MPI_Finalize: its disconnect from the parents made their next
   // MPI_Comm_spawn fail (PMIx_Connect: "Not supported" in the new process's
   // MPI_Init) and, about once in two runs, ended the parents' job with it.

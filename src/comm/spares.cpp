@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "log.hpp"
 #include "comm_detail.hpp"
 #include "finalize.hpp"
 #include "huge_pages.hpp"
@@ -47,8 +48,8 @@ void warm_heap(std::size_t bytes) {
   mallopt(M_TRIM_THRESHOLD, -1);
   char* block = static_cast<char*>(std::malloc(bytes));
   if (block == nullptr) {
-    std::fprintf(stderr, "reprise: spare process %d cannot keep %zu MiB warm (no memory); it waits without\n",
-                 static_cast<int>(::getpid()), bytes >> 20U);
+    logging::warning("spare process %d cannot keep %zu MiB warm (no memory); it waits without",
+                     static_cast<int>(::getpid()), bytes >> 20U);
     return;
   }
   // Huge pages where the kernel gives them: 512 times fewer faults now, and
@@ -468,8 +469,8 @@ Comm Comm::serve_as_spare() {
         sp.actives.erase(sp.actives.begin() + static_cast<std::ptrdiff_t>(i));  // that one will never speak again
         continue;
       }
-      std::fprintf(stderr, "reprise: spare process %d cannot wait on the pool (MPI error class %d); leaving\n",
-                   static_cast<int>(::getpid()), error_class);
+      logging::warning("spare process %d cannot wait on the pool (MPI error class %d); leaving",
+                       static_cast<int>(::getpid()), error_class);
       leave_as_spare("spare, pool unusable");
     }
     if (revoked) {

@@ -9,6 +9,8 @@
 #include <mpi-ext.h>
 #endif
 
+#include "log.hpp"
+
 namespace reprise::detail::ulfm {
 
 #if REPRISE_HAVE_ULFM
@@ -118,12 +120,11 @@ void count_past_earlier_generations(std::uint64_t generation) {
 }
 
 void fail_without_ulfm(std::string_view operation) {
-  std::fprintf(stderr,
-               "reprise: cannot %.*s: this build of reprise has no ULFM fault tolerance, so a process "
-               "failure cannot be survived. Rebuild against an MPI with ULFM (Open MPI 5, installed by "
-               "scripts/bootstrap.sh) and run with 'mpirun --with-ft ulfm'. Ending the job.\n",
-               static_cast<int>(operation.size()), operation.data());
-  std::fflush(stderr);
+  logging::error(
+      "cannot %.*s: this build of reprise has no ULFM fault tolerance, so a process failure cannot be survived. "
+      "Rebuild against an MPI with ULFM (Open MPI 5, installed by scripts/bootstrap.sh) and run with 'mpirun "
+      "--with-ft ulfm'. Ending the job.",
+      static_cast<int>(operation.size()), operation.data());
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();
 }

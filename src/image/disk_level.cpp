@@ -18,6 +18,7 @@
 
 #include "checksum.hpp"
 #include "disk_manifest.hpp"
+#include "log.hpp"
 #include "reprise/driver.hpp"
 #include "reprise/element_type.hpp"
 #include "reprise/detail/checkpoint_internals.hpp"
@@ -519,12 +520,14 @@ struct ChosenVersion {
                              " is unusable: " + checked.problems);
     }
   }
-  if (comm.rank() == Rank{0}) {
-    for (const auto& note : chosen.notes) std::fprintf(stderr, "%s::restart: %s\n", kWhere, note.c_str());
-    if (chosen.manifest && !chosen.notes.empty()) {
-      std::fprintf(stderr, "%s::restart: restarting from version %llu, the newest complete version that checks out\n",
-                   kWhere, static_cast<unsigned long long>(chosen.manifest->version));
-    }
+  // Every process found the same: the lead says it.
+  for (const auto& note : chosen.notes) {
+    logging::say(logging::Level::kWarning, logging::Reach::kEveryProcess, "%s::restart: %s", kWhere, note.c_str());
+  }
+  if (chosen.manifest && !chosen.notes.empty()) {
+    logging::say(logging::Level::kInfo, logging::Reach::kEveryProcess,
+                 "%s::restart: restarting from version %llu, the newest complete version that checks out", kWhere,
+                 static_cast<unsigned long long>(chosen.manifest->version));
   }
   return chosen;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "log.hpp"
 #include "commit_state.hpp"
 #include "cow_protocol.hpp"
 #include "reprise/detail/rethrow.hpp"
@@ -417,7 +418,7 @@ IncrementalRestore IncrementalCheckpoint::restore() try {
   while (!d.history.empty() && d.history.back().version > d.version) d.history.pop_back();
   IncrementalRestore result{d.version, d.sink->restore_notes()};
   if (!result.skipped.empty()) {
-    std::fprintf(stderr, "reprise::IncrementalCheckpoint::restore: %s\n", result.skipped.c_str());
+    logging::warning("reprise::IncrementalCheckpoint::restore: %s", result.skipped.c_str());
   }
   return result;
 } catch (const Error&) {

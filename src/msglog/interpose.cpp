@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "log.hpp"
 #include "reprise/error.hpp"
 #include "runtime.hpp"
 
@@ -55,8 +56,7 @@ CommInfo* logged(MPI_Comm comm) noexcept {
 
 /// One line on stderr naming `call`, then `comm`'s error handler.
 int report(const char* call, const char* what, MPI_Comm comm, int error_class) {
-  std::fprintf(stderr, "reprise msglog: %s: %s\n", call, what);
-  std::fflush(stderr);
+  reprise::logging::error("msglog: %s: %s", call, what);
   PMPI_Comm_call_errhandler(comm, error_class);
   return error_class;
 }
@@ -147,12 +147,20 @@ int create(const char* call, MPI_Comm parent, MPI_Comm* created, Make&& make) {
 }
 
 int start_runtime(bool shared) {
+  // This library's lines name the process by its rank in the job's first
+  // world, its original rank (a spawned replacement's is not known here).
+  MPI_Comm parent = MPI_COMM_NULL;
+  PMPI_Comm_get_parent(&parent);
+  if (parent == MPI_COMM_NULL) {
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    reprise::logging::set_identity(rank, rank == 0);
+  }
   try {
     Runtime::start().set_shared(shared);
     return MPI_SUCCESS;
   } catch (const reprise::Error& error) {
-    std::fprintf(stderr, "reprise msglog: MPI_Init: %s\n", error.what());
-    std::fflush(stderr);
+    reprise::logging::error("msglog: MPI_Init: %s", error.what());
     return PMPI_Abort(MPI_COMM_WORLD, error.mpi_error_class());
   }
 }

@@ -19,6 +19,7 @@
 #endif
 
 #include "reprise/error.hpp"
+#include "log.hpp"
 #include "runtime.hpp"
 #include "words.hpp"
 
@@ -746,10 +747,10 @@ int with_runtime(const char* call, Body&& body) noexcept {
     body(*runtime);
     return 0;
   } catch (const reprise::Error& error) {
-    std::fprintf(stderr, "%s: %s\n", call, error.what());
+    reprise::logging::error("%s: %s", call, error.what());
     return error.mpi_error_class() != MPI_SUCCESS ? error.mpi_error_class() : MPI_ERR_OTHER;
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s: %s\n", call, error.what());
+    reprise::logging::error("%s: %s", call, error.what());
     return MPI_ERR_OTHER;
   }
 }

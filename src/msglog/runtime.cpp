@@ -10,6 +10,7 @@
 #include <string_view>
 #include <utility>
 
+#include "log.hpp"
 #include "mix.hpp"
 #include "settings.hpp"
 #include "reprise/error.hpp"
@@ -333,12 +334,11 @@ void Runtime::make_room(std::size_t bytes) {
   if (_log.bytes() + bytes <= _max_bytes) return;
   if (_when_full == WhenFull::kDiscard) {
     if (_counters.log_bytes_discarded == 0) {
-      std::fprintf(stderr,
-                   "reprise msglog: the log reached REPRISE_MSGLOG_MAX_BYTES=%zu without a checkpoint; from now on "
-                   "its oldest messages are dropped, so a failure before the next checkpoint cannot be recovered "
-                   "from the log (mark checkpoints more often or raise the bound; REPRISE_MSGLOG_WHEN_FULL=error "
-                   "stops the send instead)\n",
-                   _max_bytes);
+      logging::warning(
+          "msglog: the log reached REPRISE_MSGLOG_MAX_BYTES=%zu without a checkpoint; from now on its oldest "
+          "messages are dropped, so a failure before the next checkpoint cannot be recovered from the log (mark "
+          "checkpoints more often or raise the bound; REPRISE_MSGLOG_WHEN_FULL=error stops the send instead)",
+          _max_bytes);
     }
     const std::size_t over = _log.bytes() + bytes - _max_bytes;
     _counters.log_bytes_discarded += _log.discard_oldest(over);
@@ -1423,13 +1423,15 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_mark_checkp
     // Every member refuses alike: the first of them says it for all.
     int rank = 0;
     PMPI_Comm_rank(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, &rank);
-    if (rank == 0) std::fprintf(stderr, "reprise_msglog_mark_checkpoint: %s\n", error.what());
+    using reprise::logging::Level;
+    reprise::logging::say(rank == 0 ? Level::kError : Level::kDebug, reprise::logging::Reach::kThisProcess,
+                          "reprise_msglog_mark_checkpoint: %s", error.what());
     return error.mpi_error_class();
   } catch (const reprise::Error& error) {
-    std::fprintf(stderr, "reprise_msglog_mark_checkpoint: %s\n", error.what());
+    reprise::logging::error("reprise_msglog_mark_checkpoint: %s", error.what());
     return error.mpi_error_class() != MPI_SUCCESS ? error.mpi_error_class() : MPI_ERR_OTHER;
   } catch (const std::exception& error) {
-    std::fprintf(stderr, "reprise_msglog_mark_checkpoint: %s\n", error.what());
+    reprise::logging::error("reprise_msglog_mark_checkpoint: %s", error.what());
     return MPI_ERR_OTHER;
   }
 }

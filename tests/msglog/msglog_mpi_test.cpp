@@ -83,7 +83,7 @@ void expect_refused(const char* name, const std::function<int()>& call, int expe
   const std::string said = testing::internal::GetCapturedStderr();
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
   EXPECT_EQ(error_class(code), expected) << name;
-  EXPECT_NE(said.find(std::string("reprise msglog: ") + name + ": " + why), std::string::npos) << said;
+  EXPECT_NE(said.find(std::string("error: msglog: ") + name + ": " + why), std::string::npos) << said;
 }
 
 TEST(MsglogMpi, IsActiveAndInterposed) {
@@ -688,7 +688,7 @@ TEST(MsglogMpi, TheBoundDiscardsByDefaultAndSaysSoOnce) {
     EXPECT_LE(reprise::msglog::counters().log_bytes_now, 10000U);
   }
   const std::string said = testing::internal::GetCapturedStderr();
-  const std::string line = "reprise msglog: the log reached REPRISE_MSGLOG_MAX_BYTES=10000 without a checkpoint";
+  const std::string line = "warning: msglog: the log reached REPRISE_MSGLOG_MAX_BYTES=10000 without a checkpoint";
   EXPECT_NE(said.find(line), std::string::npos) << said;
   EXPECT_EQ(said.find(line), said.rfind(line)) << "said once: " << said;
   const reprise_msglog_counters counters = reprise::msglog::counters();
@@ -848,7 +848,7 @@ TEST(MsglogMpi, TheBoundFailsTheSendAfterTheHookWhenAskedTo) {
   reprise::msglog::on_log_full({});
   reprise::msglog::set_max_bytes(std::size_t{1} << 30U);
   EXPECT_EQ(error_class(code), MPI_ERR_NO_MEM);
-  EXPECT_NE(said.find("reprise msglog: MPI_Send: "), std::string::npos) << said;
+  EXPECT_NE(said.find("error: msglog: MPI_Send: "), std::string::npos) << said;
   EXPECT_NE(said.find("REPRISE_MSGLOG_MAX_BYTES=1000"), std::string::npos) << said;
   EXPECT_EQ(hook_needed, 2012U);
   EXPECT_EQ(hook_bound, 1000U);

@@ -52,16 +52,16 @@ def test_the_quickstart_refuses_a_fault_plan_for_a_rank_it_lacks():
     status, output, _ = launch(2, [QUICKSTART], faults="5@3")
     assert status != 0, output
     # The launcher may stop the job as soon as one process has failed.
-    assert re.search(r'reprise: process #[01] ended with an uncaught reprise\.UsageError: REPRISE_FAULTS="5@3": '
+    assert re.search(r'reprise\[[01]\] error: process #[01] ended with an uncaught reprise\.UsageError: REPRISE_FAULTS="5@3": '
                      r"rank 5 does not exist: the job has 2 processes", output), output
 
 
 def test_an_exception_in_a_step_ends_every_process_with_one_line():
     status, output, seconds = launch(3, [JOBS, "step_raises"])
     assert status != 0, output
-    assert "reprise: process #1 ended with an uncaught Python ValueError: planned in step 5 (jobs.py:" in output
+    assert "reprise[1] error: process #1 ended with an uncaught Python ValueError: planned in step 5 (jobs.py:" in output
     for rank in (0, 2):
-        assert f"reprise: process #{rank} ended with an uncaught reprise.Error: reprise::Driver: another process" \
+        assert f"reprise[{rank}] error: process #{rank} ended with an uncaught reprise.Error: reprise::Driver: another process" \
                in output, output
     assert "Traceback" not in output, output
     assert seconds < 30, f"took {seconds:.1f} s"
@@ -78,7 +78,7 @@ def test_sys_exit_with_a_status_fails_the_job_and_zero_passes():
 def test_a_strided_array_is_refused_in_one_line():
     status, output, _ = launch(1, [JOBS, "bad_protect", "strided"])
     assert status != 0, output
-    lines = [line for line in output.splitlines() if line.startswith("reprise: process #0 ended with")]
+    lines = [line for line in output.splitlines() if line.startswith("reprise[0] error: process #0 ended with")]
     assert len(lines) == 1 and "reprise.UsageError" in lines[0] and "not C-contiguous" in lines[0] \
         and "numpy.ascontiguousarray" in lines[0], output
 
@@ -162,9 +162,9 @@ def test_a_process_moves_with_its_state(mover, asker, at_step):
 def test_a_move_of_a_rank_the_job_lacks_is_refused_in_one_line():
     status, output, _ = launch(3, [JOBS, "migrate", 5, 1, 2])
     assert status != 0, output
-    lines = [line for line in output.splitlines() if line.startswith("reprise: process #1 ended with")]
+    lines = [line for line in output.splitlines() if line.startswith("reprise[1] error: process #1 ended with")]
     assert len(lines) == 1 and lines[0].startswith(
-        "reprise: process #1 ended with an uncaught reprise.UsageError: reprise::Migration::request: original "
+        "reprise[1] error: process #1 ended with an uncaught reprise.UsageError: reprise::Migration::request: original "
         "rank 5 is not in the job (original ranks 0 to 2) (jobs.py:"), output
     assert "0 migrated" in output, output
 
