@@ -136,6 +136,7 @@ SparePool* spare_pool() {
   pool.emplace();
   pool->original_size = world_size - spares;
   pool->my_original = world_rank < pool->original_size ? world_rank : -1;
+  if (pool->my_original < 0) logging::set_identity(-1, false);  // a spare has no original rank until taken
   pool->warm_bytes = warm_bytes;
   for (int r = 0; r < pool->original_size; ++r) pool->actives.push_back(r);
   for (int r = pool->original_size; r < world_size; ++r) pool->spares.push_back(r);
