@@ -237,6 +237,34 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// A long run says how far it is: every `kEvery` seconds, the process of
+/// rank 0 prints the iteration it has reached.
+class Progress {
+ public:
+  static constexpr double kEvery = 10.0;
+
+  Progress(const reprise::Comm& comm, std::uint64_t iterations)
+      : _comm(comm), _iterations(iterations), _start(std::chrono::steady_clock::now()) {}
+
+  /// Called at each iteration; prints when the time has come.
+  void at(std::uint64_t iteration) {
+    if (_comm.rank().value() != 0) return;
+    const double now = seconds_since(_start);
+    if (now < _next) return;
+    _next = now + kEvery;
+    if (iteration == 0) return;
+    std::printf("  iteration %llu of %llu after %.0f s\n", static_cast<unsigned long long>(iteration),
+                static_cast<unsigned long long>(_iterations), now);
+    std::fflush(stdout);
+  }
+
+ private:
+  const reprise::Comm& _comm;
+  std::uint64_t _iterations;
+  std::chrono::steady_clock::time_point _start;
+  double _next = kEvery;
+};
+
 /// Records the verdict for the launcher and returns the exit status, which
 /// the environment also uses if finalisation has to be abandoned.
 inline int finish(reprise::Environment& environment, reprise::OriginalRank me, bool correct, const char* why_not,

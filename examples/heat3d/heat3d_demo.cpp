@@ -415,6 +415,12 @@ void sweep(reprise::Comm& comm, const Options& options, Part& part, Halo& halo) 
 /// the recoveries and checkpoints; whether every part is identical.
 bool report(reprise::Comm& comm, const reprise::Driver& driver, const Options& options, const Part& part,
             double elapsed) {
+  if (comm.rank().value() == 0) {
+    std::printf("  run done; every process now computes the failure-free serial run to compare with (%llu "
+                "iterations of the whole grid)\n",
+                static_cast<unsigned long long>(options.iterations));
+    std::fflush(stdout);
+  }
   const auto reference = serial_reference(options, part.as_box());
   const bool same = reference.size() == part.values.size() &&
                     std::memcmp(reference.data(), part.values.data(), reference.size() * sizeof(double)) == 0;
@@ -467,8 +473,10 @@ int run_demo(demo::Demo<Options>& begun) {
   announce(comm, options, schedule);
   const auto start = std::chrono::steady_clock::now();
   Halo halo;
+  demo::Progress progress(comm, options.iterations);
   try {
     driver.run(options.iterations, [&](std::uint64_t iteration) {
+      progress.at(iteration);
       schedule.apply(me, iteration, comm.is_replacement());
       if (options.move.due(me, iteration)) migration.request();
       sweep(comm, options, part, halo);
