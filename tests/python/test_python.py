@@ -205,7 +205,7 @@ def test_data_lost_is_raised_with_its_report():
     assert status != 0, output
     # A store's loss is of blocks: no process's checkpointed state is lost.
     assert re.search(r"data_lost: #[02] caught DataLost: lost \[\(8, 16\)\], lost_processes \[\]\n", output), output
-    assert re.search(r"reprise: process #[02] ended with an uncaught reprise\.DataLost: reprise::Store::load: every "
+    assert re.search(r"reprise\[[02]\] error: process #[02] ended with an uncaught reprise\.DataLost: reprise::Store::load: every "
                      r"copy of blocks \[8, 16\) is gone \(all of their holders failed since the submit\); the other "
                      r"requested blocks were loaded \(jobs\.py:\d+\)\n", output), output
     assert "1 killed on purpose" in output, output
