@@ -6,7 +6,8 @@
 // overwritten with the last callback's result. The guard puts its own
 // callback in front of each one `libmpi` schedules: it runs the original,
 // and if that was the last of the chain and returned success, it returns the
-// error recorded before instead.
+// error recorded before instead. It also gives back the turn to pick an
+// index that a failed creation kept (see TurnWatch).
 
 #include "cid_guard.hpp"
 
@@ -78,6 +79,67 @@ struct ScheduledStep {
 std::mutex steps_mutex;
 std::unordered_map<Request*, std::deque<ScheduledStep>> pending_steps;
 
+/// Open MPI's `ompi_comm_cid_lowest_id` (a static of comm_cid.c, no symbol):
+/// the creation whose turn it is to pick an index, INT64_MAX when none is
+/// (`kNoTurn`). A creation takes the turn in its first step and gives it
+/// back when it succeeds, but not when a later step returns an error: the
+/// turn then stays with a creation that ended, and every later creation on
+/// a communicator of higher index waits for it forever
+/// (tools/upstream/cid_turn_kept/). The guard notes which request took the
+/// turn and gives it back when that request's chain ends still holding it.
+struct TurnWatch {
+  volatile std::int64_t* turn = nullptr;  ///< null: not found, nothing given back
+  Request* holder = nullptr;
+  std::int64_t held = 0;  ///< the value `holder` wrote
+};
+constexpr std::int64_t kNoTurn = INT64_MAX;
+TurnWatch turn_watch;  // under steps_mutex
+
+/// Finding `ompi_comm_cid_lowest_id` (install): the words of libmpi's
+/// writable data holding kNoTurn before a copy of MPI_COMM_SELF is made,
+/// and which of them held that creation's id during one of its steps.
+struct TurnSearch {
+  bool active = false;
+  std::vector<volatile std::int64_t*> idle;
+  std::vector<bool> taken;
+};
+TurnSearch turn_search;  // under steps_mutex
+
+/// The id a copy of MPI_COMM_SELF takes the turn with: its local index
+/// (1 in Open MPI 5.0) in the upper half, 0 (a copy's tag) in the lower.
+bool is_self_copy_id(std::int64_t value) {
+  return value != kNoTurn && (value & 0xffffffff) == 0 && (value >> 32) > 0 && (value >> 32) < 0x10000;
+}
+
+/// After each step of `request` (under steps_mutex): which request holds
+/// the turn, and, while searching, which idle words held an id.
+void watch_turn(Request* request, std::int64_t before) {
+  if (turn_search.active) {
+    for (std::size_t i = 0; i < turn_search.idle.size(); ++i) {
+      if (is_self_copy_id(*turn_search.idle[i])) turn_search.taken[i] = true;
+    }
+  }
+  if (turn_watch.turn == nullptr) return;
+  const std::int64_t after = *turn_watch.turn;
+  if (after != before && after != kNoTurn) {
+    turn_watch.holder = request;
+    turn_watch.held = after;
+  }
+}
+
+/// `request`'s chain ended (under steps_mutex): if it still holds the turn,
+/// it gives it back, as Open MPI does when a creation succeeds.
+void give_back_turn(const Request* request) {
+  if (turn_watch.turn == nullptr || turn_watch.holder != request) return;
+  if (*turn_watch.turn == turn_watch.held) *turn_watch.turn = kNoTurn;
+  turn_watch.holder = nullptr;
+}
+
+std::int64_t current_turn() {
+  const std::lock_guard lock(steps_mutex);
+  return turn_watch.turn != nullptr ? *turn_watch.turn : kNoTurn;
+}
+
 int recorded_error(const Request* request) {
   int error = MPI_SUCCESS;
   std::memcpy(&error, reinterpret_cast<const char*>(request) + kErrorOffset, sizeof error);
@@ -105,15 +167,16 @@ int guarded_step(Request* request) {
     }
   }
   free_subrequests(step);
+  const std::int64_t before = current_turn();
   const int result = step.original != nullptr ? step.original(request) : MPI_SUCCESS;
-  bool last = false;
-  {
-    const std::lock_guard lock(steps_mutex);
-    const auto it = pending_steps.find(request);
-    last = it == pending_steps.end() || it->second.empty();
-    if (last && it != pending_steps.end()) pending_steps.erase(it);
-  }
-  return result == MPI_SUCCESS && last ? recorded_error(request) : result;
+  const std::lock_guard lock(steps_mutex);
+  watch_turn(request, before);
+  const auto it = pending_steps.find(request);
+  const bool last = it == pending_steps.end() || it->second.empty();
+  if (!last) return result;
+  if (it != pending_steps.end()) pending_steps.erase(it);
+  give_back_turn(request);
+  return result == MPI_SUCCESS ? recorded_error(request) : result;
 }
 
 int guarded_append_with_flags(Request* request, Step original, MPI_Request* subrequests, int count,
@@ -138,6 +201,7 @@ void guarded_return(Request* request) {
       left = std::move(it->second);
       pending_steps.erase(it);
     }
+    give_back_turn(request);
   }
   for (ScheduledStep& step : left) free_subrequests(step);
   originals.release(request);
@@ -245,9 +309,25 @@ void read_dynamic(const dl_phdr_info& object, PltTable& table) {
   if (!rela) table.relocations = nullptr;
 }
 
+/// A range of libmpi's writable data (a loadable segment with PF_W).
+struct DataRange {
+  ElfW(Addr) begin = 0;
+  ElfW(Addr) end = 0;
+};
+
+void read_writable(const dl_phdr_info& object, std::vector<DataRange>& ranges) {
+  for (int i = 0; i < object.dlpi_phnum; ++i) {
+    const ElfW(Phdr)& header = object.dlpi_phdr[i];
+    if (header.p_type != PT_LOAD || (header.p_flags & PF_W) == 0) continue;
+    const ElfW(Addr) begin = object.dlpi_addr + header.p_vaddr;
+    ranges.push_back({begin, begin + header.p_memsz});
+  }
+}
+
 struct Search {
   ElfW(Addr) base = 0;
   PltTable table;
+  std::vector<DataRange> writable;
   bool found = false;
 };
 
@@ -255,6 +335,7 @@ int visit(dl_phdr_info* object, std::size_t, void* data) {
   auto& search = *static_cast<Search*>(data);
   if (object->dlpi_addr != search.base) return 0;
   read_dynamic(*object, search.table);
+  read_writable(*object, search.writable);
   search.found = search.table.relocations != nullptr && search.table.symbols != nullptr && search.table.names != nullptr;
   return 1;
 }
@@ -314,17 +395,51 @@ bool take_slots(const Search& search) {
   return written;
 }
 
+/// Finds `ompi_comm_cid_lowest_id` (TurnWatch) with the guard in place:
+/// the one word of libmpi's writable data that was idle, held a copy of
+/// MPI_COMM_SELF's id during one of its creation's steps, and is idle again
+/// once the copy exists. Without exactly one such word, no turn is ever
+/// given back.
+void find_turn(const std::vector<DataRange>& ranges) {
+  {
+    const std::lock_guard lock(steps_mutex);
+    for (const DataRange& range : ranges) {
+      for (ElfW(Addr) at = (range.begin + 7) & ~ElfW(Addr){7}; at + sizeof(std::int64_t) <= range.end;
+           at += sizeof(std::int64_t)) {
+        auto* word = reinterpret_cast<volatile std::int64_t*>(at);
+        if (*word == kNoTurn) turn_search.idle.push_back(word);
+      }
+    }
+    turn_search.taken.assign(turn_search.idle.size(), false);
+    turn_search.active = true;
+  }
+  MPI_Comm copy = MPI_COMM_NULL;
+  const bool made = MPI_Comm_dup(MPI_COMM_SELF, &copy) == MPI_SUCCESS;
+  if (made) MPI_Comm_free(&copy);
+  const std::lock_guard lock(steps_mutex);
+  volatile std::int64_t* found = nullptr;
+  int count = 0;
+  for (std::size_t i = 0; i < turn_search.idle.size(); ++i) {
+    if (!turn_search.taken[i] || *turn_search.idle[i] != kNoTurn) continue;
+    found = turn_search.idle[i];
+    ++count;
+  }
+  turn_search = {};
+  if (made && count == 1) turn_watch.turn = found;
+}
+
 CidGuard install() {
   if (!is_open_mpi_5_0()) return CidGuard::kNotOpenMpi5;
   const Library library = find_libmpi();
   if (library.handle == nullptr || !find_originals(library.handle)) return CidGuard::kUnusable;
   const auto register_progress = reinterpret_cast<int (*)(int (*)())>(dlsym(library.handle, kRegisterProgress));
-  Search search{library.base, {}, false};
+  Search search{library.base, {}, {}, false};
   dl_iterate_phdr(visit, &search);
   if (!search.found || register_progress == nullptr || !error_offset_holds() || !take_slots(search)) {
     return CidGuard::kUnusable;
   }
   register_progress(check_pending_subrequests);
+  find_turn(search.writable);
   return CidGuard::kInstalled;
 }
 

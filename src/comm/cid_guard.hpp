@@ -21,6 +21,10 @@ enum class CidGuard {
 /// wraps every step `libmpi` schedules so that the last step of a chain
 /// returns the error an earlier one recorded: the call returns
 /// `MPI_ERR_PROC_FAILED` (or `MPI_ERR_REVOKED`) like any other. Installed
+/// A creation that fails also keeps Open MPI's turn to pick an index, so
+/// that every later creation on a communicator of higher index waits for it
+/// forever: the guard gives the turn back when the chain that took it ends
+/// (tools/upstream/cid_turn_kept/). Installed
 /// by rewriting `libmpi`'s two procedure-linkage slots for scheduling and
 /// returning such requests, so it holds whatever the order libraries were
 /// loaded in (a Python program's included). After `MPI_Init`; collective

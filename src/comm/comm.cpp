@@ -111,10 +111,10 @@ Comm& Comm::operator=(Comm&& other) noexcept {
 Comm::~Comm() { release(); }
 
 void Comm::release() noexcept {
-  // MPI_Comm_free is local for our purposes (ULFM allows it on revoked
-  // communicators); nothing can be done about an error at this point.
-  if (_internal != MPI_COMM_NULL) MPI_Comm_free(&_internal);
-  if (_comm != MPI_COMM_NULL) MPI_Comm_free(&_comm);
+  // Freeing is local for our purposes (ULFM allows it on revoked
+  // communicators); one that lost a member is kept instead (release says why).
+  detail::ulfm::release(_internal);
+  detail::ulfm::release(_comm);
 }
 
 bool Comm::fault_tolerant() { return detail::ulfm::enabled(); }
@@ -165,7 +165,7 @@ int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal) {
   rc = PMPI_Comm_dup(comm, &internal);
   if (rc != MPI_SUCCESS) {
     internal = MPI_COMM_NULL;
-    MPI_Comm_free(&application);
+    detail::ulfm::release(application);
     return rc;
   }
   MPI_Comm_set_errhandler(internal, MPI_ERRORS_RETURN);
@@ -439,7 +439,7 @@ Comm Comm::shrink() {
   for (;;) {
     MPI_Comm shrunk = MPI_COMM_NULL;
     check(detail::ulfm::shrink(current, shrunk), "shrink");
-    if (current != _comm) MPI_Comm_free(&current);
+    if (current != _comm) detail::ulfm::release(current);
     inject::fault_point("comm.shrink", original_rank());
     Parts parts;
     bool ok = detail::make_pair(shrunk, parts.comm, parts.internal) == MPI_SUCCESS;
@@ -466,8 +466,8 @@ Comm Comm::shrink() {
       std::merge(_failures.begin(), _failures.end(), lost.begin(), lost.end(), std::back_inserter(parts.failures));
       return Comm(std::move(parts));
     }
-    if (parts.internal != MPI_COMM_NULL) MPI_Comm_free(&parts.internal);
-    if (parts.comm != MPI_COMM_NULL) MPI_Comm_free(&parts.comm);
+    detail::ulfm::retire(parts.internal);
+    detail::ulfm::retire(parts.comm);
     detail::ulfm::revoke(shrunk);
     current = shrunk;
   }

@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "spawn.hpp"
+#include "ulfm.hpp"
 #include "reprise/inject.hpp"
 
 namespace reprise {
@@ -147,7 +148,7 @@ Handover& Handover::operator=(Handover&& other) noexcept {
 }
 
 void Handover::release_channel() noexcept {
-  if (_owns_channel && _channel != MPI_COMM_NULL) MPI_Comm_free(&_channel);
+  if (_owns_channel) detail::ulfm::release(_channel);
   _channel = MPI_COMM_NULL;
   _owns_channel = false;
 }

@@ -77,7 +77,7 @@ bool finish_migration(MPI_Comm merged, MigrationSide& side) {
     ordered = MPI_COMM_NULL;  // a failed split can leave a released handle, fatal to free
   }
   if (ok && leaving < 0) ok = detail::make_pair(ordered, side.application, side.internal) == MPI_SUCCESS;
-  if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
+  detail::ulfm::release(ordered);
   // Every process has built its communicators before any goes on to the
   // handover: Open MPI 5.0.11 crashes a process that learns of a failure while
   // it is still activating a communicator (docs/RELIABILITY.md, defect 23), so
@@ -103,8 +103,8 @@ bool finish_migration(MPI_Comm merged, MigrationSide& side) {
     }
     return true;
   }
-  if (side.internal != MPI_COMM_NULL) MPI_Comm_free(&side.internal);
-  if (side.application != MPI_COMM_NULL) MPI_Comm_free(&side.application);
+  detail::ulfm::retire(side.internal);
+  detail::ulfm::retire(side.application);
   detail::ulfm::revoke(merged);
   return false;
 }
@@ -178,7 +178,7 @@ std::optional<Comm> detail::CommInternals::migrate_gathered(Comm& comm, std::spa
     if (merged != MPI_COMM_NULL) {
       MigrationSide side{std::move(plan), comm.original_rank(), state, deferred, trailer};
       const bool done = finish_migration(merged, side);
-      MPI_Comm_free(&merged);
+      detail::ulfm::release(merged);
       if (done) {
         // The new processes are not in the spare pool: a later round on it
         // would take their ranks for missing.
@@ -211,7 +211,7 @@ Comm Comm::join_migration(MPI_Comm merged) {
   MigrationSide side;
   if (!finish_migration(merged, side)) detail::abandon("a process failed during the migration");
   if (side.handover.deferred().empty()) {
-    MPI_Comm_free(&merged);
+    detail::ulfm::release(merged);
   } else {
     detail::keep_handover_channel(side.handover, merged, true);  // the deferred parts come over it
   }

@@ -207,11 +207,11 @@ bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, M
     ordered = MPI_COMM_NULL;  // a failed split can leave a released handle, fatal to free
   }
   ok = ok && make_pair(ordered, application, internal) == MPI_SUCCESS;
-  if (ordered != MPI_COMM_NULL) MPI_Comm_free(&ordered);
+  ulfm::release(ordered);
   const int rc = ulfm::agree_on_step(merged, ok);
   if (rc == MPI_SUCCESS && ok) return true;
-  if (internal != MPI_COMM_NULL) MPI_Comm_free(&internal);
-  if (application != MPI_COMM_NULL) MPI_Comm_free(&application);
+  ulfm::retire(internal);
+  ulfm::retire(application);
   ulfm::revoke(merged);
   return false;
 }
@@ -311,7 +311,7 @@ void drop_spawned(MPI_Comm& inter) {
   auto told = tell_spawned(inter, kJoinAbandon);
   complete_told(told);
   ulfm::revoke(inter);
-  MPI_Comm_free(&inter);
+  ulfm::retire(inter);
 }
 
 /// What the spawning parent's MPI_Comm_spawn gave.
@@ -415,8 +415,8 @@ MPI_Comm connect_parents(Comm& healed, int root, MPI_Comm& spawned) {
     if (bridge != MPI_COMM_NULL) ulfm::revoke(bridge);  // and so do the new processes
   }
   if (spawning) {
-    if (bridge != MPI_COMM_NULL) MPI_Comm_free(&bridge);
-    MPI_Comm_free(&spawned);
+    ulfm::release(bridge);
+    ulfm::release(spawned);
   }
   return inter;
 }
@@ -489,9 +489,9 @@ MPI_Comm connect_to_parents(MPI_Comm parent) {
     ulfm::revoke(bridge);
     abandon("a process failed while it connected to the processes that started it");
   }
-  MPI_Comm_free(&siblings);
-  MPI_Comm_free(&bridge);
-  MPI_Comm_free(&parent);
+  ulfm::release(siblings);
+  ulfm::release(bridge);
+  ulfm::release(parent);
   MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
   return inter;
 }
@@ -518,7 +518,7 @@ void abandon_replacements(const Comm& healed, MPI_Comm& inter) {
   if (healed.rank().value() == 0) told = tell_spawned(inter, kJoinAbandon);
   complete_told(told);
   detail::ulfm::revoke(inter);
-  MPI_Comm_free(&inter);
+  detail::ulfm::retire(inter);
 }
 
 }  // namespace detail
@@ -566,7 +566,7 @@ Comm Comm::respawn() {
         OriginalRank me = healed.original_rank();
         Parts parts;
         const bool done = detail::finish_respawn(merged, assignment, me, parts.comm, parts.internal);
-        MPI_Comm_free(&merged);
+        detail::ulfm::release(merged);
         if (done) {
           parts.original_size = _original_size;
           parts.epoch = assignment.epoch;
@@ -604,7 +604,7 @@ Comm Comm::join_as_replacement(MPI_Comm spawned_by) {
   if (!detail::finish_respawn(merged, assignment, me, parts.comm, parts.internal)) {
     detail::abandon("a process failed while joining");
   }
-  MPI_Comm_free(&merged);
+  detail::ulfm::release(merged);
   detail::ulfm::count_past_earlier_generations(assignment.epoch);
   parts.original_size = assignment.original_size;
   parts.epoch = assignment.epoch;

@@ -75,7 +75,7 @@ ShrunkPool shrink_pool(detail::SparePool& sp) {
   MPI_Comm shrunk = MPI_COMM_NULL;
   while (detail::ulfm::shrink(sp.pool, shrunk) != MPI_SUCCESS) {
   }
-  MPI_Comm_free(&sp.pool);
+  detail::ulfm::release(sp.pool);
   sp.pool = shrunk;
   ShrunkPool view;
   MPI_Comm_size(shrunk, &view.size);
@@ -224,8 +224,8 @@ class Comm::PoolAttempt {
   /// return false and wait on, on a pool that is not revoked (the failed
   /// agreement revoked this one).
   bool again() {
-    if (_parts.internal != MPI_COMM_NULL) MPI_Comm_free(&_parts.internal);
-    if (_parts.comm != MPI_COMM_NULL) MPI_Comm_free(&_parts.comm);
+    detail::ulfm::retire(_parts.internal);
+    detail::ulfm::retire(_parts.comm);
     // Whether the round was a migration, the same everywhere: a process
     // whose broadcast of the header failed may not know (a spare), while the
     // actives of a migration always do. Without this agreement such a spare
@@ -329,7 +329,7 @@ class Comm::PoolAttempt {
     }
     if (ordered != MPI_COMM_NULL) {
       _ok = _ok && detail::make_pair(ordered, _parts.comm, _parts.internal) == MPI_SUCCESS;
-      MPI_Comm_free(&ordered);
+      detail::ulfm::release(ordered);
     }
   }
 

@@ -3,7 +3,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #if REPRISE_HAVE_ULFM
 #include <mpi-ext.h>
@@ -103,6 +105,46 @@ int get_failed(MPI_Comm, MPI_Group& failed) {
 int ack_failed(MPI_Comm) { return MPI_SUCCESS; }
 
 #endif
+
+namespace {
+
+/// True if a member of `comm` may still send on it: revoked, or a member failed.
+bool may_still_receive(MPI_Comm comm) {
+  if (!available()) return false;
+  bool revoked = false;
+  if (is_revoked(comm, revoked) != MPI_SUCCESS || revoked) return true;
+  MPI_Group failed = MPI_GROUP_NULL;
+  if (get_failed(comm, failed) != MPI_SUCCESS) return true;
+  int count = 0;
+  MPI_Group_size(failed, &count);
+  if (failed != MPI_GROUP_EMPTY) MPI_Group_free(&failed);
+  return count > 0;
+}
+
+std::mutex retired_mutex;
+std::vector<MPI_Comm> retired;
+
+}  // namespace
+
+void retire(MPI_Comm& comm) noexcept {
+  if (comm == MPI_COMM_NULL) return;
+  try {
+    const std::lock_guard lock(retired_mutex);
+    retired.push_back(comm);
+  } catch (...) {
+    // Out of memory for one handle: the communicator is kept all the same.
+  }
+  comm = MPI_COMM_NULL;
+}
+
+void release(MPI_Comm& comm) noexcept {
+  if (comm == MPI_COMM_NULL) return;
+  if (may_still_receive(comm)) {
+    retire(comm);
+  } else {
+    MPI_Comm_free(&comm);
+  }
+}
 
 int agree_on_step(MPI_Comm comm, bool& ok) {
   if (!ok && available()) revoke(comm);

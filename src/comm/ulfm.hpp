@@ -57,6 +57,22 @@ inline constexpr std::uint64_t kCommunicatorsPerGeneration = 256;
 int get_failed(MPI_Comm comm, MPI_Group& failed);
 int ack_failed(MPI_Comm comm);
 
+/// Frees `comm` (sets it to MPI_COMM_NULL), unless a member may still send
+/// on it: a communicator that was revoked or has a failed member is retired
+/// instead. Open MPI keeps a message that arrives for an index no
+/// communicator has and hands it to the next communicator given that index
+/// (tools/upstream/late_message/), so a dead or abandoned member's last
+/// message would land in a communicator the recovery builds, as its sender's
+/// first there: wrong data for a receive with its tag, and the real first
+/// message from that process then waits forever. Not for an
+/// intercommunicator an agreement ran on (its index is already gone,
+/// tools/upstream/era_inter_index/): free that one.
+void release(MPI_Comm& comm) noexcept;
+/// Keeps `comm` unused until MPI_Finalize, so that its index is never given
+/// to another communicator (see release); sets it to MPI_COMM_NULL. For a
+/// communicator of a step that failed, whose members may still be sending.
+void retire(MPI_Comm& comm) noexcept;
+
 /// Ends the job: `operation` needs ULFM and this build has none.
 [[noreturn]] void fail_without_ulfm(std::string_view operation);
 

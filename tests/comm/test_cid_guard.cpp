@@ -1,8 +1,11 @@
 // Open MPI 5.0.11 loses the error of a communicator's creation that meets a
 // dead process: MPI_Intercomm_merge and MPI_Intercomm_create then never
-// return (docs/RELIABILITY.md, defect 37). With reprise's guard (installed
-// by Comm::world), they return a process failure. Without it, each case
-// hangs until the test's timeout.
+// return (docs/RELIABILITY.md, defect 37); and a creation that fails keeps
+// Open MPI's turn to pick an index, so that every later creation on a
+// communicator of higher index waits forever. With reprise's guard
+// (installed by Comm::world), the first return a process failure and the
+// turn is given back. Without it, each failure case hangs until the test's
+// timeout.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -101,4 +104,33 @@ TEST(CidGuard, AnIntercommCreateThatMeetsADeadProcessReturnsAnError) {
   expect_creation_fails(comm, [](const Halves& halves, MPI_Comm& created) {
     return MPI_Intercomm_create(halves.half, 0, halves.bridge, halves.remote_leader, 2, &created);
   });
+}
+
+TEST(CidGuard, ACreationThatFailsGivesBackItsTurnToPickAnIndex) {
+  auto comm = Comm::world();
+  // `later` is made after `first`: its index is higher.
+  MPI_Comm first = MPI_COMM_NULL;
+  MPI_Comm later = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &first);
+  MPI_Comm_dup(MPI_COMM_WORLD, &later);
+  MPI_Comm_set_errhandler(first, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(later, MPI_ERRORS_RETURN);
+  MPI_Barrier(later);
+  if (comm.rank().value() == comm.size() - 1) inject::kill_self(comm.original_rank());
+  // Every survivor's copy fails in its index agreement.
+  MPI_Comm copy = MPI_COMM_NULL;
+  ASSERT_NE(MPI_Comm_dup(first, &copy), MPI_SUCCESS) << "copied a communicator with a dead member";
+  MPI_Comm shrunk = MPI_COMM_NULL;
+  ASSERT_EQ(MPIX_Comm_shrink(later, &shrunk), MPI_SUCCESS);
+  int shrunk_size = 0;
+  MPI_Comm_size(shrunk, &shrunk_size);
+  EXPECT_EQ(shrunk_size, comm.size() - 1);
+  MPI_Comm again = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Comm_dup(shrunk, &again), MPI_SUCCESS);
+  const long mine = comm.rank().value();
+  long sum = 0;
+  ASSERT_EQ(MPI_Allreduce(&mine, &sum, 1, MPI_LONG, MPI_SUM, again), MPI_SUCCESS);
+  EXPECT_EQ(sum, static_cast<long>(comm.size() - 1) * (comm.size() - 2) / 2);
+  MPI_Comm_free(&again);
+  MPI_Comm_free(&shrunk);
 }
