@@ -15,27 +15,6 @@
 namespace reprise::detail {
 namespace {
 
-/// Memory for `count` elements of `type`, laid out as MPI reads and writes them.
-class TypedBuffer {
- public:
-  TypedBuffer(int count, MPI_Datatype type) {
-    if (count <= 0) return;
-    MPI_Aint lower = 0;
-    MPI_Aint extent = 0;
-    MPI_Aint true_lower = 0;
-    MPI_Aint true_extent = 0;
-    PMPI_Type_get_extent(type, &lower, &extent);
-    PMPI_Type_get_true_extent(type, &true_lower, &true_extent);
-    _bytes.resize(static_cast<std::size_t>(static_cast<MPI_Aint>(count - 1) * extent + true_extent));
-    _offset = -true_lower;
-  }
-  [[nodiscard]] void* data() noexcept { return _bytes.empty() ? nullptr : _bytes.data() + _offset; }
-
- private:
-  std::vector<std::byte> _bytes;
-  MPI_Aint _offset = 0;
-};
-
 /// The element `index` of the array of `type` at `base`.
 void* element(void* base, MPI_Aint index, MPI_Datatype type) {
   MPI_Aint lower = 0;
@@ -110,6 +89,26 @@ std::vector<std::byte> pack_pieces(std::span<const OutgoingPiece> to) {
 }
 
 }  // namespace
+
+TypedBuffer::TypedBuffer(int count, MPI_Datatype type) {
+  if (count <= 0) return;
+  MPI_Aint lower = 0;
+  MPI_Aint extent = 0;
+  MPI_Aint true_lower = 0;
+  MPI_Aint true_extent = 0;
+  PMPI_Type_get_extent(type, &lower, &extent);
+  PMPI_Type_get_true_extent(type, &true_lower, &true_extent);
+  _bytes.resize(static_cast<std::size_t>(static_cast<MPI_Aint>(count - 1) * extent + true_extent));
+  _offset = -true_lower;
+}
+
+Contribution::Contribution(const Runtime& runtime, const OutgoingPiece& send, const ResultPiece& in_place)
+    : _copy(0, in_place.type), _send(send) {
+  if (send.buffer != MPI_IN_PLACE || !runtime.replays()) return;
+  _copy = TypedBuffer(in_place.count, in_place.type);
+  copy_elements(in_place.buffer, _copy.data(), in_place.count, in_place.type);
+  _send = {_copy.data(), in_place.count, in_place.type};
+}
 
 int shared_reduce(Runtime& runtime, CommInfo& comm, const Reduction& reduction, int root) {
   TypedBuffer copy(0, reduction.type);

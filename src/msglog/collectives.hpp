@@ -12,7 +12,9 @@
 
 #include <mpi.h>
 
+#include <cstddef>
 #include <span>
+#include <vector>
 
 #include "runtime.hpp"
 
@@ -32,6 +34,33 @@ struct OutgoingPiece {
   const void* buffer = nullptr;
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
+};
+
+/// Memory for `count` elements of `type`, laid out as MPI reads and writes them.
+class TypedBuffer {
+ public:
+  TypedBuffer(int count, MPI_Datatype type);
+  [[nodiscard]] void* data() noexcept { return _bytes.empty() ? nullptr : _bytes.data() + _offset; }
+
+ private:
+  std::vector<std::byte> _bytes;
+  MPI_Aint _offset = 0;
+};
+
+/// What a collective whose contribution may be MPI_IN_PLACE (MPI_Allreduce,
+/// MPI_Allgather(v)) sends. In place, MPI reads the contribution from the
+/// receive buffer, where a call that meets a process failure may leave
+/// partial results before it is made again after the recovery: where the
+/// Driver replays, it is copied aside first and sent from there.
+class Contribution {
+ public:
+  /// `send` as the call names it; `in_place`: where the receive buffer holds it.
+  Contribution(const Runtime& runtime, const OutgoingPiece& send, const ResultPiece& in_place);
+  [[nodiscard]] const OutgoingPiece& send() const noexcept { return _send; }
+
+ private:
+  TypedBuffer _copy;
+  OutgoingPiece _send;
 };
 
 /// MPI_Reduce to `root`: the result lands at `reduction.receive` on the root only.

@@ -2,7 +2,8 @@
 // interpose.cpp): on a logged communicator, the physical one is called after
 // the pending determinants reach the buddy; where reprise's Driver replays,
 // the collectives the replay serves go through Runtime::uniform_collective
-// or collectives.hpp (docs/ARCHITECTURE.md §16).
+// or collectives.hpp (docs/ARCHITECTURE.md §16), the non-blocking ones
+// (MPI_Ibarrier aside) as their blocking counterparts, complete at the call.
 
 #include <mpi.h>
 
@@ -17,6 +18,7 @@
 namespace {
 
 using reprise::detail::CommInfo;
+using reprise::detail::Contribution;
 using reprise::detail::OutgoingPiece;
 using reprise::detail::Reduction;
 using reprise::detail::ResultPiece;
@@ -62,6 +64,14 @@ int exchange(const char* call, MPI_Comm comm, CommInfo& info, Fill&& fill) {
   });
 }
 
+/// A non-blocking collective where reprise's Driver replays, once its
+/// blocking counterpart, called in its place (and served as the replay
+/// serves that one), gave `code`: `*request` is complete at once.
+int completed_at_call(MPI_Request* request, int code) {
+  if (code == MPI_SUCCESS) *request = Runtime::completed_request();
+  return code;
+}
+
 }  // namespace
 
 // ---- collectives: the physical communicator, after the pending determinants --------
@@ -102,8 +112,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int 
   if (info == nullptr) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
   const ResultPiece result[] = {{recvbuf, count, type}};
   return guarded("MPI_Allreduce", comm, [&] {
-    return Runtime::current()->uniform_collective(
-        *info, result, [&](MPI_Comm physical) { return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, physical); });
+    const Contribution mine(*Runtime::current(), {sendbuf, count, type}, result[0]);
+    return Runtime::current()->uniform_collective(*info, result, [&](MPI_Comm physical) {
+      return PMPI_Allreduce(mine.send().buffer, recvbuf, count, type, op, physical);
+    });
   });
 }
 
@@ -181,9 +193,12 @@ REPRISE_MSGLOG_EXPORT int MPI_Allgather(const void* sendbuf, int sendcount, MPI_
   int size = 0;
   PMPI_Comm_size(info->physical, &size);
   const ResultPiece result[] = {{recvbuf, recvcount * size, recvtype}};
+  const ResultPiece own = {element(recvbuf, MPI_Aint{info->rank} * recvcount, recvtype), recvcount, recvtype};
   return guarded("MPI_Allgather", comm, [&] {
+    const Contribution mine(*Runtime::current(), {sendbuf, sendcount, sendtype}, own);
     return Runtime::current()->uniform_collective(*info, result, [&](MPI_Comm physical) {
-      return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, physical);
+      const OutgoingPiece& send = mine.send();
+      return PMPI_Allgather(send.buffer, send.count, send.type, recvbuf, recvcount, recvtype, physical);
     });
   });
 }
@@ -195,18 +210,16 @@ REPRISE_MSGLOG_EXPORT int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI
   if (info == nullptr) {
     return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm);
   }
-  int size = 0;
-  PMPI_Comm_size(info->physical, &size);
-  MPI_Aint lower = 0;
-  MPI_Aint extent = 0;
-  PMPI_Type_get_extent(recvtype, &lower, &extent);
   std::vector<ResultPiece> result;
-  for (int r = 0; r < size; ++r) {
-    result.push_back({static_cast<char*>(recvbuf) + static_cast<MPI_Aint>(displs[r]) * extent, recvcounts[r], recvtype});
+  for (int r = 0; r < size_of(*info); ++r) {
+    result.push_back({element(recvbuf, displs[r], recvtype), recvcounts[r], recvtype});
   }
+  const ResultPiece own = result[static_cast<std::size_t>(info->rank)];
   return guarded("MPI_Allgatherv", comm, [&] {
+    const Contribution mine(*Runtime::current(), {sendbuf, sendcount, sendtype}, own);
     return Runtime::current()->uniform_collective(*info, result, [&](MPI_Comm physical) {
-      return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, physical);
+      const OutgoingPiece& send = mine.send();
+      return PMPI_Allgatherv(send.buffer, send.count, send.type, recvbuf, recvcounts, displs, recvtype, physical);
     });
   });
 }
@@ -325,6 +338,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
 
 REPRISE_MSGLOG_EXPORT int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm,
                                      MPI_Request* request) {
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Bcast(buffer, count, type, root, comm));
+  }
   if (const int code = collective("MPI_Ibcast", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ibcast(buffer, count, type, root, comm, request);
 }
@@ -332,6 +348,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Ibcast(void* buffer, int count, MPI_Datatype type,
 REPRISE_MSGLOG_EXPORT int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op,
                                          MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Allreduce(sendbuf, recvbuf, count, type, op, comm));
+  }
   if (const int code = collective("MPI_Iallreduce", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
 }
@@ -340,6 +359,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Igather(const void* sendbuf, int sendcount, MPI_Da
                                       int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                                       MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                                 comm));
+  }
   if (const int code = collective("MPI_Igather", comm); code != MPI_SUCCESS) return code;
   return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
 }
@@ -348,6 +371,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_D
                                        const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                                        MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                                                  root, comm));
+  }
   if (const int code = collective("MPI_Igatherv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
 }
@@ -356,6 +383,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_D
                                        int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
                                        MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                                  comm));
+  }
   if (const int code = collective("MPI_Iscatter", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
 }
@@ -364,6 +395,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Iscatterv(const void* sendbuf, const int sendcount
                                         MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
                                         int root, MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
+                                                   root, comm));
+  }
   if (const int code = collective("MPI_Iscatterv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
 }
@@ -371,6 +406,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Iscatterv(const void* sendbuf, const int sendcount
 REPRISE_MSGLOG_EXPORT int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+  }
   if (const int code = collective("MPI_Iallgather", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
@@ -379,6 +417,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Iallgatherv(const void* sendbuf, int sendcount, MP
                                           const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                                           MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                                     recvtype, comm));
+  }
   if (const int code = collective("MPI_Iallgatherv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
 }
@@ -386,6 +428,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Iallgatherv(const void* sendbuf, int sendcount, MP
 REPRISE_MSGLOG_EXPORT int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                                         int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+  }
   if (const int code = collective("MPI_Ialltoall", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
@@ -394,6 +439,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Ialltoallv(const void* sendbuf, const int sendcoun
                                          MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                                          const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                                          MPI_Request* request) {
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                                    rdispls, recvtype, comm));
+  }
   if (const int code = collective("MPI_Ialltoallv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
                          request);
@@ -403,6 +452,10 @@ REPRISE_MSGLOG_EXPORT int MPI_Ialltoallw(const void* sendbuf, const int sendcoun
                                          const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
                                          const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
                                          MPI_Request* request) {
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                                    rdispls, recvtypes, comm));
+  }
   if (const int code = collective("MPI_Ialltoallw", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
                          request);
@@ -411,12 +464,18 @@ REPRISE_MSGLOG_EXPORT int MPI_Ialltoallw(const void* sendbuf, const int sendcoun
 REPRISE_MSGLOG_EXPORT int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                       int root, MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm));
+  }
   if (const int code = collective("MPI_Ireduce", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
                                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm));
+  }
   if (const int code = collective("MPI_Ireduce_scatter", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm, request);
 }
@@ -425,6 +484,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Ireduce_scatter_block(const void* sendbuf, void* r
                                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                                                     MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm));
+  }
   if (const int code = collective("MPI_Ireduce_scatter_block", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm, request);
 }
@@ -432,6 +494,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Ireduce_scatter_block(const void* sendbuf, void* r
 REPRISE_MSGLOG_EXPORT int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                     MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Scan(sendbuf, recvbuf, count, datatype, op, comm));
+  }
   if (const int code = collective("MPI_Iscan", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm, request);
 }
@@ -439,6 +504,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Iscan(const void* sendbuf, void* recvbuf, int coun
 REPRISE_MSGLOG_EXPORT int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                       MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
+  if (replayed(comm) != nullptr) {
+    return completed_at_call(request, MPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm));
+  }
   if (const int code = collective("MPI_Iexscan", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm, request);
 }

@@ -236,8 +236,8 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
   }
   // A checkpoint a failure interrupted is made again by every process.
   if (_collectives_before_checkpoint.value_or(_collectives) != 0) {
-    return "the program made a non-blocking, neighbourhood or persistent collective call since the checkpoint "
-           "(or made a communicator), which the replay cannot serve yet: the blocking collectives are served";
+    return "the program called MPI_Ibarrier, a neighbourhood or a persistent collective since the checkpoint (or "
+           "made a communicator), which the replay cannot serve: the other collectives, blocking or not, are served";
   }
   if (!_messages.empty()) return "a message matched by MPI_Mprobe/MPI_Improbe was not received yet";
   for (const auto& [handle, record] : _requests) {

@@ -324,6 +324,8 @@ class Runtime {
   int uniform_collective(CommInfo& comm, std::span<const ResultPiece> result, const std::function<int(MPI_Comm)>& call);
   /// Completes the buffered sends still in flight (MPI_Buffer_detach, MPI_Finalize).
   void complete_detached();
+  /// A request that completes at once (a receive from MPI_PROC_NULL on MPI_COMM_SELF).
+  static MPI_Request completed_request();
 
   /// Marks a checkpoint: collective over `over`, an intracommunicator of
   /// processes of MPI_COMM_WORLD (MPI_COMM_NULL: every process; see msglog.hpp).
@@ -483,8 +485,6 @@ class Runtime {
   /// Keeps `record` under the application's `*request` (its physical
   /// request, or a placeholder when that handle still names another record).
   void track(MPI_Request* request, RequestRecord record);
-  /// A request that completes at once (a receive from MPI_PROC_NULL on MPI_COMM_SELF).
-  static MPI_Request completed_request();
   /// During a replay, the outcome the next non-deterministic call over
   /// `active` requests returns (then logged again); nothing past the last
   /// one, or for a call over no active request.

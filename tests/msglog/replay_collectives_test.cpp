@@ -1,8 +1,8 @@
 // The replay (RecoveryMode::kReplay) of the collectives whose result differs
-// from member to member: each step runs MPI_Reduce, MPI_Gather(v),
-// MPI_Scatter(v), MPI_Alltoall(v, w), MPI_Reduce_scatter(_block), MPI_Scan
-// and MPI_Exscan (some in place) and folds what each gave into the
-// process's state. A process is killed for real (SIGKILL) in a step; its
+// from member to member: each step runs MPI_Allreduce in place, then
+// MPI_Reduce, MPI_Gather(v), MPI_Scatter(v), MPI_Alltoall(v, w),
+// MPI_Reduce_scatter(_block), MPI_Scan and MPI_Exscan (some in place) and
+// folds what each gave into the process's state. A process is killed for real (SIGKILL) in a step; its
 // replacement replays from its checkpoint, served the collectives the
 // others finished, while no survivor runs a step twice. Checked: every
 // process's state, bitwise, equals that of the same steps run again
@@ -13,13 +13,10 @@
 #include <mpi.h>
 
 #include <cstdint>
-#include <numeric>
 #include <vector>
 
-#include "mix.hpp"
 #include "reprise/checkpoint.hpp"
 #include "reprise/comm.hpp"
-#include "reprise/inject.hpp"
 #include "replay_checks.hpp"
 
 using namespace reprise;
@@ -28,61 +25,39 @@ namespace {
 
 constexpr std::uint64_t kSteps = 18;
 constexpr std::uint64_t kCheckpointEvery = 6;
-constexpr std::size_t kCells = 8;
 
-/// Where the victim dies in its step.
-enum class KillPoint { kNone, kStepStart, kMidStep };
+using tests::AlltoallLayout;
+using tests::Kill;
+using tests::KillPoint;
+using tests::Layout;
 
-struct Kill {
-  int rank = -1;
-  std::uint64_t step = 0;
-  KillPoint point = KillPoint::kNone;
-};
-
-class Mixer {
+class Mixer : public tests::MixedCells {
  public:
-  explicit Mixer(int rank) {
-    for (std::size_t i = 0; i < kCells; ++i) _cells[i] = detail::mix64(static_cast<std::uint64_t>(rank) * kCells + i + 1);
-  }
-
-  void protect(Checkpoint& checkpoint) {
-    checkpoint.protect("cells", _cells);
-    checkpoint.protect("chain", _chain);
-  }
+  using MixedCells::MixedCells;
 
   /// Step `step` on `comm`; the process `kill` names dies where it says.
   void step(Comm& comm, std::uint64_t step, const Kill& kill) {
-    _executed.push_back(step);
-    const int me = comm.rank().value();
-    const bool dies = !comm.is_replacement() && me == kill.rank && step == kill.step;
-    if (dies && kill.point == KillPoint::kStepStart) inject::kill_self(comm.original_rank());
+    executing(step);
+    die_if(comm, step, kill, KillPoint::kStepStart);
     rooted(comm, step);
     personalised(comm);
-    if (dies && kill.point == KillPoint::kMidStep) inject::kill_self(comm.original_rank());
+    die_if(comm, step, kill, KillPoint::kMidStep);
     reductions(comm);
   }
 
-  /// The cells, then the chain.
-  [[nodiscard]] std::vector<std::uint64_t> state() const {
-    std::vector<std::uint64_t> all = _cells;
-    all.push_back(_chain[0]);
-    return all;
-  }
-  [[nodiscard]] const std::vector<std::uint64_t>& executed() const { return _executed; }
-
  private:
-  void absorb(std::uint64_t value) {
-    _chain[0] = detail::mix64(_chain[0] ^ value);
-    for (auto& cell : _cells) cell = detail::mix64(cell + value);
-  }
-  std::uint64_t word(std::size_t i) const { return _cells[i % kCells]; }
-
-  /// MPI_Reduce (in place at its root), MPI_Gather(v), MPI_Scatter(v), each with a root of its own.
+  /// MPI_Allreduce in place (a survivor that meets the failure inside it
+  /// calls it again: the contribution must not be read from a receive
+  /// buffer the failed call left half reduced), then MPI_Reduce (in place at
+  /// its root), MPI_Gather(v), MPI_Scatter(v), each with a root of its own.
   void rooted(Comm& comm, std::uint64_t step) {
     const MPI_Comm raw = comm.raw();
     const int me = comm.rank().value();
     const int size = comm.size();
     const int root = static_cast<int>(step % static_cast<std::uint64_t>(size));
+    std::uint64_t pair[] = {word(7), word(5)};
+    comm.check(MPI_Allreduce(MPI_IN_PLACE, pair, 2, MPI_UINT64_T, MPI_SUM, raw), "MPI_Allreduce in place");
+    absorb(pair[0] ^ pair[1]);
     std::uint64_t sum = word(0);
     comm.check(MPI_Reduce(me == root ? MPI_IN_PLACE : &sum, &sum, 1, MPI_UINT64_T, MPI_SUM, root, raw), "MPI_Reduce");
     if (me == root) absorb(sum);
@@ -90,23 +65,21 @@ class Mixer {
     std::vector<std::uint64_t> all(2 * static_cast<std::size_t>(size));
     const std::uint64_t mine[] = {word(1), word(2)};
     comm.check(MPI_Gather(mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, next, raw), "MPI_Gather");
-    std::vector<int> counts(static_cast<std::size_t>(size));
-    std::vector<int> displs(static_cast<std::size_t>(size));
-    for (int r = 0; r < size; ++r) counts[static_cast<std::size_t>(r)] = 1 + r % 2;
-    std::exclusive_scan(counts.begin(), counts.end(), displs.begin(), 0);
+    const Layout layout(static_cast<std::size_t>(size));
+    const int my_count = layout.counts[static_cast<std::size_t>(me)];
     std::vector<std::uint64_t> varied(2 * static_cast<std::size_t>(size));
-    comm.check(MPI_Gatherv(mine, counts[static_cast<std::size_t>(me)], MPI_UINT64_T, varied.data(), counts.data(),
-                           displs.data(), MPI_UINT64_T, root, raw),
+    comm.check(MPI_Gatherv(mine, my_count, MPI_UINT64_T, varied.data(), layout.counts.data(), layout.displs.data(),
+                           MPI_UINT64_T, root, raw),
                "MPI_Gatherv");
     for (int r = 0; r < size && me == next; ++r) absorb(all[static_cast<std::size_t>(r)]);
-    for (int r = 0; r < displs.back() + counts.back() && me == root; ++r) absorb(varied[static_cast<std::size_t>(r)]);
+    for (int r = 0; r < layout.total() && me == root; ++r) absorb(varied[static_cast<std::size_t>(r)]);
     std::vector<std::uint64_t> out(2 * static_cast<std::size_t>(size));
     for (std::size_t d = 0; d < out.size(); ++d) out[d] = word(d) ^ d;
     std::uint64_t one = 0;
     comm.check(MPI_Scatter(out.data(), 1, MPI_UINT64_T, &one, 1, MPI_UINT64_T, next, raw), "MPI_Scatter");
     std::uint64_t two[2] = {0, 0};
-    comm.check(MPI_Scatterv(out.data(), counts.data(), displs.data(), MPI_UINT64_T, two,
-                            counts[static_cast<std::size_t>(me)], MPI_UINT64_T, root, raw),
+    comm.check(MPI_Scatterv(out.data(), layout.counts.data(), layout.displs.data(), MPI_UINT64_T, two, my_count,
+                            MPI_UINT64_T, root, raw),
                "MPI_Scatterv");
     absorb(one + two[0] + 3 * two[1]);
   }
@@ -123,32 +96,16 @@ class Mixer {
     for (std::size_t s = 0; s < size; ++s) absorb(in[s]);
     comm.check(MPI_Alltoall(MPI_IN_PLACE, 2, MPI_UINT64_T, out.data(), 2, MPI_UINT64_T, raw), "MPI_Alltoall in place");
     for (const auto value : out) absorb(value);
-    std::vector<int> send_counts(size);
-    std::vector<int> receive_counts(size);
-    std::vector<int> send_displs(size);
-    std::vector<int> receive_displs(size);
-    for (std::size_t p = 0; p < size; ++p) {
-      send_counts[p] = 1 + static_cast<int>((static_cast<std::size_t>(me) + p) % 2);
-      receive_counts[p] = send_counts[p];
-      send_displs[p] = 2 * static_cast<int>(p);
-      receive_displs[p] = 2 * static_cast<int>(size - 1 - p);
-    }
+    const AlltoallLayout layout(me, size);
     for (std::size_t d = 0; d < out.size(); ++d) out[d] = word(d + 5) * 3 + d;
     in.assign(in.size(), 0);
-    comm.check(MPI_Alltoallv(out.data(), send_counts.data(), send_displs.data(), MPI_UINT64_T, in.data(),
-                             receive_counts.data(), receive_displs.data(), MPI_UINT64_T, raw),
+    comm.check(MPI_Alltoallv(out.data(), layout.counts.data(), layout.send_displs.data(), MPI_UINT64_T, in.data(),
+                             layout.counts.data(), layout.receive_displs.data(), MPI_UINT64_T, raw),
                "MPI_Alltoallv");
     for (const auto value : in) absorb(value);
-    std::vector<int> bytes_out(size);
-    std::vector<int> bytes_in(size);
-    const std::vector<MPI_Datatype> types(size, MPI_UINT64_T);
-    for (std::size_t p = 0; p < size; ++p) {
-      bytes_out[p] = send_displs[p] * static_cast<int>(sizeof(std::uint64_t));
-      bytes_in[p] = receive_displs[p] * static_cast<int>(sizeof(std::uint64_t));
-    }
     in.assign(in.size(), 0);
-    comm.check(MPI_Alltoallw(out.data(), send_counts.data(), bytes_out.data(), types.data(), in.data(),
-                             receive_counts.data(), bytes_in.data(), types.data(), raw),
+    comm.check(MPI_Alltoallw(out.data(), layout.counts.data(), layout.send_bytes.data(), layout.types.data(), in.data(),
+                             layout.counts.data(), layout.receive_bytes.data(), layout.types.data(), raw),
                "MPI_Alltoallw");
     for (const auto value : in) absorb(value ^ 0x5a5a);
   }
@@ -163,12 +120,11 @@ class Mixer {
     std::uint64_t block = 0;
     comm.check(MPI_Reduce_scatter_block(out.data(), &block, 1, MPI_UINT64_T, MPI_BXOR, raw), "MPI_Reduce_scatter_block");
     absorb(block);
-    std::vector<int> counts(size);
-    for (std::size_t r = 0; r < size; ++r) counts[r] = 1 + static_cast<int>(r % 2);
+    const Layout layout(size);
     std::vector<std::uint64_t> mine(2);
-    comm.check(MPI_Reduce_scatter(out.data(), mine.data(), counts.data(), MPI_UINT64_T, MPI_SUM, raw),
+    comm.check(MPI_Reduce_scatter(out.data(), mine.data(), layout.counts.data(), MPI_UINT64_T, MPI_SUM, raw),
                "MPI_Reduce_scatter");
-    for (int k = 0; k < counts[static_cast<std::size_t>(me)]; ++k) absorb(mine[static_cast<std::size_t>(k)]);
+    for (int k = 0; k < layout.counts[static_cast<std::size_t>(me)]; ++k) absorb(mine[static_cast<std::size_t>(k)]);
     std::uint64_t prefix = word(4);
     comm.check(MPI_Scan(MPI_IN_PLACE, &prefix, 1, MPI_UINT64_T, MPI_SUM, raw), "MPI_Scan");
     absorb(prefix);
@@ -177,10 +133,6 @@ class Mixer {
     comm.check(MPI_Exscan(&contribution, &before, 1, MPI_UINT64_T, MPI_MAX, raw), "MPI_Exscan");
     if (me > 0) absorb(before);
   }
-
-  std::vector<std::uint64_t> _cells = std::vector<std::uint64_t>(kCells);
-  std::vector<std::uint64_t> _chain{0};
-  std::vector<std::uint64_t> _executed;
 };
 
 void collectives_run(const Kill& kill) {
