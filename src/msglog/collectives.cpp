@@ -1,5 +1,7 @@
-// The collectives whose result differs from member to member, where the
-// Driver replays: collectives.hpp says how each runs and why.
+// The collectives the replay serves (docs/ARCHITECTURE.md §16): those whose
+// result every member shares, kept by Runtime::uniform_collective until the
+// next checkpoint, and, where the Driver replays, those whose result differs
+// from member to member built on them (collectives.hpp says how and why).
 
 #include "collectives.hpp"
 
@@ -108,6 +110,52 @@ Contribution::Contribution(const Runtime& runtime, const OutgoingPiece& send, co
   _copy = TypedBuffer(in_place.count, in_place.type);
   copy_elements(in_place.buffer, _copy.data(), in_place.count, in_place.type);
   _send = {_copy.data(), in_place.count, in_place.type};
+}
+
+int Runtime::uniform_collective(CommInfo& comm, std::span<const ResultPiece> result,
+                                const std::function<int(MPI_Comm)>& call) {
+  flush_determinants();
+  const std::uint64_t number = _collective_results.size();
+  for (;;) {
+    if (const auto served = _served.find(number); served != _served.end()) {
+      // The others finished it before the failure (this process replays, or
+      // met the failure inside it): their result, without calling MPI.
+      unpack_result(served->second, result);
+      _collective_results.push_back(std::move(served->second));
+      _served.erase(served);
+      return MPI_SUCCESS;
+    }
+    const int code = blocking([&] { return call(comm.physical); });
+    if (code == MPI_SUCCESS) break;
+    if (!recovered_from(code)) return code;
+  }
+  // Kept only where a replay may need it (the Driver in replay mode marks the log).
+  if (_recovery) _collective_results.push_back(pack_result(result));
+  return MPI_SUCCESS;
+}
+
+std::vector<std::byte> Runtime::pack_result(std::span<const ResultPiece> result) const {
+  int bytes = 0;
+  for (const ResultPiece& piece : result) {
+    int size = 0;
+    PMPI_Pack_size(piece.count, piece.type, MPI_COMM_SELF, &size);
+    bytes += size;
+  }
+  std::vector<std::byte> packed(static_cast<std::size_t>(bytes));
+  int position = 0;
+  for (const ResultPiece& piece : result) {
+    PMPI_Pack(piece.buffer, piece.count, piece.type, packed.data(), bytes, &position, MPI_COMM_SELF);
+  }
+  packed.resize(static_cast<std::size_t>(position));
+  return packed;
+}
+
+void Runtime::unpack_result(std::span<const std::byte> packed, std::span<const ResultPiece> result) const {
+  int position = 0;
+  for (const ResultPiece& piece : result) {
+    PMPI_Unpack(packed.data(), static_cast<int>(packed.size()), &position, piece.buffer, piece.count, piece.type,
+                MPI_COMM_SELF);
+  }
 }
 
 int shared_reduce(Runtime& runtime, CommInfo& comm, const Reduction& reduction, int root) {

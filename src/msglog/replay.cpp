@@ -419,52 +419,6 @@ void Runtime::send_again(MPI_Comm app) {
 
 // ---- collectives ---------------------------------------------------------------------
 
-int Runtime::uniform_collective(CommInfo& comm, std::span<const ResultPiece> result,
-                                const std::function<int(MPI_Comm)>& call) {
-  flush_determinants();
-  const std::uint64_t number = _collective_results.size();
-  for (;;) {
-    if (const auto served = _served.find(number); served != _served.end()) {
-      // The others finished it before the failure (this process replays, or
-      // met the failure inside it): their result, without calling MPI.
-      unpack_result(served->second, result);
-      _collective_results.push_back(std::move(served->second));
-      _served.erase(served);
-      return MPI_SUCCESS;
-    }
-    const int code = blocking([&] { return call(comm.physical); });
-    if (code == MPI_SUCCESS) break;
-    if (!recovered_from(code)) return code;
-  }
-  // Kept only where a replay may need it (the Driver in replay mode marks the log).
-  if (_recovery) _collective_results.push_back(pack_result(result));
-  return MPI_SUCCESS;
-}
-
-std::vector<std::byte> Runtime::pack_result(std::span<const ResultPiece> result) const {
-  int bytes = 0;
-  for (const ResultPiece& piece : result) {
-    int size = 0;
-    PMPI_Pack_size(piece.count, piece.type, MPI_COMM_SELF, &size);
-    bytes += size;
-  }
-  std::vector<std::byte> packed(static_cast<std::size_t>(bytes));
-  int position = 0;
-  for (const ResultPiece& piece : result) {
-    PMPI_Pack(piece.buffer, piece.count, piece.type, packed.data(), bytes, &position, MPI_COMM_SELF);
-  }
-  packed.resize(static_cast<std::size_t>(position));
-  return packed;
-}
-
-void Runtime::unpack_result(std::span<const std::byte> packed, std::span<const ResultPiece> result) const {
-  int position = 0;
-  for (const ResultPiece& piece : result) {
-    PMPI_Unpack(packed.data(), static_cast<int>(packed.size()), &position, piece.buffer, piece.count, piece.type,
-                MPI_COMM_SELF);
-  }
-}
-
 void Runtime::share_collective_results() {
   int size = 0;
   int rank = 0;
