@@ -128,8 +128,9 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
   } else {
     // One line says why, from the first process that knows.
     const std::string why = outside ? "process #" + std::to_string(_comm.original_rank().value()) +
-                                          " met the failure in reprise's own communication inside the loop, where "
-                                          "a replay cannot resume it"
+                                          " met the failure outside the message log inside the loop (in reprise's "
+                                          "own communication, or in a call the log passes straight to MPI, such "
+                                          "as the completion of an MPI_Ibarrier), where a replay cannot resume it"
                                     : message_log_refusal();
     const int me = _comm.rank().value();
     if (_comm.allreduce(why.empty() ? _comm.size() : me, MPI_MIN) == me) {
