@@ -210,7 +210,7 @@ Chunk* Arena::checked_chunk(const void* pointer) const noexcept {
   ok = ok && (chunk->head & (kInUse | kCached)) == kInUse && chunk->size() >= kMinChunk &&
        chunk->size() <= top - (address - kChunkHeader);
   if (!ok) {
-    report_and_abort({"free(), realloc() or malloc_usable_size() of a pointer that is not a live heap block "
+    report_and_abort({"heap: free(), realloc() or malloc_usable_size() of a pointer that is not a live heap block "
                       "(freed twice, or pointing into a block)"});
   }
   return chunk;

@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// Messages of the preloaded heap on stderr, written without allocating so
-/// that they work inside `malloc` itself.
+/// The preloaded heap's errors from where it may not allocate (inside
+/// `malloc` and `free`, before the heap serves the program): the logger's
+/// error line, written without formatting or allocating.
 
 #include <unistd.h>
 
@@ -9,26 +10,23 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "log.hpp"
+#include "settings.hpp"
+
 namespace reprise::heap {
 
-/// Writes "reprise_heap: ", the parts and a newline to stderr.
-inline void report(std::initializer_list<std::string_view> parts) noexcept {
-  auto put = [](std::string_view text) {
-    while (!text.empty()) {
-      const ssize_t written = ::write(STDERR_FILENO, text.data(), text.size());
-      if (written <= 0) return;
-      text.remove_prefix(static_cast<std::size_t>(written));
-    }
-  };
-  put("reprise_heap: ");
-  for (const auto part : parts) put(part);
-  put("\n");
+/// Reports the parts as an error, then aborts: the heap cannot go on (a
+/// defect of the program, or of this library).
+[[noreturn]] inline void report_and_abort(std::initializer_list<std::string_view> parts) noexcept {
+  logging::write_error(parts);
+  std::abort();
 }
 
-/// Reports the parts, then aborts: the heap cannot go on.
-[[noreturn]] inline void report_and_abort(std::initializer_list<std::string_view> parts) noexcept {
-  report(parts);
-  std::abort();
+/// Reports the parts as an error, then ends the process as a refused setting
+/// does (exit status 2): the heap cannot start where its settings put it.
+[[noreturn]] inline void report_and_exit(std::initializer_list<std::string_view> parts) noexcept {
+  logging::write_error(parts);
+  ::_exit(settings::kRefusedExitStatus);
 }
 
 }  // namespace reprise::heap

@@ -28,12 +28,14 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
 #include "arena.hpp"
+#include "log.hpp"
 #include "report.hpp"
 #include "reprise/heap.h"
 #include "reprise/incremental.hpp"
@@ -118,10 +120,32 @@ std::string_view env_text(const char* name) {
 /// The variables in which a launcher (mpirun, srun) gives a process its rank.
 constexpr std::array<const char*, 4> kLauncherRanks{"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
 
-/// Whether a launcher started this process, one of a job (else the program runs alone, without MPI).
-bool launched() {
-  return std::any_of(kLauncherRanks.begin(), kLauncherRanks.end(),
-                     [](const char* name) { return !env_text(name).empty(); });
+/// The first of kLauncherRanks that is set, or nullptr: none is when the
+/// program runs alone, without MPI.
+const char* rank_variable() {
+  const auto* found = std::find_if(kLauncherRanks.begin(), kLauncherRanks.end(),
+                                   [](const char* name) { return !env_text(name).empty(); });
+  return found == kLauncherRanks.end() ? nullptr : *found;
+}
+
+/// `text` as a rank, if it is one.
+std::optional<std::uint64_t> parse_rank(std::string_view text) {
+  std::uint64_t rank = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), rank);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return rank;
+}
+
+/// The heap's lines name the process by its rank in the job's first world,
+/// its original rank, as the library's do (a spawned replacement's, whose
+/// parent's port Open MPI gives it, is not known here).
+void name_this_process() {
+  const char* variable = rank_variable();
+  if (variable == nullptr || std::getenv("OMPI_PARENT_PORT") != nullptr) return;
+  const auto rank = parse_rank(env_text(variable));
+  if (rank && *rank <= static_cast<std::uint64_t>(std::numeric_limits<int>::max())) {
+    reprise::logging::set_identity(static_cast<int>(*rank), *rank == 0);
+  }
 }
 
 /// A function of the C library that this library overrides, found once.
@@ -131,7 +155,7 @@ Function next_function(std::atomic<Function>& cache, const char* name) noexcept 
   if (function == nullptr) {
     const InsideReprise inside;  // dlsym may allocate
     void* symbol = ::dlsym(RTLD_NEXT, name);
-    if (symbol == nullptr) report_and_abort({"cannot find the C library's ", name});
+    if (symbol == nullptr) report_and_abort({"heap: cannot find the C library's ", name});
     function = reinterpret_cast<Function>(symbol);
     cache.store(function, std::memory_order_release);
   }
@@ -151,11 +175,13 @@ void after_fork_in_child() {
 }
 
 /// Maps the heap where REPRISE_HEAP_ADDRESS and REPRISE_HEAP_MIB say and
-/// starts serving the program from it; aborts with a message if it cannot
-/// map it (a refused setting ends the process in one line, exit status 2).
+/// starts serving the program from it; a refused setting, or an address it
+/// cannot map, ends the process in one line (exit status 2).
 void activate() {
   const InsideReprise inside;  // pthread_atfork may allocate
-  if (!launched()) reprise::settings::print_once(kAtStart);
+  name_this_process();
+  (void)reprise::logging::threshold();  // the level, read now: the logger never reads it from inside malloc
+  if (rank_variable() == nullptr) reprise::settings::print_once(kAtStart);
   const std::uint64_t mib = reprise::settings::number(reprise::settings::kHeapMib, kAtStart);
   const std::uint64_t address = reprise::settings::number(reprise::settings::kHeapAddress, kAtStart);
   const std::size_t bytes = mib << 20U;
@@ -167,7 +193,7 @@ void activate() {
     if (mapped != MAP_FAILED) ::munmap(mapped, bytes);  // a kernel before 4.17 took the address as a hint
     std::array<char, 24> size_text{};
     std::array<char, 24> address_text{};
-    report_and_abort({"cannot map the heap (", digits(mib, 10, size_text), " MiB at 0x",
+    report_and_exit({"heap: cannot map the heap (", digits(mib, 10, size_text), " MiB at 0x",
                       digits(address, 16, address_text),
                       "): ", mapped == MAP_FAILED ? std::strerror(error) : "the kernel would put it elsewhere",
                       "; set REPRISE_HEAP_ADDRESS to a free range, or REPRISE_HEAP_MIB lower"});
@@ -178,7 +204,7 @@ void activate() {
   g_active.store(true, std::memory_order_release);
 }
 
-/// A failure of the C API, reported on stderr.
+/// A failure of the C API, reported through the logger.
 using HeapError = std::runtime_error;
 
 /// Hands every call on to a sink as reprise's own code, so that what the
@@ -250,7 +276,7 @@ void finish_at_exit() {
   try {
     if (!g_checkpoint->history().empty()) (void)g_checkpoint->wait();
   } catch (const std::exception& error) {
-    report({"at exit: the last checkpoint failed: ", error.what()});
+    reprise::logging::error("heap: at exit: the last checkpoint failed: %s", error.what());
   }
   delete g_checkpoint;
   g_checkpoint = nullptr;
@@ -260,16 +286,14 @@ void finish_at_exit() {
 
 /// The rank the launcher gave this process (mpirun, srun), for `%r`.
 std::string launcher_rank(std::string_view directory) {
-  for (const char* name : kLauncherRanks) {
+  if (const char* name = rank_variable(); name != nullptr) {
     const std::string_view text = env_text(name);
-    if (text.empty()) continue;
-    std::uint64_t rank = 0;
-    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), rank);
-    if (error != std::errc() || end != text.data() + text.size()) {
+    const auto rank = parse_rank(text);
+    if (!rank) {
       throw HeapError(std::string(name) + " is '" + std::string(text) +
                       "', not a rank, so %r in REPRISE_HEAP_DIR has no value");
     }
-    return std::to_string(rank);
+    return std::to_string(*rank);
   }
   throw HeapError("REPRISE_HEAP_DIR '" + std::string(directory) +
                   "' contains %r, but no launcher set this process's rank (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK "
@@ -333,7 +357,7 @@ int api_call(const char* name, Action action) noexcept {
     action();
     return 0;
   } catch (const std::exception& error) {
-    report({name, ": ", error.what()});
+    reprise::logging::error("heap: %s: %s", name, error.what());
     return -1;
   }
 }

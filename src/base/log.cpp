@@ -2,8 +2,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
+#include <charconv>
 #include <cstdarg>
 #include <cstdio>
 #include <exception>
@@ -37,13 +39,51 @@ Level read_threshold() {
 }
 
 /// Writes `line` on stderr in one write(2) where it fits, whole in any case.
-void write_all(std::string_view line) {
+void write_all(std::string_view line) noexcept {
   while (!line.empty()) {
     const ssize_t written = ::write(STDERR_FILENO, line.data(), line.size());
     if (written <= 0) return;
     line.remove_prefix(static_cast<std::size_t>(written));
   }
 }
+
+/// A line put together in place, without allocating: written in one
+/// write(2) if it fits, else in pieces of its size.
+class LineBuffer {
+ public:
+  void add(std::string_view text) noexcept {
+    while (!text.empty()) {
+      if (_size == _text.size()) flush();
+      const std::size_t part = std::min(text.size(), _text.size() - _size);
+      text.copy(_text.data() + _size, part);
+      _size += part;
+      text.remove_prefix(part);
+    }
+  }
+  /// "reprise[RANK] LEVEL: " ("reprise LEVEL: " while the rank is unknown).
+  void add_prefix(Level level) noexcept {
+    add("reprise");
+    if (const int rank = my_rank.load(); rank >= 0) {
+      std::array<char, 16> digits{};
+      const auto end = std::to_chars(digits.data(), digits.data() + digits.size(), rank).ptr;
+      add("[");
+      add(std::string_view(digits.data(), static_cast<std::size_t>(end - digits.data())));
+      add("]");
+    }
+    add(" ");
+    add(kLevelNames[static_cast<std::size_t>(level)]);
+    add(": ");
+  }
+  [[nodiscard]] std::string_view text() const noexcept { return {_text.data(), _size}; }
+  void flush() noexcept {
+    write_all(text());
+    _size = 0;
+  }
+
+ private:
+  std::array<char, 1024> _text{};
+  std::size_t _size = 0;
+};
 
 /// The level a line of `level` and `reach` is written at by this process.
 Level effective(Level level, Reach reach) noexcept {
@@ -84,13 +124,17 @@ bool shown(Level level, Reach reach) {
 }
 
 std::string prefix(Level level) {
-  const int rank = my_rank.load();
-  std::string text = "reprise";
-  if (rank >= 0) text += "[" + std::to_string(rank) + "]";
-  text += ' ';
-  text += kLevelNames[static_cast<std::size_t>(level)];
-  text += ": ";
-  return text;
+  LineBuffer line;
+  line.add_prefix(level);
+  return std::string(line.text());
+}
+
+void write_error(std::initializer_list<std::string_view> parts) noexcept {
+  LineBuffer line;
+  line.add_prefix(Level::kError);
+  for (const auto part : parts) line.add(part);
+  line.add("\n");
+  line.flush();
 }
 
 void say(Level level, Reach reach, const char* format, ...) {

@@ -7,9 +7,12 @@
 // written at its level by one process only, the job's lead (the lowest
 // surviving original rank), and by the others at debug. Each line is one
 // write(2), so lines of several threads never interleave. Not for signal
-// handlers: it formats and allocates (prefix() prepares a line beforehand).
+// handlers: it formats and allocates (prefix() prepares a line beforehand;
+// write_error() neither formats nor allocates).
 
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 namespace reprise::logging {
 
@@ -39,6 +42,12 @@ void set_identity(int original_rank, bool lead) noexcept;
 
 /// Writes the line `format` (printf's) makes, prefixed, if shown.
 void say(Level level, Reach reach, const char* format, ...) __attribute__((format(printf, 3, 4)));
+
+/// Writes the error line `parts` make, prefixed, without formatting or
+/// allocating, and whatever the level (an error is always shown): for code
+/// that may not allocate (inside an allocator, the preloaded heap) or that
+/// runs before the level can be known (a refused setting).
+void write_error(std::initializer_list<std::string_view> parts) noexcept;
 
 /// say() for a line about this process, at each level.
 void error(const char* format, ...) __attribute__((format(printf, 1, 2)));

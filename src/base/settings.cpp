@@ -19,6 +19,7 @@
 #define TOML_ENABLE_FORMATTERS 0
 #include <toml++/toml.h>
 
+#include "log.hpp"
 #include "reprise/error.hpp"
 
 namespace reprise::settings {
@@ -43,13 +44,7 @@ struct ConfigFile {
 
 [[noreturn]] void refuse(const std::string& line, OnRefusal on_refusal) {
   if (on_refusal == OnRefusal::kThrow) throw UsageError(line);
-  std::string text = "reprise: " + line + "\n";
-  std::string_view rest = text;
-  while (!rest.empty()) {
-    const ssize_t written = ::write(STDERR_FILENO, rest.data(), rest.size());
-    if (written <= 0) break;
-    rest.remove_prefix(static_cast<std::size_t>(written));
-  }
+  logging::write_error({line});
   ::_exit(kRefusedExitStatus);
 }
 

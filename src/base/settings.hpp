@@ -6,7 +6,7 @@
 // else the default. A value a setting does not take is refused in one line
 // naming the setting, where the value came from, the value and what the
 // setting takes: a reprise::UsageError, or, where no exception can reach the
-// user (OnRefusal::kExit), that line on stderr and _exit(2).
+// user (OnRefusal::kExit), that line as the logger's error and _exit(2).
 // docs/guide/settings.md's table is `reprise-settings --markdown`.
 
 #include <array>
@@ -134,7 +134,7 @@ inline constexpr std::array<const Setting*, 21> kAll{
 
 /// What a refused value does: raise reprise::UsageError with the line, or,
 /// where no exception may leave (at load time, in the interposer, in a
-/// destructor), write "reprise: " and the line on stderr and _exit(2).
+/// destructor), write the line as the logger's error and _exit(2).
 enum class OnRefusal { kThrow, kExit };
 
 /// The exit status of a process that ends on a refused setting.

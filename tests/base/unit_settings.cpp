@@ -110,7 +110,7 @@ TEST(Settings, WhereNoExceptionMayLeaveTheLineGoesToStderrAndTheProcessExits2) {
     std::_Exit(0);
   };
   EXPECT_EXIT(read(), ::testing::ExitedWithCode(settings::kRefusedExitStatus),
-              "^reprise: REPRISE_WRITE_TRAP=uffd, from the environment, is refused: it takes mprotect or "
+              "^reprise error: REPRISE_WRITE_TRAP=uffd, from the environment, is refused: it takes mprotect or "
               "userfaultfd\n$");
 }
 

@@ -203,7 +203,7 @@ Outcome run_after_damage(const std::string& version, const std::string& mode) {
 TEST(HeapPreload, ACorruptVersionIsRefusedAndTheHeapStaysUsable) {
   const auto outcome = run_after_damage("v1.full.reprise-inc", "refused");  // which version 2 builds on
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
-  EXPECT_NE(outcome.output.find("reprise_heap: reprise_heap_restore: "), std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("reprise error: heap: reprise_heap_restore: "), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("v1.full.reprise-inc is corrupt"), std::string::npos) << outcome.output;
   EXPECT_NE(outcome.output.find("child: usable ok"), std::string::npos) << outcome.output;
 }
@@ -304,25 +304,32 @@ TEST(HeapPreload, MissingOrBadSettingsAreReported) {
   auto outcome = run_child({"no-dir"}, {std::string("REPRISE_HEAP_MIB=") + kHeapMib,
                                         std::string("REPRISE_HEAP_ADDRESS=") + kHeapAddress});
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
-  EXPECT_NE(outcome.output.find("reprise_heap_checkpoint: REPRISE_HEAP_DIR is not set"), std::string::npos)
+  EXPECT_NE(outcome.output.find("reprise error: heap: reprise_heap_checkpoint: REPRISE_HEAP_DIR is not set"),
+            std::string::npos)
+      << outcome.output;
+  // The logger's line: in a job, it names the process by its rank.
+  outcome = run_child({"no-dir"}, {std::string("REPRISE_HEAP_MIB=") + kHeapMib,
+                                   std::string("REPRISE_HEAP_ADDRESS=") + kHeapAddress, "OMPI_COMM_WORLD_RANK=3"});
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  EXPECT_NE(outcome.output.find("reprise[3] error: heap: reprise_heap_checkpoint: REPRISE_HEAP_DIR is not set"),
+            std::string::npos)
       << outcome.output;
 
   outcome = run_child({"stress"}, settings_for(dir, {"REPRISE_HEAP_ADDRESS=0x300000000123"}));
   EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
-  EXPECT_EQ(outcome.output.find("reprise: REPRISE_HEAP_ADDRESS=0x300000000123, from the environment, is refused: it "
+  EXPECT_EQ(outcome.output.find("reprise error: REPRISE_HEAP_ADDRESS=0x300000000123, from the environment, is refused: it "
                                 "takes a hexadecimal address such as 0x200000000000, a multiple of the page size"),
             0U)
       << outcome.output;
 
   outcome = run_child({"stress"}, settings_for(dir, {"REPRISE_HEAP_MIB=0"}));
   EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
-  EXPECT_EQ(outcome.output, "reprise: REPRISE_HEAP_MIB=0, from the environment, is refused: it takes a whole number "
-                            "of MiB from 1 to 1048576\n");
+  EXPECT_EQ(outcome.output, "reprise error: REPRISE_HEAP_MIB=0, from the environment, is refused: it takes a whole "
+                            "number of MiB from 1 to 1048576\n");
 
   outcome = run_child({"stress"}, settings_for(dir, {"REPRISE_HEAP_ADDRESS=0xfffffffffffff000"}));
-  EXPECT_EQ(outcome.signal, SIGABRT) << outcome.output;
-  EXPECT_NE(outcome.output.find("reprise_heap: cannot map the heap (64 MiB at 0xfffffffffffff000): "),
-            std::string::npos)
+  EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
+  EXPECT_EQ(outcome.output.find("reprise error: heap: cannot map the heap (64 MiB at 0xfffffffffffff000): "), 0U)
       << outcome.output;
 
   outcome = run_child({"no-dir"}, settings_for(dir, {"REPRISE_HEAP_KEEP_VERSIONS=many"}));

@@ -221,8 +221,9 @@ TEST(ProtectedMemorySettings, AValueItDoesNotKnowIsRefusedWithTheChoices) {
     std::_Exit(0);
   };
   EXPECT_EXIT(refused("REPRISE_WRITE_TRAP", "uffd"), ::testing::ExitedWithCode(2),
-              "^reprise: REPRISE_WRITE_TRAP=uffd, from the environment, is refused: it takes mprotect or userfaultfd\n$");
+              "^reprise error: REPRISE_WRITE_TRAP=uffd, from the environment, is refused: it takes mprotect or "
+              "userfaultfd\n$");
   EXPECT_EXIT(refused("REPRISE_WRITTEN_BITS", "no"), ::testing::ExitedWithCode(2),
-              "^reprise: REPRISE_WRITTEN_BITS=no, from the environment, is refused: it takes 0 or 1\n$");
+              "^reprise error: REPRISE_WRITTEN_BITS=no, from the environment, is refused: it takes 0 or 1\n$");
   EXPECT_EXIT(refused("REPRISE_WRITE_TRAP", "mprotect"), ::testing::ExitedWithCode(0), "");
 }
