@@ -1,14 +1,11 @@
 #include "reprise/disk_level.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -17,6 +14,7 @@
 #include <system_error>
 
 #include "checksum.hpp"
+#include "disk_files.hpp"
 #include "disk_manifest.hpp"
 #include "log.hpp"
 #include "reprise/driver.hpp"
@@ -35,42 +33,23 @@ using detail::CheckpointInternals;
 namespace {
 
 namespace fs = std::filesystem;
+using detail::check_image;
+using detail::errno_text;
+using detail::image_file;
+using detail::kManifestName;
 using detail::Manifest;
+using detail::MappedFile;
+using detail::numbered;
+using detail::raise_io;
+using detail::read_manifest;
+using detail::version_folder;
 
-constexpr const char* kWhere = "reprise::DiskLevel";
-constexpr const char* kManifestName = "manifest";
+constexpr const char* kWhere = detail::kDiskLevelName;
 constexpr const char* kTemporarySuffix = ".tmp";
 /// The dataset of an image that records its blocks pieces' ranges: one row
 /// (registration index, block bytes, first id, end id) per blocks piece.
 constexpr const char* kBlockRangesName = "reprise.block_ranges";
 constexpr std::uint64_t kBlockRangeColumns = 4;
-
-[[nodiscard]] std::string errno_text(int error) { return std::error_code(error, std::system_category()).message(); }
-
-[[noreturn]] void raise_io(const std::string& what, const fs::path& path, int error) {
-  throw IoError(std::string(kWhere) + ": cannot " + what + " " + path.string() + ": " + errno_text(error), error);
-}
-
-[[nodiscard]] fs::path version_folder(const fs::path& directory, std::uint64_t version) {
-  return directory / ("v" + std::to_string(version));
-}
-
-[[nodiscard]] fs::path image_file(const fs::path& folder, OriginalRank rank) {
-  return folder / detail::image_file_name(rank);
-}
-
-/// The number after `prefix` in a name made only of them ("v12" -> 12).
-[[nodiscard]] std::optional<std::uint64_t> numbered(std::string_view name, std::string_view prefix,
-                                                    std::string_view suffix) {
-  if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) {
-    return std::nullopt;
-  }
-  const auto digits = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
-  std::uint64_t value = 0;
-  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (error != std::errc{} || end != digits.data() + digits.size()) return std::nullopt;
-  return value;
-}
 
 void sync_directory(const fs::path& folder) {
   const int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -106,92 +85,6 @@ void write_durably(const fs::path& path, std::span<const std::byte> bytes) {
   if (::close(fd) != 0) raise_io("close", temporary, errno);
   if (::rename(temporary.c_str(), path.c_str()) != 0) raise_io("rename to its final name", temporary, errno);
   sync_directory(path.parent_path());
-}
-
-[[nodiscard]] std::vector<std::byte> read_whole(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) raise_io("open", path, errno);
-  std::vector<std::byte> bytes;
-  std::byte chunk[1 << 16];
-  for (;;) {
-    const auto got = ::read(fd, chunk, sizeof chunk);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const int error = errno;
-      ::close(fd);
-      raise_io("read", path, error);
-    }
-    if (got == 0) break;
-    bytes.insert(bytes.end(), chunk, chunk + got);
-  }
-  ::close(fd);
-  return bytes;
-}
-
-/// A file mapped read-only: an image opened from it (`Image::view`) reads
-/// only the pages of what is read (a process restarting on another count
-/// reads only the datasets it needs).
-class MappedFile {
- public:
-  explicit MappedFile(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) raise_io("open", path, errno);
-    struct stat status {};
-    if (::fstat(fd, &status) != 0) {
-      const int error = errno;
-      ::close(fd);
-      raise_io("stat", path, error);
-    }
-    _size = static_cast<std::size_t>(status.st_size);
-    if (_size > 0) _address = ::mmap(nullptr, _size, PROT_READ, MAP_PRIVATE, fd, 0);
-    const int error = errno;
-    ::close(fd);
-    if (_address == MAP_FAILED) raise_io("map", path, error);
-  }
-  ~MappedFile() {
-    if (_size > 0) ::munmap(_address, _size);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  [[nodiscard]] std::span<const std::byte> bytes() const noexcept {
-    return {static_cast<const std::byte*>(_address), _size};
-  }
-
- private:
-  void* _address = nullptr;
-  std::size_t _size = 0;
-};
-
-[[nodiscard]] Manifest read_manifest(const fs::path& folder) {
-  const auto path = folder / kManifestName;
-  return detail::decode_manifest(read_whole(path), path);
-}
-
-/// What is wrong with the image of member `m` of a version (empty: nothing):
-/// its size and hash against the manifest, then its own checks.
-[[nodiscard]] std::string check_image(const Manifest& manifest, const fs::path& folder, std::size_t m) {
-  const auto path = image_file(folder, manifest.members[m]);
-  try {
-    const MappedFile file(path);
-    const auto bytes = file.bytes();
-    if (bytes.size() != manifest.file_bytes[m]) {
-      return path.string() + " is " + std::to_string(bytes.size()) + " bytes, its manifest says " +
-             std::to_string(manifest.file_bytes[m]) + " (truncated?)";
-    }
-    if (detail::checksum64(bytes) != manifest.file_hashes[m]) {
-      return path.string() + " is damaged: its checksum differs from its manifest's";
-    }
-    const auto image = Image::view(bytes);
-    if (image.info().checkpoint_id != manifest.version || image.info().original_rank != manifest.members[m]) {
-      return path.string() + " holds version " + std::to_string(image.info().checkpoint_id) + " of original rank " +
-             std::to_string(image.info().original_rank.value()) + ", not what its name says";
-    }
-    image.verify();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return {};
 }
 
 /// Why the saved registrations do not fit the current ones (empty: they do).
@@ -732,74 +625,6 @@ void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> w
   }
 } catch (const Error&) {
   detail::rethrow_naming("reprise::DiskLevel::load_blocks");
-}
-
-std::vector<DiskVersion> scan_disk_versions(const fs::path& directory) {
-  std::vector<DiskVersion> versions;
-  std::error_code error;
-  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
-    const auto number = numbered(it->path().filename().string(), "v", "");
-    if (!number || !it->is_directory()) continue;
-    DiskVersion version;
-    version.version = *number;
-    const auto folder = it->path();
-    version.manifest = fs::exists(folder / kManifestName);
-    try {
-      const auto manifest = read_manifest(folder);
-      version.world_size = static_cast<int>(manifest.members.size());
-      version.step = manifest.step;
-      std::string missing;
-      for (std::size_t m = 0; m < manifest.members.size(); ++m) {
-        DiskFile file{manifest.members[m], image_file(folder, manifest.members[m]), false, 0, manifest.file_bytes[m]};
-        std::error_code size_error;
-        const auto bytes = fs::file_size(file.path, size_error);
-        file.present = !size_error;
-        file.bytes = size_error ? 0 : bytes;
-        if (!file.present) missing += (missing.empty() ? "" : "; ") + file.path.filename().string() + " is missing";
-        else if (file.bytes != file.expected_bytes) {
-          missing += (missing.empty() ? "" : "; ") + file.path.filename().string() + " is " + std::to_string(file.bytes) +
-                     " bytes, its manifest says " + std::to_string(file.expected_bytes);
-        }
-        version.files.push_back(std::move(file));
-      }
-      version.problem = missing;
-      version.complete = missing.empty();
-    } catch (const Error& problem) {
-      version.problem = version.manifest ? problem.what()
-                                         : "no manifest: its writing never finished (a process died or could not write)";
-      for (fs::directory_iterator file(folder, error), none; !error && file != none; file.increment(error)) {
-        const auto rank = numbered(file->path().filename().string(), "rank", ".h5");
-        if (!rank) continue;
-        std::error_code size_error;
-        const auto bytes = fs::file_size(file->path(), size_error);
-        version.files.push_back(
-            {OriginalRank{static_cast<int>(*rank)}, file->path(), !size_error, size_error ? 0 : bytes, 0});
-      }
-      std::sort(version.files.begin(), version.files.end(),
-                [](const DiskFile& a, const DiskFile& b) { return a.rank < b.rank; });
-    }
-    versions.push_back(std::move(version));
-  }
-  if (error) raise_io("list", directory, error.value());
-  std::sort(versions.begin(), versions.end(),
-            [](const DiskVersion& a, const DiskVersion& b) { return a.version < b.version; });
-  return versions;
-}
-
-std::vector<std::string> verify_disk_version(const fs::path& directory, std::uint64_t version) {
-  const auto folder = version_folder(directory, version);
-  Manifest manifest;
-  try {
-    manifest = read_manifest(folder);
-  } catch (const Error& error) {
-    return {error.what()};
-  }
-  std::vector<std::string> problems;
-  for (std::size_t m = 0; m < manifest.members.size(); ++m) {
-    auto problem = check_image(manifest, folder, m);
-    if (!problem.empty()) problems.push_back(std::move(problem));
-  }
-  return problems;
 }
 
 }  // namespace reprise
