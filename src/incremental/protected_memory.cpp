@@ -23,6 +23,7 @@
 
 #include "commit_state.hpp"
 #include "cow_protocol.hpp"
+#include "log.hpp"
 #include "reprise/error.hpp"
 #include "settings.hpp"
 
@@ -151,11 +152,11 @@ bool handle_write(std::uintptr_t address) {
     record_write(slot.pages.load(std::memory_order_acquire)[page], {id, page},
                  reinterpret_cast<const std::byte*>(base + page * g_page));
     if (!set_protection(base + page * g_page, g_page, false)) {
-      // The write would trap forever: say why, and end the process.
-      static constexpr char kMessage[] =
-          "reprise: cannot open a protected page for writing (mprotect failed; with pages written in a scattered "
-          "order a large region can exceed vm.max_map_count: raise it, or protect smaller regions)\n";
-      (void)!::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+      // The write would trap forever: say why (in a signal handler: a line
+      // that is neither formatted nor allocated), and end the process.
+      logging::write_error({"cannot open a protected page for writing (mprotect failed; with pages written in a "
+                            "scattered order a large region can exceed vm.max_map_count: raise it, or protect smaller "
+                            "regions)"});
       ::abort();
     }
     return true;
