@@ -229,6 +229,34 @@ uint64_t reprise_driver_step(const reprise_driver* driver);
 /** How many recoveries the driver made. */
 size_t reprise_driver_recoveries(const reprise_driver* driver);
 
+/** Where `reprise_run` is, as its step and finish functions see it. */
+typedef struct reprise_run_step {
+  reprise_comm* comm; /**< the job's communicator (for `reprise_comm_check`, ranks and sizes) */
+  MPI_Comm mpi;       /**< the MPI communicator to call MPI on now (`reprise_comm_mpi(comm)`) */
+  uint64_t step;      /**< the step's number (in the finish function: the steps run) */
+  void* user;         /**< `reprise_run_config.user` */
+} reprise_run_step;
+/** A step or finish function of `reprise_run`; returns as a `reprise_step_function` does. */
+typedef int (*reprise_run_function)(const reprise_run_step* step);
+/** What `reprise_run` runs. */
+typedef struct reprise_run_config {
+  void* state;                  /**< the memory every checkpoint saves and a recovery writes back */
+  size_t bytes;                 /**< its size */
+  uint64_t steps;               /**< how many steps to run */
+  reprise_run_function step;    /**< called for each step */
+  reprise_run_function finish;  /**< NULL, or called once on every process after the last step, before the end
+                                     (MPI still works): print or check the result */
+  void* user;                   /**< passed on as `reprise_run_step.user` */
+  reprise_driver_config driver; /**< how to checkpoint and recover (zero fields: the defaults) */
+} reprise_run_config;
+/** A whole program whose state is one region, in one call from `main`: `reprise_init`, the job's
+ * communicator, a checkpoint protecting `config->state`, a driver running `config->steps` steps of
+ * `config->step` and recovering from failures, `config->finish`, then `reprise_end`, which prints a
+ * failed call's error in one line and finalises. Returns the exit status for `main` (0, or 1 after an
+ * error). A program that needs more (several regions, a recovery function, the store) makes these
+ * calls itself. */
+int reprise_run(int* argc, char*** argv, const reprise_run_config* config);
+
 /** Configuration of a heartbeat; zero fields take the defaults. */
 typedef struct reprise_heartbeat_config {
   double period_seconds;  /**< between two beats; 0: 0.05 */
@@ -370,6 +398,12 @@ reprise_status reprise_disk_level_load_blocks(reprise_disk_level* disk, const ch
                                               size_t bytes);
 /** After `REPRISE_REDISTRIBUTE`: takes the driver's step from the old job, so a run goes on there. */
 reprise_status reprise_disk_level_load_progress(reprise_disk_level* disk);
+/** After a restart found a version (not collective): the saved states of the old job's processes of
+ * original ranks `ranks` (`count` of them), read from their images (checksums checked), as
+ * `reprise_checkpoint_fetch` gives them (`reprise_saved_states_piece`). `REPRISE_ERR_USAGE` for a rank
+ * the version lacks or when no version was found. */
+reprise_status reprise_disk_level_fetch(const reprise_disk_level* disk, const int* ranks, size_t count,
+                                        reprise_saved_states** states);
 
 /** Configuration of live migration. */
 typedef struct reprise_migration_config {

@@ -163,10 +163,8 @@ size_t reprise_checkpoint_departed(const reprise_checkpoint* checkpoint, int* ra
 reprise_status reprise_checkpoint_fetch(reprise_checkpoint* checkpoint, const int* ranks, size_t count,
                                         reprise_saved_states** states) {
   return guarded("reprise_checkpoint_fetch", [&] {
-    if (ranks == nullptr && count > 0) reprise::capi::refuse("ranks is NULL but count is " + std::to_string(count));
+    const auto wanted = reprise::capi::original_ranks(ranks, count);
     auto& where = checked(states, "states");
-    std::vector<reprise::OriginalRank> wanted;
-    for (std::size_t i = 0; i < count; ++i) wanted.emplace_back(ranks[i]);
     where = new reprise_saved_states{checked(checkpoint, "checkpoint").checkpoint.fetch(wanted)};
   });
 }

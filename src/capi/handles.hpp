@@ -81,6 +81,10 @@ std::size_t copy_out(const std::vector<T>& values, T* out, std::size_t capacity)
 /// Original ranks as the C interface gives them.
 std::vector<int> plain_ranks(const std::vector<OriginalRank>& ranks);
 
+/// The `count` original ranks at `ranks`; `UsageError` if `ranks` is NULL
+/// but `count` is not 0.
+std::vector<OriginalRank> original_ranks(const int* ranks, std::size_t count);
+
 /// `value`, or `fallback` when it is zero (the C configurations' "default").
 template <class T>
 T or_default(T value, T fallback) {

@@ -65,6 +65,14 @@ std::vector<int> plain_ranks(const std::vector<OriginalRank>& ranks) {
   return values;
 }
 
+std::vector<OriginalRank> original_ranks(const int* ranks, std::size_t count) {
+  if (ranks == nullptr && count > 0) refuse("ranks is NULL but count is " + std::to_string(count));
+  std::vector<OriginalRank> values;
+  values.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) values.emplace_back(ranks[i]);
+  return values;
+}
+
 LastError& last_error() noexcept {
   thread_local LastError last;
   return last;

@@ -122,6 +122,15 @@ reprise_status reprise_disk_level_load_progress(reprise_disk_level* disk) {
   return guarded("reprise_disk_level_load_progress", [&] { checked(disk, "disk").disk.load_progress(); });
 }
 
+reprise_status reprise_disk_level_fetch(const reprise_disk_level* disk, const int* ranks, size_t count,
+                                        reprise_saved_states** states) {
+  return guarded("reprise_disk_level_fetch", [&] {
+    const auto wanted = reprise::capi::original_ranks(ranks, count);
+    auto& where = checked(states, "states");
+    where = new reprise_saved_states{checked(disk, "disk").disk.fetch(wanted)};
+  });
+}
+
 reprise_status reprise_migration_create(reprise_comm* comm, reprise_checkpoint* checkpoint,
                                         const reprise_migration_config* config, reprise_migration** migration) {
   return guarded("reprise_migration_create", [&] {
@@ -136,10 +145,7 @@ void reprise_migration_free(reprise_migration* migration) { delete migration; }
 
 reprise_status reprise_migration_request(reprise_migration* migration, const int* ranks, size_t count) {
   return guarded("reprise_migration_request", [&] {
-    if (ranks == nullptr && count > 0) reprise::capi::refuse("ranks is NULL but count is " + std::to_string(count));
-    std::vector<reprise::OriginalRank> leaving;
-    for (std::size_t i = 0; i < count; ++i) leaving.emplace_back(ranks[i]);
-    checked(migration, "migration").migration.request(leaving);
+    checked(migration, "migration").migration.request(reprise::capi::original_ranks(ranks, count));
   });
 }
 

@@ -4,15 +4,18 @@
 // error ending the run everywhere, the store's data-loss report, objects
 // saved by save/load functions and a departed process's fetched after a
 // shrink, incremental checkpoints giving a replacement its pages back, and
-// a hung process killed by the heartbeat. Real kills (SIGKILL); every
-// recovered value checked.
+// a hung process killed by the heartbeat, and the disk level giving any old
+// process's saved state back. Real kills (SIGKILL); every recovered value
+// checked.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -462,4 +465,104 @@ TEST(CInterface, TheHeartbeatKillsAHungProcessAndTheDriverRecovers) {
   reprise_driver_free(driver);
   reprise_heartbeat_free(heartbeat);
   reprise_checkpoint_free(checkpoint);
+}
+
+namespace {
+
+// A fresh directory, the same on every process (made by rank 0), removed at the end.
+struct SharedDirectory {
+  explicit SharedDirectory(reprise_comm* comm) : _comm(comm) {
+    std::array<char, 64> name{};
+    if (reprise_comm_rank(comm) == 0) {
+      std::string pattern = (std::filesystem::temp_directory_path() / "reprise-capi-XXXXXX").string();
+      EXPECT_NE(::mkdtemp(pattern.data()), nullptr);
+      pattern.copy(name.data(), name.size() - 1);
+    }
+    EXPECT_EQ(MPI_Bcast(name.data(), static_cast<int>(name.size()), MPI_CHAR, 0, reprise_comm_mpi(comm)), MPI_SUCCESS);
+    path = name.data();
+  }
+  ~SharedDirectory() {
+    MPI_Barrier(reprise_comm_mpi(_comm));
+    if (reprise_comm_rank(_comm) == 0) std::filesystem::remove_all(path);
+  }
+  SharedDirectory(const SharedDirectory&) = delete;
+  SharedDirectory& operator=(const SharedDirectory&) = delete;
+  std::string path;
+
+ private:
+  reprise_comm* _comm;
+};
+
+// What original rank `rank` saves: a number and a label.
+std::int64_t saved_number(int rank) { return 1000 + 7 * static_cast<std::int64_t>(rank); }
+std::array<char, 8> saved_label(int rank) { return {'r', 'a', 'n', 'k', static_cast<char>('0' + rank), 0, 0, 0}; }
+
+// Saves (version 1, to disk) or restores into `number` and `label`.
+struct Saving {
+  reprise_checkpoint* checkpoint = nullptr;
+  reprise_disk_level* disk = nullptr;
+  std::int64_t number = 0;
+  std::array<char, 8> label{};
+  Saving(reprise_comm* comm, const std::string& directory) {
+    EXPECT_EQ(reprise_checkpoint_create(comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
+    EXPECT_EQ(reprise_checkpoint_protect_array(checkpoint, "number", &number, REPRISE_INT64, 1), REPRISE_OK);
+    EXPECT_EQ(reprise_checkpoint_protect(checkpoint, "label", label.data(), label.size()), REPRISE_OK);
+    const reprise_disk_level_config config{.directory = directory.c_str(), .every = 1, .keep = 2};
+    EXPECT_EQ(reprise_disk_level_create(comm, checkpoint, &config, &disk), REPRISE_OK) << reprise_last_error();
+  }
+  ~Saving() {
+    reprise_disk_level_free(disk);
+    reprise_checkpoint_free(checkpoint);
+  }
+  Saving(const Saving&) = delete;
+  Saving& operator=(const Saving&) = delete;
+};
+
+}  // namespace
+
+// A job writes its state to disk; a new start restores each process's own
+// and fetches two other old processes' states from their images.
+TEST(CInterface, TheDiskLevelFetchesAnyOldProcesssSavedState) {
+  World world;
+  const int me = reprise_comm_original_rank(world.comm);
+  const int size = reprise_comm_size(world.comm);
+  SharedDirectory directory(world.comm);
+  {
+    Saving first(world.comm, directory.path);
+    first.number = saved_number(me);
+    first.label = saved_label(me);
+    ASSERT_EQ(reprise_checkpoint_commit(first.checkpoint, nullptr), REPRISE_OK) << reprise_last_error();
+  }
+  Saving again(world.comm, directory.path);
+  const std::array<int, 2> others{(me + 1) % size, (me + 2) % size};
+  reprise_saved_states* states = nullptr;
+  EXPECT_EQ(reprise_disk_level_fetch(again.disk, others.data(), others.size(), &states), REPRISE_ERR_USAGE);
+  EXPECT_TRUE(starts_with(reprise_last_error(), "reprise_disk_level_fetch: ")) << reprise_last_error();
+  reprise_restart restart{};
+  ASSERT_EQ(reprise_disk_level_restart(again.disk, &restart), REPRISE_OK) << reprise_last_error();
+  EXPECT_EQ(restart.outcome, REPRISE_RESTORED);
+  EXPECT_EQ(restart.version, 1U);
+  EXPECT_EQ(again.number, saved_number(me)) << "restored in place";
+  ASSERT_EQ(reprise_disk_level_fetch(again.disk, others.data(), others.size(), &states), REPRISE_OK)
+      << reprise_last_error();
+  for (const int other : others) {
+    const void* data = nullptr;
+    std::size_t bytes = 0;
+    ASSERT_EQ(reprise_saved_states_piece(states, other, "number", &data, &bytes), REPRISE_OK) << reprise_last_error();
+    ASSERT_EQ(bytes, sizeof(std::int64_t));
+    std::int64_t number = 0;
+    std::memcpy(&number, data, bytes);
+    EXPECT_EQ(number, saved_number(other));
+    ASSERT_EQ(reprise_saved_states_piece(states, other, "label", &data, &bytes), REPRISE_OK) << reprise_last_error();
+    const auto label = saved_label(other);
+    ASSERT_EQ(bytes, label.size());
+    EXPECT_EQ(std::memcmp(data, label.data(), bytes), 0);
+  }
+  EXPECT_EQ(reprise_saved_states_piece(states, me, "number", nullptr, nullptr), REPRISE_ERR_USAGE) << "not fetched";
+  reprise_saved_states_free(states);
+  const int stranger = size;
+  EXPECT_EQ(reprise_disk_level_fetch(again.disk, &stranger, 1, &states), REPRISE_ERR_USAGE);
+  EXPECT_NE(std::string(reprise_last_error()).find("original rank " + std::to_string(stranger)), std::string::npos)
+      << reprise_last_error();
+  EXPECT_EQ(reprise_disk_level_fetch(again.disk, nullptr, 1, &states), REPRISE_ERR_USAGE);
 }
