@@ -230,10 +230,11 @@ class IncrementalCheckpoint:
     """Asynchronous incremental checkpoints of arrays from protected_array: checkpoint() returns at once and a
     background thread saves only the pages written since the checkpoint before. One per process."""
     def __init__(self, comm: Comm | None = None, directory: str | PathLike[str] | None = None, copies: int = 2,
-                 mode: str = "adaptive", keep_versions: int = 0) -> None:
+                 mode: str = "adaptive", keep_versions: int = 0, cow_bytes: int = 16 << 20) -> None:
         """Versions in directory (files of this process's own; keep_versions > 0 merges the oldest), else in the
         memory of copies processes of comm (then checkpoint, wait and restore are collective). mode: \"adaptive\"
-        (pages written first saved first), \"address\" or \"sync\"."""
+        (pages written first saved first), \"address\" or \"sync\". cow_bytes: the copy-on-write buffer for pages
+        written while a commit saves them (16 MiB; 0: such a write waits for its page's commit)."""
     def protect(self, array: npt.NDArray[Any]) -> None:
         """Protects an array from protected_array (kept alive); every process that will restore protects the same
         sizes in the same order, before the first checkpoint."""

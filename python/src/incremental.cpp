@@ -27,16 +27,6 @@ namespace reprise::python {
 
 namespace {
 
-/// An IncrementalCheckpoint and the arrays it protects, held alive.
-struct PyIncremental {
-  PyIncremental(std::unique_ptr<IncrementalSink> sink, IncrementalConfig config) : checkpoint(std::move(sink), config) {}
-  PyIncremental(const PyIncremental&) = delete;
-  PyIncremental& operator=(const PyIncremental&) = delete;
-
-  std::vector<std::unique_ptr<HeldBuffer>> buffers;  // destroyed after the checkpoint unprotects them
-  IncrementalCheckpoint checkpoint;
-};
-
 CommitMode commit_mode_named(const std::string& name) {
   if (name == "adaptive") return CommitMode::kAsyncAdaptive;
   if (name == "address") return CommitMode::kAsyncAddress;
@@ -44,22 +34,27 @@ CommitMode commit_mode_named(const std::string& name) {
   throw UsageError("reprise.IncrementalCheckpoint: mode \"" + name + "\" is none of \"adaptive\", \"address\", \"sync\"");
 }
 
-/// reprise.IncrementalCheckpoint(comm, directory, copies, mode, keep_versions).
-void construct(PyIncremental* self, Comm* comm, const std::optional<std::filesystem::path>& directory, int copies,
-               const std::string& mode, std::size_t keep_versions) {
-  std::unique_ptr<IncrementalSink> sink;
-  if (directory) {
-    sink = std::make_unique<DirectorySink>(directory->string(), keep_versions);
-  } else if (comm != nullptr) {
-    sink = std::make_unique<MemorySink>(*comm, copies);
-  } else {
-    throw UsageError("reprise.IncrementalCheckpoint: pass comm (versions in other processes' memory) or directory "
-                     "(versions as files)");
-  }
-  IncrementalConfig config;
-  config.mode = commit_mode_named(mode);
-  new (self) PyIncremental(std::move(sink), config);
+/// Where the versions go: `directory`, else the memory of `copies` processes of `comm`.
+std::unique_ptr<IncrementalSink> sink_for(Comm* comm, const std::optional<std::filesystem::path>& directory, int copies,
+                                          std::size_t keep_versions) {
+  if (directory) return std::make_unique<DirectorySink>(directory->string(), keep_versions);
+  if (comm != nullptr) return std::make_unique<MemorySink>(*comm, copies);
+  throw UsageError("reprise.IncrementalCheckpoint: pass comm (versions in other processes' memory) or directory "
+                   "(versions as files)");
 }
+
+/// An IncrementalCheckpoint and the arrays it protects, held alive.
+struct PyIncremental {
+  /// reprise.IncrementalCheckpoint(comm, directory, copies, mode, keep_versions, cow_bytes).
+  PyIncremental(Comm* comm, const std::optional<std::filesystem::path>& directory, int copies, const std::string& mode,
+                std::size_t keep_versions, std::size_t cow_bytes)
+      : checkpoint(sink_for(comm, directory, copies, keep_versions), {commit_mode_named(mode), cow_bytes}) {}
+  PyIncremental(const PyIncremental&) = delete;
+  PyIncremental& operator=(const PyIncremental&) = delete;
+
+  std::vector<std::unique_ptr<HeldBuffer>> buffers;  // destroyed after the checkpoint unprotects them
+  IncrementalCheckpoint checkpoint;
+};
 
 void protect(PyIncremental& self, nb::handle array) {
   auto held = std::make_unique<HeldBuffer>(array, true, "reprise.IncrementalCheckpoint.protect: the array");
@@ -111,12 +106,16 @@ void bind_incremental(nb::module_& module) {
                             "Asynchronous incremental checkpoints of arrays from protected_array: checkpoint() returns "
                             "at once and a background thread saves only the pages written since the checkpoint "
                             "before. One per process.")
-      .def("__init__", &construct, nb::arg("comm").none() = nb::none(), nb::arg("directory").none() = nb::none(),
-           nb::arg("copies") = 2, nb::arg("mode") = "adaptive", nb::arg("keep_versions") = 0,
-           nb::keep_alive<1, 2>(),
+      .def(nb::init<Comm*, const std::optional<std::filesystem::path>&, int, const std::string&, std::size_t,
+                    std::size_t>(),
+           nb::arg("comm").none() = nb::none(), nb::arg("directory").none() = nb::none(), nb::arg("copies") = 2,
+           nb::arg("mode") = "adaptive", nb::arg("keep_versions") = 0,
+           nb::arg("cow_bytes") = IncrementalConfig{}.cow_bytes, nb::keep_alive<1, 2>(),
            "Versions in directory (files of this process's own; keep_versions > 0 merges the oldest), else in the "
            "memory of copies processes of comm (then checkpoint, wait and restore are collective). mode: "
-           "\"adaptive\" (pages written first saved first), \"address\" or \"sync\".")
+           "\"adaptive\" (pages written first saved first), \"address\" or \"sync\". cow_bytes: the copy-on-write "
+           "buffer for pages written while a commit saves them (16 MiB; 0: such a write waits for its page's "
+           "commit).")
       .def("protect", &protect, nb::arg("array"),
            "Protects an array from protected_array (kept alive); every process that will restore protects the same "
            "sizes in the same order, before the first checkpoint.")

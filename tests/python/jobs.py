@@ -2,6 +2,8 @@
 function below, each started by reprise-run with real kills
 (REPRISE_FAULTS) and checking what it recovered itself."""
 
+import ast
+import inspect
 import os
 import signal
 import sys
@@ -259,6 +261,65 @@ def incremental_directory(directory):
     print(f"incremental_directory: #{me} restored version {restored}, {values.size} values checked")
 
 
+def incremental_cow(directory):
+    """Every page of an array written, last first, while a commit saves it in address order: with no
+    copy-on-write buffer (cow_bytes=0) a write to a page not yet saved waits, none is copied aside; with one
+    (16 MiB) such writes are mostly copied aside (how many depends on timing). Either way the version holds the
+    array as it was at checkpoint()."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    for cow_bytes in (0, 16 << 20):
+        values = reprise.protected_array((4096, page // 8), dtype=np.float64)  # 4096 pages, one a row
+        checkpoint = reprise.IncrementalCheckpoint(directory=os.path.join(directory, f"cow{cow_bytes}"),
+                                                   mode="address", cow_bytes=cow_bytes)
+        checkpoint.protect(values)
+        values[:] = 1.0
+        checkpoint.checkpoint()
+        for row in range(values.shape[0] - 1, -1, -1):
+            values[row, 0] = 2.0
+        stats = checkpoint.wait()
+        counts = {kind: stats[kind] for kind in ("cow", "wait", "avoided", "after")}
+        assert sum(counts.values()) <= values.shape[0], stats
+        assert cow_bytes > 0 or counts["cow"] == 0, stats
+        assert checkpoint.restore() == 1 and np.all(values == 1.0), np.argwhere(values != 1.0)[:5]
+        del checkpoint  # one IncrementalCheckpoint per process at a time
+        print(f"incremental_cow: cow_bytes {cow_bytes}: {counts}")
+
+
+def stubbed_members(node):
+    """The names a stub class defines: its methods, properties, attributes and nested classes."""
+    return {item.target.id if isinstance(item, ast.AnnAssign) else item.name for item in node.body
+            if isinstance(item, (ast.FunctionDef, ast.ClassDef, ast.AnnAssign))}
+
+
+def public_members(cls):
+    """A class's public methods, properties and attributes, and its constructor if it has one of its own."""
+    return [name for name, value in vars(cls).items()
+            if not name.startswith("_") or (name == "__init__" and not isinstance(value, type(object.__init__)))]
+
+
+def stubs():
+    """Every public class and function of the package (the names of __all__, with their public methods,
+    properties and constructors) is in its type stubs (.pyi), which the API reference documents: one line
+    per one missing."""
+    missing = []
+    for module in (reprise, reprise.inject):
+        tree = ast.parse(open(os.path.splitext(module.__file__)[0] + ".pyi").read())
+        stubbed = {node.name: node for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
+        for name in module.__all__:
+            value = getattr(module, name)
+            if inspect.ismodule(value):
+                continue
+            if name not in stubbed:
+                missing.append(f"{module.__name__}.{name}")
+            elif inspect.isclass(value):
+                members = stubbed_members(stubbed[name])
+                missing += [f"{module.__name__}.{name}.{member}" for member in public_members(value)
+                            if member not in members]
+    for name in missing:
+        print(f"stubs: {name} is not in the stubs")
+    print(f"stubs: {len(missing)} missing")
+
+
 def heartbeat():
     """REPRISE_FAULTS="2@5:hang": original rank 2 stops (SIGSTOP) before step 5; its watcher (rank 1) declares
     it hung and kills it, and the Driver shrinks and rolls back; the total is that of a run without failure."""
@@ -352,6 +413,7 @@ if __name__ == "__main__":
              "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0]),
              "exits": lambda: exits(int(arguments[0])), "incremental": incremental, "heartbeat": heartbeat,
              "incremental_directory": lambda: incremental_directory(arguments[0]),
+             "incremental_cow": lambda: incremental_cow(arguments[0]), "stubs": stubs,
              "data_lost": data_lost, "replay": lambda: replay(int(arguments[0])),
              "migrate": lambda: migrate(*map(int, arguments))}
     if case == "bad_protect":

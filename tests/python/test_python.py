@@ -191,6 +191,19 @@ def test_incremental_checkpoints_in_a_directory_restore_in_a_new_run(tmp_path):
         assert f"incremental_directory: #{rank} restored version 2, 16384 values checked\n" in output, output
 
 
+def test_the_copy_on_write_buffer_of_incremental_checkpoints_is_set_by_cow_bytes(tmp_path):
+    status, output, _ = launch(1, [JOBS, "incremental_cow", tmp_path])
+    assert status == 0, output
+    assert "incremental_cow: cow_bytes 0: {'cow': 0, " in output, output
+    assert "incremental_cow: cow_bytes 16777216: {'cow': " in output, output
+
+
+def test_the_stubs_the_api_reference_documents_cover_the_package():
+    status, output, _ = launch(1, [JOBS, "stubs"])
+    assert status == 0, output
+    assert "stubs: 0 missing\n" in output, output
+
+
 def test_the_heartbeat_kills_a_hung_process_and_the_driver_shrinks():
     status, output, _ = launch(4, [JOBS, "heartbeat"], faults="2@5:hang")
     assert status == 0, output
