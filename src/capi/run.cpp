@@ -34,7 +34,7 @@ reprise_status finish(const Running& running, const reprise_driver* driver) {
     if (running.config.finish == nullptr) return;
     reprise::capi::last_error().exception = nullptr;
     const int result = call(running.config.finish, running, reprise_driver_step(driver));
-    if (result != 0) reprise::capi::raise_returned(result, "the finish function");
+    if (result != 0) reprise::capi::raise_returned(result, "the finish function", "this process fails");
   });
 }
 
@@ -46,7 +46,7 @@ int reprise_run(int* argc, char*** argv, const reprise_run_config* config) {
   reprise_comm* comm = nullptr;
   reprise_checkpoint* checkpoint = nullptr;
   reprise_driver* driver = nullptr;
-  int failed = check_config(config) || reprise_init(argc, argv) || reprise_comm_world(&comm) ||
+  int failed = reprise_init(argc, argv) || check_config(config) || reprise_comm_world(&comm) ||
                reprise_checkpoint_create(comm, nullptr, &checkpoint) ||
                reprise_checkpoint_protect(checkpoint, "state", config->state, config->bytes) ||
                reprise_driver_create(comm, checkpoint, &config->driver, &driver);

@@ -52,7 +52,8 @@ reprise_status guarded(std::string_view call, Body&& body) noexcept {
 
 /// Out of a step or recovery function that returned `result` (nonzero): the
 /// reprise error it passed on, raised again (so the Driver recovers from a
-/// failure), or `StepFailed` naming `what`.
-[[noreturn]] void raise_returned(int result, const std::string& what);
+/// failure), or `StepFailed` naming `what` and its `consequence`.
+[[noreturn]] void raise_returned(int result, const std::string& what,
+                                 std::string_view consequence = "every process stops");
 
 }  // namespace reprise::capi
