@@ -1,4 +1,4 @@
-// The disk level's manifest (src/image/disk_manifest.hpp): JSON that reads
+// The disk level's manifest (src/image/disk/disk_manifest.hpp): JSON that reads
 // back as written, with and without a step; every truncation and every
 // flipped bit refused as CorruptData naming the file; a manifest of another
 // format, a binary one of an older reprise and a name that is not UTF-8
