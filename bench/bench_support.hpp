@@ -45,7 +45,8 @@ double time_once(reprise::Comm& comm, Step&& step) {
 /// Runs every step once per repeat, in turn, and returns each step's median.
 /// Interleaving gives all steps (and the memcpy baseline among them) the
 /// same share of a noisy machine, so their ratios are fair.
-inline std::vector<double> time_interleaved(reprise::Comm& comm, int repeats, const std::vector<std::function<void()>>& steps) {
+inline std::vector<double> time_interleaved(reprise::Comm& comm, int repeats,
+                                            const std::vector<std::function<void()>>& steps) {
   std::vector<std::vector<double>> times(steps.size());
   for (int i = 0; i < repeats; ++i) {
     for (std::size_t s = 0; s < steps.size(); ++s) times[s].push_back(time_once(comm, steps[s]));

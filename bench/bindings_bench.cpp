@@ -20,9 +20,8 @@
 
 namespace {
 
-constexpr const char* kUsage =
-    "usage: bindings_bench [--mib LIST (1,16,64)] [--repeats N (15)]\n"
-    "  times a checkpoint of LIST MiB per process through the C++ API and the C interface\n";
+constexpr const char* kUsage = "usage: bindings_bench [--mib LIST (1,16,64)] [--repeats N (15)]\n"
+                               "  times a checkpoint of LIST MiB per process through the C++ API and the C interface\n";
 
 struct Options {
   std::vector<std::size_t> mib{1, 16, 64};
@@ -77,8 +76,8 @@ void measure(reprise::Comm& comm, std::size_t mib, int repeats) {
   checkpoint.protect("state", std::span<std::byte>(state));
   CSide c(bytes);
   bench::Memcpy copy(bytes);  // with 2 copies each process receives one other state
-  const auto medians = bench::time_interleaved(
-      comm, repeats, {[&] { checkpoint.checkpoint(); }, [&] { c.commit(); }, std::ref(copy)});
+  const auto medians =
+      bench::time_interleaved(comm, repeats, {[&] { checkpoint.checkpoint(); }, [&] { c.commit(); }, std::ref(copy)});
   if (comm.rank().value() == 0) {
     std::printf("{\"bench\":\"bindings\",\"api\":\"c\",\"processes\":%d,\"mib_per_process\":%zu,\"repeats\":%d,"
                 "\"cxx_ms\":%.3f,\"c_ms\":%.3f,\"c_over_cxx\":%.4f,\"memcpy_ms\":%.3f}\n",
@@ -91,7 +90,8 @@ void measure(reprise::Comm& comm, std::size_t mib, int repeats) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return bench::run_mpi_main("bindings_bench", kUsage, argc, argv, parse, [](reprise::Comm& comm, const Options& options) {
-    for (const auto mib : options.mib) measure(comm, mib, options.repeats);
-  });
+  return bench::run_mpi_main("bindings_bench", kUsage, argc, argv, parse,
+                             [](reprise::Comm& comm, const Options& options) {
+                               for (const auto mib : options.mib) measure(comm, mib, options.repeats);
+                             });
 }

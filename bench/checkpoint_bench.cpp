@@ -79,15 +79,15 @@ int main(int argc, char** argv) {
     const Options options = parse(argc, argv);
     const std::size_t bytes = options.mib_per_rank << 20U;
     std::vector<std::byte> state(bytes);
-    for (std::size_t i = 0; i < bytes; ++i) state[i] = static_cast<std::byte>((i * 131 + static_cast<std::size_t>(me.value())) & 0xffU);
+    for (std::size_t i = 0; i < bytes; ++i)
+      state[i] = static_cast<std::byte>((i * 131 + static_cast<std::size_t>(me.value())) & 0xffU);
     reprise::Checkpoint checkpoint(comm, {.copies = options.copies});
     checkpoint.protect("state", std::span<std::byte>(state));
 
     // Each process receives (copies - 1) states: the memcpy baseline copies as much.
     const std::size_t received = bytes * static_cast<std::size_t>(options.copies - 1);
     Memcpy copy(std::max<std::size_t>(received, 1));
-    const auto medians =
-        time_interleaved(comm, options.repeats, {[&] { checkpoint.checkpoint(); }, std::ref(copy)});
+    const auto medians = time_interleaved(comm, options.repeats, {[&] { checkpoint.checkpoint(); }, std::ref(copy)});
     const int ranks = comm.size();
     const auto& node_of = comm.node_of_each_member();
     const int nodes = static_cast<int>(std::set<int>(node_of.begin(), node_of.end()).size());

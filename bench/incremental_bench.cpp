@@ -110,7 +110,8 @@ std::vector<std::string> names(const std::string& flag, const std::string& value
       for (const auto& name : known) choices += (choices.empty() ? "" : ",") + name;
       throw bench::BadOption(flag + ": unknown '" + item + "' (choose from " + choices + ")");
     }
-    if (std::find(list.begin(), list.end(), item) != list.end()) throw bench::BadOption(flag + ": '" + item + "' twice");
+    if (std::find(list.begin(), list.end(), item) != list.end())
+      throw bench::BadOption(flag + ": '" + item + "' twice");
     list.push_back(item);
   }
   if (list.empty()) throw bench::BadOption(flag + " wants at least one name");
@@ -200,7 +201,8 @@ class NullSink : public reprise::IncrementalSink {
   }
   void end() override {}
   void publish() override {}
-  void restore(const reprise::IncrementalLayout& /*layout*/, std::span<const std::span<std::byte>> /*regions*/) override {
+  void restore(const reprise::IncrementalLayout& /*layout*/,
+               std::span<const std::span<std::byte>> /*regions*/) override {
     throw std::logic_error("incremental_bench: the null sink keeps nothing to restore");
   }
 
@@ -241,7 +243,6 @@ void increment(unsigned char* page, std::size_t bytes) {
   for (std::size_t i = 0; i < bytes; ++i) page[i] = static_cast<unsigned char>(page[i] + 1U);
   __asm__ __volatile__("" : : "r"(page) : "memory");
 }
-
 
 /// One run's time and what its checkpoints did, summed over them.
 struct Run {
@@ -329,9 +330,8 @@ Run run_once(const Options& options, const std::string& mode, const std::string&
   const auto* wrong = std::find_if(region.data, region.data + region.bytes,
                                    [expected](unsigned char byte) { return byte != expected; });
   if (wrong != region.data + region.bytes) {
-    throw std::runtime_error(what + "byte " + std::to_string(wrong - region.data) + " holds " +
-                             std::to_string(*wrong) + ", not " + std::to_string(expected) +
-                             ": a pass did not write every page");
+    throw std::runtime_error(what + "byte " + std::to_string(wrong - region.data) + " holds " + std::to_string(*wrong) +
+                             ", not " + std::to_string(expected) + ": a pass did not write every page");
   }
   return run;
 }

@@ -125,9 +125,9 @@ Options parse(int argc, char** argv) {
 
 /// One move of the plan.
 struct Move {
-  std::size_t bytes;  // state per process
-  int migrating;      // the last `migrating` original ranks move
-  bool disk;          // through a file, else in memory
+  std::size_t bytes;   // state per process
+  int migrating;       // the last `migrating` original ranks move
+  bool disk;           // through a file, else in memory
   bool last_of_group;  // the last move of (bytes, migrating): print after it
 };
 
@@ -284,7 +284,8 @@ void read_times(const std::string& path, Fields& fields) {
   const auto start = Clock::now();
   std::FILE* in = nullptr;
   while ((in = std::fopen(path.c_str(), "r")) == nullptr) {
-    if (seconds(start) > kTimesFileWaitS) throw reprise::IoError("migrate_bench: no times from the leaving process in " + path, 0);
+    if (seconds(start) > kTimesFileWaitS)
+      throw reprise::IoError("migrate_bench: no times from the leaving process in " + path, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   Fields theirs{};
@@ -319,10 +320,12 @@ void print(const Move& move, int processes, std::int64_t spares, const std::vect
   std::printf(
       "{\"bench\":\"migrate\",\"via\":\"%s\",\"processes\":%d,\"migrating\":%d,\"bytes_per_process\":%zu,"
       "\"response_s\":%.6f,\"evacuation_s\":%.6f,\"image_build_s\":%.6f,\"image_open_s\":%.6f,\"restore_s\":%.6f,"
-      "\"receive_s\":%.6f,\"memcpy_s\":%.6f,\"memcpy_fresh_s\":%.6f,\"memcpy_state_s\":%.6f,\"spawn_s\":%.6f,\"checkpoint_s\":%.6f,",
+      "\"receive_s\":%.6f,\"memcpy_s\":%.6f,\"memcpy_fresh_s\":%.6f,\"memcpy_state_s\":%.6f,\"spawn_s\":%.6f,"
+      "\"checkpoint_s\":%.6f,",
       disk ? "disk" : "memory", processes, move.migrating, move.bytes, m[kResponse], m[kEvacuation], m[kImageBuild],
       m[kImageOpen], m[kRestore], m[kReceive], m[kMemcpy], m[kMemcpyFresh], m[kMemcpyState], m[kSpawn], m[kCheckpoint]);
-  if (disk) std::printf("\"write_s\":%.6f,\"read_s\":%.6f,\"cached_fraction\":%.3f,", m[kWrite], m[kRead], m[kCachedFraction]);
+  if (disk)
+    std::printf("\"write_s\":%.6f,\"read_s\":%.6f,\"cached_fraction\":%.3f,", m[kWrite], m[kRead], m[kCachedFraction]);
   std::printf("\"image_bytes\":%.0f,\"spares\":%lld,\"moves_to_spares\":%lld,\"repetitions\":%zu,"
               "\"response_per_memcpy\":%.2f,\"response_per_memcpy_state\":%.2f,\"build_open_per_memcpy\":%.2f}\n",
               m[kImageBytes], static_cast<long long>(spares), static_cast<long long>(from_spares), repetitions.size(),
@@ -491,7 +494,8 @@ class Bench {
     _fields[kCheckpoint] = time_once(_comm, [this] { _checkpoint.checkpoint(); });
     // The bytes each process carried: the state, and the checkpoint copies
     // when they travel with it (what the largest image held).
-    const double image_bytes = _comm.allreduce(std::max(_fields[kImageBytes], static_cast<double>(move.bytes)), MPI_MAX);
+    const double image_bytes =
+        _comm.allreduce(std::max(_fields[kImageBytes], static_cast<double>(move.bytes)), MPI_MAX);
     time_memcpy(_comm, static_cast<std::size_t>(image_bytes), move.bytes, _fields);
     _comm.allreduce(std::span<double>(_fields), MPI_MAX);
     _results.insert(_results.end(), _fields.begin(), _fields.end());
@@ -521,7 +525,7 @@ class Bench {
   reprise::OriginalRank _me;
   int _processes;
   std::vector<Move> _plan;
-  double _started;  // MPI_Init done, on the shared clock
+  double _started;           // MPI_Init done, on the shared clock
   bool _arrived = false;     // this process is new and the move it arrived by is not finished
   double _request_time = 0;  // in a new process: when the move it arrived by was asked for
   Progress _progress;

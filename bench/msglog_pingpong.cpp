@@ -166,8 +166,8 @@ void run(const Options& options, bool logged) {
           "{\"bench\":\"msglog\",\"test\":\"%s\",\"bytes\":%zu,\"plain_us\":%.4g,\"logged_us\":%s,\"overhead\":%s,"
           "\"events\":%s,\"memcpy_us\":%.4g,\"log\":\"%s\"}\n",
           test.c_str(), bytes, plain_us, json_or_null(logged, logged_us).c_str(),
-          json_or_null(logged, logged_us / plain_us - 1).c_str(),
-          json_or_null(logged, events).c_str(), 1e6 * median(memcpy_times), options.collected ? "collected" : "growing");
+          json_or_null(logged, logged_us / plain_us - 1).c_str(), json_or_null(logged, events).c_str(),
+          1e6 * median(memcpy_times), options.collected ? "collected" : "growing");
       std::fflush(stdout);
     }
   }

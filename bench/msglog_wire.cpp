@@ -48,9 +48,8 @@ namespace {
 
 using namespace bench;
 
-constexpr const char* kUsage =
-    "usage: msglog_wire [--sizes B[,B...]] [--repetitions R]\n"
-    "  (run on 2 processes, without the library; OMPI_MCA_btl=tcp,self for TCP)\n";
+constexpr const char* kUsage = "usage: msglog_wire [--sizes B[,B...]] [--repetitions R]\n"
+                               "  (run on 2 processes, without the library; OMPI_MCA_btl=tcp,self for TCP)\n";
 constexpr std::size_t kHeaderBytes = 12;  // the log's wire header
 constexpr std::size_t kBytesPerRepetition = std::size_t{16} << 20U;
 constexpr std::size_t kSlice = std::size_t{64} << 10U;   // the copy made while MPI moves the payload
@@ -276,8 +275,9 @@ void run(const Options& options, bool /*logged*/) {
     const double plain = median(times[0]);
     for (std::size_t f = 0; f < kFormatNames.size(); ++f) {
       const double us = 1e6 * median(times[f]);
-      std::printf("{\"bench\":\"msglog\",\"test\":\"wire\",\"bytes\":%zu,\"format\":\"%s\",\"us\":%.4g,\"per_plain\":%.3f}\n",
-                  bytes, kFormatNames[f], us, us / (1e6 * plain));
+      std::printf(
+          "{\"bench\":\"msglog\",\"test\":\"wire\",\"bytes\":%zu,\"format\":\"%s\",\"us\":%.4g,\"per_plain\":%.3f}\n",
+          bytes, kFormatNames[f], us, us / (1e6 * plain));
     }
     std::fflush(stdout);
   }

@@ -57,10 +57,10 @@ struct Options {
   std::string mode = "replay";
   std::uint64_t steps = 1200;
   std::uint64_t every = 400;
-  std::uint64_t kill_step = 760;    // 90% into the interval from the checkpoint of step 400
-  int victim = -1;                  // default: the middle process
-  std::size_t edge = 64;            // heat3d: points along x and y
-  std::size_t planes = 32;          // heat3d: z planes per process
+  std::uint64_t kill_step = 760;     // 90% into the interval from the checkpoint of step 400
+  int victim = -1;                   // default: the middle process
+  std::size_t edge = 64;             // heat3d: points along x and y
+  std::size_t planes = 32;           // heat3d: z planes per process
   std::uint64_t task_work = 200000;  // master_worker: mixing rounds per task
 };
 
@@ -133,7 +133,8 @@ class Heat3d {
         for (std::size_t x = 1; x + 1 < _edge; ++x) {
           const std::size_t i = z * plane + y * _edge + x;
           const double value = (_grid[i - 1] + _grid[i + 1] + _grid[i - _edge] + _grid[i + _edge] + _grid[i - plane] +
-                                _grid[i + plane]) / 6.0;
+                                _grid[i + plane]) /
+                               6.0;
           residual += (value - _grid[i]) * (value - _grid[i]);
           _next[i] = value;
         }
@@ -247,15 +248,14 @@ void report(reprise::Comm& comm, const Options& options, int victim, double free
     lost += row[2] - row[1];
   }
   if (comm.rank().value() != reporter) return;
-  std::printf(
-      "{\"bench\":\"replay\",\"app\":\"%s\",\"mode\":\"%s\",\"replacement\":\"%s\",\"ranks\":%d,"
-      "\"steps\":%llu,\"every\":%llu,"
-      "\"kill_step\":%llu,\"victim\":%d,\"failure_free_s\":%.4f,\"total_s\":%.4f,\"failure_cost_s\":%.4f,"
-      "\"recovery_s\":%.4f,\"survivor_lost_s\":%.4f}\n",
-      options.app.c_str(), options.mode.c_str(), spares_in_use() ? "spare" : "spawned", comm.size(),
-      static_cast<unsigned long long>(options.steps),
-      static_cast<unsigned long long>(options.every), static_cast<unsigned long long>(options.kill_step), victim,
-      free_s, total_s, total_s - free_s, recovery_s, lost / survivors);
+  std::printf("{\"bench\":\"replay\",\"app\":\"%s\",\"mode\":\"%s\",\"replacement\":\"%s\",\"ranks\":%d,"
+              "\"steps\":%llu,\"every\":%llu,"
+              "\"kill_step\":%llu,\"victim\":%d,\"failure_free_s\":%.4f,\"total_s\":%.4f,\"failure_cost_s\":%.4f,"
+              "\"recovery_s\":%.4f,\"survivor_lost_s\":%.4f}\n",
+              options.app.c_str(), options.mode.c_str(), spares_in_use() ? "spare" : "spawned", comm.size(),
+              static_cast<unsigned long long>(options.steps), static_cast<unsigned long long>(options.every),
+              static_cast<unsigned long long>(options.kill_step), victim, free_s, total_s, total_s - free_s, recovery_s,
+              lost / survivors);
   std::fflush(stdout);
 }
 

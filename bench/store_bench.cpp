@@ -111,12 +111,11 @@ struct Timing {
 void print(const reprise::Comm& comm, const Options& options, const Timing& timing) {
   if (comm.rank().value() != 0) return;
   const auto& [op, perm_bytes, median_s, memcpy_s, bytes_received] = timing;
-  std::printf(
-      "{\"bench\":\"store\",\"op\":\"%s\",\"ranks\":%d,\"r\":%d,\"bytes_per_rank\":%zu,\"block_bytes\":%zu,"
-      "\"perm_range_bytes\":%zu,\"bytes_received_per_rank\":%zu,\"repeats\":%d,\"median_s\":%.6f,"
-      "\"memcpy_s\":%.6f,\"ratio\":%.2f}\n",
-      op, comm.size(), options.copies, options.mib_per_rank << 20U, options.block_bytes, perm_bytes, bytes_received,
-      options.repeats, median_s, memcpy_s, median_s / memcpy_s);
+  std::printf("{\"bench\":\"store\",\"op\":\"%s\",\"ranks\":%d,\"r\":%d,\"bytes_per_rank\":%zu,\"block_bytes\":%zu,"
+              "\"perm_range_bytes\":%zu,\"bytes_received_per_rank\":%zu,\"repeats\":%d,\"median_s\":%.6f,"
+              "\"memcpy_s\":%.6f,\"ratio\":%.2f}\n",
+              op, comm.size(), options.copies, options.mib_per_rank << 20U, options.block_bytes, perm_bytes,
+              bytes_received, options.repeats, median_s, memcpy_s, median_s / memcpy_s);
   std::fflush(stdout);
 }
 
@@ -129,11 +128,10 @@ void run(reprise::Comm& comm, const Options& options) {
   const auto me = static_cast<std::uint64_t>(comm.rank().value());
   std::vector<std::unique_ptr<reprise::Store>> stores;
   for (std::size_t perm : options.perm_bytes) {
-    stores.push_back(std::make_unique<reprise::Store>(
-        comm, reprise::StoreConfig{.copies = options.copies,
-                                   .block_bytes = options.block_bytes,
-                                   .bytes_per_permuted_range = perm,
-                                   .seed = 1}));
+    stores.push_back(std::make_unique<reprise::Store>(comm, reprise::StoreConfig{.copies = options.copies,
+                                                                                 .block_bytes = options.block_bytes,
+                                                                                 .bytes_per_permuted_range = perm,
+                                                                                 .seed = 1}));
   }
   const reprise::BlockRange mine{reprise::BlockId{me * blocks_per_rank}, reprise::BlockId{(me + 1) * blocks_per_rank}};
   std::vector<std::byte> data(bytes_per_rank);

@@ -12,12 +12,12 @@ namespace reprise::heap {
 namespace {
 
 constexpr std::uint64_t kMagic = 0x5041454853525052ULL;  // "RPRSHEAP"
-constexpr std::size_t kAlign = 16;                        // of every block
-constexpr std::size_t kChunkHeader = 16;                  // boundary tags before a block
-constexpr std::size_t kMinChunk = 32;                     // tags and a free chunk's two links
-constexpr std::size_t kSmallMax = 1024;                   // chunks up to this size keep their size once freed
+constexpr std::size_t kAlign = 16;                       // of every block
+constexpr std::size_t kChunkHeader = 16;                 // boundary tags before a block
+constexpr std::size_t kMinChunk = 32;                    // tags and a free chunk's two links
+constexpr std::size_t kSmallMax = 1024;                  // chunks up to this size keep their size once freed
 constexpr std::size_t kSmallLists = kSmallMax / kAlign + 1;
-constexpr std::size_t kBins = 64;                         // free large chunks by floor(log2(size))
+constexpr std::size_t kBins = 64;  // free large chunks by floor(log2(size))
 
 // Flags in the low bits of a chunk's size word.
 constexpr std::size_t kInUse = 1;     // handed out, or on a small list

@@ -75,11 +75,11 @@ class InsideReprise {
   bool _previous;
 };
 
-constinit Arena g_arena;             // the heap, once g_active
-std::atomic<bool> g_active{false};   // the heap serves the program (from main() on)
-std::mutex g_heap_lock;              // serialises the arena (kept outside the region)
-std::atomic<bool> g_tracked{false};  // the region is protected by g_checkpoint
-std::atomic<bool> g_in_child{false}; // this is a forked child: no checkpoints
+constinit Arena g_arena;              // the heap, once g_active
+std::atomic<bool> g_active{false};    // the heap serves the program (from main() on)
+std::mutex g_heap_lock;               // serialises the arena (kept outside the region)
+std::atomic<bool> g_tracked{false};   // the region is protected by g_checkpoint
+std::atomic<bool> g_in_child{false};  // this is a forked child: no checkpoints
 
 std::mutex g_api_lock;                                   // serialises the C API, guards the two below
 reprise::IncrementalCheckpoint* g_checkpoint = nullptr;  // made by the first call, in glibc memory
@@ -194,9 +194,9 @@ void activate() {
     std::array<char, 24> size_text{};
     std::array<char, 24> address_text{};
     report_and_exit({"heap: cannot map the heap (", digits(mib, 10, size_text), " MiB at 0x",
-                      digits(address, 16, address_text),
-                      "): ", mapped == MAP_FAILED ? std::strerror(error) : "the kernel would put it elsewhere",
-                      "; set REPRISE_HEAP_ADDRESS to a free range, or REPRISE_HEAP_MIB lower"});
+                     digits(address, 16, address_text),
+                     "): ", mapped == MAP_FAILED ? std::strerror(error) : "the kernel would put it elsewhere",
+                     "; set REPRISE_HEAP_ADDRESS to a free range, or REPRISE_HEAP_MIB lower"});
   }
   g_arena.attach(static_cast<std::byte*>(mapped), bytes);
   g_arena.reset();
@@ -409,8 +409,8 @@ extern "C" {
                                                      void* stack_end) {
   static std::atomic<reprise::heap::StartMainFunction> next{nullptr};
   reprise::heap::g_main = program_main;
-  return reprise::heap::next_function(next, "__libc_start_main")(reprise::heap::main_with_heap, argc, argv, init,
-                                                                 fini, rtld_fini, stack_end);
+  return reprise::heap::next_function(next, "__libc_start_main")(reprise::heap::main_with_heap, argc, argv, init, fini,
+                                                                 rtld_fini, stack_end);
 }
 
 [[gnu::visibility("default")]] void* malloc(std::size_t bytes) noexcept {
@@ -580,11 +580,11 @@ extern "C" {
       std::memset(region.data(), 0, region.size());
       g_arena.reset();
       const std::string here = hex(reinterpret_cast<std::uintptr_t>(region.data()));
-      throw HeapError(recorded == 0 ? "the checkpoint does not hold a reprise heap; the heap was emptied"
-                                    : "the checkpoint holds a heap that was at " + hex(recorded) +
-                                          ", but this process's heap is at " + here +
-                                          "; run with REPRISE_HEAP_ADDRESS=" + hex(recorded) +
-                                          " (the heap was emptied)");
+      throw HeapError(recorded == 0
+                          ? "the checkpoint does not hold a reprise heap; the heap was emptied"
+                          : "the checkpoint holds a heap that was at " + hex(recorded) +
+                                ", but this process's heap is at " + here +
+                                "; run with REPRISE_HEAP_ADDRESS=" + hex(recorded) + " (the heap was emptied)");
     }
   });
   return result == 0 && fresh ? 1 : result;

@@ -27,9 +27,10 @@ int main(int argc, char** argv) {
     disk.load_blocks("blocks", std::array{mine}, blocks);
     disk.load_progress();
   }
-  driver.run(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 100, [&](std::uint64_t) {  // checkpoints (in memory) before every step, to disk every 5th
-    for (auto& byte : blocks) byte = static_cast<std::byte>(static_cast<unsigned>(byte) + 1);
-  });
+  driver.run(argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 100,
+             [&](std::uint64_t) {  // checkpoints (in memory) before every step, to disk every 5th
+               for (auto& byte : blocks) byte = static_cast<std::byte>(static_cast<unsigned>(byte) + 1);
+             });
   bool right = true;
   for (const auto byte : blocks) right = right && byte == static_cast<std::byte>(driver.step());
   right = comm.allreduce(right ? 1 : 0, MPI_MIN) == 1;

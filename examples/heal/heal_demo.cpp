@@ -68,7 +68,8 @@ int run_demo(demo::Demo<Options>& begun) {
                 static_cast<unsigned long long>(options.steps * options.items_per_step),
                 static_cast<unsigned long long>(options.steps));
     std::printf("  fault plan (original rank@step, seed %llu): %s%s\n", static_cast<unsigned long long>(options.seed),
-                schedule.to_string().c_str(), reprise::Comm::fault_tolerant() ? "" : "  [ULFM is OFF: a kill ends the job]");
+                schedule.to_string().c_str(),
+                reprise::Comm::fault_tolerant() ? "" : "  [ULFM is OFF: a kill ends the job]");
     std::fflush(stdout);
   }
 
@@ -80,8 +81,10 @@ int run_demo(demo::Demo<Options>& begun) {
     schedule.apply(me, step, comm.is_replacement());
     // This step's items, split evenly over whoever is alive now.
     const std::uint64_t first = step * options.items_per_step;
-    const auto share = [&](int rank) { return first + options.items_per_step * static_cast<std::uint64_t>(rank) /
-                                                          static_cast<std::uint64_t>(comm.size()); };
+    const auto share = [&](int rank) {
+      return first +
+             options.items_per_step * static_cast<std::uint64_t>(rank) / static_cast<std::uint64_t>(comm.size());
+    };
     const std::uint64_t partial = sum_items(share(comm.rank().value()), share(comm.rank().value() + 1));
     // Commit the step only if every survivor got its sum: a uniform decision.
     std::uint64_t step_sum = 0;
@@ -127,5 +130,6 @@ int run_demo(demo::Demo<Options>& begun) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return demo::main_of<Options>(argc, argv, parse, [](const Options& o) { return o.steps; }, run_demo);
+  return demo::main_of<Options>(
+      argc, argv, parse, [](const Options& o) { return o.steps; }, run_demo);
 }

@@ -20,10 +20,10 @@ enum { kDefaultN = 96, kDefaultSteps = 300, kDefaultEvery = 10 };
 struct heat {
   reprise_comm* comm;
   reprise_faults* faults;
-  int n;            /* interior points per side */
-  double* grid;     /* the whole (n + 2) x (n + 2) grid: only this process's band is kept up to date */
-  double* next;     /* the next values of the band */
-  int first, last;  /* this process's band: interior rows [first, last), numbered from 1 */
+  int n;           /* interior points per side */
+  double* grid;    /* the whole (n + 2) x (n + 2) grid: only this process's band is kept up to date */
+  double* next;    /* the next values of the band */
+  int first, last; /* this process's band: interior rows [first, last), numbered from 1 */
 };
 
 /* Settings from the command line. */
@@ -61,7 +61,9 @@ static struct settings parse(int argc, char** argv) {
   return settings;
 }
 
-static double* at(double* grid, int n, int row, int column) { return &grid[(size_t)row * (size_t)(n + 2) + (size_t)column]; }
+static double* at(double* grid, int n, int row, int column) {
+  return &grid[(size_t)row * (size_t)(n + 2) + (size_t)column];
+}
 
 /* The grid before the first step: 1 on the top edge, 0.5 on the left one, 0 elsewhere. */
 static void initialise(double* grid, int n) {
@@ -77,9 +79,8 @@ static void sweep(const struct heat* heat, double* grid, double* next) {
   const int n = heat->n;
   for (int row = heat->first; row < heat->last; ++row) {
     for (int column = 1; column <= n; ++column) {
-      *at(next, n, row - heat->first, column) =
-          0.25 * (*at(grid, n, row - 1, column) + *at(grid, n, row + 1, column) + *at(grid, n, row, column - 1) +
-                  *at(grid, n, row, column + 1));
+      *at(next, n, row - heat->first, column) = 0.25 * (*at(grid, n, row - 1, column) + *at(grid, n, row + 1, column) +
+                                                        *at(grid, n, row, column - 1) + *at(grid, n, row, column + 1));
     }
   }
   for (int row = heat->first; row < heat->last; ++row) {

@@ -68,7 +68,8 @@ Options parse(int argc, char** argv) {
       {demo::number_flag("--n", "grid points along each side", options.n),
        demo::number_flag("--iterations", "iterations", options.iterations),
        demo::number_flag("--checkpoint-every", "iterations between checkpoints", options.checkpoint_every),
-       demo::number_flag("--copies", "copies of every checkpoint", options.copies), std::move(mode), demo::move_flag(options.move)});
+       demo::number_flag("--copies", "copies of every checkpoint", options.copies), std::move(mode),
+       demo::move_flag(options.move)});
   if (options.n < 2 || options.checkpoint_every == 0) {
     throw reprise::UsageError("heat3d_demo: --n must be at least 2 and --checkpoint-every at least 1");
   }
@@ -115,10 +116,10 @@ Box intersect(const Box& a, const Box& b) {
 struct Decomposition {
   std::array<int, 3> dims{};
   std::int64_t n = 0;
-  Decomposition(int p, std::int64_t n_) : n(n_) {
-    MPI_Dims_create(p, 3, dims.data());
+  Decomposition(int p, std::int64_t n_) : n(n_) { MPI_Dims_create(p, 3, dims.data()); }
+  [[nodiscard]] std::array<int, 3> coords(int r) const {
+    return {r % dims[0], (r / dims[0]) % dims[1], r / (dims[0] * dims[1])};
   }
-  [[nodiscard]] std::array<int, 3> coords(int r) const { return {r % dims[0], (r / dims[0]) % dims[1], r / (dims[0] * dims[1])}; }
   [[nodiscard]] int rank(std::array<int, 3> c) const { return (c[2] * dims[1] + c[1]) * dims[0] + c[0]; }
   [[nodiscard]] Box box(int r) const {
     const auto c = coords(r);
@@ -140,7 +141,9 @@ double boundary(std::int64_t, std::int64_t, std::int64_t z) { return z < 0 ? 1.0
 void jacobi(const Box& box, const std::vector<double>& old, std::vector<double>& next) {
   const std::int64_t ex = box.extent(0) + 2;
   const std::int64_t ey = box.extent(1) + 2;
-  auto at = [&](std::int64_t x, std::int64_t y, std::int64_t z) { return static_cast<std::size_t>((z * ey + y) * ex + x); };
+  auto at = [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+    return static_cast<std::size_t>((z * ey + y) * ex + x);
+  };
   for (std::int64_t z = 1; z <= box.extent(2); ++z) {
     for (std::int64_t y = 1; y <= box.extent(1); ++y) {
       for (std::int64_t x = 1; x <= box.extent(0); ++x) {
@@ -244,8 +247,8 @@ void fill_halo(reprise::Comm& comm, const Decomposition& grid, const Part& part,
       }
       std::size_t k = 0;
       layer(d, into, [&](const auto& p) {
-        halo[at(p)] = inside(from) ? in[k++]
-                                   : boundary(box.lo[0] + p[0] - 1, box.lo[1] + p[1] - 1, box.lo[2] + p[2] - 1);
+        halo[at(p)] =
+            inside(from) ? in[k++] : boundary(box.lo[0] + p[0] - 1, box.lo[1] + p[1] - 1, box.lo[2] + p[2] - 1);
       });
     }
   }
@@ -255,12 +258,15 @@ void fill_halo(reprise::Comm& comm, const Decomposition& grid, const Part& part,
 std::vector<double> serial_reference(const Options& options, const Box& box) {
   const Box all{{0, 0, 0}, {options.n, options.n, options.n}};
   const std::int64_t e = options.n + 2;
-  auto at = [&](std::int64_t x, std::int64_t y, std::int64_t z) { return static_cast<std::size_t>((z * e + y) * e + x); };
+  auto at = [&](std::int64_t x, std::int64_t y, std::int64_t z) {
+    return static_cast<std::size_t>((z * e + y) * e + x);
+  };
   std::vector<double> old(static_cast<std::size_t>(e * e * e), 0.0);
   for (std::int64_t z = 0; z < e; ++z)
     for (std::int64_t y = 0; y < e; ++y)
       for (std::int64_t x = 0; x < e; ++x)
-        if (x == 0 || y == 0 || z == 0 || x == e - 1 || y == e - 1 || z == e - 1) old[at(x, y, z)] = boundary(x - 1, y - 1, z - 1);
+        if (x == 0 || y == 0 || z == 0 || x == e - 1 || y == e - 1 || z == e - 1)
+          old[at(x, y, z)] = boundary(x - 1, y - 1, z - 1);
   std::vector<double> next = old;
   for (std::uint64_t it = 0; it < options.iterations; ++it) {
     jacobi(all, old, next);
@@ -297,7 +303,8 @@ void repartition(reprise::Comm& comm, const Options& options, Part& part, const 
   for (const auto& piece : fetched) send_cuts(piece);
   std::vector<reprise::OutgoingMessage> messages;
   for (int r = 0; r < comm.size(); ++r) {
-    if (!payloads[static_cast<std::size_t>(r)].empty()) messages.push_back({reprise::Rank{r}, payloads[static_cast<std::size_t>(r)]});
+    if (!payloads[static_cast<std::size_t>(r)].empty())
+      messages.push_back({reprise::Rank{r}, payloads[static_cast<std::size_t>(r)]});
   }
   const auto received = comm.sparse_all_to_all(messages);
   const Box mine = grid.box(comm.rank().value());
@@ -407,8 +414,8 @@ void sweep(reprise::Comm& comm, const Options& options, Part& part, Halo& halo) 
   for (auto z = box.lo[2]; z < box.hi[2]; ++z)
     for (auto y = box.lo[1]; y < box.hi[1]; ++y)
       for (auto x = box.lo[0]; x < box.hi[0]; ++x)
-        part.values[box.index(x, y, z)] =
-            halo.next[static_cast<std::size_t>(((z - box.lo[2] + 1) * ey + (y - box.lo[1] + 1)) * ex + (x - box.lo[0] + 1))];
+        part.values[box.index(x, y, z)] = halo.next[static_cast<std::size_t>(
+            ((z - box.lo[2] + 1) * ey + (y - box.lo[1] + 1)) * ex + (x - box.lo[0] + 1))];
 }
 
 /// Compares every process's part with the serial run bit for bit and prints
@@ -431,7 +438,8 @@ bool report(reprise::Comm& comm, const reprise::Driver& driver, const Options& o
   // rank that saw them all reports.
   const auto seen = static_cast<int>(driver.recoveries().size());
   const int most = comm.allreduce(seen, MPI_MAX);
-  const bool reporter = comm.allreduce(seen == most ? comm.rank().value() : comm.size(), MPI_MIN) == comm.rank().value();
+  const bool reporter =
+      comm.allreduce(seen == most ? comm.rank().value() : comm.size(), MPI_MIN) == comm.rank().value();
   if (reporter) {
     for (const auto& recovery : driver.recoveries()) {
       std::string names;
@@ -461,10 +469,10 @@ int run_demo(demo::Demo<Options>& begun) {
   reprise::Checkpoint checkpoint(comm, {.copies = std::min(options.copies, comm.size())});
   checkpoint.protect("box", part.box);
   checkpoint.protect("values", part.values);
-  reprise::Driver driver(comm, checkpoint, {.mode = options.mode, .cadence = {.every_steps = options.checkpoint_every}});
-  driver.on_recovery([&](const reprise::Recovery& recovery) {
-    take_departed_parts(recovery, comm, checkpoint, options, part);
-  });
+  reprise::Driver driver(comm, checkpoint,
+                         {.mode = options.mode, .cadence = {.every_steps = options.checkpoint_every}});
+  driver.on_recovery(
+      [&](const reprise::Recovery& recovery) { take_departed_parts(recovery, comm, checkpoint, options, part); });
   // Live migration: SIGUSR1 or --move asks; the move happens between two
   // iterations; a process started by a move restores from its predecessor's image.
   reprise::Migration migration(comm, checkpoint);
@@ -483,8 +491,9 @@ int run_demo(demo::Demo<Options>& begun) {
     });
   } catch (const reprise::DataLost& error) {
     if (comm.rank().value() == 0) {
-      std::fprintf(stderr, "heat3d_demo: %s\n  (with %d copies, a process and its %d buddies failing between two "
-                           "checkpoints lose its block; use more --copies)\n",
+      std::fprintf(stderr,
+                   "heat3d_demo: %s\n  (with %d copies, a process and its %d buddies failing between two "
+                   "checkpoints lose its block; use more --copies)\n",
                    error.what(), options.copies, options.copies - 1);
     }
     return demo::finish(begun.environment, me, false, error.what(), 3);
@@ -496,5 +505,6 @@ int run_demo(demo::Demo<Options>& begun) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return demo::main_of<Options>(argc, argv, parse, [](const Options& o) { return o.iterations; }, run_demo);
+  return demo::main_of<Options>(
+      argc, argv, parse, [](const Options& o) { return o.iterations; }, run_demo);
 }

@@ -16,12 +16,12 @@ int main(int argc, char** argv) {
   constexpr std::size_t kBytes = std::size_t{64} << 20U;
   auto* words = static_cast<std::uint64_t*>(reprise::protected_alloc(kBytes));
   const std::span<std::uint64_t> memory(words, kBytes / sizeof(std::uint64_t));
-  const std::string directory = std::string(argc > 1 ? argv[1] : "incremental") + "/rank" +
-                                std::to_string(comm.original_rank().value());
+  const std::string directory =
+      std::string(argc > 1 ? argv[1] : "incremental") + "/rank" + std::to_string(comm.original_rank().value());
   reprise::IncrementalCheckpoint checkpoint(directory);
   checkpoint.protect(std::as_writable_bytes(memory));
   if (checkpoint.version() > 0) checkpoint.restore();  // a run before left versions: go on from the newest
-  std::uint64_t& step = memory[0];                      // the step count lives in protected memory too
+  std::uint64_t& step = memory[0];                     // the step count lives in protected memory too
   const std::uint64_t stop = argc > 2 ? std::strtoull(argv[2], nullptr, 10) : 100;
   const std::size_t stride = memory.size() / 64;
   while (step < stop) {

@@ -12,7 +12,6 @@
 // REPRISE_FAULTS="RANK@ITERATION,..." replaces the random schedule
 // ("nodeK@ITERATION": every process of node K at once).
 
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -161,8 +160,9 @@ void protect_for_moves(reprise::Checkpoint& state, const Run& run) {
 void report_moves(reprise::Migration& migration, const Run& run) {
   const auto me = run.comm.original_rank();
   migration.before_leaving([me](const reprise::MigrationTimes& times) {
-    std::printf("  #%d leaves: image of %.2f MiB built in %.1f ms, free to exit %.1f ms after the request\n", me.value(),
-                static_cast<double>(times.image_bytes) / (1 << 20), 1e3 * times.image_build_s, 1e3 * times.evacuation_s);
+    std::printf("  #%d leaves: image of %.2f MiB built in %.1f ms, free to exit %.1f ms after the request\n",
+                me.value(), static_cast<double>(times.image_bytes) / (1 << 20), 1e3 * times.image_build_s,
+                1e3 * times.evacuation_s);
     std::fflush(stdout);
   });
   if (!run.comm.migrated_in()) return;
@@ -212,8 +212,9 @@ void report_data_lost(const Run& run, const std::string& lost, const reprise::Da
     points_lost += (points_lost.empty() ? "[" : ", [") + std::to_string(range.begin.value) + ", " +
                    std::to_string(range.end.value) + ")";
   }
-  std::fprintf(stderr, "kmeans_demo: iteration %llu: lost %s, and with them every copy of points %s: %d "
-                       "holders of a point failed faster than the store could copy it again\n",
+  std::fprintf(stderr,
+               "kmeans_demo: iteration %llu: lost %s, and with them every copy of points %s: %d "
+               "holders of a point failed faster than the store could copy it again\n",
                static_cast<unsigned long long>(run.iteration), lost.c_str(), points_lost.c_str(), run.options.copies);
 }
 
@@ -259,9 +260,11 @@ bool matches_reference(const Run& run, double elapsed) {
     std::vector<double> all(run.store.blocks() * options.dims);
     for (std::uint64_t id = 0; id < run.store.blocks(); ++id) make_point(id, options, &all[id * options.dims]);
     auto reference = initial_centers(options);
-    for (std::uint64_t it = 0; it < options.iterations; ++it) update_centers(partial_sums(all, reference, options), reference, options);
+    for (std::uint64_t it = 0; it < options.iterations; ++it)
+      update_centers(partial_sums(all, reference, options), reference, options);
     double worst = 0;
-    for (std::size_t j = 0; j < run.centers.size(); ++j) worst = std::max(worst, std::abs(run.centers[j] - reference[j]));
+    for (std::size_t j = 0; j < run.centers.size(); ++j)
+      worst = std::max(worst, std::abs(run.centers[j] - reference[j]));
     correct = worst <= 1e-9 ? 1 : 0;
     std::printf("  centers vs. a failure-free run on one process: largest difference %.1e -> %s\n", worst,
                 correct != 0 ? "CORRECT" : "WRONG");
@@ -328,5 +331,6 @@ int run_demo(demo::Demo<Options>& begun) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return demo::main_of<Options>(argc, argv, parse, [](const Options& o) { return o.iterations; }, run_demo);
+  return demo::main_of<Options>(
+      argc, argv, parse, [](const Options& o) { return o.iterations; }, run_demo);
 }

@@ -17,7 +17,11 @@ static int finish(const reprise_run_step* end) {
 }
 
 int main(int argc, char** argv) {
-  const reprise_run_config run = {.state = &total, .bytes = sizeof total, .steps = 100, .step = step, .finish = finish,
+  const reprise_run_config run = {.state = &total,
+                                  .bytes = sizeof total,
+                                  .steps = 100,
+                                  .step = step,
+                                  .finish = finish,
                                   .driver = {.mode = REPRISE_SHRINK, .every_steps = 10, .inject_faults = 1}};
   return reprise_run(&argc, &argv, &run); /* MPI, a checkpoint of total, the driver, finish, the end */
 }

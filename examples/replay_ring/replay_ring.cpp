@@ -31,7 +31,8 @@ int main(int argc, char** argv) {
     const int me = comm.rank().value(), size = comm.size();
     std::uint64_t from_left = 0, sum = 0;
     comm.check(MPI_Sendrecv(&value, 1, MPI_UINT64_T, (me + 1) % size, 0, &from_left, 1, MPI_UINT64_T,
-                            (me + size - 1) % size, 0, comm.raw(), MPI_STATUS_IGNORE), "MPI_Sendrecv");
+                            (me + size - 1) % size, 0, comm.raw(), MPI_STATUS_IGNORE),
+               "MPI_Sendrecv");
     comm.check(MPI_Allreduce(&value, &sum, 1, MPI_UINT64_T, MPI_SUM, comm.raw()), "MPI_Allreduce");
     value = next_value(value, from_left, sum, step);
   });

@@ -103,34 +103,36 @@ class Checkpoint {
   template <class T>
   void protect(std::string name, std::vector<T>& values) {
     static_assert(std::is_trivially_copyable_v<T>, "protect a vector of trivially copyable values, or use Save/Load");
-    add({
-        .name = std::move(name),
-        .save = [&values](std::vector<std::byte>& out) {
-          const auto* first = reinterpret_cast<const std::byte*>(values.data());
-          out.insert(out.end(), first, first + values.size() * sizeof(T));
-        },
-        .load = [&values](std::span<const std::byte> bytes) {
-          values.resize(bytes.size() / sizeof(T));
-          if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
-        },
-        .fixed_bytes = 0,
-        .unit = sizeof(T),
-        .shape = shape_of<T>(),
-        .blocks = std::nullopt,
-        .view = [&values] { return std::as_bytes(std::span(values)); },
-        .place = [&values](std::size_t bytes) {
-          const std::size_t count = bytes / sizeof(T);
-          if (count > values.capacity()) {
-            // Fresh storage, its pages asked for huge before they are
-            // zeroed (the old values are overwritten anyway).
-            std::vector<T> fresh;
-            fresh.reserve(count);
-            detail::prefer_huge_pages_of(fresh.data(), count * sizeof(T));
-            values = std::move(fresh);
-          }
-          values.resize(count);
-          return std::as_writable_bytes(std::span(values));
-        }});
+    add({.name = std::move(name),
+         .save =
+             [&values](std::vector<std::byte>& out) {
+               const auto* first = reinterpret_cast<const std::byte*>(values.data());
+               out.insert(out.end(), first, first + values.size() * sizeof(T));
+             },
+         .load =
+             [&values](std::span<const std::byte> bytes) {
+               values.resize(bytes.size() / sizeof(T));
+               if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
+             },
+         .fixed_bytes = 0,
+         .unit = sizeof(T),
+         .shape = shape_of<T>(),
+         .blocks = std::nullopt,
+         .view = [&values] { return std::as_bytes(std::span(values)); },
+         .place =
+             [&values](std::size_t bytes) {
+               const std::size_t count = bytes / sizeof(T);
+               if (count > values.capacity()) {
+                 // Fresh storage, its pages asked for huge before they are
+                 // zeroed (the old values are overwritten anyway).
+                 std::vector<T> fresh;
+                 fresh.reserve(count);
+                 detail::prefer_huge_pages_of(fresh.data(), count * sizeof(T));
+                 values = std::move(fresh);
+               }
+               values.resize(count);
+               return std::as_writable_bytes(std::span(values));
+             }});
   }
 
   /// Registers a fixed-size typed array, restored in place, whose element
@@ -138,7 +140,7 @@ class Checkpoint {
   /// `double[n][m]`). `extents` (slowest first) must multiply to
   /// `values.size()`; empty means one dimension. `UsageError` otherwise.
   template <class T>
-    requires std::is_arithmetic_v<T>
+  requires std::is_arithmetic_v<T>
   void protect_array(std::string name, std::span<T> values, std::vector<std::uint64_t> extents = {}) {
     protect_fixed(std::move(name), std::as_writable_bytes(values), ArrayShape{element_type_of<T>(), std::move(extents)},
                   std::nullopt);
@@ -163,7 +165,7 @@ class Checkpoint {
   /// its type in images (HDF5 readers see a `double` as float64), anything
   /// else is bytes.
   template <class T>
-    requires std::is_trivially_copyable_v<T>
+  requires std::is_trivially_copyable_v<T>
   void protect(std::string name, T& value) {
     protect_fixed(std::move(name), std::as_writable_bytes(std::span(&value, 1)), shape_of<T>(), std::nullopt);
   }
@@ -260,7 +262,7 @@ class Checkpoint {
     std::size_t unit;         // the size must be a multiple of this
     ArrayShape shape;
     std::optional<BlockHolding> blocks;
-    std::function<std::span<const std::byte>()> view;  // the bytes in place; empty for Save/Load objects
+    std::function<std::span<const std::byte>()> view;        // the bytes in place; empty for Save/Load objects
     std::function<std::span<std::byte>(std::size_t)> place;  // made to hold that many bytes, in place; idem
   };
   template <class T>
@@ -272,7 +274,8 @@ class Checkpoint {
     }
   }
   void check_piece(const Item& item, std::size_t length, const std::string& where) const;
-  void protect_fixed(std::string name, std::span<std::byte> buffer, ArrayShape shape, std::optional<BlockHolding> blocks);
+  void protect_fixed(std::string name, std::span<std::byte> buffer, ArrayShape shape,
+                     std::optional<BlockHolding> blocks);
   void add(Item item);
   void serialize(std::vector<std::byte>& out) const;
   [[nodiscard]] std::vector<std::span<const std::byte>> split(std::span<const std::byte> state,
@@ -291,7 +294,7 @@ class Checkpoint {
   CheckpointConfig _config;
   std::vector<Item> _items;
   std::uint64_t _version = 0;
-  SlotLayout _slots;                                        // who took each slot, at the last commit
+  SlotLayout _slots;  // who took each slot, at the last commit
   void settle_copies() const noexcept;
   void adopt_layout(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners);
 
@@ -301,11 +304,11 @@ class Checkpoint {
   // drops them if they did not arrive intact.
   mutable std::map<OriginalRank, std::vector<std::byte>> _held;  // committed states held here, by owner
   mutable bool _holds_copies = false;                            // took part in the last commit
-  std::map<OriginalRank, std::vector<std::byte>> _spare;    // buffers of the version before, reused
+  std::map<OriginalRank, std::vector<std::byte>> _spare;         // buffers of the version before, reused
   std::vector<std::pair<std::uint64_t, std::function<void(std::uint64_t)>>> _hooks;  // by id, in order
   std::uint64_t _next_hook = 1;
-  bool _carries_log = false;            // carry_message_log()
-  std::vector<std::byte> _log_state;    // the message log's state, saved with each commit
+  bool _carries_log = false;          // carry_message_log()
+  std::vector<std::byte> _log_state;  // the message log's state, saved with each commit
   // Last, so that they go first: the copies still landing, and whose they are.
   mutable std::vector<OriginalRank> _arriving_owners;
   mutable std::function<std::optional<std::map<OriginalRank, std::vector<std::byte>>>()> _copies_arriving;

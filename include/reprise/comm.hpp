@@ -24,21 +24,21 @@ namespace reprise {
 
 /// One message to send in `Comm::sparse_all_to_all`.
 struct OutgoingMessage {
-  Rank destination;                   ///< current rank of the receiver
-  std::span<const std::byte> payload; ///< bytes to send (may be empty)
+  Rank destination;                    ///< current rank of the receiver
+  std::span<const std::byte> payload;  ///< bytes to send (may be empty)
 };
 
 /// One message received by `Comm::sparse_all_to_all`.
 struct IncomingMessage {
-  Rank source;                        ///< current rank of the sender
-  std::vector<std::byte> payload;     ///< the bytes sent
+  Rank source;                     ///< current rank of the sender
+  std::vector<std::byte> payload;  ///< the bytes sent
 };
 
 /// A message sent straight from several pieces of memory, without copying
 /// them into one buffer first.
 struct GatherMessage {
-  Rank destination;                                  ///< current rank of the receiver
-  std::vector<std::span<const std::byte>> pieces;    ///< sent back to back
+  Rank destination;                                ///< current rank of the receiver
+  std::vector<std::span<const std::byte>> pieces;  ///< sent back to back
 };
 
 /// Where an incoming message goes: given its source and size, the pieces of
@@ -168,7 +168,8 @@ class Comm {
     const auto bytes = allgather(detail::mpi_count(values.size() * sizeof(T)));
     std::vector<int> displacements(bytes.size(), 0);
     for (std::size_t r = 1; r < bytes.size(); ++r) displacements[r] = displacements[r - 1] + bytes[r - 1];
-    std::vector<T> all((static_cast<std::size_t>(displacements.back()) + static_cast<std::size_t>(bytes.back())) / sizeof(T));
+    std::vector<T> all((static_cast<std::size_t>(displacements.back()) + static_cast<std::size_t>(bytes.back())) /
+                       sizeof(T));
     check(MPI_Allgatherv(values.data(), bytes[static_cast<std::size_t>(_rank.value())], MPI_BYTE, all.data(),
                          bytes.data(), displacements.data(), MPI_BYTE, _comm),
           "MPI_Allgatherv");

@@ -48,8 +48,8 @@ struct HeldBlocks {
 
 /// Who held what of one blocks piece in a saved version.
 struct SavedBlocks {
-  std::string name;             ///< the registration's name
-  std::size_t block_bytes = 0;  ///< bytes of one block
+  std::string name;              ///< the registration's name
+  std::size_t block_bytes = 0;   ///< bytes of one block
   std::vector<HeldBlocks> held;  ///< one entry per old process, by original rank
 };
 
@@ -63,11 +63,12 @@ enum class RestartOutcome {
 /// The result of `DiskLevel::restart()`, the same on every process.
 struct DiskRestart {
   RestartOutcome outcome = RestartOutcome::kNoCheckpoint;  ///< what was found, and so what to do
-  std::uint64_t version = 0;              ///< the version restarted from (the next checkpoint is version + 1)
-  int old_world_size = 0;                 ///< processes of the job that wrote it
-  std::vector<OriginalRank> old_members;  ///< their original ranks, ascending (new rank i took old_members[i] on kRestored)
-  std::vector<SavedBlocks> blocks;        ///< per blocks piece, who held which block ids
-  std::vector<std::string> notes;         ///< newer versions passed over, and why (also printed by process 0)
+  std::uint64_t version = 0;  ///< the version restarted from (the next checkpoint is version + 1)
+  int old_world_size = 0;     ///< processes of the job that wrote it
+  std::vector<OriginalRank>
+      old_members;                  ///< their original ranks, ascending (new rank i took old_members[i] on kRestored)
+  std::vector<SavedBlocks> blocks;  ///< per blocks piece, who held which block ids
+  std::vector<std::string> notes;   ///< newer versions passed over, and why (also printed by process 0)
 };
 
 /// One process's image file in a saved version, as `scan_disk_versions` sees it.
@@ -81,16 +82,16 @@ struct DiskFile {
 
 /// One `v<version>` folder of a disk level's directory.
 struct DiskVersion {
-  std::uint64_t version = 0;   ///< the checkpoint version it holds
-  bool manifest = false;       ///< it has a manifest (without one, its writing never finished)
-  bool complete = false;       ///< its manifest checks out and names files of the right sizes (contents not read)
-  int world_size = 0;          ///< from the manifest (0 without one)
+  std::uint64_t version = 0;  ///< the checkpoint version it holds
+  bool manifest = false;      ///< it has a manifest (without one, its writing never finished)
+  bool complete = false;      ///< its manifest checks out and names files of the right sizes (contents not read)
+  int world_size = 0;         ///< from the manifest (0 without one)
   /// The application's step at this version (the `Driver`'s step count: the
   /// step a restart from it does next), from the manifest; none without one,
   /// or if no driver registered its progress.
   std::optional<std::uint64_t> step;
-  std::vector<DiskFile> files; ///< the manifest's processes, else the image files found
-  std::string problem;         ///< why it is not complete (empty if it is)
+  std::vector<DiskFile> files;  ///< the manifest's processes, else the image files found
+  std::string problem;          ///< why it is not complete (empty if it is)
 };
 
 /// Lists the versions in a disk level's directory, oldest first, reading only

@@ -39,10 +39,10 @@ enum class RecoveryMode {
 /// What one recovery did, as every process saw it.
 struct Recovery {
   RecoveryMode mode = RecoveryMode::kRespawn;  ///< how it recovered (`kRespawn` for a replay that fell back)
-  std::vector<OriginalRank> lost;  ///< original ranks lost (replaced, with respawn)
-  std::uint64_t epoch = 0;         ///< the communicator's epoch afterwards
-  double seconds = 0;              ///< from catching the failure to the state restored
-  int attempts = 1;                ///< more than 1 if processes failed during the recovery
+  std::vector<OriginalRank> lost;              ///< original ranks lost (replaced, with respawn)
+  std::uint64_t epoch = 0;                     ///< the communicator's epoch afterwards
+  double seconds = 0;                          ///< from catching the failure to the state restored
+  int attempts = 1;                            ///< more than 1 if processes failed during the recovery
 };
 
 /// How often `Driver::run(steps, step)` checkpoints: set exactly one.
@@ -60,8 +60,8 @@ struct Cadence {
 /// How the driver behaves.
 struct DriverConfig {
   RecoveryMode mode = RecoveryMode::kRespawn;  ///< how to recover from a failure
-  int max_recoveries = 64;  ///< give up (rethrow) after this many recoveries
-  Cadence cadence = {};     ///< for `Driver::run(steps, step)`
+  int max_recoveries = 64;                     ///< give up (rethrow) after this many recoveries
+  Cadence cadence = {};                        ///< for `Driver::run(steps, step)`
   /// Carry out the fault plan in `REPRISE_FAULTS` (`inject::Schedule::from_env`;
   /// "2@30": original rank 2 dies at step 30) before each step of
   /// `Driver::run(steps, step)`, after the checkpoint planned there, so
@@ -222,9 +222,9 @@ class Driver {
   bool _resume_in_place = false;  // after a replay, run(steps, step) goes on where it was
   bool _restored_plan = false;    // kReplay: the state (and the plan) were just restored
   double _log_recovery_started = 0;
-  double _measuring_since = 0;  // this process's clock
+  double _measuring_since = 0;       // this process's clock
   double _last_checkpoint_cost = 0;  // this process's, for plan_then_checkpoint
-  bool _entered = false;        // run(steps, step)'s loop has started here
+  bool _entered = false;             // run(steps, step)'s loop has started here
   CheckpointStats _stats;
 };
 

@@ -33,15 +33,19 @@ enum class ElementType : std::uint8_t {
   switch (type) {
     case ElementType::kBytes:
     case ElementType::kInt8:
-    case ElementType::kUint8: return 1;
+    case ElementType::kUint8:
+      return 1;
     case ElementType::kInt16:
-    case ElementType::kUint16: return 2;
+    case ElementType::kUint16:
+      return 2;
     case ElementType::kInt32:
     case ElementType::kUint32:
-    case ElementType::kFloat32: return 4;
+    case ElementType::kFloat32:
+      return 4;
     case ElementType::kInt64:
     case ElementType::kUint64:
-    case ElementType::kFloat64: return 8;
+    case ElementType::kFloat64:
+      return 8;
   }
   return 1;
 }
@@ -49,17 +53,28 @@ enum class ElementType : std::uint8_t {
 /// The name of `type` as error messages and tools print it ("float64", ...).
 [[nodiscard]] constexpr std::string_view element_type_name(ElementType type) noexcept {
   switch (type) {
-    case ElementType::kBytes: return "bytes";
-    case ElementType::kInt8: return "int8";
-    case ElementType::kUint8: return "uint8";
-    case ElementType::kInt16: return "int16";
-    case ElementType::kUint16: return "uint16";
-    case ElementType::kInt32: return "int32";
-    case ElementType::kUint32: return "uint32";
-    case ElementType::kInt64: return "int64";
-    case ElementType::kUint64: return "uint64";
-    case ElementType::kFloat32: return "float32";
-    case ElementType::kFloat64: return "float64";
+    case ElementType::kBytes:
+      return "bytes";
+    case ElementType::kInt8:
+      return "int8";
+    case ElementType::kUint8:
+      return "uint8";
+    case ElementType::kInt16:
+      return "int16";
+    case ElementType::kUint16:
+      return "uint16";
+    case ElementType::kInt32:
+      return "int32";
+    case ElementType::kUint32:
+      return "uint32";
+    case ElementType::kInt64:
+      return "int64";
+    case ElementType::kUint64:
+      return "uint64";
+    case ElementType::kFloat32:
+      return "float32";
+    case ElementType::kFloat64:
+      return "float64";
   }
   return "bytes";
 }
@@ -101,7 +116,7 @@ template <class T>
 /// dimension holding every element (the byte count / element size).
 struct ArrayShape {
   ElementType type = ElementType::kBytes;  ///< the type of each element
-  std::vector<std::uint64_t> extents;  ///< elements per dimension, slowest first (C order)
+  std::vector<std::uint64_t> extents;      ///< elements per dimension, slowest first (C order)
 };
 
 }  // namespace reprise

@@ -20,8 +20,7 @@ namespace reprise {
 class Error : public std::runtime_error {
  public:
   /// An error saying `what`, behind which MPI reported `mpi_error_class`.
-  Error(const std::string& what, int mpi_error_class)
-      : std::runtime_error(what), _mpi_error_class(mpi_error_class) {}
+  Error(const std::string& what, int mpi_error_class) : std::runtime_error(what), _mpi_error_class(mpi_error_class) {}
 
   /// The MPI error class behind this error (e.g. `MPIX_ERR_PROC_FAILED`).
   [[nodiscard]] int mpi_error_class() const noexcept { return _mpi_error_class; }

@@ -66,7 +66,7 @@ class Heartbeat {
   std::vector<int> _host;             // a key per host, by rank
   std::vector<OriginalRank> _original;
   int _rank = 0;
-  int _kill_request = 0;              // the pid asked to be killed (outlives its send)
+  int _kill_request = 0;  // the pid asked to be killed (outlives its send)
   std::atomic<bool> _running{false};
   std::thread _thread;
   mutable std::mutex _mutex;

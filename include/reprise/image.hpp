@@ -57,9 +57,9 @@ struct ImageInfo {
 
 /// One piece of state in an image: the dataset `/state/<name>`.
 struct ImageDataset {
-  std::string name;          ///< the name it was added under
-  ArrayShape shape;          ///< element type and extents as stored (never empty: one extent for a 1-D piece)
-  std::uint64_t bytes = 0;   ///< size of the piece
+  std::string name;            ///< the name it was added under
+  ArrayShape shape;            ///< element type and extents as stored (never empty: one extent for a 1-D piece)
+  std::uint64_t bytes = 0;     ///< size of the piece
   std::uint64_t checksum = 0;  ///< XXH3-64 of its bytes (0 where `checksum_apart`)
   /// The image holds no checksum of this piece (`ImageChecksum::kApart`):
   /// `read` and `verify` refuse it; its holder checks it another way.

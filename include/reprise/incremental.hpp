@@ -36,8 +36,8 @@ enum class CommitMode {
 
 /// Settings of an incremental checkpoint.
 struct IncrementalConfig {
-  CommitMode mode = CommitMode::kAsyncAdaptive;   ///< sync, address order, or learned order
-  std::size_t cow_bytes = std::size_t{16} << 20U; ///< copy-on-write buffer, in whole pages (0: writers wait)
+  CommitMode mode = CommitMode::kAsyncAdaptive;    ///< sync, address order, or learned order
+  std::size_t cow_bytes = std::size_t{16} << 20U;  ///< copy-on-write buffer, in whole pages (0: writers wait)
 };
 
 /// What one checkpoint did. The counts are of pages whose first write after
@@ -46,16 +46,16 @@ struct IncrementalConfig {
 /// AFTER (once the commit was over, trapped or noticed by the kernel's
 /// written bits; final when the next checkpoint starts).
 struct IncrementalStats {
-  std::uint64_t version = 0;         ///< 1 for the full checkpoint, then 2, 3, ...
-  std::size_t pages_committed = 0;   ///< pages handed to the sink
-  std::size_t cow = 0;               ///< first writes that copied the page aside
-  std::size_t wait = 0;              ///< first writes that waited for the commit
-  std::size_t avoided = 0;           ///< first writes during the commit that did neither
-  std::size_t after = 0;             ///< first writes after the commit
-  std::size_t cow_peak_pages = 0;    ///< most pages in the copy-on-write buffer at once
-  double wait_seconds = 0;           ///< time writers spent waiting, all threads together
-  double commit_seconds = 0;         ///< from the start of the checkpoint to the end of the commit
-  double call_seconds = 0;           ///< time `checkpoint()` itself took
+  std::uint64_t version = 0;        ///< 1 for the full checkpoint, then 2, 3, ...
+  std::size_t pages_committed = 0;  ///< pages handed to the sink
+  std::size_t cow = 0;              ///< first writes that copied the page aside
+  std::size_t wait = 0;             ///< first writes that waited for the commit
+  std::size_t avoided = 0;          ///< first writes during the commit that did neither
+  std::size_t after = 0;            ///< first writes after the commit
+  std::size_t cow_peak_pages = 0;   ///< most pages in the copy-on-write buffer at once
+  double wait_seconds = 0;          ///< time writers spent waiting, all threads together
+  double commit_seconds = 0;        ///< from the start of the checkpoint to the end of the commit
+  double call_seconds = 0;          ///< time `checkpoint()` itself took
 };
 
 /// What `IncrementalCheckpoint::restore` did.

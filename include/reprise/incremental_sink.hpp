@@ -16,8 +16,8 @@ namespace reprise {
 /// The shape of the memory a version covers: the page size and the size of
 /// every protected region, in registration order.
 struct IncrementalLayout {
-  std::size_t page_bytes = 0;               ///< bytes per page
-  std::vector<std::size_t> region_bytes;    ///< bytes of each region
+  std::size_t page_bytes = 0;             ///< bytes per page
+  std::vector<std::size_t> region_bytes;  ///< bytes of each region
 };
 
 /// A destination for incremental checkpoint versions. Version 1 is full

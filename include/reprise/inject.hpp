@@ -44,7 +44,7 @@ void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason = 
 /// A process of a node, as `kill_node` needs it.
 struct NodeMember {
   OriginalRank rank;  ///< its original rank
-  int pid = 0;  ///< its process id (processes of one node share the kernel)
+  int pid = 0;        ///< its process id (processes of one node share the kernel)
 
   /// The same process.
   friend bool operator==(const NodeMember&, const NodeMember&) = default;
@@ -75,16 +75,15 @@ enum class Action { kKill, kHang, kCrash };
 /// fault, every process of node `node` dies with the first of them to reach
 /// `step` (`kill_node`).
 struct Fault {
-  OriginalRank rank;               ///< the process that fails (or the first of its node)
-  std::uint64_t step = 0;          ///< when it reaches this step
-  Action action = Action::kKill;   ///< how
-  int node = 0;                          ///< 1, 2, ...: a node fault (nodes by their lowest rank); 0: not one
+  OriginalRank rank;                       ///< the process that fails (or the first of its node)
+  std::uint64_t step = 0;                  ///< when it reaches this step
+  Action action = Action::kKill;           ///< how
+  int node = 0;                            ///< 1, 2, ...: a node fault (nodes by their lowest rank); 0: not one
   std::vector<NodeMember> node_members{};  ///< the node's processes, once `Schedule::bind_nodes` found them
 
   /// The same fault.
   friend bool operator==(const Fault&, const Fault&) = default;
 };
-
 
 /// A deterministic plan of faults, identical on every process that builds it
 /// from the same text or seed. Faults apply to the processes the job started

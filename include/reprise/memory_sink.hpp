@@ -81,11 +81,11 @@ class MemorySink : public IncrementalSink {
   Comm& _comm;
   int _copies;
   std::uint64_t _published = 0;
-  std::vector<std::byte> _staged;            // the version being written: header, then (region, page, bytes)
-  bool _pending = false;                     // _staged holds a version not yet published
+  std::vector<std::byte> _staged;                  // the version being written: header, then (region, page, bytes)
+  bool _pending = false;                           // _staged holds a version not yet published
   std::vector<std::vector<std::byte>> _in_flight;  // images sent by the last restore (MPI may read them until recovery)
   std::size_t _page_bytes = 0;
-  std::map<int, Mirror> _mirrors;            // by original rank of the process mirrored, this one's own included
+  std::map<int, Mirror> _mirrors;  // by original rank of the process mirrored, this one's own included
 };
 
 }  // namespace reprise

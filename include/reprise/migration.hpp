@@ -49,12 +49,15 @@ struct MigrationConfig {
 /// What one migration cost, as the process measured it (seconds; a field
 /// that does not apply to the process is 0).
 struct MigrationTimes {
-  double response_s = 0;     ///< request to the new process running again, its state restored (in the new process)
-  double evacuation_s = 0;   ///< request to the leaving process free to exit (in the leaving one)
-  double image_build_s = 0;  ///< building the image (in the leaving process; carried copies are hashed later, after they were sent)
-  double image_open_s = 0;   ///< opening the image where it arrived, without copying it (in the new process)
-  double receive_s = 0;      ///< receiving the image's large pieces straight into the registered memory (in the new process; 0 if they came with the rest)
-  double restore_s = 0;      ///< checking its checksums and copying the rest of the state into the registered memory (in the new process)
+  double response_s = 0;    ///< request to the new process running again, its state restored (in the new process)
+  double evacuation_s = 0;  ///< request to the leaving process free to exit (in the leaving one)
+  double image_build_s =
+      0;  ///< building the image (in the leaving process; carried copies are hashed later, after they were sent)
+  double image_open_s = 0;  ///< opening the image where it arrived, without copying it (in the new process)
+  double receive_s = 0;     ///< receiving the image's large pieces straight into the registered memory (in the new
+                            ///< process; 0 if they came with the rest)
+  double restore_s =
+      0;  ///< checking its checksums and copying the rest of the state into the registered memory (in the new process)
   std::uint64_t image_bytes = 0;  ///< size of the image sent
   /// Of the image: the checkpoint copies the leaving process carried to the
   /// new one, which spare a checkpoint.
@@ -67,9 +70,12 @@ struct MigrationTimes {
 struct MigrationRecord {
   std::vector<OriginalRank> moved;  ///< the original ranks that moved (in a new process: its own)
   std::uint64_t epoch = 0;          ///< the communicator's epoch afterwards
-  std::uint64_t version = 0;        ///< the committed checkpoint version after the move (the one before it, unless the move took one)
-  bool checkpointed = false;        ///< the move ended with a new checkpoint (every holder of some state moved, and one lacked its copies)
-  bool copies_carried = false;      ///< the new processes took over the checkpoint copies their predecessors held (every holder of some state moved)
+  std::uint64_t version =
+      0;  ///< the committed checkpoint version after the move (the one before it, unless the move took one)
+  bool checkpointed =
+      false;  ///< the move ended with a new checkpoint (every holder of some state moved, and one lacked its copies)
+  bool copies_carried = false;  ///< the new processes took over the checkpoint copies their predecessors held (every
+                                ///< holder of some state moved)
 };
 
 /// Moves live processes of `comm` with their `checkpoint`-registered state.

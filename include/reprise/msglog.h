@@ -12,16 +12,18 @@ extern "C" {
 #endif
 /** Counters of this process's message log (cumulative since MPI_Init, except the log_bytes ones). */
 typedef struct reprise_msglog_counters {
-  uint64_t messages_sent;      /**< application point-to-point messages sent */
-  uint64_t messages_received;  /**< application receptions completed */
-  uint64_t messages_logged;    /**< messages copied into the sender-based log */
-  uint64_t bytes_logged;       /**< payload bytes copied into the log */
-  uint64_t events_matching;    /**< matching events logged (MPI_ANY_SOURCE receptions) */
-  uint64_t events_delivery;    /**< delivery events logged (Test*, Waitany, Waitsome, Iprobe outcomes) */
-  uint64_t log_bytes_now;      /**< bytes the log holds now */
-  uint64_t log_bytes_peak;     /**< most bytes the log held at once */
-  uint64_t log_bytes_discarded; /**< bytes dropped at the bound (REPRISE_MSGLOG_WHEN_FULL=discard, the default): no longer recoverable */
-  uint64_t determinant_batches; /**< batches of determinants stored at the buddy: written to memory shared with it on one host, else sent and acknowledged (the log's only extra messages, outside MPI) */
+  uint64_t messages_sent;       /**< application point-to-point messages sent */
+  uint64_t messages_received;   /**< application receptions completed */
+  uint64_t messages_logged;     /**< messages copied into the sender-based log */
+  uint64_t bytes_logged;        /**< payload bytes copied into the log */
+  uint64_t events_matching;     /**< matching events logged (MPI_ANY_SOURCE receptions) */
+  uint64_t events_delivery;     /**< delivery events logged (Test*, Waitany, Waitsome, Iprobe outcomes) */
+  uint64_t log_bytes_now;       /**< bytes the log holds now */
+  uint64_t log_bytes_peak;      /**< most bytes the log held at once */
+  uint64_t log_bytes_discarded; /**< bytes dropped at the bound (REPRISE_MSGLOG_WHEN_FULL=discard, the default): no
+                                   longer recoverable */
+  uint64_t determinant_batches; /**< batches of determinants stored at the buddy: written to memory shared with it on
+                                   one host, else sent and acknowledged (the log's only extra messages, outside MPI) */
 } reprise_msglog_counters;
 /** Fills *counters; returns 0 when the message log is active in this process, nonzero otherwise. */
 int reprise_msglog_get_counters(reprise_msglog_counters* counters);

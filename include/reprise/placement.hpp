@@ -87,8 +87,8 @@ class Placement {
   std::uint64_t _unit_blocks = 1;
   std::uint64_t _units = 0;
   std::shared_ptr<const detail::FeistelPermutation> _permutation;  // immutable, shared by copies
-  std::vector<std::vector<Slot>> _slab_holders;  // the slots holding slab s, copy 0 (slot s) first
-  std::vector<std::vector<int>> _slabs_on;      // the slabs slot s holds a copy of
+  std::vector<std::vector<Slot>> _slab_holders;                    // the slots holding slab s, copy 0 (slot s) first
+  std::vector<std::vector<int>> _slabs_on;                         // the slabs slot s holds a copy of
 };
 
 /// The order in which processes take the slots of a layout: grouped by node

@@ -28,16 +28,18 @@ void protected_free(void* memory);
 
 /// How the first write to a protected page is noticed.
 enum class WriteTrap {
-  kUserfaultfd,  ///< userfaultfd write-protection served by a thread; a system call writing into a protected page waits for it instead of failing
-  kMprotect,     ///< `mprotect` and a `SIGSEGV` handler; a system call writing into a protected page fails with `EFAULT` unless prepared
+  kUserfaultfd,  ///< userfaultfd write-protection served by a thread; a system call writing into a protected page waits
+                 ///< for it instead of failing
+  kMprotect,  ///< `mprotect` and a `SIGSEGV` handler; a system call writing into a protected page fails with `EFAULT`
+              ///< unless prepared
 };
 
 /// One page of a registered region.
 struct PageRef {
-  int region = 0;            ///< the region's id
-  std::size_t page = 0;      ///< page index within the region
-  std::uint64_t order = 0;   ///< when it was first written in the epoch (1, 2, ...)
-  bool trapped = true;       ///< false: written while its region was open (`open_all`), so no order or trap was seen
+  int region = 0;           ///< the region's id
+  std::size_t page = 0;     ///< page index within the region
+  std::uint64_t order = 0;  ///< when it was first written in the epoch (1, 2, ...)
+  bool trapped = true;      ///< false: written while its region was open (`open_all`), so no order or trap was seen
 };
 
 /// Tracks which pages of the registered regions are written. One per

@@ -24,9 +24,7 @@ class StrongRank {
 
   friend constexpr auto operator<=>(StrongRank, StrongRank) = default;
 
-  friend std::ostream& operator<<(std::ostream& out, StrongRank rank) {
-    return out << Tag::kPrefix << rank._value;
-  }
+  friend std::ostream& operator<<(std::ostream& out, StrongRank rank) { return out << Tag::kPrefix << rank._value; }
 
  private:
   int _value = 0;

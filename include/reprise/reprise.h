@@ -25,14 +25,15 @@ typedef enum reprise_status {
   REPRISE_OK = 0,                 /**< success */
   REPRISE_ERR_PROCESS_FAILED = 1, /**< a process of the communicator died (`reprise::ProcessFailed`) */
   REPRISE_ERR_REVOKED = 2,        /**< another process revoked the communicator (`reprise::Revoked`) */
-  REPRISE_ERR_DATA_LOST = 3,      /**< every copy of some data is gone (`reprise::DataLost`); see `reprise_last_error_ranks` */
-  REPRISE_ERR_USAGE = 4,          /**< a wrong call; nothing changed (`reprise::UsageError`) */
-  REPRISE_ERR_IO = 5,             /**< the system refused a file or memory operation (`reprise::IoError`) */
-  REPRISE_ERR_CORRUPT = 6,        /**< saved data cannot be read back (`reprise::CorruptData`) */
-  REPRISE_ERR_MPI = 7,            /**< another error reported by MPI (`reprise::MpiError`) */
-  REPRISE_ERR_NO_MEMORY = 8,      /**< an allocation failed */
-  REPRISE_ERR_STEP = 9,           /**< a step or recovery function returned an error code of its own */
-  REPRISE_ERR_OTHER = 10          /**< anything else (an internal error) */
+  REPRISE_ERR_DATA_LOST =
+      3,                   /**< every copy of some data is gone (`reprise::DataLost`); see `reprise_last_error_ranks` */
+  REPRISE_ERR_USAGE = 4,   /**< a wrong call; nothing changed (`reprise::UsageError`) */
+  REPRISE_ERR_IO = 5,      /**< the system refused a file or memory operation (`reprise::IoError`) */
+  REPRISE_ERR_CORRUPT = 6, /**< saved data cannot be read back (`reprise::CorruptData`) */
+  REPRISE_ERR_MPI = 7,     /**< another error reported by MPI (`reprise::MpiError`) */
+  REPRISE_ERR_NO_MEMORY = 8, /**< an allocation failed */
+  REPRISE_ERR_STEP = 9,      /**< a step or recovery function returned an error code of its own */
+  REPRISE_ERR_OTHER = 10     /**< anything else (an internal error) */
 } reprise_status;
 
 /** This thread's last error message (one line naming the call), or "" when no call failed yet. */
@@ -128,16 +129,15 @@ reprise_status reprise_checkpoint_create(reprise_comm* comm, const reprise_check
 void reprise_checkpoint_free(reprise_checkpoint* checkpoint);
 /** Registers the `bytes` bytes at `data` under `name`: saved by every checkpoint, written back in
  * place by a restore. The memory must stay valid while the checkpoint exists. */
-reprise_status reprise_checkpoint_protect(reprise_checkpoint* checkpoint, const char* name, void* data,
-                                          size_t bytes);
+reprise_status reprise_checkpoint_protect(reprise_checkpoint* checkpoint, const char* name, void* data, size_t bytes);
 /** As `reprise_checkpoint_protect`, for an array of `count` elements of `type` (images record its
  * element type; a restore writes it back in place). */
 reprise_status reprise_checkpoint_protect_array(reprise_checkpoint* checkpoint, const char* name, void* data,
                                                 reprise_element_type type, size_t count);
 /** Registers the blocks `mine` (of `block_bytes` bytes each, at `data`) under `name`, so that a
  * disk restart on another process count can load any block ranges (`reprise_disk_level_load_blocks`). */
-reprise_status reprise_checkpoint_protect_blocks(reprise_checkpoint* checkpoint, const char* name,
-                                                 size_t block_bytes, reprise_block_range mine, void* data);
+reprise_status reprise_checkpoint_protect_blocks(reprise_checkpoint* checkpoint, const char* name, size_t block_bytes,
+                                                 reprise_block_range mine, void* data);
 /** Takes a checkpoint of every process's registered memory (collective, two-phase: a failure during
  * it keeps the last version); `version` (may be NULL) receives its number. */
 reprise_status reprise_checkpoint_commit(reprise_checkpoint* checkpoint, uint64_t* version);
@@ -288,23 +288,23 @@ typedef enum reprise_commit_mode {
 } reprise_commit_mode;
 /** Configuration of an incremental checkpoint; zero fields take the defaults. */
 typedef struct reprise_incremental_config {
-  const char* directory; /**< versions as files in this directory of this process's own; NULL: in the
-                              memory of other processes of the communicator */
-  size_t keep_versions;  /**< with a directory: merge the oldest versions once there are more files; 0: keep all */
-  int copies;            /**< in memory: copies of every process's memory (its own and buddies'); 0: 2 */
-  reprise_commit_mode mode;  /**< how pages are committed */
-  size_t cow_bytes;      /**< copy-on-write buffer for pages written during a commit; 0: 16 MiB */
+  const char* directory;    /**< versions as files in this directory of this process's own; NULL: in the
+                                 memory of other processes of the communicator */
+  size_t keep_versions;     /**< with a directory: merge the oldest versions once there are more files; 0: keep all */
+  int copies;               /**< in memory: copies of every process's memory (its own and buddies'); 0: 2 */
+  reprise_commit_mode mode; /**< how pages are committed */
+  size_t cow_bytes;         /**< copy-on-write buffer for pages written during a commit; 0: 16 MiB */
 } reprise_incremental_config;
 /** What one incremental checkpoint did (`reprise::IncrementalStats`). */
 typedef struct reprise_incremental_stats {
-  uint64_t version;         /**< 1 for the full checkpoint, then 2, 3, ... */
-  size_t pages_committed;   /**< pages saved */
-  size_t cow;               /**< first writes during the commit that copied the page aside */
-  size_t wait;              /**< first writes that waited for the page's commit */
-  size_t avoided;           /**< first writes during the commit that did neither */
-  size_t after;             /**< first writes after the commit */
-  double wait_seconds;      /**< time writers spent waiting */
-  double commit_seconds;    /**< from the start of the checkpoint to the end of its commit */
+  uint64_t version;       /**< 1 for the full checkpoint, then 2, 3, ... */
+  size_t pages_committed; /**< pages saved */
+  size_t cow;             /**< first writes during the commit that copied the page aside */
+  size_t wait;            /**< first writes that waited for the page's commit */
+  size_t avoided;         /**< first writes during the commit that did neither */
+  size_t after;           /**< first writes after the commit */
+  double wait_seconds;    /**< time writers spent waiting */
+  double commit_seconds;  /**< from the start of the checkpoint to the end of its commit */
 } reprise_incremental_stats;
 /** Asynchronous incremental checkpoints of page-aligned memory (`reprise::IncrementalCheckpoint`): a
  * commit saves only the pages written since the one before, in the background. One per process. */

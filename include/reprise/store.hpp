@@ -163,13 +163,13 @@ class Store {
   Comm& _comm;
   StoreConfig _config;
   std::optional<Placement> _placement;
-  SlotLayout _slots;                               // who took each slot at the submit
-  std::vector<OriginalRank> _baseline_renewals;   // Comm::failures() and moves() when the holders were last right
-  std::vector<OriginalRank> _baseline_members;    // the members then, sorted
-  std::vector<BlockRange> _lost;                   // pieces with no copy left, sorted
-  std::map<std::uint64_t, Chunk> _chunks;         // copies held here, by first id
-  std::map<std::uint64_t, ExtraCopies> _extra;    // holders added by heal(), by first id of the piece
-  bool _awaiting_copies = false;                   // new to the store, its slots' copies not fetched yet
+  SlotLayout _slots;                             // who took each slot at the submit
+  std::vector<OriginalRank> _baseline_renewals;  // Comm::failures() and moves() when the holders were last right
+  std::vector<OriginalRank> _baseline_members;   // the members then, sorted
+  std::vector<BlockRange> _lost;                 // pieces with no copy left, sorted
+  std::map<std::uint64_t, Chunk> _chunks;        // copies held here, by first id
+  std::map<std::uint64_t, ExtraCopies> _extra;   // holders added by heal(), by first id of the piece
+  bool _awaiting_copies = false;                 // new to the store, its slots' copies not fetched yet
 };
 
 }  // namespace reprise

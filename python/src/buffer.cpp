@@ -27,11 +27,13 @@ std::string refusal(nb::handle object, bool writable, const std::string& what) {
   }
   std::string problem;
   if (writable && view.readonly != 0) {
-    problem = what + " is a read-only " + type + ": pass writable memory (a NumPy array with flags.writeable, "
-                                                 "a bytearray), which reprise restores in place";
+    problem = what + " is a read-only " + type +
+              ": pass writable memory (a NumPy array with flags.writeable, "
+              "a bytearray), which reprise restores in place";
   } else {
-    problem = what + " is a " + type + " that is not C-contiguous (a slice with steps, a transposed array): "
-                                       "pass numpy.ascontiguousarray(x), and keep using that array";
+    problem = what + " is a " + type +
+              " that is not C-contiguous (a slice with steps, a transposed array): "
+              "pass numpy.ascontiguousarray(x), and keep using that array";
   }
   PyBuffer_Release(&view);
   return problem;

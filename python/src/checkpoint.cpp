@@ -32,11 +32,16 @@ ElementType element_type_of_format(const Py_buffer& view) {
   const bool is_signed = signed_codes.find(code) != std::string_view::npos;
   if (!is_signed && unsigned_codes.find(code) == std::string_view::npos) return ElementType::kBytes;
   switch (size) {
-    case 1: return is_signed ? ElementType::kInt8 : ElementType::kUint8;
-    case 2: return is_signed ? ElementType::kInt16 : ElementType::kUint16;
-    case 4: return is_signed ? ElementType::kInt32 : ElementType::kUint32;
-    case 8: return is_signed ? ElementType::kInt64 : ElementType::kUint64;
-    default: return ElementType::kBytes;
+    case 1:
+      return is_signed ? ElementType::kInt8 : ElementType::kUint8;
+    case 2:
+      return is_signed ? ElementType::kInt16 : ElementType::kUint16;
+    case 4:
+      return is_signed ? ElementType::kInt32 : ElementType::kUint32;
+    case 8:
+      return is_signed ? ElementType::kInt64 : ElementType::kUint64;
+    default:
+      return ElementType::kBytes;
   }
 }
 
@@ -64,8 +69,9 @@ void protect_state(PyCheckpoint& self, std::string name, nb::handle object) {
   try {
     (void)pickled_values(object);
   } catch (nb::python_error& error) {
-    throw UsageError("reprise.Checkpoint.protect: the values of State \"" + name +
-                     "\" cannot be pickled (" + error.what() + "): keep numbers, strings and small containers "
+    throw UsageError("reprise.Checkpoint.protect: the values of State \"" + name + "\" cannot be pickled (" +
+                     error.what() +
+                     "): keep numbers, strings and small containers "
                      "in a State, arrays as arrays");
   }
   const nb::object state = nb::borrow(object);
@@ -137,17 +143,20 @@ void bind_checkpoint(nb::module_& module) {
            "Protects value, restored in place: a writable C-contiguous NumPy array (or any writable buffer: "
            "bytearray, array.array), kept without a copy (numeric dtypes with their dtype and shape), or a "
            "reprise.State holding scalars and small objects.")
-      .def("checkpoint", [](PyCheckpoint& self) { return self.checkpoint.checkpoint(); },
-           "Collective: saves every process's protected state as a new version; returns its number.")
-      .def("_timed_checkpoint",
-           [](PyCheckpoint& self) {
-             const double started = MPI_Wtime();
-             (void)self.checkpoint.checkpoint();
-             return MPI_Wtime() - started;
-           },
-           "As checkpoint(), timed in C++ (seconds): bench/bindings_bench.py's measure of the bindings' cost.")
-      .def("restore", [](PyCheckpoint& self) { self.checkpoint.restore(); },
-           "Collective: rolls every process back to the last committed version.")
+      .def(
+          "checkpoint", [](PyCheckpoint& self) { return self.checkpoint.checkpoint(); },
+          "Collective: saves every process's protected state as a new version; returns its number.")
+      .def(
+          "_timed_checkpoint",
+          [](PyCheckpoint& self) {
+            const double started = MPI_Wtime();
+            (void)self.checkpoint.checkpoint();
+            return MPI_Wtime() - started;
+          },
+          "As checkpoint(), timed in C++ (seconds): bench/bindings_bench.py's measure of the bindings' cost.")
+      .def(
+          "restore", [](PyCheckpoint& self) { self.checkpoint.restore(); },
+          "Collective: rolls every process back to the last committed version.")
       .def("fetch", &fetch, nb::arg("original_ranks"),
            "Collective, after a restore that followed a shrink: the saved states of those original ranks, "
            "by rank.")
@@ -159,10 +168,12 @@ void bind_checkpoint(nb::module_& module) {
             return ranks;
           },
           "Original ranks in the last commit that are no longer members (after a shrink).")
-      .def_prop_ro("version", [](const PyCheckpoint& self) { return self.checkpoint.version(); },
-                   "The last committed version (0: none).")
-      .def_prop_ro("held_bytes", [](const PyCheckpoint& self) { return self.checkpoint.held_bytes(); },
-                   "Bytes of saved state this process holds (its own and its buddies').");
+      .def_prop_ro(
+          "version", [](const PyCheckpoint& self) { return self.checkpoint.version(); },
+          "The last committed version (0: none).")
+      .def_prop_ro(
+          "held_bytes", [](const PyCheckpoint& self) { return self.checkpoint.held_bytes(); },
+          "Bytes of saved state this process holds (its own and its buddies').");
 }
 
 }  // namespace reprise::python

@@ -28,18 +28,23 @@ nb::object mpi_of(const Comm& comm) {
 }
 
 void bind_comm_queries(nb::class_<Comm>& cls) {
-  cls.def_prop_ro("rank", [](const Comm& comm) { return comm.rank().value(); },
-                  "This process's position in the communicator now.")
+  cls.def_prop_ro(
+         "rank", [](const Comm& comm) { return comm.rank().value(); },
+         "This process's position in the communicator now.")
       .def_prop_ro("size", &Comm::size, "Number of processes now.")
       .def_prop_ro("original_size", &Comm::original_size, "Number of processes the job started with.")
-      .def_prop_ro("original_rank", [](const Comm& comm) { return comm.original_rank().value(); },
-                   "This process's rank at the start of the job (a replacement takes its predecessor's).")
-      .def_prop_ro("members", [](const Comm& comm) { return as_list(comm.members()); },
-                   "The original rank of every member, by current rank.")
-      .def("missing", [](const Comm& comm) { return as_list(comm.missing()); },
-           "Original ranks that are no longer members (lost and not replaced).")
-      .def_prop_ro("failed", [](const Comm& comm) { return as_list(comm.failed()); },
-                   "Every original rank whose process has failed so far, sorted.")
+      .def_prop_ro(
+          "original_rank", [](const Comm& comm) { return comm.original_rank().value(); },
+          "This process's rank at the start of the job (a replacement takes its predecessor's).")
+      .def_prop_ro(
+          "members", [](const Comm& comm) { return as_list(comm.members()); },
+          "The original rank of every member, by current rank.")
+      .def(
+          "missing", [](const Comm& comm) { return as_list(comm.missing()); },
+          "Original ranks that are no longer members (lost and not replaced).")
+      .def_prop_ro(
+          "failed", [](const Comm& comm) { return as_list(comm.failed()); },
+          "Every original rank whose process has failed so far, sorted.")
       .def_prop_ro("epoch", &Comm::epoch, "How many recoveries led to this communicator.")
       .def_prop_ro("is_replacement", &Comm::is_replacement,
                    "True in a process spawned (or taken from the spares) to replace a failed one.")
@@ -58,8 +63,9 @@ void bind_comm_queries(nb::class_<Comm>& cls) {
                    "The communicator now, as an mpi4py MPI.Intracomm (a new one after each shrink or respawn: "
                    "take it again after a recovery). Its errors are returned, so mpi4py raises MPI.Exception; "
                    "inside a Driver's step that exception recovers like ProcessFailed.")
-      .def_prop_ro("handle", [](const Comm& comm) { return reinterpret_cast<std::intptr_t>(comm.raw()); },
-                   "The MPI_Comm handle now, as an integer (MPI.Comm.fromhandle takes it).");
+      .def_prop_ro(
+          "handle", [](const Comm& comm) { return reinterpret_cast<std::intptr_t>(comm.raw()); },
+          "The MPI_Comm handle now, as an integer (MPI.Comm.fromhandle takes it).");
 }
 
 }  // namespace

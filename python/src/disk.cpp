@@ -24,9 +24,12 @@ void construct(DiskLevel* self, Comm& comm, PyCheckpoint& checkpoint, const std:
 
 const char* name_of(RestartOutcome outcome) {
   switch (outcome) {
-    case RestartOutcome::kNoCheckpoint: return "no_checkpoint";
-    case RestartOutcome::kRestored: return "restored";
-    case RestartOutcome::kRedistribute: return "redistribute";
+    case RestartOutcome::kNoCheckpoint:
+      return "no_checkpoint";
+    case RestartOutcome::kRestored:
+      return "restored";
+    case RestartOutcome::kRedistribute:
+      return "redistribute";
   }
   return "no_checkpoint";
 }
@@ -44,9 +47,10 @@ nb::object load_blocks(const DiskLevel& disk, const std::string& name, const nb:
 
 void bind_restart(nb::module_& module) {
   nb::class_<DiskRestart>(module, "DiskRestart", "What DiskLevel.restart() found, the same on every process.")
-      .def_prop_ro("outcome", [](const DiskRestart& restart) { return name_of(restart.outcome); },
-                   "\"no_checkpoint\", \"restored\" (same process count: every state is back) or "
-                   "\"redistribute\" (another count: fetch and load_blocks what you need).")
+      .def_prop_ro(
+          "outcome", [](const DiskRestart& restart) { return name_of(restart.outcome); },
+          "\"no_checkpoint\", \"restored\" (same process count: every state is back) or "
+          "\"redistribute\" (another count: fetch and load_blocks what you need).")
       .def_ro("version", &DiskRestart::version, "The version restarted from.")
       .def_ro("old_world_size", &DiskRestart::old_world_size, "Processes of the job that wrote it.")
       .def_prop_ro(
@@ -59,7 +63,8 @@ void bind_restart(nb::module_& module) {
           "Their original ranks, ascending.")
       .def_ro("notes", &DiskRestart::notes, "Newer versions passed over, and why.");
   nb::class_<DiskFile>(module, "DiskFile", "One process's image file in a saved version.")
-      .def_prop_ro("rank", [](const DiskFile& file) { return file.rank.value(); }, "The process that wrote it.")
+      .def_prop_ro(
+          "rank", [](const DiskFile& file) { return file.rank.value(); }, "The process that wrote it.")
       .def_ro("path", &DiskFile::path, "Where it is (or should be).")
       .def_ro("present", &DiskFile::present, "Whether the file is there.")
       .def_ro("bytes", &DiskFile::bytes, "Its size on disk.")
@@ -83,8 +88,8 @@ void bind_disk(nb::module_& module) {
   nb::class_<DiskLevel>(module, "DiskLevel",
                         "Writes every n-th committed checkpoint version to directory as HDF5 images, and restarts "
                         "a new job from the newest complete one.")
-      .def("__init__", &construct, nb::arg("comm"), nb::arg("checkpoint"), nb::arg("directory"),
-           nb::arg("every") = 1, nb::arg("keep") = 2, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(),
+      .def("__init__", &construct, nb::arg("comm"), nb::arg("checkpoint"), nb::arg("directory"), nb::arg("every") = 1,
+           nb::arg("keep") = 2, nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>(),
            "Every process, with the same settings; writes from the checkpoint's commits.")
       .def("restart", &DiskLevel::restart,
            "Collective, at the start of a job, after every protect (and the Driver): loads the newest "

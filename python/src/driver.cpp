@@ -27,9 +27,12 @@ RecoveryMode mode_named(const std::string& name) {
 
 const char* name_of(RecoveryMode mode) {
   switch (mode) {
-    case RecoveryMode::kRespawn: return "respawn";
-    case RecoveryMode::kShrink: return "shrink";
-    case RecoveryMode::kReplay: return "replay";
+    case RecoveryMode::kRespawn:
+      return "respawn";
+    case RecoveryMode::kShrink:
+      return "shrink";
+    case RecoveryMode::kReplay:
+      return "replay";
   }
   return "respawn";
 }
@@ -62,8 +65,9 @@ void on_recovery(PyDriver& self, const nb::callable& callback) {
 
 void bind_recovery(nb::module_& module) {
   nb::class_<Recovery>(module, "Recovery", "What one recovery did, as every process saw it.")
-      .def_prop_ro("mode", [](const Recovery& recovery) { return name_of(recovery.mode); },
-                   "\"respawn\", \"shrink\" or \"replay\".")
+      .def_prop_ro(
+          "mode", [](const Recovery& recovery) { return name_of(recovery.mode); },
+          "\"respawn\", \"shrink\" or \"replay\".")
       .def_prop_ro(
           "lost",
           [](const Recovery& recovery) {
@@ -119,12 +123,14 @@ void bind_driver(nb::module_& module) {
       .def("on_recovery", &on_recovery, nb::arg("callback"),
            "Sets callback(recovery), run after each recovery once every process's state is restored (with "
            "shrink: fetch the departed processes' state there).")
-      .def_prop_ro("step", [](const PyDriver& self) { return self.driver.step(); },
-                   "The step run(steps, step) is at.")
-      .def_prop_ro("recoveries", [](const PyDriver& self) { return self.driver.recoveries(); },
-                   "Every recovery so far, oldest first.")
-      .def_prop_ro("checkpoints", [](const PyDriver& self) { return self.driver.checkpoint_stats().count; },
-                   "How many checkpoints run(steps, step) took here (recoveries' not counted).");
+      .def_prop_ro(
+          "step", [](const PyDriver& self) { return self.driver.step(); }, "The step run(steps, step) is at.")
+      .def_prop_ro(
+          "recoveries", [](const PyDriver& self) { return self.driver.recoveries(); },
+          "Every recovery so far, oldest first.")
+      .def_prop_ro(
+          "checkpoints", [](const PyDriver& self) { return self.driver.checkpoint_stats().count; },
+          "How many checkpoints run(steps, step) took here (recoveries' not counted).");
 }
 
 }  // namespace reprise::python

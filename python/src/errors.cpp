@@ -118,8 +118,8 @@ void bind_errors(nb::module_& module) {
   classes.data_lost = make_class(module, "DataLost", classes.error,
                                  "Every copy of some data is gone: lost names the block ranges (begin, end), "
                                  "lost_processes the original ranks whose saved state is gone.");
-  classes.io_error = make_class(module, "IoError", classes.error,
-                                "The system refused a file operation; system_error is its errno.");
+  classes.io_error =
+      make_class(module, "IoError", classes.error, "The system refused a file operation; system_error is its errno.");
   classes.corrupt_data = make_class(module, "CorruptData", classes.error,
                                     "Saved data that cannot be read back (damaged, truncated, another format).");
   classes.usage_error = make_class(module, "UsageError", classes.error,

@@ -31,7 +31,8 @@ CommitMode commit_mode_named(const std::string& name) {
   if (name == "adaptive") return CommitMode::kAsyncAdaptive;
   if (name == "address") return CommitMode::kAsyncAddress;
   if (name == "sync") return CommitMode::kSync;
-  throw UsageError("reprise.IncrementalCheckpoint: mode \"" + name + "\" is none of \"adaptive\", \"address\", \"sync\"");
+  throw UsageError("reprise.IncrementalCheckpoint: mode \"" + name +
+                   "\" is none of \"adaptive\", \"address\", \"sync\"");
 }
 
 /// Where the versions go: `directory`, else the memory of `copies` processes of `comm`.
@@ -119,18 +120,22 @@ void bind_incremental(nb::module_& module) {
       .def("protect", &protect, nb::arg("array"),
            "Protects an array from protected_array (kept alive); every process that will restore protects the same "
            "sizes in the same order, before the first checkpoint.")
-      .def("checkpoint", [](PyIncremental& self) { return self.checkpoint.checkpoint(); },
-           "Starts a new version (after the commit before) and returns its number while its pages are saved; "
-           "writing the arrays on is safe.")
-      .def("wait", [](PyIncremental& self) { return stats_of(self.checkpoint.wait()); },
-           "Waits until the newest version is committed (in memory: safe on other processes); what it did, as a "
-           "dict (version, pages_committed, cow, wait, avoided, after, wait_seconds, commit_seconds).")
-      .def("restore", [](PyIncremental& self) { return self.checkpoint.restore().version; },
-           "Loads the newest complete version into the arrays, in place, and returns its number; a replacement "
-           "gets its predecessor's. Arrays unchanged on an error (UsageError, DataLost, CorruptData).")
-      .def_prop_ro("version", [](const PyIncremental& self) { return self.checkpoint.version(); },
-                   "The newest version: after construction, the newest the directory holds (0: none), then the "
-                   "newest checkpointed or restored.");
+      .def(
+          "checkpoint", [](PyIncremental& self) { return self.checkpoint.checkpoint(); },
+          "Starts a new version (after the commit before) and returns its number while its pages are saved; "
+          "writing the arrays on is safe.")
+      .def(
+          "wait", [](PyIncremental& self) { return stats_of(self.checkpoint.wait()); },
+          "Waits until the newest version is committed (in memory: safe on other processes); what it did, as a "
+          "dict (version, pages_committed, cow, wait, avoided, after, wait_seconds, commit_seconds).")
+      .def(
+          "restore", [](PyIncremental& self) { return self.checkpoint.restore().version; },
+          "Loads the newest complete version into the arrays, in place, and returns its number; a replacement "
+          "gets its predecessor's. Arrays unchanged on an error (UsageError, DataLost, CorruptData).")
+      .def_prop_ro(
+          "version", [](const PyIncremental& self) { return self.checkpoint.version(); },
+          "The newest version: after construction, the newest the directory holds (0: none), then the "
+          "newest checkpointed or restored.");
   nb::class_<Heartbeat>(module, "Heartbeat",
                         "Hang detection: each process is watched by the one before it; one silent for timeout_seconds "
                         "whose kernel says it is stopped (frozen) is killed, so that MPI reports it as failed and the "
@@ -144,8 +149,9 @@ void bind_incremental(nb::module_& module) {
           "Collective: starts watching on comm (a replacement creates its own where the others did, before "
           "Driver.run).")
       .def("restart", &Heartbeat::restart, "Collective, after a recovery by hand: watches the members anew.")
-      .def_prop_ro("declared_hung", [](const Heartbeat& self) { return as_list(self.declared_hung()); },
-                   "Original ranks this process declared hung and has not heard from since.");
+      .def_prop_ro(
+          "declared_hung", [](const Heartbeat& self) { return as_list(self.declared_hung()); },
+          "Original ranks this process declared hung and has not heard from since.");
 }
 
 }  // namespace reprise::python

@@ -16,9 +16,12 @@ namespace {
 
 const char* name_of(inject::Action action) {
   switch (action) {
-    case inject::Action::kKill: return "kill";
-    case inject::Action::kHang: return "hang";
-    case inject::Action::kCrash: return "crash";
+    case inject::Action::kKill:
+      return "kill";
+    case inject::Action::kHang:
+      return "hang";
+    case inject::Action::kCrash:
+      return "crash";
   }
   return "kill";
 }
@@ -43,8 +46,8 @@ void bind_inject(nb::module_& module) {
                   "Parses \"3@10,5@20:hang\"; UsageError on anything malformed.")
       .def_static("from_env", &inject::Schedule::from_env, nb::arg("variable") = "REPRISE_FAULTS",
                   "The plan in an environment variable (no faults when unset).")
-      .def_static("random_exact", &inject::Schedule::random_exact, nb::arg("seed"), nb::arg("ranks"),
-                  nb::arg("steps"), nb::arg("count"), nb::arg("first_rank") = 0,
+      .def_static("random_exact", &inject::Schedule::random_exact, nb::arg("seed"), nb::arg("ranks"), nb::arg("steps"),
+                  nb::arg("count"), nb::arg("first_rank") = 0,
                   "Exactly count distinct ranks from [first_rank, ranks) fail at distinct steps in [1, steps).")
       .def("validate", &inject::Schedule::validate, nb::arg("processes"),
            "UsageError if a fault names a rank a job of that many processes lacks.")
@@ -59,8 +62,8 @@ void bind_inject(nb::module_& module) {
       .def_prop_ro("faults", &faults_of, "The faults as (rank, step, action), sorted by step then rank.")
       .def("__str__", &inject::Schedule::to_string);
   inject.def(
-      "kill_self", [](int original_rank) { inject::kill_self(OriginalRank{original_rank}); },
-      nb::arg("original_rank"), "Kills this process for real (SIGKILL), after recording it for the launcher.");
+      "kill_self", [](int original_rank) { inject::kill_self(OriginalRank{original_rank}); }, nb::arg("original_rank"),
+      "Kills this process for real (SIGKILL), after recording it for the launcher.");
 }
 
 }  // namespace reprise::python

@@ -86,8 +86,9 @@ void bind_times(nb::module_& module) {
       .def_ro("carried_bytes", &MigrationTimes::carried_bytes,
               "Of the image: the checkpoint copies the leaving process carried to the new one.");
   nb::class_<MigrationRecord>(module, "MigrationRecord", "One migration, as every process that took part saw it.")
-      .def_prop_ro("moved", [](const MigrationRecord& record) { return as_list(record.moved); },
-                   "The original ranks that moved (in a new process: its own).")
+      .def_prop_ro(
+          "moved", [](const MigrationRecord& record) { return as_list(record.moved); },
+          "The original ranks that moved (in a new process: its own).")
       .def_ro("epoch", &MigrationRecord::epoch, "The communicator's epoch afterwards.")
       .def_ro("version", &MigrationRecord::version, "The committed checkpoint version after the move.")
       .def_ro("checkpointed", &MigrationRecord::checkpointed, "The move ended with a new checkpoint.")
@@ -112,24 +113,28 @@ void bind_migration(nb::module_& module) {
       .def("request", &request, nb::arg("ranks") = nb::none(),
            "Asks that the processes of these original ranks move (None: this process); not collective. The move "
            "happens at the safe point after the next one. UsageError for a rank the job never had.")
-      .def("poll", [](PyMigration& self) { return self.migration.poll(); },
-           "Collective safe point, at the same points on every process (between steps): True if processes moved "
-           "here. A leaving process does not return: it exits.")
-      .def("attach", [](PyMigration& self, PyDriver& driver) { self.migration.attach(driver.driver); },
-           nb::arg("driver"), nb::keep_alive<2, 1>(),
-           "Makes driver.run(steps, step) call poll() before every step (the driver keeps this object alive).")
-      .def("arrive", [](PyMigration& self) { self.migration.arrive(); },
-           "In a process started by a move, before any other collective call: restores the state its "
-           "predecessor sent and joins the others. UsageError in any other process.")
       .def(
-          "before_leaving",
-          [](PyMigration& self, nb::callable callback) { self.before_leaving = std::move(callback); },
+          "poll", [](PyMigration& self) { return self.migration.poll(); },
+          "Collective safe point, at the same points on every process (between steps): True if processes moved "
+          "here. A leaving process does not return: it exits.")
+      .def(
+          "attach", [](PyMigration& self, PyDriver& driver) { self.migration.attach(driver.driver); },
+          nb::arg("driver"), nb::keep_alive<2, 1>(),
+          "Makes driver.run(steps, step) call poll() before every step (the driver keeps this object alive).")
+      .def(
+          "arrive", [](PyMigration& self) { self.migration.arrive(); },
+          "In a process started by a move, before any other collective call: restores the state its "
+          "predecessor sent and joins the others. UsageError in any other process.")
+      .def(
+          "before_leaving", [](PyMigration& self, nb::callable callback) { self.before_leaving = std::move(callback); },
           nb::arg("callback"),
           "Sets callback(times), run in a leaving process with its MigrationTimes just before it exits.")
-      .def_prop_ro("last_times", [](const PyMigration& self) { return self.migration.last_times(); },
-                   "This process's MigrationTimes of the last migration it took part in.")
-      .def_prop_ro("history", [](const PyMigration& self) { return self.migration.history(); },
-                   "Every migration this process took part in (MigrationRecord), oldest first.");
+      .def_prop_ro(
+          "last_times", [](const PyMigration& self) { return self.migration.last_times(); },
+          "This process's MigrationTimes of the last migration it took part in.")
+      .def_prop_ro(
+          "history", [](const PyMigration& self) { return self.migration.history(); },
+          "Every migration this process took part in (MigrationRecord), oldest first.");
 }
 
 }  // namespace reprise::python

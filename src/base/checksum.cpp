@@ -3,7 +3,6 @@
 #define XXH_STATIC_LINKING_ONLY  // XXH3_state_t's definition, to hold one
 #include <xxhash.h>
 
-
 namespace reprise::detail {
 
 #if defined(REPRISE_CHECKSUM_AVX2)
@@ -28,9 +27,7 @@ struct ChecksumStream::State {
   XXH3_state_t xxh3;
 };
 
-ChecksumStream::ChecksumStream() : _state(std::make_unique<State>()) {
-  (void)XXH3_64bits_reset(&_state->xxh3);
-}
+ChecksumStream::ChecksumStream() : _state(std::make_unique<State>()) { (void)XXH3_64bits_reset(&_state->xxh3); }
 
 ChecksumStream::~ChecksumStream() = default;
 

@@ -119,9 +119,7 @@ Level threshold() {
   return level;
 }
 
-bool shown(Level level, Reach reach) {
-  return effective(level, reach) <= threshold();
-}
+bool shown(Level level, Reach reach) { return effective(level, reach) <= threshold(); }
 
 std::string prefix(Level level) {
   LineBuffer line;

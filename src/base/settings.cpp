@@ -117,16 +117,16 @@ std::shared_ptr<const ConfigFile> read_file(const std::string& path) {
   auto file = std::make_shared<ConfigFile>();
   file->path = path;
   if (std::ifstream probe(path); !probe) {
-    file->refusal = "REPRISE_CONFIG=" + path + ", from the environment, names a file that cannot be read: " +
-                    std::strerror(errno);
+    file->refusal =
+        "REPRISE_CONFIG=" + path + ", from the environment, names a file that cannot be read: " + std::strerror(errno);
     return file;
   }
   toml::table table;
   try {
     table = toml::parse_file(path);
   } catch (const toml::parse_error& error) {
-    file->refusal = path + ":" + std::to_string(error.source().begin.line) + ": not TOML: " +
-                    std::string(error.description());
+    file->refusal =
+        path + ":" + std::to_string(error.source().begin.line) + ": not TOML: " + std::string(error.description());
     return file;
   }
   for (const auto& [key, node] : table) {

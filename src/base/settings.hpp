@@ -46,6 +46,8 @@ struct Setting {
 inline constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
 inline constexpr std::uint64_t kDay = 86400;
 
+// The registry reads as a table: one setting a few lines, fields in order.
+// clang-format off
 inline constexpr Setting kConfig{
     "REPRISE_CONFIG", Kind::kText, "", 0, 0, "",
     "the configuration file (TOML) read for the settings the environment does not set", false};
@@ -131,6 +133,7 @@ inline constexpr std::array<const Setting*, 21> kAll{
     &kSpawnHosts,   &kSpawnTimeout,    &kFinalizeTimeout, &kWriteTrap,      &kWrittenBits,
     &kHeapDir,      &kHeapMib,         &kHeapAddress,     &kHeapMode,       &kHeapCowMib,
     &kHeapKeepVersions, &kOutcomeDir,  &kMsglogMaxBytes,  &kMsglogWhenFull, &kMsglogStagingBytes};
+// clang-format on
 
 /// What a refused value does: raise reprise::UsageError with the line, or,
 /// where no exception may leave (at load time, in the interposer, in a

@@ -73,8 +73,8 @@ struct VersionHeader {
 };
 
 /// Appends a version's header.
-inline void append_header(std::vector<std::byte>& out, std::uint64_t tag, std::uint64_t version,
-                          std::size_t page_bytes, std::span<const std::size_t> region_bytes) {
+inline void append_header(std::vector<std::byte>& out, std::uint64_t tag, std::uint64_t version, std::size_t page_bytes,
+                          std::span<const std::size_t> region_bytes) {
   append_word(out, tag);
   append_word(out, version);
   append_word(out, page_bytes);

@@ -67,8 +67,12 @@ reprise::Checkpoint::Load load_calling(reprise_load_function load, void* user, c
 void call_recovery(reprise_recovery_function function, void* user, const reprise::Recovery& recovery) {
   std::vector<int> lost;
   for (const auto rank : recovery.lost) lost.push_back(rank.value());
-  const reprise_recovery view{static_cast<reprise_recovery_mode>(recovery.mode), lost.data(), lost.size(),
-                              recovery.epoch, recovery.seconds, recovery.attempts};
+  const reprise_recovery view{static_cast<reprise_recovery_mode>(recovery.mode),
+                              lost.data(),
+                              lost.size(),
+                              recovery.epoch,
+                              recovery.seconds,
+                              recovery.attempts};
   reprise::capi::last_error().exception = nullptr;
   const int result = function(&view, user);
   if (result != 0) reprise::capi::raise_returned(result, "the recovery function");
@@ -93,11 +97,9 @@ reprise_status reprise_checkpoint_create(reprise_comm* comm, const reprise_check
 
 void reprise_checkpoint_free(reprise_checkpoint* checkpoint) { delete checkpoint; }
 
-reprise_status reprise_checkpoint_protect(reprise_checkpoint* checkpoint, const char* name, void* data,
-                                          size_t bytes) {
-  return guarded("reprise_checkpoint_protect", [&] {
-    checked(checkpoint, "checkpoint").checkpoint.protect(name_of(name), memory_of(data, bytes));
-  });
+reprise_status reprise_checkpoint_protect(reprise_checkpoint* checkpoint, const char* name, void* data, size_t bytes) {
+  return guarded("reprise_checkpoint_protect",
+                 [&] { checked(checkpoint, "checkpoint").checkpoint.protect(name_of(name), memory_of(data, bytes)); });
 }
 
 reprise_status reprise_checkpoint_protect_array(reprise_checkpoint* checkpoint, const char* name, void* data,
@@ -109,8 +111,8 @@ reprise_status reprise_checkpoint_protect_array(reprise_checkpoint* checkpoint, 
   });
 }
 
-reprise_status reprise_checkpoint_protect_blocks(reprise_checkpoint* checkpoint, const char* name,
-                                                 size_t block_bytes, reprise_block_range mine, void* data) {
+reprise_status reprise_checkpoint_protect_blocks(reprise_checkpoint* checkpoint, const char* name, size_t block_bytes,
+                                                 reprise_block_range mine, void* data) {
   return guarded("reprise_checkpoint_protect_blocks", [&] {
     const reprise::BlockRange range{{mine.begin}, {mine.end}};
     if (mine.end < mine.begin) reprise::capi::refuse("mine ends before it begins");
@@ -177,7 +179,8 @@ reprise_status reprise_saved_states_piece(const reprise_saved_states* states, in
     const auto& fetched = checked(states, "states").states;
     const auto found = fetched.find(reprise::OriginalRank{rank});
     if (found == fetched.end()) {
-      reprise::capi::refuse("original rank " + std::to_string(rank) + " was not fetched: pass it to reprise_checkpoint_fetch");
+      reprise::capi::refuse("original rank " + std::to_string(rank) +
+                            " was not fetched: pass it to reprise_checkpoint_fetch");
     }
     const auto piece = found->second.bytes(name_of(name));
     checked(data, "data") = piece.data();
@@ -227,9 +230,8 @@ size_t reprise_driver_recoveries(const reprise_driver* driver) {
 }
 
 reprise_status reprise_driver_watch(reprise_driver* driver, reprise_heartbeat* heartbeat) {
-  return guarded("reprise_driver_watch", [&] {
-    checked(driver, "driver").driver.watch(checked(heartbeat, "heartbeat").heartbeat);
-  });
+  return guarded("reprise_driver_watch",
+                 [&] { checked(driver, "driver").driver.watch(checked(heartbeat, "heartbeat").heartbeat); });
 }
 
 }  // extern "C"

@@ -34,7 +34,7 @@ void say_last_error() {
     MPI_Comm_get_parent(&parent);
     if (parent == MPI_COMM_NULL) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   }
-  const std::string name = rank >= 0 ? "process #" + std::to_string(rank)
+  const std::string name = rank >= 0                 ? "process #" + std::to_string(rank)
                            : parent != MPI_COMM_NULL ? "a replacement process (pid " + std::to_string(::getpid()) + ")"
                                                      : "process (pid " + std::to_string(::getpid()) + ")";
   const std::string line = name + " ended with an error: " + reprise_last_error();
@@ -55,7 +55,7 @@ reprise_status reprise_init(int* argc, char*** argv) {
     int no_count = 0;
     char** no_arguments = nullptr;
     environment() = std::make_unique<reprise::Environment>(argc != nullptr ? *argc : no_count,
-                                                          argv != nullptr ? *argv : no_arguments);
+                                                           argv != nullptr ? *argv : no_arguments);
   });
 }
 
@@ -103,9 +103,8 @@ int reprise_comm_migrated_in(const reprise_comm* comm) { return comm != nullptr 
 
 reprise_status reprise_comm_check(reprise_comm* comm, int mpi_result, const char* what) {
   if (mpi_result == MPI_SUCCESS) return REPRISE_OK;
-  return guarded(what != nullptr ? what : "MPI", [&] {
-    checked(comm, "comm").comm.check(mpi_result, what != nullptr ? what : "MPI");
-  });
+  return guarded(what != nullptr ? what : "MPI",
+                 [&] { checked(comm, "comm").comm.check(mpi_result, what != nullptr ? what : "MPI"); });
 }
 
 reprise_status reprise_comm_revoke(reprise_comm* comm) {

@@ -30,7 +30,8 @@ reprise::IncrementalConfig incremental_config_of(const reprise_incremental_confi
 
 // Where the versions go: the directory, else the memory of `comm`'s processes.
 std::unique_ptr<reprise::IncrementalSink> sink_of(reprise_comm* comm, const reprise_incremental_config& config) {
-  if (config.directory != nullptr) return std::make_unique<reprise::DirectorySink>(config.directory, config.keep_versions);
+  if (config.directory != nullptr)
+    return std::make_unique<reprise::DirectorySink>(config.directory, config.keep_versions);
   if (comm == nullptr) {
     reprise::capi::refuse("comm is NULL and config has no directory: pass the communicator whose processes keep "
                           "the versions in memory, or a directory");
@@ -85,8 +86,8 @@ reprise_status reprise_incremental_wait(reprise_incremental* incremental, repris
   return guarded("reprise_incremental_wait", [&] {
     const auto& done = checked(incremental, "incremental").checkpoint.wait();
     if (stats != nullptr) {
-      *stats = {done.version,   done.pages_committed, done.cow,           done.wait,
-                done.avoided,   done.after,           done.wait_seconds, done.commit_seconds};
+      *stats = {done.version, done.pages_committed, done.cow,          done.wait,
+                done.avoided, done.after,           done.wait_seconds, done.commit_seconds};
     }
   });
 }

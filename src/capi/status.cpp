@@ -104,8 +104,8 @@ void refuse(const std::string& what) { throw UsageError(what); }
 void raise_returned(int result, const std::string& what, std::string_view consequence) {
   const LastError& last = last_error();
   if (last.exception != nullptr && result == static_cast<int>(last.status)) std::rethrow_exception(last.exception);
-  throw StepFailed(what + " returned " + std::to_string(result) + " (not the status of a failed reprise call): " +
-                   std::string(consequence));
+  throw StepFailed(what + " returned " + std::to_string(result) +
+                   " (not the status of a failed reprise call): " + std::string(consequence));
 }
 
 }  // namespace reprise::capi

@@ -25,9 +25,9 @@ struct LastError {
   reprise_status status = REPRISE_OK;
   std::string message;
   int mpi_class = MPI_SUCCESS;
-  std::vector<int> ranks;                  // failed processes, or those whose state is lost
-  std::vector<reprise_block_range> lost;   // block ranges with no copy left
-  std::exception_ptr exception;            // what was raised, to raise again out of a step
+  std::vector<int> ranks;                 // failed processes, or those whose state is lost
+  std::vector<reprise_block_range> lost;  // block ranges with no copy left
+  std::exception_ptr exception;           // what was raised, to raise again out of a step
 };
 
 [[nodiscard]] LastError& last_error() noexcept;

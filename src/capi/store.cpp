@@ -11,7 +11,8 @@ using reprise::capi::or_default;
 namespace {
 
 std::vector<reprise::BlockRange> ranges_of(const reprise_block_range* ranges, std::size_t count) {
-  if (ranges == nullptr && count > 0) reprise::capi::refuse("the ranges are NULL but count is " + std::to_string(count));
+  if (ranges == nullptr && count > 0)
+    reprise::capi::refuse("the ranges are NULL but count is " + std::to_string(count));
   std::vector<reprise::BlockRange> result;
   result.reserve(count);
   for (std::size_t i = 0; i < count; ++i) result.push_back({{ranges[i].begin}, {ranges[i].end}});
@@ -71,7 +72,8 @@ void reprise_store_free(reprise_store* store) { delete store; }
 
 reprise_status reprise_store_submit(reprise_store* store, reprise_block_range mine, const void* data, size_t bytes) {
   return guarded("reprise_store_submit", [&] {
-    checked(store, "store").store.submit({{mine.begin}, {mine.end}}, memory_of(static_cast<const std::byte*>(data), bytes));
+    checked(store, "store")
+        .store.submit({{mine.begin}, {mine.end}}, memory_of(static_cast<const std::byte*>(data), bytes));
   });
 }
 
@@ -92,8 +94,8 @@ reprise_status reprise_disk_level_create(reprise_comm* comm, reprise_checkpoint*
   return guarded("reprise_disk_level_create", [&] {
     auto settings = disk_config_of(config);
     auto& where = checked(disk, "disk");
-    where = new reprise_disk_level{reprise::DiskLevel(checked(comm, "comm").comm,
-                                                      checked(checkpoint, "checkpoint").checkpoint, std::move(settings))};
+    where = new reprise_disk_level{reprise::DiskLevel(
+        checked(comm, "comm").comm, checked(checkpoint, "checkpoint").checkpoint, std::move(settings))};
   });
 }
 
@@ -136,8 +138,8 @@ reprise_status reprise_migration_create(reprise_comm* comm, reprise_checkpoint* 
   return guarded("reprise_migration_create", [&] {
     auto settings = migration_config_of(config);
     auto& where = checked(migration, "migration");
-    where = new reprise_migration{reprise::Migration(checked(comm, "comm").comm,
-                                                     checked(checkpoint, "checkpoint").checkpoint, std::move(settings))};
+    where = new reprise_migration{reprise::Migration(
+        checked(comm, "comm").comm, checked(checkpoint, "checkpoint").checkpoint, std::move(settings))};
   });
 }
 
@@ -157,9 +159,8 @@ reprise_status reprise_migration_poll(reprise_migration* migration, int* moved) 
 }
 
 reprise_status reprise_migration_attach(reprise_migration* migration, reprise_driver* driver) {
-  return guarded("reprise_migration_attach", [&] {
-    checked(migration, "migration").migration.attach(checked(driver, "driver").driver);
-  });
+  return guarded("reprise_migration_attach",
+                 [&] { checked(migration, "migration").migration.attach(checked(driver, "driver").driver); });
 }
 
 reprise_status reprise_migration_arrive(reprise_migration* migration) {

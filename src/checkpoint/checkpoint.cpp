@@ -60,8 +60,8 @@ void save_message_log(Comm& comm, std::vector<std::byte>& state) {
 
 /// A commit starts: its collectives do not count against a replay.
 void begin_message_log_checkpoint() {
-  static const auto begins = reinterpret_cast<reprise_msglog_checkpoint_begins_fn>(
-      dlsym(RTLD_DEFAULT, detail::kMsglogCheckpointBegins));
+  static const auto begins =
+      reinterpret_cast<reprise_msglog_checkpoint_begins_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogCheckpointBegins));
   if (begins != nullptr) (void)begins();
 }
 
@@ -113,7 +113,8 @@ Checkpoint::Checkpoint(Comm& comm, CheckpointConfig config) : _comm(comm), _conf
 void Checkpoint::add(Item item) {
   for (const auto& existing : _items) {
     if (existing.name == item.name) {
-      throw UsageError(std::string(kWhere) + ": '" + item.name + "' is registered twice; give every piece of state its own name");
+      throw UsageError(std::string(kWhere) + ": '" + item.name +
+                       "' is registered twice; give every piece of state its own name");
     }
   }
   _items.push_back(std::move(item));
@@ -135,8 +136,7 @@ void Checkpoint::protect_fixed(std::string name, std::span<std::byte> buffer, Ar
                        "; give extents whose product is the number of values");
     }
   }
-  add({std::move(name),
-       [buffer](std::vector<std::byte>& out) { out.insert(out.end(), buffer.begin(), buffer.end()); },
+  add({std::move(name), [buffer](std::vector<std::byte>& out) { out.insert(out.end(), buffer.begin(), buffer.end()); },
        [buffer](std::span<const std::byte> bytes) {
          if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
        },
@@ -158,7 +158,8 @@ void Checkpoint::protect_blocks(std::string name, std::size_t block_bytes, Block
   if (block_bytes == 0 || mine.end < mine.begin || mine.size() * block_bytes != data.size()) {
     throw UsageError(std::string(kWhere) + ": blocks '" + name + "' hold " + std::to_string(data.size()) +
                      " bytes for " + std::to_string(mine.end < mine.begin ? 0 : mine.size()) + " blocks of " +
-                     std::to_string(block_bytes) + " bytes; give a range with begin <= end, blocks of at least one "
+                     std::to_string(block_bytes) +
+                     " bytes; give a range with begin <= end, blocks of at least one "
                      "byte and exactly their bytes");
   }
   const auto blocks = mine.size();
@@ -226,8 +227,8 @@ void Checkpoint::check_piece(const Item& item, std::size_t length, const std::st
                      "; register it again with the size it had, or protect a std::vector whose size may change");
   }
   if (length % item.unit != 0) {
-    throw UsageError(where + ": '" + item.name + "' holds " + std::to_string(length) + " bytes, not a whole number of its " +
-                     std::to_string(item.unit) + "-byte values");
+    throw UsageError(where + ": '" + item.name + "' holds " + std::to_string(length) +
+                     " bytes, not a whole number of its " + std::to_string(item.unit) + "-byte values");
   }
 }
 
@@ -257,7 +258,8 @@ std::vector<std::span<const std::byte>> Checkpoint::split(std::span<const std::b
     parts.push_back(piece);
   }
   if (in.remaining() != 0) {
-    throw CorruptData(where + ": the saved state has " + std::to_string(in.remaining()) + " bytes after its last piece");
+    throw CorruptData(where + ": the saved state has " + std::to_string(in.remaining()) +
+                      " bytes after its last piece");
   }
   return parts;
 }
@@ -320,9 +322,9 @@ std::vector<int> Checkpoint::join_checkpoint() {
   }
   const int p = _comm.size();
   if (_config.copies > p) {
-    throw UsageError(std::string(kWhere) + "::checkpoint: " + std::to_string(_config.copies) + " copies need at least " +
-                     std::to_string(_config.copies) + " processes, but there are " + std::to_string(p) +
-                     "; lower the copies or run on more processes");
+    throw UsageError(std::string(kWhere) + "::checkpoint: " + std::to_string(_config.copies) +
+                     " copies need at least " + std::to_string(_config.copies) + " processes, but there are " +
+                     std::to_string(p) + "; lower the copies or run on more processes");
   }
   return node_of_member;
 }
@@ -331,13 +333,11 @@ std::vector<int> Checkpoint::join_checkpoint() {
 // state lives on slot s and its buddies), theirs land here in the spare
 // buffers of last time; returns every copy this process now holds.
 std::map<OriginalRank, std::vector<std::byte>> Checkpoint::exchange_copies(const SlotOrder& order,
-                                                                          const SlotLayout& slots) {
+                                                                           const SlotLayout& slots) {
   const int p = slots.size();
   const auto my_slot = *slots.slot_of(_comm.original_rank());
-  const Placement placement({.blocks = static_cast<std::uint64_t>(p),
-                             .slots = p,
-                             .copies = _config.copies,
-                             .node_of_slot = slots.nodes()});
+  const Placement placement(
+      {.blocks = static_cast<std::uint64_t>(p), .slots = p, .copies = _config.copies, .node_of_slot = slots.nodes()});
   auto state = take_spare(_comm.original_rank());
   serialize(state);
   std::vector<GatherMessage> messages;
@@ -360,8 +360,8 @@ std::map<OriginalRank, std::vector<std::byte>> Checkpoint::exchange_copies(const
 double young_daly_interval(double mtbf_seconds, double checkpoint_seconds) {
   if (!(mtbf_seconds > 0) || !(checkpoint_seconds > 0)) {
     throw UsageError("reprise::young_daly_interval: the mean time between failures and the checkpoint cost must be "
-                     "positive (got " + std::to_string(mtbf_seconds) + " s and " + std::to_string(checkpoint_seconds) +
-                     " s)");
+                     "positive (got " +
+                     std::to_string(mtbf_seconds) + " s and " + std::to_string(checkpoint_seconds) + " s)");
   }
   if (checkpoint_seconds >= mtbf_seconds / 2) return mtbf_seconds;
   return std::sqrt(2 * checkpoint_seconds * mtbf_seconds) - checkpoint_seconds;

@@ -69,8 +69,9 @@ void detail::CheckpointInternals::load_split(Checkpoint& checkpoint,
 
 void detail::prefer_huge_pages_of(void* data, std::size_t bytes) noexcept { prefer_huge_pages(data, bytes); }
 
-void detail::CheckpointInternals::load_in_place(Checkpoint& checkpoint, std::span<const std::size_t> sizes,
-                                                const std::function<void(std::size_t, std::span<std::byte>)>& fill) try {
+void detail::CheckpointInternals::load_in_place(
+    Checkpoint& checkpoint, std::span<const std::size_t> sizes,
+    const std::function<void(std::size_t, std::span<std::byte>)>& fill) try {
   const auto places = place_pieces(checkpoint, sizes);
   std::vector<std::byte> scratch;
   for (std::size_t i = 0; i < checkpoint._items.size(); ++i) {
@@ -136,7 +137,7 @@ void detail::CheckpointInternals::load_state(Checkpoint& checkpoint, std::span<c
 }
 
 CommitHook detail::CheckpointInternals::on_commit(Checkpoint& checkpoint,
-                                                 std::function<void(std::uint64_t version)> callback) {
+                                                  std::function<void(std::uint64_t version)> callback) {
   const CommitHook hook{checkpoint._next_hook++};
   checkpoint._hooks.emplace_back(hook.id, std::move(callback));
   return hook;
@@ -231,7 +232,8 @@ void detail::CheckpointInternals::continue_commit(Checkpoint& checkpoint, std::s
 void Checkpoint::adopt_layout(std::span<const std::uint64_t> layout, std::vector<OriginalRank> owners) {
   if (has_commit()) {
     throw UsageError(std::string(kWhere) + "::continue_commit: this checkpoint has committed version " +
-                     std::to_string(_version) + " already; continue another process's version only before the "
+                     std::to_string(_version) +
+                     " already; continue another process's version only before the "
                      "first checkpoint()");
   }
   std::size_t at = 1;
@@ -256,7 +258,8 @@ void Checkpoint::adopt_layout(std::span<const std::uint64_t> layout, std::vector
                                  .node_of_slot = slots.nodes()});
       for (int slot = 0; slot < p; ++slot) {
         const auto holders = placement.holders(BlockId{static_cast<std::uint64_t>(slot)});
-        if (std::find(holders.begin(), holders.end(), *mine) != holders.end()) expected.push_back(slots.owner(Slot{slot}));
+        if (std::find(holders.begin(), holders.end(), *mine) != holders.end())
+          expected.push_back(slots.owner(Slot{slot}));
       }
       std::sort(expected.begin(), expected.end());
     }
@@ -284,9 +287,8 @@ void Checkpoint::settle_copies() const noexcept {
   }
   const auto theirs = [&owners](const auto& landed) {
     return landed.size() == owners.size() &&
-           std::equal(landed.begin(), landed.end(), owners.begin(), [](const auto& copy, OriginalRank owner) {
-             return copy.first == owner;
-           });
+           std::equal(landed.begin(), landed.end(), owners.begin(),
+                      [](const auto& copy, OriginalRank owner) { return copy.first == owner; });
   };
   if (copies && theirs(*copies)) {
     _held = std::move(*copies);

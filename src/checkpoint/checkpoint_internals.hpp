@@ -23,10 +23,10 @@ namespace reprise {
 /// One registered piece of state as other layers (disk images, migration)
 /// see it: its name, its element type and shape, and what its size must be.
 struct Registration {
-  std::string name;                     ///< the name it was protected under
-  ArrayShape shape;                     ///< `kBytes` unless registered as a typed array or vector
-  std::size_t fixed_bytes = 0;          ///< 0: the size may change (vectors, Save/Load objects)
-  std::optional<BlockHolding> blocks;   ///< set for `protect_blocks`
+  std::string name;                    ///< the name it was protected under
+  ArrayShape shape;                    ///< `kBytes` unless registered as a typed array or vector
+  std::size_t fixed_bytes = 0;         ///< 0: the size may change (vectors, Save/Load objects)
+  std::optional<BlockHolding> blocks;  ///< set for `protect_blocks`
 };
 
 /// Which `on_commit` callback to remove with `remove_commit_hook`.

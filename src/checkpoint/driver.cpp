@@ -120,7 +120,8 @@ void Driver::plan_then_checkpoint() {
                               ? _config.cadence.every_steps
                               : steps_in(interval_seconds(_progress.checkpoint_seconds), slowest[0]);
   if (slowest[2] > 0) {
-    planned = std::min(planned, static_cast<std::uint64_t>(std::max(1.0, std::floor(kLogShareAtCheckpoint / slowest[2]))));
+    planned =
+        std::min(planned, static_cast<std::uint64_t>(std::max(1.0, std::floor(kLogShareAtCheckpoint / slowest[2]))));
   }
   _progress.next_checkpoint = _progress.step + planned;
   _progress.measured_from = _progress.step;
@@ -156,11 +157,12 @@ void Driver::checkpoint_and_plan() {
 
 void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t step)>& step) {
   const Cadence& cadence = _config.cadence;
-  const int set = (cadence.every_steps > 0 ? 1 : 0) + (cadence.every_seconds > 0 ? 1 : 0) +
-                  (cadence.mtbf_seconds > 0 ? 1 : 0);
+  const int set =
+      (cadence.every_steps > 0 ? 1 : 0) + (cadence.every_seconds > 0 ? 1 : 0) + (cadence.mtbf_seconds > 0 ? 1 : 0);
   if (set != 1) {
     throw UsageError("reprise::Driver::run(steps, step): set exactly one of DriverConfig::cadence's every_steps, "
-                     "every_seconds and mtbf_seconds (" + std::to_string(set) + " set)");
+                     "every_seconds and mtbf_seconds (" +
+                     std::to_string(set) + " set)");
   }
   run([&] {
     if ((!_entered && _comm.migrated_in()) || _resume_in_place ||
@@ -257,8 +259,8 @@ void Driver::stop_if_any_erred(const std::exception_ptr& error) {
 void Driver::run(const std::function<void()>& loop) {
   // A replacement starts inside the survivors' recovery.
   bool recovering = _comm.is_replacement() && !_checkpoint.has_commit();
-  bool heal_comm = false;          // shrink or respawn first
-  bool joined_now = recovering;    // this process replaces one lost in the current recovery
+  bool heal_comm = false;        // shrink or respawn first
+  bool joined_now = recovering;  // this process replaces one lost in the current recovery
   double started = MPI_Wtime();
   int attempts = 1;
   // The state the loop starts from is the first checkpoint, so that a failure

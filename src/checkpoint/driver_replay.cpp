@@ -29,10 +29,10 @@ void Driver::enable_replay() {
   _checkpoint.carry_message_log();
   const reprise_msglog_recovery_hooks hooks{
       .context = this,
-      .heal = [](void* driver, int* healed, int* lost, int capacity, int* count) {
-        return static_cast<Driver*>(driver)->heal_from_log(healed, lost, capacity, count);
-      },
-      .decide = [](void* driver, int replay_here) { return static_cast<Driver*>(driver)->decide_from_log(replay_here); },
+      .heal = [](void* driver, int* healed, int* lost, int capacity,
+                 int* count) { return static_cast<Driver*>(driver)->heal_from_log(healed, lost, capacity, count); },
+      .decide = [](void* driver,
+                   int replay_here) { return static_cast<Driver*>(driver)->decide_from_log(replay_here); },
   };
   if (enable(&hooks) != 0) {
     throw UsageError("reprise::Driver: RecoveryMode::kReplay needs the message log active: MPI was initialised "
@@ -165,8 +165,7 @@ double Driver::message_log_share_per_step(double steps) const {
 }
 
 std::string Driver::message_log_refusal() const {
-  static const auto refusal =
-      reinterpret_cast<reprise_msglog_refusal_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogRefusal));
+  static const auto refusal = reinterpret_cast<reprise_msglog_refusal_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogRefusal));
   return refusal == nullptr ? std::string() : std::string(refusal());
 }
 

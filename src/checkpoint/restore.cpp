@@ -57,9 +57,7 @@ std::vector<int> Checkpoint::share_holders(const char* operation) {
   return holds_of;
 }
 
-std::vector<int> Checkpoint::who_holds_copies() {
-  return _comm.allgather(_holds_copies ? 1 : 0);
-}
+std::vector<int> Checkpoint::who_holds_copies() { return _comm.allgather(_holds_copies ? 1 : 0); }
 
 // For each slot of the committed layout, the first process along its copies
 // that is a member and took part in the last commit; the same answer
@@ -207,7 +205,8 @@ std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRan
     std::memcpy(owners.data(), ask.payload.data(), owners.size() * sizeof(std::uint64_t));
     auto& header = headers.emplace_back();
     GatherMessage reply{ask.source, {}};
-    for (auto owner : owners) header.insert(header.end(), {owner, _held.at(OriginalRank{static_cast<int>(owner)}).size()});
+    for (auto owner : owners)
+      header.insert(header.end(), {owner, _held.at(OriginalRank{static_cast<int>(owner)}).size()});
     reply.pieces.emplace_back(std::as_bytes(std::span<const std::uint64_t>(header)));
     for (auto owner : owners) reply.pieces.emplace_back(_held.at(OriginalRank{static_cast<int>(owner)}));
     replies.push_back(std::move(reply));
@@ -226,8 +225,9 @@ std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRan
       std::uint64_t owner_and_length[2];
       std::memcpy(owner_and_length, buffer.data() + 2 * i * sizeof(std::uint64_t), sizeof owner_and_length);
       const auto begin = buffer.begin() + static_cast<std::ptrdiff_t>(offset);
-      states.emplace(OriginalRank{static_cast<int>(owner_and_length[0])},
-                     SavedState(std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(owner_and_length[1]))));
+      states.emplace(
+          OriginalRank{static_cast<int>(owner_and_length[0])},
+          SavedState(std::vector<std::byte>(begin, begin + static_cast<std::ptrdiff_t>(owner_and_length[1]))));
       offset += owner_and_length[1];
     }
   }

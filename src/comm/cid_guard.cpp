@@ -272,9 +272,9 @@ Library find_libmpi() {
 
 /// What the dynamic section says about the procedure-linkage relocations.
 struct PltTable {
-  const ElfW(Rela)* relocations = nullptr;
+  const ElfW(Rela) * relocations = nullptr;
   std::size_t count = 0;
-  const ElfW(Sym)* symbols = nullptr;
+  const ElfW(Sym) * symbols = nullptr;
   const char* names = nullptr;
   ElfW(Addr) relro_begin = 0;
   ElfW(Addr) relro_end = 0;
@@ -336,7 +336,8 @@ int visit(dl_phdr_info* object, std::size_t, void* data) {
   if (object->dlpi_addr != search.base) return 0;
   read_dynamic(*object, search.table);
   read_writable(*object, search.writable);
-  search.found = search.table.relocations != nullptr && search.table.symbols != nullptr && search.table.names != nullptr;
+  search.found =
+      search.table.relocations != nullptr && search.table.symbols != nullptr && search.table.names != nullptr;
   return 1;
 }
 

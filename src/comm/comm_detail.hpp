@@ -20,7 +20,7 @@ struct Comm::Parts {
   MPI_Comm comm = MPI_COMM_NULL;      // the application's communicator
   MPI_Comm internal = MPI_COMM_NULL;  // reprise's private duplicate
   int original_size = 0;
-  std::vector<OriginalRank> members;  // ascending
+  std::vector<OriginalRank> members;   // ascending
   std::vector<OriginalRank> failures;  // one entry per failure so far, sorted (see Comm::failures)
   std::vector<OriginalRank> moves;     // one entry per move so far, sorted (see Comm::moves)
   std::uint64_t epoch = 0;
@@ -35,15 +35,15 @@ struct Comm::Arrival {
 /// What an active process brings to a round on the spare pool
 /// (`take_from_pool`); a spare brings nothing and learns it from the round.
 struct Comm::PoolRound {
-  std::uint64_t epoch = 0;                // the epoch of the result
-  std::vector<OriginalRank> failures;     // every failure so far
-  std::vector<OriginalRank> moves;        // every move so far
-  std::vector<OriginalRank> alive;        // the members before: those missing now failed since
-  bool replacement = false;               // this process is a replacement already
-  std::vector<OriginalRank> leaving;      // a migration: these move to spares
+  std::uint64_t epoch = 0;                            // the epoch of the result
+  std::vector<OriginalRank> failures;                 // every failure so far
+  std::vector<OriginalRank> moves;                    // every move so far
+  std::vector<OriginalRank> alive;                    // the members before: those missing now failed since
+  bool replacement = false;                           // this process is a replacement already
+  std::vector<OriginalRank> leaving;                  // a migration: these move to spares
   std::span<const std::span<const std::byte>> state;  // a leaving process's state (pieces), for its spare
-  std::span<const std::size_t> deferred;  // which pieces of the state are deferred (ascending)
-  HandoverTrailer trailer;                // what follows them
+  std::span<const std::size_t> deferred;              // which pieces of the state are deferred (ascending)
+  HandoverTrailer trailer;                            // what follows them
 };
 
 }  // namespace reprise

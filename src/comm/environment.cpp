@@ -218,10 +218,9 @@ void finalize_mpi(int exit_status) {
   std::thread watchdog([&] {
     std::unique_lock lock(mutex);
     if (!done_signal.wait_for(lock, timeout, [&] { return done; })) {
-      logging::warning(
-          "MPI_Finalize has not returned after %lld s (a known Open MPI issue after process failures, "
-          "open-mpi/ompi#11404); exiting without it",
-          static_cast<long long>(timeout.count()));
+      logging::warning("MPI_Finalize has not returned after %lld s (a known Open MPI issue after process failures, "
+                       "open-mpi/ompi#11404); exiting without it",
+                       static_cast<long long>(timeout.count()));
       ::_exit(exit_status);
     }
   });

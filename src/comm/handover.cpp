@@ -28,9 +28,9 @@ namespace {
 
 constexpr int kHandoverTag = 0x5e9c;
 constexpr int kDeferredTag = 0x5e9d;
-constexpr int kLandingTag = 0x5e9e;  // successor to sender: where each part goes
-constexpr int kNoticeTag = 0x5e9f;   // sender to successor: part written (1) or sent (0)
-constexpr int kTakenTag = 0x5ea0;    // successor to sender: every part arrived, the sender may go
+constexpr int kLandingTag = 0x5e9e;     // successor to sender: where each part goes
+constexpr int kNoticeTag = 0x5e9f;      // sender to successor: part written (1) or sent (0)
+constexpr int kTakenTag = 0x5ea0;       // successor to sender: every part arrived, the sender may go
 constexpr int kFirstTakenTag = 0x5ea1;  // successor to sender: the parts it asked for first arrived
 constexpr int kTrailerTag = 0x5ea2;     // sender to successor, after the parts: the trailer's words
 constexpr std::size_t kHandoverPiece = std::size_t{1} << 30U;
@@ -173,7 +173,8 @@ void Handover::receive_deferred(std::span<const std::span<std::byte>> places,
   // process: on the same host it writes the parts there itself.
   // The token stays where it is until the sender read it, whenever that is
   // (this object may move in between).
-  _token = std::make_unique<std::uint64_t>(std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32U) | 1U);
+  _token =
+      std::make_unique<std::uint64_t>(std::random_device{}() | (std::uint64_t{std::random_device{}()} << 32U) | 1U);
   std::vector<std::uint64_t> landing(kLandingHeader + places.size());
   landing[kHost] = host_hash();
   landing[kPid] = static_cast<std::uint64_t>(::getpid());
@@ -239,8 +240,8 @@ bool Handover::receive_parts(std::size_t end, const std::function<void(std::size
   ok = ok && MPI_Probe(_sender, kTrailerTag, _channel, &status) == MPI_SUCCESS &&
        MPI_Get_count(&status, MPI_UINT64_T, &words) == MPI_SUCCESS && words >= 0;
   _trailer.resize(ok ? static_cast<std::size_t>(words) : 0);
-  ok = ok && MPI_Recv(_trailer.data(), words, MPI_UINT64_T, _sender, kTrailerTag, _channel, MPI_STATUS_IGNORE) ==
-                 MPI_SUCCESS;
+  ok = ok &&
+       MPI_Recv(_trailer.data(), words, MPI_UINT64_T, _sender, kTrailerTag, _channel, MPI_STATUS_IGNORE) == MPI_SUCCESS;
   if (!ok) _trailer.clear();
   // The sender waits for this word before it exits: once it is gone, Open
   // MPI may fail a receive of its notices that had arrived already.
@@ -275,7 +276,8 @@ bool send_handover(MPI_Comm comm, int to, std::span<const std::span<const std::b
     }
     header[0] += state[i].size();
   }
-  bool ok = MPI_Send(header.data(), static_cast<int>(header.size()), MPI_UINT64_T, to, kHandoverTag, comm) == MPI_SUCCESS;
+  bool ok =
+      MPI_Send(header.data(), static_cast<int>(header.size()), MPI_UINT64_T, to, kHandoverTag, comm) == MPI_SUCCESS;
   for (std::size_t i = 0; i < state.size(); ++i) {
     if (is_deferred(deferred_pieces, i)) continue;
     for (std::size_t at = 0; ok && at < state[i].size(); at += kHandoverPiece) {
@@ -295,8 +297,8 @@ bool send_deferred(MPI_Comm comm, int to, std::span<const std::span<const std::b
   // The successor's landing message, once it runs again.
   int waiting = 1;
   MPI_Status status;
-  bool ok = probe_napping(comm, to, kLandingTag, status) &&
-            MPI_Get_count(&status, MPI_UINT64_T, &waiting) == MPI_SUCCESS;
+  bool ok =
+      probe_napping(comm, to, kLandingTag, status) && MPI_Get_count(&status, MPI_UINT64_T, &waiting) == MPI_SUCCESS;
   std::vector<std::uint64_t> landing(ok ? static_cast<std::size_t>(std::max(waiting, 0)) : 0);
   ok = ok && MPI_Recv(landing.data(), waiting, MPI_UINT64_T, to, kLandingTag, comm, MPI_STATUS_IGNORE) == MPI_SUCCESS;
   if (!ok) return false;

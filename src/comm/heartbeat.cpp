@@ -20,7 +20,7 @@ namespace {
 
 constexpr int kBeatTag = 1;
 constexpr int kBeatWord = 0;  // what a beat carries (static: it outlives its send)
-constexpr int kKillTag = 3;  // "kill this pid of your node": a watcher on another node asks
+constexpr int kKillTag = 3;   // "kill this pid of your node": a watcher on another node asks
 
 /// Sends `word` (which must outlive the send) without waiting for it: a
 /// message to a process that died is simply lost.
@@ -205,7 +205,8 @@ void Heartbeat::serve_kill_requests() {
     int pid = 0;
     if (MPI_Recv(&pid, 1, MPI_INT, watcher, kKillTag, _channel, MPI_STATUS_IGNORE) != MPI_SUCCESS) continue;
     // Only a process of this job on this node: the pid of the member it watches.
-    if (pid == _pid[static_cast<std::size_t>(member)]) kill_if_stopped(pid, _original[static_cast<std::size_t>(member)], _config.timeout_seconds);
+    if (pid == _pid[static_cast<std::size_t>(member)])
+      kill_if_stopped(pid, _original[static_cast<std::size_t>(member)], _config.timeout_seconds);
   }
 }
 

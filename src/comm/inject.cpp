@@ -29,13 +29,20 @@ namespace {
 
 const char* outcome_name(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kRunning: return "running";
-    case Outcome::kPassed: return "passed";
-    case Outcome::kFailed: return "failed";
-    case Outcome::kKilled: return "killed";
-    case Outcome::kHung: return "hung";
-    case Outcome::kAbandoned: return "abandoned";
-    case Outcome::kMigrated: return "migrated";
+    case Outcome::kRunning:
+      return "running";
+    case Outcome::kPassed:
+      return "passed";
+    case Outcome::kFailed:
+      return "failed";
+    case Outcome::kKilled:
+      return "killed";
+    case Outcome::kHung:
+      return "hung";
+    case Outcome::kAbandoned:
+      return "abandoned";
+    case Outcome::kMigrated:
+      return "migrated";
   }
   return "failed";
 }
@@ -43,9 +50,7 @@ const char* outcome_name(Outcome outcome) {
 // Uniform in [0, bound); the modulo bias is below 2^-40 for the bounds used here.
 std::uint64_t uniform_below(std::uint64_t& state, std::uint64_t bound) { return detail::splitmix64(state) % bound; }
 
-double uniform_unit(std::uint64_t& state) {
-  return static_cast<double>(detail::splitmix64(state) >> 11U) * 0x1.0p-53;
-}
+double uniform_unit(std::uint64_t& state) { return static_cast<double>(detail::splitmix64(state) >> 11U) * 0x1.0p-53; }
 
 void check_steps(std::uint64_t steps) {
   if (steps < 2) {
@@ -168,11 +173,9 @@ void silence_heartbeat(double seconds) {
   heartbeat_silent_until.store(steady_now_ns() + span.count());
 }
 
-
 Schedule::Schedule(std::vector<Fault> faults) : _faults(std::move(faults)) {
-  std::sort(_faults.begin(), _faults.end(), [](const Fault& a, const Fault& b) {
-    return a.step != b.step ? a.step < b.step : a.rank < b.rank;
-  });
+  std::sort(_faults.begin(), _faults.end(),
+            [](const Fault& a, const Fault& b) { return a.step != b.step ? a.step < b.step : a.rank < b.rank; });
 }
 
 namespace {
@@ -191,9 +194,7 @@ std::optional<std::string> read_number(std::string_view text, const char* what, 
 
 }  // namespace
 
-Schedule Schedule::parse(std::string_view text) {
-  return parse(text, "fault schedule \"" + std::string(text) + "\"");
-}
+Schedule Schedule::parse(std::string_view text) { return parse(text, "fault schedule \"" + std::string(text) + "\""); }
 
 Schedule Schedule::parse(std::string_view text, std::string source) {
   std::vector<Fault> faults;
@@ -227,7 +228,8 @@ Schedule Schedule::parse(std::string_view text, std::string source) {
       const auto action = entry.substr(colon + 1);
       if (action == "hang") fault.action = Action::kHang;
       else if (action == "crash") fault.action = Action::kCrash;
-      else if (action != "kill") throw fail(entry, "the action \"" + std::string(action) + "\" is not kill, hang or crash");
+      else if (action != "kill")
+        throw fail(entry, "the action \"" + std::string(action) + "\" is not kill, hang or crash");
       place = entry.substr(0, colon);
     }
     const auto at = place.find('@');
@@ -264,7 +266,8 @@ void Schedule::bind_nodes(Comm& comm) {
   const auto pids = comm.allgather(static_cast<int>(::getpid()));
   std::map<int, std::vector<NodeMember>> by_key;  // the key is the node's lowest rank: ordered as promised
   for (int r = 0; r < comm.size(); ++r) {
-    by_key[key[static_cast<std::size_t>(r)]].push_back({comm.original_rank(Rank{r}), pids[static_cast<std::size_t>(r)]});
+    by_key[key[static_cast<std::size_t>(r)]].push_back(
+        {comm.original_rank(Rank{r}), pids[static_cast<std::size_t>(r)]});
   }
   std::vector<std::vector<NodeMember>> nodes;
   for (auto& [lowest, members] : by_key) nodes.push_back(std::move(members));
@@ -276,8 +279,8 @@ void Schedule::bind_nodes(Comm& comm) {
     }
     if (fault.node > static_cast<int>(nodes.size())) {
       throw UsageError((_source.empty() ? "fault schedule \"" + to_string() + "\"" : _source) + ": node " +
-                       std::to_string(fault.node) + " does not exist: the job runs on " +
-                       std::to_string(nodes.size()) + " node(s)");
+                       std::to_string(fault.node) + " does not exist: the job runs on " + std::to_string(nodes.size()) +
+                       " node(s)");
     }
     const auto& members = nodes[static_cast<std::size_t>(fault.node - 1)];
     for (const auto& member : members) bound.push_back({member.rank, fault.step, Action::kKill, fault.node, members});
@@ -292,8 +295,7 @@ void Schedule::validate(int processes) const {
     if (fault.node == 0 && fault.rank.value() >= processes) {
       throw UsageError((_source.empty() ? "fault schedule \"" + to_string() + "\"" : _source) + ": rank " +
                        std::to_string(fault.rank.value()) + " does not exist: the job has " +
-                       std::to_string(processes) + " processes, original ranks 0 to " +
-                       std::to_string(processes - 1));
+                       std::to_string(processes) + " processes, original ranks 0 to " + std::to_string(processes - 1));
     }
   }
 }
@@ -307,7 +309,8 @@ Schedule Schedule::random(std::uint64_t seed, int ranks, std::uint64_t steps, do
   for (int rank = 0; rank < ranks; ++rank) {
     std::uint64_t state = seed ^ (0x5bd1e995ULL * static_cast<std::uint64_t>(rank + 1));
     if (uniform_unit(state) < expected_fraction) {
-      faults.push_back(Fault{.rank = OriginalRank{rank}, .step = 1 + uniform_below(state, steps - 1), .action = Action::kKill});
+      faults.push_back(
+          Fault{.rank = OriginalRank{rank}, .step = 1 + uniform_below(state, steps - 1), .action = Action::kKill});
     }
   }
   return Schedule(std::move(faults));
@@ -332,7 +335,8 @@ Schedule Schedule::random_exact(std::uint64_t seed, int ranks, std::uint64_t ste
     do {
       step = 1 + uniform_below(state, steps - 1);
     } while (!used_steps.insert(step).second);
-    faults.push_back(Fault{.rank = OriginalRank{candidates[static_cast<std::size_t>(i)]}, .step = step, .action = Action::kKill});
+    faults.push_back(
+        Fault{.rank = OriginalRank{candidates[static_cast<std::size_t>(i)]}, .step = step, .action = Action::kKill});
   }
   return Schedule(std::move(faults));
 }

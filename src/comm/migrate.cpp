@@ -159,8 +159,8 @@ std::optional<Comm> detail::CommInternals::migrate_gathered(Comm& comm, std::spa
   if (detail::SparePool* pool = detail::spare_pool();
       pool != nullptr && pool->usable && pool->spares.size() >= sorted.size()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
-    const Comm::PoolRound round{comm._epoch + 1,  comm._failures, comm._moves, comm._members, comm._replacement,
-                                sorted,           state,          deferred,    trailer};
+    const Comm::PoolRound round{comm._epoch + 1, comm._failures, comm._moves, comm._members, comm._replacement,
+                                sorted,          state,          deferred,    trailer};
     bool enough = false;
     auto taken = Comm::take_from_pool(round, enough);
     if (enough) return taken;  // none on a leaving process

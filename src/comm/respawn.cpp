@@ -95,9 +95,12 @@ Command current_command() {
 }
 
 std::vector<int> encode(const Assignment& assignment) {
-  std::vector<int> data{static_cast<int>(assignment.epoch >> 32U), static_cast<int>(assignment.epoch & 0xffffffffU),
-                        assignment.original_size, static_cast<int>(assignment.failures.size()),
-                        static_cast<int>(assignment.moves.size()), static_cast<int>(assignment.members.size())};
+  std::vector<int> data{static_cast<int>(assignment.epoch >> 32U),
+                        static_cast<int>(assignment.epoch & 0xffffffffU),
+                        assignment.original_size,
+                        static_cast<int>(assignment.failures.size()),
+                        static_cast<int>(assignment.moves.size()),
+                        static_cast<int>(assignment.members.size())};
   for (auto rank : assignment.failures) data.push_back(rank.value());
   for (auto rank : assignment.moves) data.push_back(rank.value());
   for (auto rank : assignment.members) data.push_back(rank.value());
@@ -361,8 +364,9 @@ int spawning_rank(Comm& healed) {
                "respawn: choosing the process that spawns");
   if (lowest == INT_MAX) {
     throw MpiError("respawn: every process has an earlier MPI_Comm_spawn that never returned (new processes died "
-                   "while they started, " + std::to_string(stuck_spawns.load()) +
-                   " of them here); the job cannot start new processes", MPI_ERR_SPAWN);
+                   "while they started, " +
+                       std::to_string(stuck_spawns.load()) + " of them here); the job cannot start new processes",
+                   MPI_ERR_SPAWN);
   }
   return lowest;
 }
@@ -382,12 +386,13 @@ int spawning_rank(Comm& healed) {
                       " s (REPRISE_SPAWN_TIMEOUT): one of them died while it started; they are given up",
                   ulfm::revoked_error_class());
   }
-  throw MpiError("respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" + command.executable +
-                     "' failed" + (refusal.empty() ? std::string() : " (" + refusal + ")") +
-                     "; does mpirun allow that many processes? (use --oversubscribe or more slots" +
-                     (where.get() == MPI_INFO_NULL ? std::string(")")
-                                                   : "; is " + where.source() + "=" + where.hosts() + " a host of the job?)"),
-                 MPI_ERR_SPAWN);
+  throw MpiError(
+      "respawn: MPI_Comm_spawn of " + std::to_string(count) + " replacement(s) of '" + command.executable + "' failed" +
+          (refusal.empty() ? std::string() : " (" + refusal + ")") +
+          "; does mpirun allow that many processes? (use --oversubscribe or more slots" +
+          (where.get() == MPI_INFO_NULL ? std::string(")")
+                                        : "; is " + where.source() + "=" + where.hosts() + " a host of the job?)"),
+      MPI_ERR_SPAWN);
 }
 
 /// Every parent and the new processes behind the spawning parent's
@@ -411,7 +416,7 @@ MPI_Comm connect_parents(Comm& healed, int root, MPI_Comm& spawned) {
     MPI_Comm_set_errhandler(inter, MPI_ERRORS_RETURN);
   } else {
     inter = MPI_COMM_NULL;
-    healed.revoke();                                   // the parents still inside leave it
+    healed.revoke();                                    // the parents still inside leave it
     if (bridge != MPI_COMM_NULL) ulfm::revoke(bridge);  // and so do the new processes
   }
   if (spawning) {
@@ -535,8 +540,8 @@ Comm Comm::respawn() {
   Comm healed = shrink();
   // Spares started with the job take the missing ranks without a spawn, if
   // there are enough of them for all.
-  if (detail::SparePool* pool = detail::spare_pool(); pool != nullptr && pool->usable && !pool->spares.empty() &&
-                                                       !healed.missing().empty()) {
+  if (detail::SparePool* pool = detail::spare_pool();
+      pool != nullptr && pool->usable && !pool->spares.empty() && !healed.missing().empty()) {
     detail::ulfm::revoke(pool->pool);  // wakes the spares
     bool enough = false;
     const PoolRound round{_epoch + 1, healed._failures, healed._moves, healed._members, _replacement, {}, {}, {}, {}};
@@ -544,8 +549,9 @@ Comm Comm::respawn() {
     if (enough && taken) return std::move(*taken);
   }
   for (;;) {
-    detail::Assignment assignment{_epoch + 1, _original_size, healed._failures, healed._moves,
-                                  detail::all_ranks(_original_size), healed.missing()};
+    detail::Assignment assignment{
+        _epoch + 1,      _original_size, healed._failures, healed._moves, detail::all_ranks(_original_size),
+        healed.missing()};
     if (assignment.newcomers.empty()) {
       healed._epoch = assignment.epoch;
       return healed;

@@ -81,8 +81,7 @@ ShrunkPool shrink_pool(detail::SparePool& sp) {
   MPI_Comm_size(shrunk, &view.size);
   MPI_Comm_rank(shrunk, &view.rank);
   view.originals.assign(static_cast<std::size_t>(view.size), -1);
-  view.gathered =
-      MPI_Allgather(&sp.my_original, 1, MPI_INT, view.originals.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
+  view.gathered = MPI_Allgather(&sp.my_original, 1, MPI_INT, view.originals.data(), 1, MPI_INT, shrunk) == MPI_SUCCESS;
   return view;
 }
 
@@ -95,7 +94,8 @@ void renew_pool(detail::SparePool& sp) {
     if (detail::ulfm::agree_on_step(sp.pool, ok) != MPI_SUCCESS || !ok) continue;
     sp.spares.clear();
     sp.actives.clear();
-    for (int r = 0; r < view.size; ++r) (view.originals[static_cast<std::size_t>(r)] < 0 ? sp.spares : sp.actives).push_back(r);
+    for (int r = 0; r < view.size; ++r)
+      (view.originals[static_cast<std::size_t>(r)] < 0 ? sp.spares : sp.actives).push_back(r);
     return;
   }
 }
@@ -130,8 +130,9 @@ SparePool* spare_pool() {
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   if (spares >= world_size) {
-    throw UsageError("REPRISE_SPARES=" + std::to_string(spares) + " leaves no process to run the application (the job has " +
-                     std::to_string(world_size) + "); start more processes or fewer spares");
+    throw UsageError("REPRISE_SPARES=" + std::to_string(spares) +
+                     " leaves no process to run the application (the job has " + std::to_string(world_size) +
+                     "); start more processes or fewer spares");
   }
   pool.emplace();
   pool->original_size = world_size - spares;
@@ -406,10 +407,10 @@ class Comm::PoolAttempt {
   std::vector<int> _missing;      // those the spares take
   std::vector<int> _spare_ranks;  // the pool ranks of the spares
   bool _enough = false;
-  bool _leaves = false;                 // this process leaves, in a migration
-  int _new_original = -1;               // this process's original rank after the round (-1: none)
-  std::size_t _took = 0;                // which missing rank this process takes (a spare)
-  int _color = MPI_UNDEFINED;           // of the split: 0 for the processes active after the round
+  bool _leaves = false;        // this process leaves, in a migration
+  int _new_original = -1;      // this process's original rank after the round (-1: none)
+  std::size_t _took = 0;       // which missing rank this process takes (a spare)
+  int _color = MPI_UNDEFINED;  // of the split: 0 for the processes active after the round
   Parts _parts;
   Handover _handover;
   bool _moved_in = false;  // a spare that takes a leaving process's rank

@@ -14,15 +14,15 @@ namespace reprise::detail {
 
 /// The process-wide state of the pool (one per process).
 struct SparePool {
-  MPI_Comm pool = MPI_COMM_NULL;  // every live process of the job, actives and spares
+  MPI_Comm pool = MPI_COMM_NULL;    // every live process of the job, actives and spares
   MPI_Comm active = MPI_COMM_NULL;  // the job's first active processes (what Comm::world() duplicates)
-  int original_size = 0;          // active processes at the start
-  int my_original = -1;           // -1 while this process is a spare
-  std::vector<int> spares;        // pool ranks of the spares, as last known
-  std::vector<int> actives;       // pool ranks of the processes running the application, as last known
-  bool usable = true;             // false once a respawn had to spawn (spawned processes are not in the pool)
-  std::size_t warm_bytes = 0;     // REPRISE_SPARE_WARM_MIB: heap a spare keeps resident while it waits
-  std::uint64_t epoch_seen = 0;   // the job's epoch at the last round (a spare counts ahead of the next one)
+  int original_size = 0;            // active processes at the start
+  int my_original = -1;             // -1 while this process is a spare
+  std::vector<int> spares;          // pool ranks of the spares, as last known
+  std::vector<int> actives;         // pool ranks of the processes running the application, as last known
+  bool usable = true;               // false once a respawn had to spawn (spawned processes are not in the pool)
+  std::size_t warm_bytes = 0;       // REPRISE_SPARE_WARM_MIB: heap a spare keeps resident while it waits
+  std::uint64_t epoch_seen = 0;     // the job's epoch at the last round (a spare counts ahead of the next one)
 };
 
 /// The pool, set up on first use from REPRISE_SPARES (collective over

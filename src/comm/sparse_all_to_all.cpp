@@ -318,8 +318,7 @@ class Exchange {
     auto& split = _splits[status.MPI_SOURCE];
     if (split.parts_left == 0) {  // a header
       SplitHeader header;
-      if (!ok(MPI_Mrecv(&header, static_cast<int>(sizeof header), MPI_BYTE, &handle, MPI_STATUS_IGNORE),
-              "MPI_Mrecv")) {
+      if (!ok(MPI_Mrecv(&header, static_cast<int>(sizeof header), MPI_BYTE, &handle, MPI_STATUS_IGNORE), "MPI_Mrecv")) {
         return true;
       }
       const auto bytes = static_cast<std::size_t>(header.bytes);
@@ -356,8 +355,8 @@ class Exchange {
   int _split_tag;
   std::vector<MPI_Request> _sends;
   std::vector<std::unique_ptr<MemoryView>> _send_views;  // alive until the sends complete
-  std::vector<SplitHeader> _headers;                       // likewise; reserved, never reallocated
-  std::map<int, SplitReceive> _splits;                     // by source
+  std::vector<SplitHeader> _headers;                     // likewise; reserved, never reallocated
+  std::map<int, SplitReceive> _splits;                   // by source
   MPI_Request _barrier = MPI_REQUEST_NULL;
   std::string _target_problem;
   int _error = MPI_SUCCESS;

@@ -125,7 +125,7 @@ std::vector<std::vector<std::byte>> read_pieces(const Image& image, const Checkp
 }  // namespace
 
 std::optional<std::uint64_t> driver_step(const Checkpoint& checkpoint,
-                                        std::span<const std::span<const std::byte>> pieces) {
+                                         std::span<const std::span<const std::byte>> pieces) {
   const auto registrations = CheckpointInternals::registrations(checkpoint);
   for (std::size_t i = 0; i < registrations.size() && i < pieces.size(); ++i) {
     if (registrations[i].name == Driver::kProgressPiece) return Driver::saved_step(pieces[i]);
@@ -182,16 +182,16 @@ namespace {
 /// handover's deferred parts: which part each chunk waits for, and its
 /// checksum taken as they come.
 struct Landing {
-  static constexpr std::size_t kReady = static_cast<std::size_t>(-1);  // waits for no part
-  static constexpr std::size_t kExtra = static_cast<std::size_t>(-1);  // not a registration
+  static constexpr std::size_t kReady = static_cast<std::size_t>(-1);    // waits for no part
+  static constexpr std::size_t kExtra = static_cast<std::size_t>(-1);    // not a registration
   static constexpr std::size_t kInImage = static_cast<std::size_t>(-1);  // its checksum is the image's
-  std::string name;                    // the dataset
-  std::size_t registration = kExtra;   // its place among the registrations
+  std::string name;                                                      // the dataset
+  std::size_t registration = kExtra;                                     // its place among the registrations
   std::span<std::byte> memory;
-  std::vector<ImageChunk> chunks;   // in the order of the piece's bytes
-  std::vector<std::size_t> waits;   // per chunk: the part it waits for, or kReady
-  std::vector<bool> landed;         // per chunk: received straight into `memory`
-  std::size_t checked = 0;          // chunks in place and hashed, from the first
+  std::vector<ImageChunk> chunks;       // in the order of the piece's bytes
+  std::vector<std::size_t> waits;       // per chunk: the part it waits for, or kReady
+  std::vector<bool> landed;             // per chunk: received straight into `memory`
+  std::size_t checked = 0;              // chunks in place and hashed, from the first
   std::size_t trailer_word = kInImage;  // else its checksum's place in the handover's trailer
   std::unique_ptr<ChecksumStream> checksum = std::make_unique<ChecksumStream>();
 
@@ -453,7 +453,8 @@ class ArrivalLoad {
     inject::fault_point("migration.arrive.deferred", _me);
     const double started = MPI_Wtime();
     _handover.receive_deferred(
-        _landing, [&](std::size_t part) {
+        _landing,
+        [&](std::size_t part) {
           for (Landing& piece : _pieces) {
             if (now_here(piece)) piece.advance(part + 1, bytes);
           }
@@ -513,8 +514,7 @@ class ArrivalLoad {
         _later_whole.push_back(std::move(whole));
         continue;
       }
-      if (!matches(checksum64(whole.bytes), checksum_in(_image, piece.name), piece.trailer_word,
-                   _handover.trailer())) {
+      if (!matches(checksum64(whole.bytes), checksum_in(_image, piece.name), piece.trailer_word, _handover.trailer())) {
         throw damaged(piece.name);
       }
       std::memcpy(piece.memory.data(), whole.bytes.data(), piece.memory.size());
@@ -543,12 +543,12 @@ class ArrivalLoad {
   std::vector<Registration> _registrations;
   std::vector<std::size_t> _sizes;
   std::vector<std::span<std::byte>> _places;
-  std::vector<std::size_t> _trailer_words;  // per extra: where the trailer holds its checksum
-  std::span<const HandoverPart> _parts;      // the handover's deferred parts
+  std::vector<std::size_t> _trailer_words;     // per extra: where the trailer holds its checksum
+  std::span<const HandoverPart> _parts;        // the handover's deferred parts
   std::vector<std::span<std::byte>> _landing;  // per part: the memory it lands in, or none (the image's hole)
   std::vector<Landing> _pieces;
-  std::vector<Landing> _unchunked;    // read through HDF5 after the parts arrived
-  std::vector<Landing> _later;        // with the extras later: theirs, chunked ...
+  std::vector<Landing> _unchunked;       // read through HDF5 after the parts arrived
+  std::vector<Landing> _later;           // with the extras later: theirs, chunked ...
   std::vector<WholeExtra> _later_whole;  // ... and not
 };
 

@@ -141,8 +141,7 @@ void CowProtocol::wait_committed(PageInfo& info) {
     const std::uint32_t seen = _progress.load(std::memory_order_acquire);
     if (info.state.load(std::memory_order_acquire) == PageState::kCommitted) break;
     timespec timeout{0, 1000000};  // also bounds a missed wake-up
-    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&_progress), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr,
-              0);
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&_progress), FUTEX_WAIT_PRIVATE, seen, &timeout, nullptr, 0);
   }
   _waiters.fetch_sub(1, std::memory_order_acq_rel);
   _wait_nanoseconds.fetch_add(now_nanoseconds() - start, std::memory_order_relaxed);
@@ -150,11 +149,20 @@ void CowProtocol::wait_committed(PageInfo& info) {
 
 void CowProtocol::count(Access access) {
   switch (access) {
-    case Access::kCow: _cow_pages.fetch_add(1, std::memory_order_relaxed); break;
-    case Access::kWait: _wait_pages.fetch_add(1, std::memory_order_relaxed); break;
-    case Access::kAvoided: _avoided_pages.fetch_add(1, std::memory_order_relaxed); break;
-    case Access::kAfter: _after_pages.fetch_add(1, std::memory_order_relaxed); break;
-    case Access::kNone: break;
+    case Access::kCow:
+      _cow_pages.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Access::kWait:
+      _wait_pages.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Access::kAvoided:
+      _avoided_pages.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Access::kAfter:
+      _after_pages.fetch_add(1, std::memory_order_relaxed);
+      break;
+    case Access::kNone:
+      break;
   }
 }
 
@@ -204,7 +212,7 @@ void CowProtocol::commit_in_order(std::span<const PageId> pages, const Put& put)
         continue;  // a writer took it to copy it aside
       }
       if (state != PageState::kCopying) break;  // nothing of it is pending
-      sched_yield();  // a writer is copying it aside: a page's time
+      sched_yield();                            // a writer is copying it aside: a page's time
     }
   }
 }
@@ -244,9 +252,8 @@ void CowProtocol::commit(std::span<const PageId> pages, const Put& put) {
       --remaining;
       continue;
     }
-    while (next < pages.size() &&
-           page_infos(pages[next].region)[pages[next].page].state.load(std::memory_order_acquire) !=
-               PageState::kScheduled) {
+    while (next < pages.size() && page_infos(pages[next].region)[pages[next].page].state.load(
+                                      std::memory_order_acquire) != PageState::kScheduled) {
       ++next;
     }
     if (next < pages.size()) {
@@ -259,7 +266,8 @@ void CowProtocol::commit(std::span<const PageId> pages, const Put& put) {
 }
 
 void CowProtocol::abandon(std::span<const PageId> pages) {
-  for (const auto& id : pages) page_infos(id.region)[id.page].state.store(PageState::kCommitted, std::memory_order_release);
+  for (const auto& id : pages)
+    page_infos(id.region)[id.page].state.store(PageState::kCommitted, std::memory_order_release);
   empty_buffer();
   wake_waiters();
 }

@@ -34,7 +34,7 @@ class CowProtocol {
     std::uint64_t wait = 0;
     std::uint64_t avoided = 0;
     std::uint64_t after = 0;
-    double wait_seconds = 0;     ///< all writers' time spent waiting
+    double wait_seconds = 0;       ///< all writers' time spent waiting
     std::uint32_t peak_slots = 0;  ///< most buffer slots in use at once
   };
 
@@ -98,12 +98,12 @@ class CowProtocol {
   // Guarded by `_lock`: the copy-on-write slots, which of them hold a page
   // to commit (oldest first), and the pages writers are waiting for.
   std::atomic_flag _lock = ATOMIC_FLAG_INIT;
-  std::vector<std::byte> _cow;                // slot i at i * page size
-  std::vector<std::uint32_t> _free_slots;     // stack of free slot indices
+  std::vector<std::byte> _cow;             // slot i at i * page size
+  std::vector<std::uint32_t> _free_slots;  // stack of free slot indices
   std::uint32_t _free_count = 0;
   std::uint32_t _slot_count = 0;
-  std::vector<std::uint32_t> _filled;         // ring of filled slots
-  std::vector<PageId> _filled_page;           // the page held by each slot
+  std::vector<std::uint32_t> _filled;  // ring of filled slots
+  std::vector<PageId> _filled_page;    // the page held by each slot
   std::uint32_t _filled_head = 0;
   std::uint32_t _filled_size = 0;
   PageId _urgent[kMaxUrgent]{};

@@ -22,10 +22,10 @@
 namespace reprise {
 
 using detail::Access;
+using detail::CowProtocol;
 using detail::PageId;
 using detail::PageInfo;
 using detail::PageState;
-using detail::CowProtocol;
 
 namespace {
 
@@ -33,20 +33,23 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_in_use{false};  // one IncrementalCheckpoint per process
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 /// Where a page goes in the learned order: the pages written first after
 /// the last checkpoint started go first, the ones that made a writer wait
 /// before all others.
 int rank_of(Access access) {
   switch (access) {
-    case Access::kWait: return 0;
-    case Access::kCow: return 1;
-    case Access::kAvoided: return 2;
-    case Access::kAfter: return 3;
-    case Access::kNone: return 4;
+    case Access::kWait:
+      return 0;
+    case Access::kCow:
+      return 1;
+    case Access::kAvoided:
+      return 2;
+    case Access::kAfter:
+      return 3;
+    case Access::kNone:
+      return 4;
   }
   return 4;
 }
@@ -61,9 +64,9 @@ bool all_zero(std::span<const std::byte> page) {
 struct ListedPage {
   PageId id;
   std::size_t region_index = 0;  // in registration order
-  int rank = 0;             // rank_of the access of its first write
-  std::uint64_t order = 0;  // its first write (written while open: after every trapped one)
-  bool trapped = true;      // false: noticed by the kernel's written bits (AFTER)
+  int rank = 0;                  // rank_of the access of its first write
+  std::uint64_t order = 0;       // its first write (written while open: after every trapped one)
+  bool trapped = true;           // false: noticed by the kernel's written bits (AFTER)
 };
 
 std::size_t count_untrapped(const std::vector<ListedPage>& pages) {
@@ -201,8 +204,7 @@ std::vector<ListedPage> IncrementalCheckpoint::Impl::changed_pages() const {
   return pages;
 }
 
-std::vector<PageId> IncrementalCheckpoint::Impl::commit_order(std::vector<ListedPage> listed,
-                                                              bool full_version) const {
+std::vector<PageId> IncrementalCheckpoint::Impl::commit_order(std::vector<ListedPage> listed, bool full_version) const {
   if (config.mode == CommitMode::kAsyncAdaptive && !full_version) {
     std::stable_sort(listed.begin(), listed.end(), [](const ListedPage& a, const ListedPage& b) {
       return a.rank != b.rank ? a.rank < b.rank : a.order < b.order;
@@ -232,8 +234,7 @@ void IncrementalCheckpoint::Impl::arm(std::span<const PageId> pages) {
   DirtyTracker::instance().protect_all();
 }
 
-void IncrementalCheckpoint::Impl::start_version(std::vector<PageId> pages, bool full_version,
-                                                Clock::time_point start) {
+void IncrementalCheckpoint::Impl::start_version(std::vector<PageId> pages, bool full_version, Clock::time_point start) {
   ++version;
   history.push_back({});
   history.back().version = version;

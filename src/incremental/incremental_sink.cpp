@@ -215,13 +215,13 @@ class VersionFile {
               " it is named after");
     }
     if (_page_bytes == 0 || _page_bytes % 8 != 0 || _page_bytes > std::numeric_limits<std::size_t>::max() / 2 ||
-        _pages != (body - 8 - _first_page) / (16 + _page_bytes) ||
-        (body - 8 - _first_page) % (16 + _page_bytes) != 0) {
+        _pages != (body - 8 - _first_page) / (16 + _page_bytes) || (body - 8 - _first_page) % (16 + _page_bytes) != 0) {
       damaged("is malformed: its page count does not match its size");
     }
     for (std::uint64_t i = 0; i < _pages; ++i) {
       const auto r = region_of(i);
-      if (r >= _region_bytes.size() || page_of(i) >= _region_bytes[r] / _page_bytes) damaged("names a page outside its regions");
+      if (r >= _region_bytes.size() || page_of(i) >= _region_bytes[r] / _page_bytes)
+        damaged("names a page outside its regions");
     }
   }
 
@@ -291,7 +291,8 @@ class FileWriter {
     _fd = -1;
     if (error == 0 && std::rename(_temporary.c_str(), _path.c_str()) != 0) error = errno;
     const bool renamed = error == 0;
-    if (renamed && !sync_directory(std::filesystem::path(_path).parent_path().string())) error = errno != 0 ? errno : EIO;
+    if (renamed && !sync_directory(std::filesystem::path(_path).parent_path().string()))
+      error = errno != 0 ? errno : EIO;
     if (error != 0) {
       ::unlink((renamed ? _path : _temporary).c_str());
       throw IoError(std::string(kWhat) + ": writing " + _path + " failed (" + std::strerror(error) +

@@ -243,8 +243,7 @@ void MemorySink::apply_image(const RestorePlan& plan, const std::vector<Incoming
   const bool fits = restored.region_bytes == layout.region_bytes;
   if (!_comm.agree(fits)) {
     throw UsageError(
-        std::string("reprise::MemorySink::restore: ") +
-        (fits ? "another process's" : "this process's") +
+        std::string("reprise::MemorySink::restore: ") + (fits ? "another process's" : "this process's") +
         " protected regions do not match its checkpoint image (count or sizes); protect the same regions in the "
         "same order as when it was taken. Nothing was restored.");
   }

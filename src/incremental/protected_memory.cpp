@@ -257,9 +257,9 @@ void on_fault(int signal, siginfo_t* info, void* context) {
   ::sigaction(SIGSEGV, &fallback, nullptr);  // the faulting write runs again and ends the process
 }
 
-std::mutex g_mutex;                                         // guards everything below and slot changes
-std::map<std::uintptr_t, std::size_t> g_allocations;        // protected_alloc'ed blocks
-std::vector<std::unique_ptr<PageInfo[]>> g_retired;  // page tables a handler may still read
+std::mutex g_mutex;                                   // guards everything below and slot changes
+std::map<std::uintptr_t, std::size_t> g_allocations;  // protected_alloc'ed blocks
+std::vector<std::unique_ptr<PageInfo[]>> g_retired;   // page tables a handler may still read
 
 std::size_t round_up(std::size_t bytes) { return (bytes + g_page - 1) / g_page * g_page; }
 
@@ -310,8 +310,7 @@ DirtyTracker::DirtyTracker() {
   // mprotect by default: on the machine we measured, a userfaultfd trap cost
   // 10 to 18 times as much (bench/trap_bench.cpp, docs/PERFORMANCE.md).
   // The tracker starts on first use, in destructors too: a refused setting ends the process in one line.
-  const bool userfaultfd_wanted =
-      settings::text(settings::kWriteTrap, settings::OnRefusal::kExit) == "userfaultfd";
+  const bool userfaultfd_wanted = settings::text(settings::kWriteTrap, settings::OnRefusal::kExit) == "userfaultfd";
   const bool bits_wanted = settings::flag(settings::kWrittenBits, settings::OnRefusal::kExit);
   if (userfaultfd_wanted && open_userfaultfd()) {
     g_trap = WriteTrap::kUserfaultfd;
@@ -357,7 +356,8 @@ int DirtyTracker::add(void* base, std::size_t bytes) {
   }
   if (g_trap == WriteTrap::kUserfaultfd && !watch_writes(g_uffd, start, bytes)) {
     throw UsageError("reprise::DirtyTracker::add: userfaultfd cannot watch the region at " + std::to_string(start) +
-                     " (" + std::strerror(errno) + "); use private anonymous memory (reprise::protected_alloc), "
+                     " (" + std::strerror(errno) +
+                     "); use private anonymous memory (reprise::protected_alloc), "
                      "or leave REPRISE_WRITE_TRAP unset for the mprotect trap");
   }
   const bool bits = g_bits >= 0 && watch_writes(g_bits, start, bytes);  // if not, its pages stay trapped
@@ -438,7 +438,7 @@ bool DirtyTracker::open_all() {
       armed = userfaultfd_protect(g_bits, base + p * g_page, (q - p) * g_page, true);
       p = q;
     }
-    slot.open = true;  // even half armed: the bits are cleared at the next protect_all
+    slot.open = true;      // even half armed: the bits are cleared at the next protect_all
     if (!armed) continue;  // stays trapped
     (void)set_protection(base, slot.bytes.load(), false);
     opened = true;

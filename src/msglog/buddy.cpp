@@ -170,8 +170,8 @@ std::uint16_t BuddyLinks::listen(bool loopback_only) {
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
   socklen_t length = sizeof address;
-  if (::bind(_listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      ::listen(_listener, 16) != 0 || ::getsockname(_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+  if (::bind(_listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(_listener, 16) != 0 ||
+      ::getsockname(_listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     fail("listen");
   }
   if (::pipe2(_wake, O_CLOEXEC) != 0) fail("pipe2");

@@ -82,9 +82,9 @@ class BuddyLinks {
   int _to_buddy = -1;
   std::vector<std::byte> _buddy_address;
   std::uint64_t _batches_sent = 0;
-  bool _sent_since_forget = false;                             ///< a batch went over TCP since the last forget
-  std::unique_ptr<SharedEvents> _shared_out;                   ///< where this process's events go, on the buddy's host
-  std::map<int, std::unique_ptr<SharedEvents>> _shared_in;     ///< the events of processes on this host, by rank
+  bool _sent_since_forget = false;                          ///< a batch went over TCP since the last forget
+  std::unique_ptr<SharedEvents> _shared_out;                ///< where this process's events go, on the buddy's host
+  std::map<int, std::unique_ptr<SharedEvents>> _shared_in;  ///< the events of processes on this host, by rank
   std::vector<std::string> _regions_made;
   mutable std::mutex _mutex;
   std::map<int, std::vector<Event>> _held;

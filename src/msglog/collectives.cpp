@@ -193,8 +193,7 @@ int shared_scan(Runtime& runtime, CommInfo& comm, const Reduction& reduction, bo
   TypedBuffer all(all_count, reduction.type);
   const ResultPiece piece[] = {{all.data(), all_count, reduction.type}};
   int code = runtime.uniform_collective(comm, piece, [&](MPI_Comm physical) {
-    return PMPI_Allgather(send, reduction.count, reduction.type, all.data(), reduction.count, reduction.type,
-                          physical);
+    return PMPI_Allgather(send, reduction.count, reduction.type, all.data(), reduction.count, reduction.type, physical);
   });
   const int last = exclusive ? comm.rank - 1 : comm.rank;
   if (code != MPI_SUCCESS || last < 0) return code;

@@ -92,8 +92,8 @@ void Runtime::choice(std::uint64_t active, bool succeeded, std::span<const int> 
 namespace {
 
 std::uint64_t active_count(const std::vector<MPI_Request>& physical) {
-  return static_cast<std::uint64_t>(std::count_if(physical.begin(), physical.end(),
-                                                  [](MPI_Request r) { return r != MPI_REQUEST_NULL; }));
+  return static_cast<std::uint64_t>(
+      std::count_if(physical.begin(), physical.end(), [](MPI_Request r) { return r != MPI_REQUEST_NULL; }));
 }
 
 /// The batches of this thread's Wait/Test calls in progress (an error
@@ -231,8 +231,7 @@ int Runtime::any(bool blocking, int count, MPI_Request* requests, int* index, in
   return code;
 }
 
-int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount, int* indices,
-                  MPI_Status* statuses) {
+int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount, int* indices, MPI_Status* statuses) {
   if (const std::uint64_t active = active_requests(count, requests); !blocking || active > 1) {
     if (const auto replayed = replayed_choice(active)) {
       return replay_some(*replayed, count, requests, outcount, indices, statuses);
@@ -243,9 +242,8 @@ int Runtime::some(bool blocking, int count, MPI_Request* requests, int* outcount
   int code = MPI_SUCCESS;
   for (;;) {
     fill(some, count, requests, statuses, blocking);
-    code = blocking ? this->blocking([&] {
-      return PMPI_Waitsome(count, some.physical.data(), outcount, indices, some.statuses);
-    })
+    code = blocking ? this->blocking(
+                          [&] { return PMPI_Waitsome(count, some.physical.data(), outcount, indices, some.statuses); })
                     : PMPI_Testsome(count, some.physical.data(), outcount, indices, some.statuses);
     if (code == MPI_SUCCESS || !recovered_in(requests, some, std::max(*outcount, 0), code)) break;
     if (!blocking) {

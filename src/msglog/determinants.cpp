@@ -17,7 +17,8 @@ void encode_events(std::span<const Event> events, std::vector<std::byte>& out) {
     append_word(out, event.failures);
     append_word(out, event.ordinal);
     append_word(out, event.outcome.size());
-    for (const int value : event.outcome) append_word(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(value)));
+    for (const int value : event.outcome)
+      append_word(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(value)));
     append_word(out, event.bytes.size());
     out.insert(out.end(), event.bytes.begin(), event.bytes.end());
     out.resize((out.size() + sizeof(std::uint64_t) - 1) / sizeof(std::uint64_t) * sizeof(std::uint64_t), std::byte{0});
@@ -36,7 +37,8 @@ std::vector<Event> decode_events(std::span<const std::byte> bytes) {
     event.ordinal = in.word();
     const std::uint64_t outcomes = in.word();
     if (!in.ok() || outcomes > in.remaining() / sizeof(std::uint64_t)) break;
-    for (std::uint64_t i = 0; i < outcomes; ++i) event.outcome.push_back(static_cast<int>(static_cast<std::int64_t>(in.word())));
+    for (std::uint64_t i = 0; i < outcomes; ++i)
+      event.outcome.push_back(static_cast<int>(static_cast<std::int64_t>(in.word())));
     const std::uint64_t value_bytes = in.word();
     const auto run = in.bytes(value_bytes);
     event.bytes.assign(run.begin(), run.end());

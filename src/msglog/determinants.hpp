@@ -24,12 +24,12 @@ enum class EventKind : std::uint8_t { kMatching = 1, kDelivery = 2, kValue = 3 }
 /// One determinant.
 struct Event {
   EventKind kind = EventKind::kMatching;
-  std::uint64_t clock = 0;           ///< the clock of the event (of the first call of a merged run)
-  int source = 0;                    ///< matching: the rank matched
-  std::uint64_t ordinal = 0;         ///< matching: which MPI_ANY_SOURCE receive (from 1, in posting order; 0: a probe's)
-  std::uint64_t failures = 0;        ///< delivery: unsuccessful calls merged into the event
-  std::vector<int> outcome;          ///< delivery: what the call returned (empty: none succeeded)
-  std::vector<std::byte> bytes;      ///< value: the value's bytes
+  std::uint64_t clock = 0;       ///< the clock of the event (of the first call of a merged run)
+  int source = 0;                ///< matching: the rank matched
+  std::uint64_t ordinal = 0;     ///< matching: which MPI_ANY_SOURCE receive (from 1, in posting order; 0: a probe's)
+  std::uint64_t failures = 0;    ///< delivery: unsuccessful calls merged into the event
+  std::vector<int> outcome;      ///< delivery: what the call returned (empty: none succeeded)
+  std::vector<std::byte> bytes;  ///< value: the value's bytes
   friend bool operator==(const Event&, const Event&) = default;
 };
 

@@ -230,8 +230,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Ibsend(const void* buf, int count, MPI_Datatype ty
   // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || !info->has(dest)) return PMPI_Ibsend(buf, count, type, dest, tag, comm, request);
-  return guarded("MPI_Ibsend", comm,
-                 [&] { return Runtime::current()->ibsend({buf, count, type, dest, tag}, *info, request); });
+  return guarded("MPI_Ibsend", comm, [&] {
+    return Runtime::current()->ibsend({buf, count, type, dest, tag}, *info, request);
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
@@ -239,8 +240,9 @@ REPRISE_MSGLOG_EXPORT int MPI_Recv(void* buf, int count, MPI_Datatype type, int 
   // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Recv(buf, count, type, source, tag, comm, status);
-  return guarded("MPI_Recv", comm,
-                 [&] { return Runtime::current()->recv({buf, count, type, source, tag}, *info, status); });
+  return guarded("MPI_Recv", comm, [&] {
+    return Runtime::current()->recv({buf, count, type, source, tag}, *info, status);
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm,
@@ -248,13 +250,14 @@ REPRISE_MSGLOG_EXPORT int MPI_Irecv(void* buf, int count, MPI_Datatype type, int
   // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Irecv(buf, count, type, source, tag, comm, request);
-  return guarded("MPI_Irecv", comm,
-                 [&] { return Runtime::current()->irecv({buf, count, type, source, tag}, comm, *info, request); });
+  return guarded("MPI_Irecv", comm, [&] {
+    return Runtime::current()->irecv({buf, count, type, source, tag}, comm, *info, request);
+  });
 }
 
-REPRISE_MSGLOG_EXPORT int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
-                                       int sendtag, void* recvbuf, int recvcount, MPI_Datatype recvtype, int source,
-                                       int recvtag, MPI_Comm comm, MPI_Status* status) {
+REPRISE_MSGLOG_EXPORT int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                                       void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                                       MPI_Comm comm, MPI_Status* status) {
   // #lizard forgives: MPI's signature
   CommInfo* info = logged(comm);
   if (info == nullptr || (dest != MPI_PROC_NULL && !info->has(dest))) {
@@ -303,8 +306,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Isendrecv_replace(void* buf, int count, MPI_Dataty
                  [&] { return Runtime::current()->isendrecv(call, comm, *info, request); });
 }
 
-REPRISE_MSGLOG_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag,
-                                        MPI_Comm comm, MPI_Request* request) {
+REPRISE_MSGLOG_EXPORT int MPI_Send_init(const void* buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm,
+                                        MPI_Request* request) {
   // #lizard forgives: MPI's signature
   return persistent("MPI_Send_init", false, SendMode::kStandard, {buf, count, type, dest, tag}, comm, request);
 }
@@ -393,7 +396,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Sta
 REPRISE_MSGLOG_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Waitany(count, requests, index, status);
-  return guarded("MPI_Waitany", MPI_COMM_WORLD, [&] { return runtime->any(true, count, requests, index, nullptr, status); });
+  return guarded("MPI_Waitany", MPI_COMM_WORLD,
+                 [&] { return runtime->any(true, count, requests, index, nullptr, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
@@ -442,14 +446,14 @@ REPRISE_MSGLOG_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Stat
 REPRISE_MSGLOG_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   CommInfo* info = logged(comm);
   if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Iprobe(source, tag, comm, flag, status);
-  return guarded("MPI_Iprobe", comm, [&] { return Runtime::current()->iprobe(source, tag, *info, flag, nullptr, status); });
+  return guarded("MPI_Iprobe", comm,
+                 [&] { return Runtime::current()->iprobe(source, tag, *info, flag, nullptr, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message* message, MPI_Status* status) {
   CommInfo* info = logged(comm);
   if (info == nullptr || source == MPI_PROC_NULL) return PMPI_Mprobe(source, tag, comm, message, status);
-  return guarded("MPI_Mprobe", comm,
-                 [&] { return Runtime::current()->probe(source, tag, *info, message, status); });
+  return guarded("MPI_Mprobe", comm, [&] { return Runtime::current()->probe(source, tag, *info, message, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* flag, MPI_Message* message,
@@ -460,8 +464,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int* f
                  [&] { return Runtime::current()->iprobe(source, tag, *info, flag, message, status); });
 }
 
-REPRISE_MSGLOG_EXPORT int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message,
-                                    MPI_Status* status) {
+REPRISE_MSGLOG_EXPORT int MPI_Mrecv(void* buf, int count, MPI_Datatype type, MPI_Message* message, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Mrecv(buf, count, type, message, status);
   return guarded("MPI_Mrecv", MPI_COMM_WORLD, [&] { return runtime->mrecv(buf, count, type, message, status); });
@@ -501,8 +504,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Co
                 [&](MPI_Comm parent) { return PMPI_Comm_create(parent, group, newcomm); });
 }
 
-REPRISE_MSGLOG_EXPORT int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[],
-                                          int reorder, MPI_Comm* newcomm) {
+REPRISE_MSGLOG_EXPORT int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[], const int periods[], int reorder,
+                                          MPI_Comm* newcomm) {
   return create("MPI_Cart_create", comm, newcomm,
                 [&](MPI_Comm parent) { return PMPI_Cart_create(parent, ndims, dims, periods, reorder, newcomm); });
 }
@@ -550,11 +553,12 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, 
   CommInfo* info = logged(comm);
   if (info == nullptr) return PMPI_Comm_create_group(comm, group, tag, newcomm);
   std::uint64_t key = 0;
-  if (const int code = guarded("MPI_Comm_create_group", comm, [&] {
-        Runtime::current()->before_collective();
-        key = Runtime::current()->group_key(*info, group, tag);
-        return MPI_SUCCESS;
-      });
+  if (const int code = guarded("MPI_Comm_create_group", comm,
+                               [&] {
+                                 Runtime::current()->before_collective();
+                                 key = Runtime::current()->group_key(*info, group, tag);
+                                 return MPI_SUCCESS;
+                               });
       code != MPI_SUCCESS) {
     return code;
   }
@@ -590,8 +594,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_
                 [&](MPI_Comm parent) { return PMPI_Intercomm_merge(parent, high, newintracomm); });
 }
 
-REPRISE_MSGLOG_EXPORT int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],
-                                           int reorder, MPI_Comm* newcomm) {
+REPRISE_MSGLOG_EXPORT int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[], int reorder,
+                                           MPI_Comm* newcomm) {
   return create("MPI_Graph_create", comm, newcomm,
                 [&](MPI_Comm parent) { return PMPI_Graph_create(parent, nnodes, index, edges, reorder, newcomm); });
 }
@@ -631,9 +635,8 @@ REPRISE_MSGLOG_EXPORT int MPI_File_open(MPI_Comm comm, const char* filename, int
 
 // ---- refused -------------------------------------------------------------------------
 
-
-REPRISE_MSGLOG_EXPORT int MPI_Psend_init(const void* buf, int partitions, MPI_Count count, MPI_Datatype type,
-                                         int dest, int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
+REPRISE_MSGLOG_EXPORT int MPI_Psend_init(const void* buf, int partitions, MPI_Count count, MPI_Datatype type, int dest,
+                                         int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   // #lizard forgives: MPI's signature
   if (logged(comm) != nullptr) {
     return refuse("MPI_Psend_init",

@@ -287,16 +287,16 @@ REPRISE_MSGLOG_EXPORT int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf,
     return guarded("MPI_Reduce_scatter", comm, [&] {
       const std::span<const int> counts(recvcounts, static_cast<std::size_t>(size_of(*info)));
       const int total = std::accumulate(counts.begin(), counts.end(), 0);
-      return reprise::detail::shared_reduce_scatter(*Runtime::current(), *info,
-                                                    {sendbuf, recvbuf, total, type, op}, counts);
+      return reprise::detail::shared_reduce_scatter(*Runtime::current(), *info, {sendbuf, recvbuf, total, type, op},
+                                                    counts);
     });
   }
   if (const int code = collective("MPI_Reduce_scatter", comm); code != MPI_SUCCESS) return code;
   return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, type, op, comm);
 }
 
-REPRISE_MSGLOG_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
-                                                   MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+REPRISE_MSGLOG_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type,
+                                                   MPI_Op op, MPI_Comm comm) {
   if (CommInfo* info = replayed(comm); info != nullptr) {
     return guarded("MPI_Reduce_scatter_block", comm, [&] {
       const std::vector<int> counts(static_cast<std::size_t>(size_of(*info)), recvcount);
@@ -360,8 +360,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Igather(const void* sendbuf, int sendcount, MPI_Da
                                       MPI_Request* request) {
   // #lizard forgives: MPI's signature
   if (replayed(comm) != nullptr) {
-    return completed_at_call(request, MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                                 comm));
+    return completed_at_call(request,
+                             MPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
   }
   if (const int code = collective("MPI_Igather", comm); code != MPI_SUCCESS) return code;
   return PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
@@ -372,8 +372,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_D
                                        MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
   if (replayed(comm) != nullptr) {
-    return completed_at_call(request, MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                                                  root, comm));
+    return completed_at_call(
+        request, MPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm));
   }
   if (const int code = collective("MPI_Igatherv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, root, comm, request);
@@ -384,8 +384,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_D
                                        MPI_Request* request) {
   // #lizard forgives: MPI's signature
   if (replayed(comm) != nullptr) {
-    return completed_at_call(request, MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                                  comm));
+    return completed_at_call(request,
+                             MPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
   }
   if (const int code = collective("MPI_Iscatter", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
@@ -396,8 +396,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Iscatterv(const void* sendbuf, const int sendcount
                                         int root, MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
   if (replayed(comm) != nullptr) {
-    return completed_at_call(request, MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
-                                                   root, comm));
+    return completed_at_call(
+        request, MPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm));
   }
   if (const int code = collective("MPI_Iscatterv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype, root, comm, request);
@@ -418,8 +418,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Iallgatherv(const void* sendbuf, int sendcount, MP
                                           MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
   if (replayed(comm) != nullptr) {
-    return completed_at_call(request, MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                                     recvtype, comm));
+    return completed_at_call(request,
+                             MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm));
   }
   if (const int code = collective("MPI_Iallgatherv", comm); code != MPI_SUCCESS) return code;
   return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
@@ -440,12 +440,11 @@ REPRISE_MSGLOG_EXPORT int MPI_Ialltoallv(const void* sendbuf, const int sendcoun
                                          const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                                          MPI_Request* request) {
   if (replayed(comm) != nullptr) {
-    return completed_at_call(request, MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                                    rdispls, recvtype, comm));
+    return completed_at_call(
+        request, MPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm));
   }
   if (const int code = collective("MPI_Ialltoallv", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
-                         request);
+  return PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -453,8 +452,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Ialltoallw(const void* sendbuf, const int sendcoun
                                          const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
                                          MPI_Request* request) {
   if (replayed(comm) != nullptr) {
-    return completed_at_call(request, MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
-                                                    rdispls, recvtypes, comm));
+    return completed_at_call(
+        request, MPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm));
   }
   if (const int code = collective("MPI_Ialltoallw", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes, comm,
@@ -536,14 +535,13 @@ REPRISE_MSGLOG_EXPORT int MPI_Neighbor_alltoallv(const void* sendbuf, const int 
                                                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
                                                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
   if (const int code = collective("MPI_Neighbor_alltoallv", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                                 comm);
+  return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm);
 }
 
-REPRISE_MSGLOG_EXPORT int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[],
-                                                 const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
-                                                 void* recvbuf, const int recvcounts[], const MPI_Aint rdispls[],
-                                                 const MPI_Datatype recvtypes[], MPI_Comm comm) {
+REPRISE_MSGLOG_EXPORT int MPI_Neighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                                                 const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                                 const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                                                 MPI_Comm comm) {
   if (const int code = collective("MPI_Neighbor_alltoallw", comm); code != MPI_SUCCESS) return code;
   return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
                                  comm);
@@ -562,8 +560,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_allgatherv(const void* sendbuf, int send
                                                    MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   // #lizard forgives: MPI's signature
   if (const int code = collective("MPI_Ineighbor_allgatherv", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
-                                   request);
+  return PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm, request);
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -579,15 +576,14 @@ REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallv(const void* sendbuf, const int
                                                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
                                                   MPI_Request* request) {
   if (const int code = collective("MPI_Ineighbor_alltoallv", comm); code != MPI_SUCCESS) return code;
-  return PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype,
-                                  comm, request);
+  return PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls, recvtype, comm,
+                                  request);
 }
 
-REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts[],
-                                                  const MPI_Aint sdispls[], const MPI_Datatype sendtypes[],
-                                                  void* recvbuf, const int recvcounts[], const MPI_Aint rdispls[],
-                                                  const MPI_Datatype recvtypes[], MPI_Comm comm,
-                                                  MPI_Request* request) {
+REPRISE_MSGLOG_EXPORT int MPI_Ineighbor_alltoallw(const void* sendbuf, const int sendcounts[], const MPI_Aint sdispls[],
+                                                  const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                                                  const MPI_Aint rdispls[], const MPI_Datatype recvtypes[],
+                                                  MPI_Comm comm, MPI_Request* request) {
   if (const int code = collective("MPI_Ineighbor_alltoallw", comm); code != MPI_SUCCESS) return code;
   return PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls, recvtypes,
                                   comm, request);

@@ -21,8 +21,8 @@ struct Block {
 
 Block& block_of(std::byte* buffer) noexcept { return reinterpret_cast<Block*>(buffer)[-1]; }
 
-constexpr std::size_t kBlockAlign = 64;          // a cache line
-constexpr std::size_t kHugePage = std::size_t{2} << 20;  // the range's alignment
+constexpr std::size_t kBlockAlign = 64;                       // a cache line
+constexpr std::size_t kHugePage = std::size_t{2} << 20;       // the range's alignment
 constexpr std::size_t kFirstSoftEnd = std::size_t{32} << 20;  // where the ring first tries to wrap
 
 constexpr std::size_t round_up(std::size_t value, std::size_t step) { return (value + step - 1) / step * step; }

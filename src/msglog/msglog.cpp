@@ -34,8 +34,7 @@ REPRISE_MSGLOG_API std::vector<ChannelState> channel_states() {
   std::vector<ChannelState> states;
   detail::Runtime& log = runtime("channel_states");
   const auto lock = log.enter();
-  log.for_each_channel([&](const detail::ChannelKey& key, const detail::Channel& channel,
-                                                 std::size_t logged) {
+  log.for_each_channel([&](const detail::ChannelKey& key, const detail::Channel& channel, std::size_t logged) {
     ChannelState state;
     state.communicator = key.communicator;
     state.peer = key.peer;
@@ -55,9 +54,8 @@ REPRISE_MSGLOG_API std::vector<LoggedMessage> logged_messages(std::uint64_t comm
   for (const detail::LogEntry& entry : log.logged(detail::ChannelKey{communicator, peer})) {
     const std::byte* payload = entry.bytes.get() + detail::kWireHeaderBytes;
     const std::byte* end = entry.bytes.get() + entry.size;
-    messages.push_back(LoggedMessage{.sequence = entry.sequence,
-                                     .tag = entry.tag,
-                                     .payload = std::vector<std::byte>(payload, end)});
+    messages.push_back(
+        LoggedMessage{.sequence = entry.sequence, .tag = entry.tag, .payload = std::vector<std::byte>(payload, end)});
   }
   return messages;
 }

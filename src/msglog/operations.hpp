@@ -25,7 +25,7 @@ inline int wire_count(std::size_t bytes) {
 
 /// A record of the operation an application call asks for.
 inline RequestRecord make_record(bool receive, const MessageArgs& message, MPI_Comm app, Members* members,
-                          SendMode mode = SendMode::kStandard) {
+                                 SendMode mode = SendMode::kStandard) {
   RequestRecord record;
   record.receive = receive;
   record.send_buffer = message.buffer;
@@ -48,6 +48,8 @@ inline RequestRecord make_record(const ReceiveArgs& receive, MPI_Comm app, Membe
 }
 
 /// Makes `status` count `payload` bytes, as MPI would have without the header.
-inline void set_payload(MPI_Status& status, MPI_Count payload) { PMPI_Status_set_elements_x(&status, MPI_BYTE, payload); }
+inline void set_payload(MPI_Status& status, MPI_Count payload) {
+  PMPI_Status_set_elements_x(&status, MPI_BYTE, payload);
+}
 
 }  // namespace reprise::detail

@@ -20,7 +20,8 @@ WireHeader read_header(const std::byte* in) noexcept {
 }
 
 std::size_t ChannelKeyHash::operator()(const ChannelKey& key) const noexcept {
-  return static_cast<std::size_t>(mix64(key.communicator ^ static_cast<std::uint64_t>(static_cast<unsigned>(key.peer))));
+  return static_cast<std::size_t>(
+      mix64(key.communicator ^ static_cast<std::uint64_t>(static_cast<unsigned>(key.peer))));
 }
 
 const LogEntry& PayloadLog::append(ChannelLog& log, LogEntry entry) {

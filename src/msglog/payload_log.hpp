@@ -51,8 +51,8 @@ struct ChannelKeyHash {
 struct LogEntry {
   Sequence sequence = 0;
   int tag = 0;
-  LogBuffer bytes;                     ///< header, then the packed payload (not zeroed first)
-  std::size_t size = 0;                ///< bytes used of `bytes`
+  LogBuffer bytes;       ///< header, then the packed payload (not zeroed first)
+  std::size_t size = 0;  ///< bytes used of `bytes`
 };
 
 /// The entries of one channel, oldest first.

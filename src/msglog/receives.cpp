@@ -167,9 +167,8 @@ int Runtime::recv(const ReceiveArgs& receive, CommInfo& comm, MPI_Status* status
   const int posted = posted_source(record);
   for (;;) {
     ReceiveTarget target = prepare_receive(record, true);
-    const int code = blocking([&] {
-      return PMPI_Recv(target.buffer, target.count, target.type, posted, receive.tag, comm.physical, &out);
-    });
+    const int code = blocking(
+        [&] { return PMPI_Recv(target.buffer, target.count, target.type, posted, receive.tag, comm.physical, &out); });
     if (target.owned_type) PMPI_Type_free(&target.type);
     if (code != MPI_SUCCESS && recovered_from(code)) continue;  // nothing consumed: receive it anew
     finish_receive(record, out);
@@ -209,18 +208,16 @@ int Runtime::sendrecv(const SendReceive& call, CommInfo& comm, MPI_Status* statu
     // Not sent when a replayed process's receiver consumed it already; a
     // send that fails is sent again by the resynchronisation of a recovery.
     if (!suppressed(comm.key, dest, entry.sequence)) {
-      const int code = PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, call.send.tag,
-                                  comm.physical, &sent);
+      const int code =
+          PMPI_Isend(entry.bytes.get(), wire_count(entry.size), MPI_PACKED, dest, call.send.tag, comm.physical, &sent);
       if (code != MPI_SUCCESS && !recovered_from(code)) return code;
     }
   }
   const std::uint64_t recoveries = _recoveries;
-  const int received = receive.source == MPI_PROC_NULL
-                           ? blocking([&] {
-                               return PMPI_Recv(receive.buffer, receive.count, receive.type, receive.source,
-                                                receive.tag, comm.physical, status);
-                             })
-                           : recv(receive, comm, status);
+  const int received = receive.source == MPI_PROC_NULL ? blocking([&] {
+    return PMPI_Recv(receive.buffer, receive.count, receive.type, receive.source, receive.tag, comm.physical, status);
+  })
+                                                       : recv(receive, comm, status);
   if (sent == MPI_REQUEST_NULL) return received;
   int code = blocking([&] { return PMPI_Wait(&sent, MPI_STATUS_IGNORE); });
   // The send went on a communicator a recovery has replaced since, or fails now: it is sent again.
@@ -236,8 +233,7 @@ int Runtime::isendrecv(const SendReceive& call, MPI_Comm app, CommInfo& comm, MP
   }
   const ReceiveArgs& receive = call.receive;
   if (receive.source == MPI_PROC_NULL) {
-    return PMPI_Irecv(receive.buffer, receive.count, receive.type, MPI_PROC_NULL, receive.tag, comm.physical,
-                      request);
+    return PMPI_Irecv(receive.buffer, receive.count, receive.type, MPI_PROC_NULL, receive.tag, comm.physical, request);
   }
   return irecv(receive, app, comm, request);
 }

@@ -257,7 +257,6 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
       return "the determinants of process " + std::to_string(rank) +
              " since the checkpoint were lost with its buddy in an earlier failure";
     }
-
   }
   return {};
 }
@@ -475,8 +474,7 @@ std::uint64_t Runtime::active_requests(int count, const MPI_Request* requests) c
 // A replayed call ticks the clock as the first one did, but logs nothing:
 // its buddy holds the event already (rejoin stored it there again).
 
-int Runtime::replay_any(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* index,
-                        MPI_Status& out) {
+int Runtime::replay_any(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* index, MPI_Status& out) {
   (void)_determinants.tick();
   if (!replayed.succeeded) {
     *index = MPI_UNDEFINED;
@@ -491,8 +489,8 @@ int Runtime::replay_any(const ReplayedChoice& replayed, int count, MPI_Request* 
   return code;
 }
 
-int Runtime::replay_some(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* outcount,
-                         int* indices, MPI_Status* statuses) {
+int Runtime::replay_some(const ReplayedChoice& replayed, int count, MPI_Request* requests, int* outcount, int* indices,
+                         MPI_Status* statuses) {
   (void)_determinants.tick();
   *outcount = 0;
   if (!replayed.succeeded) return MPI_SUCCESS;

@@ -262,7 +262,6 @@ int Runtime::comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_R
   return code;
 }
 
-
 // ---- checkpoints and state -------------------------------------------------
 
 std::vector<std::byte> Runtime::consumed_for(const std::vector<int>& place, std::vector<int>& counts) const {
@@ -306,9 +305,8 @@ std::vector<std::byte> Runtime::exchange_consumed(MPI_Comm over, const std::vect
     PMPI_Error_class(code, &error_class);
     return MpiError("the exchange of consumed sequence numbers failed: " + std::string(text, length), error_class);
   };
-  if (const int code = blocking([&] {
-        return PMPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, over);
-      });
+  if (const int code = blocking(
+          [&] { return PMPI_Alltoall(send_counts.data(), 1, MPI_INT, receive_counts.data(), 1, MPI_INT, over); });
       code != MPI_SUCCESS) {
     throw failed(code);
   }

@@ -36,29 +36,29 @@ namespace reprise::detail {
 
 /// One send or receive channel's state.
 struct Channel {
-  Sequence next_send = 0;              ///< the number the next message to the peer gets
-  ReceiveWindow<Sequence> received;    ///< what this process consumed of the peer's messages
-  ChannelLog* log = nullptr;           ///< its entries in the payload log (made at the first send)
+  Sequence next_send = 0;            ///< the number the next message to the peer gets
+  ReceiveWindow<Sequence> received;  ///< what this process consumed of the peer's messages
+  ChannelLog* log = nullptr;         ///< its entries in the payload log (made at the first send)
 };
 
 /// A communicator key's members and channels, kept after MPI_Comm_free
 /// (the checkpoints still need them).
 struct Members {
-  std::uint64_t key = 0;               ///< the communicator's key
-  int rank = 0;                        ///< this process's rank in it
-  std::vector<int> world;              ///< each member's world rank
-  std::vector<Channel> channels;       ///< one per member (the peer's rank)
-  bool errors_return = false;          ///< its error handler may return (not MPI_ERRORS_ARE_FATAL/ABORT)
-  bool freed = false;                  ///< the application freed the communicator
+  std::uint64_t key = 0;          ///< the communicator's key
+  int rank = 0;                   ///< this process's rank in it
+  std::vector<int> world;         ///< each member's world rank
+  std::vector<Channel> channels;  ///< one per member (the peer's rank)
+  bool errors_return = false;     ///< its error handler may return (not MPI_ERRORS_ARE_FATAL/ABORT)
+  bool freed = false;             ///< the application freed the communicator
 };
 
 /// A communicator the application created or uses, as the log knows it.
 struct CommInfo {
-  std::uint64_t key = 0;               ///< the same in every member: world is 1, a child mixes its parent's
-  MPI_Comm physical = MPI_COMM_NULL;   ///< the communicator the calls go to now
-  int rank = 0;                        ///< this process's rank in it
-  std::uint64_t children = 0;          ///< communicators made from it so far (a collective count)
-  Members* members = nullptr;          ///< its members and channels (owned by the runtime)
+  std::uint64_t key = 0;              ///< the same in every member: world is 1, a child mixes its parent's
+  MPI_Comm physical = MPI_COMM_NULL;  ///< the communicator the calls go to now
+  int rank = 0;                       ///< this process's rank in it
+  std::uint64_t children = 0;         ///< communicators made from it so far (a collective count)
+  Members* members = nullptr;         ///< its members and channels (owned by the runtime)
 
   /// Whether `peer` names a member (else the call goes to MPI as it is, which reports the error).
   [[nodiscard]] bool has(int peer) const noexcept {
@@ -109,23 +109,23 @@ struct RequestRecord {
   void* buffer = nullptr;
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
-  int peer = 0;                        ///< destination, or the source as posted (maybe MPI_ANY_SOURCE)
+  int peer = 0;  ///< destination, or the source as posted (maybe MPI_ANY_SOURCE)
   int tag = 0;
-  MPI_Comm comm = MPI_COMM_NULL;       ///< the application's handle
-  std::uint64_t communicator = 0;      ///< its key
-  Members* members = nullptr;          ///< its members and channels
+  MPI_Comm comm = MPI_COMM_NULL;   ///< the application's handle
+  std::uint64_t communicator = 0;  ///< its key
+  Members* members = nullptr;      ///< its members and channels
   SendMode mode = SendMode::kStandard;
   // The active operation.
-  LogEntry entry;                               ///< a send's log entry (its wire buffer)
-  std::byte* staging = nullptr;                 ///< a receive's [header | packed payload], or the header alone
-  std::unique_ptr<std::byte[]> owned;           ///< `staging` of a non-blocking receive (a blocking one uses its thread's)
-  std::size_t capacity = 0;                     ///< bytes of `staging`
-  std::size_t payload_offset = 0;               ///< where the payload starts in `staging`
-  bool staged = false;                          ///< received into `staging` (else straight into `buffer`)
-  bool matched_already = false;                 ///< an MPI_Imrecv: its probe logged the match
-  std::uint64_t ordinal = 0;                    ///< an MPI_ANY_SOURCE receive: which one (from 1, in posting order)
-  bool replayed = false;                        ///< posted with the source its determinant names (held already)
-  bool placeholder = false;                     ///< the application's handle is a request of the log's own (freed at the end)
+  LogEntry entry;                      ///< a send's log entry (its wire buffer)
+  std::byte* staging = nullptr;        ///< a receive's [header | packed payload], or the header alone
+  std::unique_ptr<std::byte[]> owned;  ///< `staging` of a non-blocking receive (a blocking one uses its thread's)
+  std::size_t capacity = 0;            ///< bytes of `staging`
+  std::size_t payload_offset = 0;      ///< where the payload starts in `staging`
+  bool staged = false;                 ///< received into `staging` (else straight into `buffer`)
+  bool matched_already = false;        ///< an MPI_Imrecv: its probe logged the match
+  std::uint64_t ordinal = 0;           ///< an MPI_ANY_SOURCE receive: which one (from 1, in posting order)
+  bool replayed = false;               ///< posted with the source its determinant names (held already)
+  bool placeholder = false;            ///< the application's handle is a request of the log's own (freed at the end)
   // An MPI_Comm_idup: where MPI puts the new communicator, and its key.
   MPI_Comm* created = nullptr;
   std::uint64_t created_key = 0;
@@ -442,8 +442,7 @@ class Runtime {
   /// After MPI completed (or not) `before` into `after`: finishes the
   /// application's `request` if `record` is the log's, else hands `after`
   /// back. True when the record is done with (the caller drops it).
-  bool finish(MPI_Request& request, RequestRecord* record, MPI_Request before, MPI_Request after,
-              MPI_Status& status);
+  bool finish(MPI_Request& request, RequestRecord* record, MPI_Request before, MPI_Request after, MPI_Status& status);
   /// What a completed request of the log's finishes (a receive's data,
   /// number and event, a send's count, a new communicator), once.
   void complete(RequestRecord& record, MPI_Status& status);
@@ -540,7 +539,7 @@ class Runtime {
   std::pair<MPI_Comm, CommInfo*> _last_found{MPI_COMM_NULL, nullptr};  ///< the last hit of find()
   std::unordered_map<std::uint64_t, Members> _members;
   RequestTable _requests;
-  std::unordered_map<MPI_Message, Members*> _messages;               ///< matched messages (Mprobe)
+  std::unordered_map<MPI_Message, Members*> _messages;                ///< matched messages (Mprobe)
   std::unordered_map<std::uint64_t, std::uint64_t> _group_creations;  ///< group_key's counts
   PayloadLog _log;
   DeterminantLog _determinants;
@@ -557,21 +556,24 @@ class Runtime {
   // The replay (replay.cpp).
   std::optional<reprise_msglog_recovery_hooks> _recovery;
   bool _recovering = false;
-  std::uint64_t _recoveries = 0;   ///< recoveries in place so far
+  std::uint64_t _recoveries = 0;            ///< recoveries in place so far
   MPI_Group _world_group = MPI_GROUP_NULL;  ///< the processes the channels' world ranks name
-  std::uint64_t _app_key = 0;      ///< the key of the Driver's communicator (at the last mark_and_save)
+  std::uint64_t _app_key = 0;               ///< the key of the Driver's communicator (at the last mark_and_save)
   std::uint64_t _discarded_at_mark = 0;     ///< log bytes discarded at the bound before the last mark
-  std::vector<int> _incomplete;    ///< by world rank: events since the checkpoint lost with the buddy
-  std::unordered_map<ChannelKey, ReceiveWindow<Sequence>, ChannelKeyHash> _peer_consumed;  ///< at the last resynchronisation
-  std::unordered_map<std::uint64_t, int> _pinned;  ///< a replay: MPI_ANY_SOURCE receive ordinal -> the source it matched
-  std::deque<ReplayedChoice> _replayed;            ///< a replay: the outcomes of its non-deterministic calls, in order
+  std::vector<int> _incomplete;             ///< by world rank: events since the checkpoint lost with the buddy
+  std::unordered_map<ChannelKey, ReceiveWindow<Sequence>, ChannelKeyHash>
+      _peer_consumed;  ///< at the last resynchronisation
+  std::unordered_map<std::uint64_t, int>
+      _pinned;                           ///< a replay: MPI_ANY_SOURCE receive ordinal -> the source it matched
+  std::deque<ReplayedChoice> _replayed;  ///< a replay: the outcomes of its non-deterministic calls, in order
   std::deque<std::vector<std::byte>> _replayed_values;  ///< a replay: the values from outside MPI, in order
-  std::uint64_t _any_posted = 0;   ///< MPI_ANY_SOURCE receives posted so far
-  std::uint64_t _collectives = 0;  ///< collectives a replay cannot serve, since the last mark
+  std::uint64_t _any_posted = 0;                        ///< MPI_ANY_SOURCE receives posted so far
+  std::uint64_t _collectives = 0;                       ///< collectives a replay cannot serve, since the last mark
   std::optional<std::uint64_t> _collectives_before_checkpoint;  ///< _collectives when a checkpoint began
-  std::string _refusal;            ///< why the last can_replay() refused
-  std::vector<std::vector<std::byte>> _collective_results;  ///< uniform_collective's, since the last mark (packed)
-  std::map<std::uint64_t, std::vector<std::byte>> _served;  ///< a recovery: results of collectives others finished, by number
+  std::string _refusal;                                         ///< why the last can_replay() refused
+  std::vector<std::vector<std::byte>> _collective_results;      ///< uniform_collective's, since the last mark (packed)
+  std::map<std::uint64_t, std::vector<std::byte>>
+      _served;                                ///< a recovery: results of collectives others finished, by number
   std::vector<ConsumedReport> _pending_mark;  ///< prepare_mark's, for finish_mark
   std::vector<std::unique_ptr<std::byte[]>> _abandoned_staging;
 };

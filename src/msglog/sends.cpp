@@ -33,7 +33,6 @@ MessageArgs message_of(const RequestRecord& record) {
 
 }  // namespace
 
-
 std::size_t Runtime::contiguous_bytes(int count, MPI_Datatype type) {
   auto& cached = _contiguous[(reinterpret_cast<std::uintptr_t>(type) >> 4U) % _contiguous.size()];
   if (cached.first != type) {
@@ -46,8 +45,8 @@ std::size_t Runtime::contiguous_bytes(int count, MPI_Datatype type) {
     MPI_Aint true_extent = 0;
     const bool run = PMPI_Type_get_envelope(type, &integers, &addresses, &types, &combiner) == MPI_SUCCESS &&
                      combiner == MPI_COMBINER_NAMED && PMPI_Type_size(type, &size) == MPI_SUCCESS &&
-                     PMPI_Type_get_true_extent(type, &true_lower, &true_extent) == MPI_SUCCESS &&
-                     true_extent == size && true_lower == 0;
+                     PMPI_Type_get_true_extent(type, &true_lower, &true_extent) == MPI_SUCCESS && true_extent == size &&
+                     true_lower == 0;
     cached = {type, run ? static_cast<std::size_t>(size) : 0};
   }
   return count < 0 ? 0 : static_cast<std::size_t>(count) * cached.second;
@@ -98,8 +97,8 @@ int Runtime::log_message(const MessageArgs& message, CommInfo& comm, const LogEn
     std::memcpy(entry.bytes.get() + kWireHeaderBytes, buffer, run);
   } else {
     position = 0;
-    if (const int code = PMPI_Pack(buffer, count, type, entry.bytes.get() + kWireHeaderBytes, packed, &position,
-                                   comm.physical);
+    if (const int code =
+            PMPI_Pack(buffer, count, type, entry.bytes.get() + kWireHeaderBytes, packed, &position, comm.physical);
         code != MPI_SUCCESS) {
       return code;
     }

@@ -73,10 +73,14 @@ double log_binomial_pmf(double k, double n, double log_q, double log_not_q) {
 }
 
 // log C(n, k) for 0 < k < n.
-double log_choose(double n, double k) { return log_binomial_pmf(k, n, -std::numbers::ln2, -std::numbers::ln2) + n * std::numbers::ln2; }
+double log_choose(double n, double k) {
+  return log_binomial_pmf(k, n, -std::numbers::ln2, -std::numbers::ln2) + n * std::numbers::ln2;
+}
 
 // log(1 - e^x) for x < 0, accurate at both ends.
-double log_one_minus_exp(double x) { return x < -std::numbers::ln2 ? std::log1p(-std::exp(x)) : std::log(-std::expm1(x)); }
+double log_one_minus_exp(double x) {
+  return x < -std::numbers::ln2 ? std::log1p(-std::exp(x)) : std::log(-std::expm1(x));
+}
 
 // The per-group distribution tilted by t = e^s: a_j proportional to C(r, j)
 // t^j for j = 0 .. r-1 (how many of a group's r slots died, given that not
@@ -182,7 +186,8 @@ double log_survival_inside(long long processes, long long copies, long long fail
   const double s = (low + high) / 2;
   const double log_q = -std::log1p(std::exp(-s));
   const double log_not_q = -std::log1p(std::exp(s));
-  const double log_no_group_complete = static_cast<double>(groups) * log_one_minus_exp(static_cast<double>(copies) * log_q);
+  const double log_no_group_complete =
+      static_cast<double>(groups) * log_one_minus_exp(static_cast<double>(copies) * log_q);
   return log_no_group_complete + log_sum_probability(tilted_group(log_binomials, s), groups, failures) -
          log_binomial_pmf(static_cast<double>(failures), static_cast<double>(processes), log_q, log_not_q);
 }
@@ -213,17 +218,19 @@ double log_gamma_ratio(double g, double a) {
 // of `node_probability`), or `UsageError` saying why not.
 void check_node_groups(int nodes, int processes_per_node, int copies) {
   if (nodes < 1 || processes_per_node < 1 || copies < 1) {
-    throw UsageError("data_loss: nodes, processes per node and copies must be at least 1, got nodes=" +
-                     std::to_string(nodes) + ", processes per node=" + std::to_string(processes_per_node) +
-                     ", copies=" + std::to_string(copies));
+    throw UsageError(
+        "data_loss: nodes, processes per node and copies must be at least 1, got nodes=" + std::to_string(nodes) +
+        ", processes per node=" + std::to_string(processes_per_node) + ", copies=" + std::to_string(copies));
   }
   const long long processes = static_cast<long long>(nodes) * processes_per_node;
   if (processes > std::numeric_limits<int>::max()) {
-    throw UsageError("data_loss: " + std::to_string(processes) + " processes are more than a layout holds; use fewer nodes");
+    throw UsageError("data_loss: " + std::to_string(processes) +
+                     " processes are more than a layout holds; use fewer nodes");
   }
   if (copies > processes) {
-    throw UsageError("data_loss: " + std::to_string(copies) + " copies need at least that many processes, but there are " +
-                     std::to_string(processes) + "; lower the copies");
+    throw UsageError("data_loss: " + std::to_string(copies) +
+                     " copies need at least that many processes, but there are " + std::to_string(processes) +
+                     "; lower the copies");
   }
   if (copies > nodes) {
     throw UsageError("data_loss: " + std::to_string(copies) + " copies on " + std::to_string(nodes) +
@@ -231,9 +238,10 @@ void check_node_groups(int nodes, int processes_per_node, int copies) {
                      "data_loss::simulate_nodes for this layout");
   }
   if (nodes % copies != 0) {
-    throw UsageError("data_loss: " + std::to_string(nodes) + " nodes are not a multiple of " + std::to_string(copies) +
-                     " copies, so the copies of one node's blocks go to overlapping sets of nodes and there is no closed "
-                     "form; use data_loss::simulate_nodes for this layout");
+    throw UsageError(
+        "data_loss: " + std::to_string(nodes) + " nodes are not a multiple of " + std::to_string(copies) +
+        " copies, so the copies of one node's blocks go to overlapping sets of nodes and there is no closed "
+        "form; use data_loss::simulate_nodes for this layout");
   }
 }
 

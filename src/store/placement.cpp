@@ -80,11 +80,13 @@ PlacementConfig checked(const PlacementConfig& config) {
   if (config.blocks == 0) throw UsageError(where + "no blocks; a store needs at least one block");
   if (config.slots < 1) throw UsageError(where + "needs at least one process, got " + std::to_string(config.slots));
   if (config.copies < 1) {
-    throw UsageError(where + "copies is " + std::to_string(config.copies) + ", below 1; keep at least one copy of every block");
+    throw UsageError(where + "copies is " + std::to_string(config.copies) +
+                     ", below 1; keep at least one copy of every block");
   }
   if (config.copies > config.slots) {
-    throw UsageError(where + std::to_string(config.copies) + " copies need at least that many processes, but there are " +
-                     std::to_string(config.slots) + "; lower the copies or run on more processes");
+    throw UsageError(where + std::to_string(config.copies) +
+                     " copies need at least that many processes, but there are " + std::to_string(config.slots) +
+                     "; lower the copies or run on more processes");
   }
   if (!config.node_of_slot.empty() && config.node_of_slot.size() != static_cast<std::size_t>(config.slots)) {
     throw UsageError(where + "the node list names " + std::to_string(config.node_of_slot.size()) +
@@ -101,8 +103,8 @@ std::vector<std::vector<Slot>> holders_of_slabs(const PlacementConfig& config) {
   const int p = config.slots;
   const int stride = p / config.copies;
   const auto& node = config.node_of_slot;
-  const bool spread = !node.empty() && static_cast<int>(std::set<int>(node.begin(), node.end()).size()) >=
-                                           config.copies;
+  const bool spread =
+      !node.empty() && static_cast<int>(std::set<int>(node.begin(), node.end()).size()) >= config.copies;
   std::vector<std::vector<Slot>> holders(static_cast<std::size_t>(p));
   for (int slab = 0; slab < p; ++slab) {
     auto& slots = holders[static_cast<std::size_t>(slab)];

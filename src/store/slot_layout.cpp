@@ -17,7 +17,7 @@ std::optional<Slot> SlotLayout::slot_of(OriginalRank owner) const {
 }
 
 std::vector<OriginalRank> SlotLayout::live_holders(std::span<const Slot> holders,
-                                                 const std::function<bool(OriginalRank)>& is_live) const {
+                                                   const std::function<bool(OriginalRank)>& is_live) const {
   std::vector<OriginalRank> live;
   for (const Slot slot : holders) {
     if (is_live(owner(slot))) live.push_back(owner(slot));

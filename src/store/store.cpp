@@ -140,8 +140,7 @@ SubmitCheck check_submissions(const std::vector<Submission>& all, const Comm& co
     if (!check.problem.empty()) break;
     if (s.begin < next) {
       check.problem = "block ids [" + std::to_string(s.begin) + ", " + std::to_string(std::min(next, s.end)) +
-                      ") are submitted twice (again by process " +
-                      std::to_string(comm.original_rank(Rank{r}).value()) +
+                      ") are submitted twice (again by process " + std::to_string(comm.original_rank(Rank{r}).value()) +
                       "); every id must come from exactly one process";
     } else if (s.begin > next) {
       check.problem = "no process submitted block ids [" + std::to_string(next) + ", " + std::to_string(s.begin) +
@@ -189,7 +188,8 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
     for (const auto& s : all) submitted.push_back({BlockId{s.begin}, BlockId{s.end}});
     const Slot my_slot{static_cast<int>(std::find(slots.process.begin(), slots.process.end(), _comm.rank().value()) -
                                         slots.process.begin())};
-    check.problem = allocate_copies(copies, placement_config(check.blocks, slots.node), submitted, check.order, my_slot);
+    check.problem =
+        allocate_copies(copies, placement_config(check.blocks, slots.node), submitted, check.order, my_slot);
   }
   // Every process that got here judged the same input alike; processes whose
   // collectives above failed wait in this agreement too.
@@ -236,14 +236,15 @@ void Store::send_submitted(const Placement& placement, BlockRange mine, std::spa
       const std::span<const std::byte> bytes = data.subspan(offset, piece.range.size() * _config.block_bytes);
       for (const Slot slot : piece.holders) {
         const Rank to{slot_process[static_cast<std::size_t>(slot.value())]};
-        auto it = std::find_if(messages.begin(), messages.end(), [&](const GatherMessage& m) { return m.destination == to; });
+        auto it =
+            std::find_if(messages.begin(), messages.end(), [&](const GatherMessage& m) { return m.destination == to; });
         if (it == messages.end()) it = messages.insert(messages.end(), GatherMessage{to, {}});
         it->pieces.push_back(bytes);
       }
     }
   }
-  _comm.sparse_all_to_all(messages,
-                          [&](Rank source, std::size_t) { return copies.landing[static_cast<std::size_t>(source.value())]; });
+  _comm.sparse_all_to_all(
+      messages, [&](Rank source, std::size_t) { return copies.landing[static_cast<std::size_t>(source.value())]; });
 }
 
 void Store::commit(StagedSubmit&& staged) {
@@ -286,13 +287,12 @@ void Store::fetch_copies(const std::vector<BlockRange>& ranges) {
   std::size_t offset = 0;
   for (const auto& range : ranges) {
     const auto length = range.size() * _config.block_bytes;
-    _chunks.insert_or_assign(range.begin.value,
-                             Chunk{range, {bytes.begin() + static_cast<std::ptrdiff_t>(offset),
-                                           bytes.begin() + static_cast<std::ptrdiff_t>(offset + length)}});
+    _chunks.insert_or_assign(range.begin.value, Chunk{range,
+                                                      {bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                                                       bytes.begin() + static_cast<std::ptrdiff_t>(offset + length)}});
     offset += length;
   }
 }
-
 
 bool Store::is_live(OriginalRank holder) const {
   // A process that failed or moved after the baseline lost its copies, even
@@ -462,10 +462,10 @@ void Store::share_layout() {
     const int root = _comm.size() - static_cast<int>(highest);
     if (_comm.rank().value() == root) {
       const auto& placement = _placement->config();
-      layout = {placement.blocks,           static_cast<std::uint64_t>(_config.copies),
-                _config.block_bytes,        _config.bytes_per_permuted_range,
-                _config.seed,               _baseline_renewals.size(),
-                _lost.size(),               _baseline_members.size()};
+      layout = {placement.blocks,    static_cast<std::uint64_t>(_config.copies),
+                _config.block_bytes, _config.bytes_per_permuted_range,
+                _config.seed,        _baseline_renewals.size(),
+                _lost.size(),        _baseline_members.size()};
       _slots.append_to(layout);
       for (auto failed : _baseline_renewals) layout.push_back(static_cast<std::uint64_t>(failed.value()));
       for (auto member : _baseline_members) layout.push_back(static_cast<std::uint64_t>(member.value()));
@@ -494,7 +494,8 @@ void Store::share_layout() {
   _baseline_members.clear();
   for (std::uint64_t i = 0; i < layout[7]; ++i) _baseline_members.emplace_back(static_cast<int>(layout[at++]));
   _lost.clear();
-  for (std::uint64_t i = 0; i < layout[6]; ++i, at += 2) _lost.push_back({BlockId{layout[at]}, BlockId{layout[at + 1]}});
+  for (std::uint64_t i = 0; i < layout[6]; ++i, at += 2)
+    _lost.push_back({BlockId{layout[at]}, BlockId{layout[at + 1]}});
   _extra.clear();
   while (at < layout.size()) {
     ExtraCopies extra{{BlockId{layout[at]}, BlockId{layout[at + 1]}}, {}};

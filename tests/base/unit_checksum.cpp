@@ -29,7 +29,8 @@ TEST(Checksum, EqualsXxh3ForEveryLengthAndAlignment) {
   for (std::size_t offset = 0; offset < 8; ++offset) {
     for (std::size_t length = 0; length + offset <= 4200; length += (length < 300 ? 1 : 37)) {
       const std::span<const std::byte> piece(bytes.data() + offset, length);
-      ASSERT_EQ(checksum64(piece), XXH3_64bits(piece.data(), piece.size())) << "offset " << offset << ", length " << length;
+      ASSERT_EQ(checksum64(piece), XXH3_64bits(piece.data(), piece.size()))
+          << "offset " << offset << ", length " << length;
     }
   }
 }

@@ -15,7 +15,11 @@ static int finish(const reprise_run_step* end) { return reprise_comm_original_ra
 
 int main(int argc, char** argv) {
   const int no_step = argc > 1 && strcmp(argv[1], "no-step") == 0;
-  const reprise_run_config run = {.state = &count, .bytes = sizeof count, .steps = 3, .step = no_step ? NULL : step,
-                                  .finish = finish, .driver = {.every_steps = 1}};
+  const reprise_run_config run = {.state = &count,
+                                  .bytes = sizeof count,
+                                  .steps = 3,
+                                  .step = no_step ? NULL : step,
+                                  .finish = finish,
+                                  .driver = {.every_steps = 1}};
   return reprise_run(&argc, &argv, &run);
 }

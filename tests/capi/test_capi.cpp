@@ -68,15 +68,16 @@ int add_sums(std::uint64_t step, void* user) {
 
 TEST(CInterface, ANullHandleOrWrongArgumentIsRefusedInOneLine) {
   EXPECT_EQ(reprise_checkpoint_protect(nullptr, "x", nullptr, 0), REPRISE_ERR_USAGE);
-  EXPECT_TRUE(starts_with(reprise_last_error(), "reprise_checkpoint_protect: checkpoint is NULL")) << reprise_last_error();
+  EXPECT_TRUE(starts_with(reprise_last_error(), "reprise_checkpoint_protect: checkpoint is NULL"))
+      << reprise_last_error();
   EXPECT_EQ(reprise_last_error_mpi_class(), MPI_ERR_ARG);
   World world;
   reprise_checkpoint* checkpoint = nullptr;
   ASSERT_EQ(reprise_checkpoint_create(world.comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
   double values[4] = {};
-  EXPECT_EQ(reprise_checkpoint_protect_array(checkpoint, "v", values, kNotAnElementType, 4),
-            REPRISE_ERR_USAGE);
-  EXPECT_NE(std::string(reprise_last_error()).find("element type 12 is not"), std::string::npos) << reprise_last_error();
+  EXPECT_EQ(reprise_checkpoint_protect_array(checkpoint, "v", values, kNotAnElementType, 4), REPRISE_ERR_USAGE);
+  EXPECT_NE(std::string(reprise_last_error()).find("element type 12 is not"), std::string::npos)
+      << reprise_last_error();
   EXPECT_EQ(reprise_checkpoint_protect_array(checkpoint, "v", values, REPRISE_FLOAT64, 4), REPRISE_OK);
   EXPECT_EQ(reprise_checkpoint_protect(checkpoint, "v", values, sizeof values), REPRISE_ERR_USAGE);
   EXPECT_NE(std::string(reprise_last_error()).find("registered twice"), std::string::npos) << reprise_last_error();
@@ -88,7 +89,8 @@ TEST(CInterface, ANullHandleOrWrongArgumentIsRefusedInOneLine) {
   reprise_faults* faults = nullptr;
   setenv("REPRISE_TEST_BAD_FAULTS", "two@three", 1);
   EXPECT_EQ(reprise_faults_from_env("REPRISE_TEST_BAD_FAULTS", 2, &faults), REPRISE_ERR_USAGE);
-  EXPECT_NE(std::string(reprise_last_error()).find("REPRISE_TEST_BAD_FAULTS"), std::string::npos) << reprise_last_error();
+  EXPECT_NE(std::string(reprise_last_error()).find("REPRISE_TEST_BAD_FAULTS"), std::string::npos)
+      << reprise_last_error();
   EXPECT_EQ(reprise_checkpoint_protect_object(checkpoint, "o", nullptr, nullptr, nullptr), REPRISE_ERR_USAGE);
   EXPECT_TRUE(starts_with(reprise_last_error(), "reprise_checkpoint_protect_object: save or load is NULL"))
       << reprise_last_error();
@@ -115,11 +117,16 @@ TEST(CInterface, TheDriverRespawnsAKilledProcessAndRestoresItsState) {
   reprise_checkpoint* checkpoint = nullptr;
   ASSERT_EQ(reprise_checkpoint_create(world.comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
   ASSERT_EQ(reprise_checkpoint_protect(checkpoint, "total", &sums.total, sizeof sums.total), REPRISE_OK);
-  ASSERT_EQ(reprise_checkpoint_protect_array(checkpoint, "trail", sums.trail.data(), REPRISE_FLOAT64, sums.trail.size()),
-            REPRISE_OK);
+  ASSERT_EQ(
+      reprise_checkpoint_protect_array(checkpoint, "trail", sums.trail.data(), REPRISE_FLOAT64, sums.trail.size()),
+      REPRISE_OK);
   reprise_driver* driver = nullptr;
-  const reprise_driver_config config{.mode = REPRISE_RESPAWN, .max_recoveries = 0, .every_steps = 5, .every_seconds = 0,
-                                     .mtbf_seconds = 0, .inject_faults = 0};
+  const reprise_driver_config config{.mode = REPRISE_RESPAWN,
+                                     .max_recoveries = 0,
+                                     .every_steps = 5,
+                                     .every_seconds = 0,
+                                     .mtbf_seconds = 0,
+                                     .inject_faults = 0};
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
   int recoveries_seen = 0;
   ASSERT_EQ(reprise_driver_on_recovery(
@@ -152,8 +159,12 @@ TEST(CInterface, TheDriverCarriesOutTheFaultPlanWhenAsked) {
   reprise_checkpoint* checkpoint = nullptr;
   ASSERT_EQ(reprise_checkpoint_create(world.comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
   ASSERT_EQ(reprise_checkpoint_protect(checkpoint, "total", &sums.total, sizeof sums.total), REPRISE_OK);
-  const reprise_driver_config config{.mode = REPRISE_RESPAWN, .max_recoveries = 0, .every_steps = 5, .every_seconds = 0,
-                                     .mtbf_seconds = 0, .inject_faults = 1};
+  const reprise_driver_config config{.mode = REPRISE_RESPAWN,
+                                     .max_recoveries = 0,
+                                     .every_steps = 5,
+                                     .every_seconds = 0,
+                                     .mtbf_seconds = 0,
+                                     .inject_faults = 1};
   reprise_driver* driver = nullptr;
   setenv("REPRISE_FAULTS", "9@2", 1);
   EXPECT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_ERR_USAGE);
@@ -180,8 +191,12 @@ TEST(CInterface, AStepsOwnErrorEndsTheRunOnEveryProcess) {
   ASSERT_EQ(reprise_checkpoint_create(world.comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
   ASSERT_EQ(reprise_checkpoint_protect(checkpoint, "value", &value, sizeof value), REPRISE_OK);
   reprise_driver* driver = nullptr;
-  const reprise_driver_config config{.mode = REPRISE_RESPAWN, .max_recoveries = 0, .every_steps = 2, .every_seconds = 0,
-                                     .mtbf_seconds = 0, .inject_faults = 0};
+  const reprise_driver_config config{.mode = REPRISE_RESPAWN,
+                                     .max_recoveries = 0,
+                                     .every_steps = 2,
+                                     .every_seconds = 0,
+                                     .mtbf_seconds = 0,
+                                     .inject_faults = 0};
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
   Sums failing{.comm = world.comm};
   const auto status = reprise_driver_run(
@@ -222,7 +237,8 @@ TEST(CInterface, TheStoreNamesLostBlocksAfterAShrink) {
   const int victim = 1;
   if (me == victim) reprise::inject::kill_self(reprise::OriginalRank{me});
   int status = REPRISE_OK;
-  while (status == REPRISE_OK) status = reprise_comm_check(world.comm, MPI_Barrier(reprise_comm_mpi(world.comm)), "MPI_Barrier");
+  while (status == REPRISE_OK)
+    status = reprise_comm_check(world.comm, MPI_Barrier(reprise_comm_mpi(world.comm)), "MPI_Barrier");
   ASSERT_TRUE(status == REPRISE_ERR_PROCESS_FAILED || status == REPRISE_ERR_REVOKED) << reprise_last_error();
   ASSERT_EQ(reprise_comm_revoke(world.comm), REPRISE_OK);
   ASSERT_EQ(reprise_comm_shrink(world.comm), REPRISE_OK) << reprise_last_error();
@@ -324,8 +340,12 @@ TEST(CInterface, AShrinkFetchesTheDepartedProcessesObject) {
   ASSERT_EQ(reprise_checkpoint_create(world.comm, nullptr, &checkpoint), REPRISE_OK) << reprise_last_error();
   ASSERT_EQ(reprise_checkpoint_protect_object(checkpoint, "list", save_list, load_list, &growing), REPRISE_OK)
       << reprise_last_error();
-  const reprise_driver_config config{.mode = REPRISE_SHRINK, .max_recoveries = 0, .every_steps = 4, .every_seconds = 0,
-                                     .mtbf_seconds = 0, .inject_faults = 1};
+  const reprise_driver_config config{.mode = REPRISE_SHRINK,
+                                     .max_recoveries = 0,
+                                     .every_steps = 4,
+                                     .every_seconds = 0,
+                                     .mtbf_seconds = 0,
+                                     .inject_faults = 1};
   setenv("REPRISE_FAULTS", (std::to_string(victim) + "@6").c_str(), 1);
   reprise_driver* driver = nullptr;
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
@@ -406,7 +426,8 @@ TEST(CInterface, IncrementalCheckpointsInMemoryGiveAReplacementItsPagesBack) {
   EXPECT_EQ(reprise_incremental_version(incremental), 2U);
   std::size_t wrong = 0;
   for (std::size_t offset = 0; offset < bytes; ++offset) wrong += data[offset] != incremental_byte(me, 2, offset, page);
-  EXPECT_EQ(wrong, 0U) << "original rank " << me << (reprise_comm_is_replacement(world.comm) != 0 ? " (replacement)" : "");
+  EXPECT_EQ(wrong, 0U) << "original rank " << me
+                       << (reprise_comm_is_replacement(world.comm) != 0 ? " (replacement)" : "");
   reprise_incremental_free(incremental);
   EXPECT_EQ(reprise_protected_free(memory), REPRISE_OK);
 }
@@ -445,8 +466,12 @@ TEST(CInterface, TheHeartbeatKillsAHungProcessAndTheDriverRecovers) {
   const reprise_heartbeat_config beat{.period_seconds = 0.05, .timeout_seconds = 1.0};
   ASSERT_EQ(reprise_heartbeat_create(world.comm, &beat, &heartbeat), REPRISE_OK) << reprise_last_error();
   EXPECT_EQ(reprise_heartbeat_declared_hung(heartbeat, nullptr, 0), 0U);
-  const reprise_driver_config config{.mode = REPRISE_SHRINK, .max_recoveries = 0, .every_steps = 3, .every_seconds = 0,
-                                     .mtbf_seconds = 0, .inject_faults = 1};
+  const reprise_driver_config config{.mode = REPRISE_SHRINK,
+                                     .max_recoveries = 0,
+                                     .every_steps = 3,
+                                     .every_seconds = 0,
+                                     .mtbf_seconds = 0,
+                                     .inject_faults = 1};
   setenv("REPRISE_FAULTS", (std::to_string(kVictim) + "@5:hang").c_str(), 1);
   reprise_driver* driver = nullptr;
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();

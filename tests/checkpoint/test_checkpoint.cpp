@@ -43,7 +43,8 @@ struct State {
     const auto seed = static_cast<std::uint64_t>(rank.value()) * 1000 + version;
     for (std::size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<std::byte>(detail::mix64(seed + i) & 0xffU);
     values.resize(100 + static_cast<std::size_t>(rank.value()) * 7 + version * 3);
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<double>(detail::mix64(seed ^ i) % 100000) / 7.0;
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = static_cast<double>(detail::mix64(seed ^ i) % 100000) / 7.0;
     meta = {static_cast<int>(version * 10), "rank " + std::to_string(rank.value()) + " v" + std::to_string(version)};
   }
 
@@ -54,7 +55,8 @@ struct State {
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < grid.size(); ++i) wrong += grid[i] != expected.grid[i] ? 1 : 0;
     if (values.size() != expected.values.size()) return wrong + 1000000;
-    wrong += static_cast<std::size_t>(std::memcmp(values.data(), expected.values.data(), values.size() * sizeof(double)) != 0);
+    wrong += static_cast<std::size_t>(
+        std::memcmp(values.data(), expected.values.data(), values.size() * sizeof(double)) != 0);
     wrong += meta.iteration != expected.meta.iteration ? 1 : 0;
     wrong += meta.label != expected.meta.label ? 1 : 0;
     return wrong;
@@ -404,12 +406,13 @@ TEST(Checkpoint, CopiesStillArrivingAreTakenWhenFirstNeededAndDroppedIfIncomplet
   Checkpoint refused(comm, config);
   auto wrong = owners;
   wrong.emplace_back(comm.size());
-  EXPECT_THROW(CheckpointInternals::continue_commit(refused, layout, wrong,
-                                       [&]() -> std::optional<std::map<OriginalRank, std::vector<std::byte>>> {
-                                         ++calls;
-                                         return copies;
-                                       }),
-               CorruptData);
+  EXPECT_THROW(
+      CheckpointInternals::continue_commit(refused, layout, wrong,
+                                           [&]() -> std::optional<std::map<OriginalRank, std::vector<std::byte>>> {
+                                             ++calls;
+                                             return copies;
+                                           }),
+      CorruptData);
   EXPECT_EQ(calls, 1);
   EXPECT_FALSE(refused.has_commit());
 }

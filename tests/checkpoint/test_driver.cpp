@@ -36,7 +36,8 @@ std::uint64_t step(std::uint64_t value, std::uint64_t id, std::uint64_t global_s
 /// The failure-free result for all items, computed serially.
 std::map<std::uint64_t, std::uint64_t> expected_result(int processes) {
   std::map<std::uint64_t, std::uint64_t> value;
-  for (std::uint64_t id = 0; id < kItemsPerProcess * static_cast<std::uint64_t>(processes); ++id) value[id] = detail::mix64(id);
+  for (std::uint64_t id = 0; id < kItemsPerProcess * static_cast<std::uint64_t>(processes); ++id)
+    value[id] = detail::mix64(id);
   for (std::uint64_t iteration = 0; iteration < kIterations; ++iteration) {
     std::uint64_t sum = 0;
     for (const auto& [id, v] : value) sum += v;
@@ -100,8 +101,8 @@ std::size_t wrong_items(Comm& comm, const Work& work, int original_processes) {
   std::vector<int> offsets(counts.size(), 0);
   for (std::size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
   std::vector<std::uint64_t> all(static_cast<std::size_t>(offsets.back() + counts.back()));
-  comm.check(MPI_Allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), offsets.data(),
-                            MPI_UINT64_T, comm.raw()),
+  comm.check(MPI_Allgatherv(mine.data(), count, MPI_UINT64_T, all.data(), counts.data(), offsets.data(), MPI_UINT64_T,
+                            comm.raw()),
              "MPI_Allgatherv");
   const auto expected = expected_result(original_processes);
   std::map<std::uint64_t, std::uint64_t> got;

@@ -56,7 +56,8 @@ std::vector<Node> nodes_of(Comm& comm) {
   const auto pids = comm.allgather(static_cast<int>(::getpid()));
   std::map<int, Node> by_key;
   for (int r = 0; r < comm.size(); ++r) {
-    by_key[key[static_cast<std::size_t>(r)]].members.push_back({comm.original_rank(Rank{r}), pids[static_cast<std::size_t>(r)]});
+    by_key[key[static_cast<std::size_t>(r)]].members.push_back(
+        {comm.original_rank(Rank{r}), pids[static_cast<std::size_t>(r)]});
   }
   std::vector<Node> nodes;
   for (auto& [first, node] : by_key) nodes.push_back(std::move(node));
@@ -186,8 +187,7 @@ struct DrivenShare {
   Checkpoint checkpoint{comm, {.copies = 2}};
   Driver driver;
 
-  explicit DrivenShare(RecoveryMode mode)
-      : driver(comm, checkpoint, {.mode = mode, .cadence = {.every_steps = 3}}) {
+  explicit DrivenShare(RecoveryMode mode) : driver(comm, checkpoint, {.mode = mode, .cadence = {.every_steps = 3}}) {
     checkpoint.protect("index", share.index);
     checkpoint.protect("value", share.value);
     if (mode == RecoveryMode::kShrink) {
@@ -243,7 +243,8 @@ TEST(Cluster, OpenMpiSeesSeparateNodes) {
   MPI_Comm_free(&local);
   const auto nodes = nodes_of(comm);
   ASSERT_GE(nodes.size(), 2U) << "one node only: run this test with reprise-run --nodes N --ppn P";
-  const auto mine = std::find_if(nodes.begin(), nodes.end(), [&](const Node& node) { return node.has(comm.original_rank()); });
+  const auto mine =
+      std::find_if(nodes.begin(), nodes.end(), [&](const Node& node) { return node.has(comm.original_rank()); });
   EXPECT_EQ(static_cast<std::size_t>(local_size), mine->members.size()) << "split_type and host names disagree";
   EXPECT_EQ(host_name().rfind("reprise-node", 0), 0U) << "not on a node of scripts/cluster: " << host_name();
 }
@@ -276,7 +277,8 @@ TEST(Cluster, ANodeLostInsideALoadIsSurvived) {
   Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
   submit_mine(store, comm);
   const auto victim = nodes_of(comm).back();
-  if (victim.has(comm.original_rank())) inject::arm_node("comm.sparse_all_to_all", comm.original_rank(), victim.members);
+  if (victim.has(comm.original_rank()))
+    inject::arm_node("comm.sparse_all_to_all", comm.original_rank(), victim.members);
   expect_failure_reported(comm, victim.ranks(), [&] { (void)wrong_bytes_after_loading_everything(store); });
   comm = comm.shrink();
   EXPECT_EQ(wrong_bytes_after_loading_everything(store), 0U);

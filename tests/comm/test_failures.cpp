@@ -299,7 +299,7 @@ class OneBigMessage {
       : _comm(comm),
         _pids(comm.allgather(static_cast<long>(getpid()))),
         _big(comm.original_rank() == from || comm.original_rank() == to ? kBytes : 0,
-            comm.original_rank() == from ? std::byte{0xAB} : std::byte{0}),
+             comm.original_rank() == from ? std::byte{0xAB} : std::byte{0}),
         _landing(static_cast<std::size_t>(comm.size()), std::vector<std::byte>(64)) {
     for (int r = 0; r < comm.size(); ++r) {
       const bool large = comm.original_rank() == from && comm.original_rank(Rank{r}) == to;

@@ -85,7 +85,8 @@ TEST(Schedule, RejectsMalformedTextNamingTheBadEntry) {
       const std::string what = error.what();
       EXPECT_EQ(what.rfind(expected, 0), 0U) << what;
       EXPECT_NE(what.find(c.why), std::string::npos) << what;
-      EXPECT_NE(what.find("; expected RANK@STEP[:hang|:crash] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30"), std::string::npos)
+      EXPECT_NE(what.find("; expected RANK@STEP[:hang|:crash] or nodeK@STEP, e.g. 3@10,5@20:hang,node2@30"),
+                std::string::npos)
           << what;
       EXPECT_EQ(error.mpi_error_class(), MPI_ERR_ARG);
     }
@@ -302,7 +303,7 @@ TEST(Inject, ScheduleApplyKillsOnlyTheOriginalProcessAtItsStep) {
 TEST(Inject, FaultPointFiresOnceForItsVictim) {
   const int status = in_child([] {
     arm("test.point", OriginalRank{1});
-    fault_point("test.point", OriginalRank{0});  // not the victim
+    fault_point("test.point", OriginalRank{0});   // not the victim
     fault_point("other.point", OriginalRank{1});  // not the point
     disarm_all();
     fault_point("test.point", OriginalRank{1});  // disarmed

@@ -253,7 +253,8 @@ void bystander_killed_during_a_migration(const char* point, OriginalRank leaving
   auto comm = Comm::world();
   if (!comm.migrated_in()) {
     inject::arm(point, bystander);
-    const auto mine = comm.original_rank() == leaving ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
+    const auto mine =
+        comm.original_rank() == leaving ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
     test::expect_failure_reported(comm, {bystander},
                                   [&] { (void)detail::CommInternals::migrate(comm, std::vector{leaving}, mine); });
     comm = comm.shrink();

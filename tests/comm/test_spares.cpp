@@ -57,7 +57,8 @@ TEST(Spares, RespawnTakesSparesBeforeItSpawns) {
         EXPECT_TRUE(comm.is_replacement());
         EXPECT_FALSE(was_spawned()) << "the replacement of #" << epoch << " is spare number " << epoch;
         // With REPRISE_SPARE_WARM_MIB, the heap it touched while waiting stayed resident.
-        EXPECT_GE(resident_mib(), warm_mib()) << "a spare taken over kept less resident memory than it was told to warm";
+        EXPECT_GE(resident_mib(), warm_mib())
+            << "a spare taken over kept less resident memory than it was told to warm";
       }
     }
     kill_and_detect(comm, {OriginalRank{epoch + 1}});

@@ -9,9 +9,7 @@
 
 namespace {
 
-[[noreturn]] void lose_data() {
-  throw reprise::DataLost("blocks [0, 10) have no copy left (thrown on purpose)", {});
-}
+[[noreturn]] void lose_data() { throw reprise::DataLost("blocks [0, 10) have no copy left (thrown on purpose)", {}); }
 
 }  // namespace
 

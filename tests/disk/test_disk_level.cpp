@@ -39,11 +39,11 @@ using reprise::detail::CheckpointInternals;
 
 namespace {
 
-constexpr std::uint64_t kBlocks = 60;        // over 4, 3 and 6 processes alike
+constexpr std::uint64_t kBlocks = 60;  // over 4, 3 and 6 processes alike
 constexpr std::size_t kBlockBytes = 24;
 constexpr std::size_t kRows = 6;
 constexpr std::size_t kColumns = 8;
-constexpr std::uint64_t kLostAt = 8;         // the version being written when the job dies
+constexpr std::uint64_t kLostAt = 8;  // the version being written when the job dies
 constexpr std::uint64_t kWriteEvery = 2;
 
 /// The blocks process `rank` of `processes` owns: an even split of kBlocks.
@@ -78,16 +78,20 @@ struct State {
           const auto* text = reinterpret_cast<const std::byte*>(label.data());
           out.insert(out.end(), text, text + label.size());
         },
-        [this](std::span<const std::byte> bytes) { label.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size()); });
+        [this](std::span<const std::byte> bytes) {
+          label.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+        });
     checkpoint.protect("step", step);
     checkpoint.protect_blocks("particles", kBlockBytes, mine, blocks);
   }
 
   void fill(OriginalRank rank, std::uint64_t version) {
     const auto seed = static_cast<std::uint64_t>(rank.value()) * 100000 + version;
-    for (std::size_t i = 0; i < grid.size(); ++i) grid[i] = static_cast<double>(detail::mix64(seed + i) % 1000000) / 3.0;
+    for (std::size_t i = 0; i < grid.size(); ++i)
+      grid[i] = static_cast<double>(detail::mix64(seed + i) % 1000000) / 3.0;
     counts.resize(10 + static_cast<std::size_t>(rank.value()) + version);
-    for (std::size_t i = 0; i < counts.size(); ++i) counts[i] = static_cast<std::int32_t>(detail::mix64(seed ^ (i << 20)));
+    for (std::size_t i = 0; i < counts.size(); ++i)
+      counts[i] = static_cast<std::int32_t>(detail::mix64(seed ^ (i << 20)));
     label = "rank " + std::to_string(rank.value()) + " at version " + std::to_string(version);
     step = version * 10;
     fill_blocks(version);
@@ -117,7 +121,8 @@ std::size_t wrong_blocks(std::span<const std::byte> blocks, BlockRange range, st
 std::size_t differences(const State& state, OriginalRank rank, std::uint64_t version) {
   State expected(BlockRange{});
   expected.fill(rank, version);
-  std::size_t wrong = std::memcmp(state.grid.data(), expected.grid.data(), state.grid.size() * sizeof(double)) != 0 ? 1 : 0;
+  std::size_t wrong =
+      std::memcmp(state.grid.data(), expected.grid.data(), state.grid.size() * sizeof(double)) != 0 ? 1 : 0;
   wrong += state.counts != expected.counts ? 1 : 0;
   wrong += state.label != expected.label ? 1 : 0;
   wrong += state.step != expected.step ? 1 : 0;
@@ -284,7 +289,8 @@ TEST(DiskLevel, RestartFromDisk) {
     const std::array<BlockRange, 1> mine{state.mine};
     disk.load_blocks("particles", mine, state.blocks);
     EXPECT_EQ(wrong_blocks(state.blocks, state.mine, version), 0U);
-    const std::array<BlockRange, 2> across{BlockRange{BlockId{40}, BlockId{kBlocks}}, BlockRange{BlockId{3}, BlockId{20}}};
+    const std::array<BlockRange, 2> across{BlockRange{BlockId{40}, BlockId{kBlocks}},
+                                           BlockRange{BlockId{3}, BlockId{20}}};
     std::vector<std::byte> spread((kBlocks - 40 + 17) * kBlockBytes);
     disk.load_blocks("particles", across, spread);
     EXPECT_EQ(wrong_blocks(std::span(spread).first((kBlocks - 40) * kBlockBytes), across[0], version), 0U);

@@ -125,8 +125,9 @@ TEST(DiskManifest, AnotherFormatIsRefusedNamingIt) {
                 static_cast<unsigned long long>(detail::checksum64(bytes_of(content))));
   document["checksum"] = checksum;
   EXPECT_NE(refusal(document.dump(2)).find("has format 3, this reprise reads format 2"), std::string::npos);
-  EXPECT_NE(refusal(std::string("RPRSDSK1") + std::string(40, '\0')).find("is in format 1 (binary), of an older reprise"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal(std::string("RPRSDSK1") + std::string(40, '\0')).find("is in format 1 (binary), of an older reprise"),
+      std::string::npos);
   EXPECT_NE(refusal("[1, 2]").find("is not a reprise disk-level manifest: it has no checksum"), std::string::npos);
 }
 

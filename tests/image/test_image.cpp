@@ -218,7 +218,8 @@ TEST(Image, ReferencedPiecesAreSentFromTheirMemoryAndArriveAsAnImage) {
   const auto* wide_bytes = reinterpret_cast<const std::byte*>(wide.data());
   for (const auto piece : pieces.pieces) {
     if (piece.data() >= big.data() && piece.data() < big.data() + big.size()) from_big += piece.size();
-    if (piece.data() >= wide_bytes && piece.data() < wide_bytes + wide.size() * sizeof(double)) from_wide += piece.size();
+    if (piece.data() >= wide_bytes && piece.data() < wide_bytes + wide.size() * sizeof(double))
+      from_wide += piece.size();
   }
   EXPECT_EQ(from_big, big.size());
   EXPECT_EQ(from_wide, wide.size() * sizeof(double));
@@ -259,7 +260,8 @@ TEST(Image, ChunksSayWhereEachPartOfAPieceLies) {
   std::vector<std::uint64_t> offsets;
   std::uint64_t at = 0;
   for (std::size_t i = 0; i < pieces.pieces.size(); ++i) {
-    if (std::find(pieces.referenced.begin(), pieces.referenced.end(), i) != pieces.referenced.end()) offsets.push_back(at);
+    if (std::find(pieces.referenced.begin(), pieces.referenced.end(), i) != pieces.referenced.end())
+      offsets.push_back(at);
     at += pieces.pieces[i].size();
   }
   std::vector<std::byte> landed(big.size());
@@ -308,8 +310,8 @@ TEST(Image, AReferencedPieceWithAZeroChunkIsCopiedAndLeavesItOut) {
   EXPECT_LT(pieces.size(), 3 * kMiB + 256 * 1024) << "the zero chunk is left out";
   const Image image = Image::open(gathered(pieces));
   EXPECT_EQ(image.read("sparse"), expected);
-  EXPECT_THROW(ImageBuilder(sample_info()).add_referenced("sparse", std::span(sparse).first(3),
-                                                          ArrayShape{ElementType::kFloat64, {}}),
+  EXPECT_THROW(ImageBuilder(sample_info())
+                   .add_referenced("sparse", std::span(sparse).first(3), ArrayShape{ElementType::kFloat64, {}}),
                UsageError)
       << "a size that is not a whole number of elements";
 }
@@ -432,10 +434,10 @@ TEST(Image, TruncatedImagesAreRefused) {
     SCOPED_TRACE("cut at " + std::to_string(cut));
     const std::string message = corrupt_message(bytes.first(cut));
     // Inside the superblock the image's size is not known yet.
-    const std::string expected = cut < 8     ? "not an HDF5 file: its " + std::to_string(cut) + " bytes"
-                                 : cut < 64 ? "truncated at " + std::to_string(cut) + " "
-                                            : "truncated at " + std::to_string(cut) + " of " +
-                                                  std::to_string(bytes.size()) + " bytes";
+    const std::string expected =
+        cut < 8    ? "not an HDF5 file: its " + std::to_string(cut) + " bytes"
+        : cut < 64 ? "truncated at " + std::to_string(cut) + " "
+                   : "truncated at " + std::to_string(cut) + " of " + std::to_string(bytes.size()) + " bytes";
     EXPECT_NE(message.find(expected), std::string::npos) << message;
   }
 }
@@ -491,9 +493,8 @@ TEST(Image, ANewerFormatOrAMissingAttributeIsRefused) {
   message = corrupt_message(unmarked);
   EXPECT_NE(message.find("no reprise_format attribute: not a reprise image"), std::string::npos) << message;
 
-  const std::vector<std::byte> no_checksum = rewritten(image, [](hid_t file) {
-    H5Adelete_by_name(file, "state/piece", "checksum", H5P_DEFAULT);
-  });
+  const std::vector<std::byte> no_checksum =
+      rewritten(image, [](hid_t file) { H5Adelete_by_name(file, "state/piece", "checksum", H5P_DEFAULT); });
   // Such a piece opens as one whose checksum travels apart, which the image
   // cannot check: refused by every check, never taken for intact.
   message = corrupt_message(no_checksum);
@@ -523,7 +524,7 @@ TEST(Image, APieceWhoseChecksumIsApartIsInTheImageWithoutOne) {
   EXPECT_FALSE(image.dataset("kept").checksum_apart);
   EXPECT_EQ(image.read("kept"), kept);
   const std::vector<std::pair<std::string, const std::vector<std::byte>*>> apart{{"late", &late},
-                                                                                   {"sparse late", &sparse_late}};
+                                                                                 {"sparse late", &sparse_late}};
   for (const auto& [name, bytes] : apart) {
     EXPECT_TRUE(image.dataset(name).checksum_apart) << name;
     std::vector<std::byte> out(bytes->size());
@@ -540,8 +541,8 @@ TEST(Image, ReadFileNamesThePath) {
   const std::vector<std::byte> data = random_bytes(1000, 10);
   {
     const ImageBytes image = image_of("piece", data);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(image.data()),
-                                                static_cast<std::streamsize>(image.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(image.data()), static_cast<std::streamsize>(image.size()));
   }
   EXPECT_EQ(Image::read_file(path).read("piece"), data);
   std::filesystem::resize_file(path, 100);

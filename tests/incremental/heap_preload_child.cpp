@@ -184,7 +184,9 @@ std::vector<Slot> churn(std::uint64_t seed, int rounds) {
         alignment = 4096;
         slot.block = valloc(bytes);
         break;
-      default: slot.block = std::malloc(bytes); break;
+      default:
+        slot.block = std::malloc(bytes);
+        break;
     }
     check(slot.block != nullptr && inside_heap(slot.block), "every kind of allocation comes from the heap");
     check(reinterpret_cast<std::uintptr_t>(slot.block) % alignment == 0, "the block is aligned as asked");
@@ -195,7 +197,8 @@ std::vector<Slot> churn(std::uint64_t seed, int rounds) {
   }
   // Containers too.
   std::map<int, std::string> words;
-  for (int i = 0; i < 3000; ++i) words[i] = std::string(static_cast<std::size_t>(1 + i % 90), static_cast<char>('a' + i % 26));
+  for (int i = 0; i < 3000; ++i)
+    words[i] = std::string(static_cast<std::size_t>(1 + i % 90), static_cast<char>('a' + i % 26));
   for (int i = 0; i < 3000; i += 2) words.erase(i);
   bool same = words.size() == 1500;
   for (const auto& [i, word] : words) {

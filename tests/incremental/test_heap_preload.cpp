@@ -94,7 +94,8 @@ Outcome run_child(const std::vector<std::string>& arguments, const std::vector<s
   Outcome outcome;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(45);
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     pollfd ready{pipe_ends[0], POLLIN, 0};
     if (left.count() <= 0 || ::poll(&ready, 1, static_cast<int>(left.count())) <= 0) {
       ::kill(child, SIGKILL);
@@ -235,8 +236,7 @@ TEST(HeapPreload, EachRankGetsADirectoryOfItsOwn) {
       << outcome.output;
   outcome = run_child({"no-dir"}, settings_for(dir, {"REPRISE_HEAP_DIR=" + (dir.path / "%d").string()}));
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
-  EXPECT_NE(outcome.output.find("that is neither %r (the process's rank) nor %%"), std::string::npos)
-      << outcome.output;
+  EXPECT_NE(outcome.output.find("that is neither %r (the process's rank) nor %%"), std::string::npos) << outcome.output;
 }
 
 // REPRISE_HEAP_KEEP_VERSIONS=1: the second checkpoint merges both versions
@@ -267,8 +267,7 @@ TEST(HeapPreload, TwoProcessesNeverWriteOneDirectory) {
 TEST(HeapPreload, AHeapFromAnotherAddressIsRefusedAndTheHeapEmptied) {
   TempDir dir;
   build_and_kill(dir, "sync");
-  const auto outcome =
-      run_child({"refused", kNodes}, settings_for(dir, {"REPRISE_HEAP_ADDRESS=0x310000000000"}));
+  const auto outcome = run_child({"refused", kNodes}, settings_for(dir, {"REPRISE_HEAP_ADDRESS=0x310000000000"}));
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_NE(outcome.output.find(std::string("run with REPRISE_HEAP_ADDRESS=") + kHeapAddress), std::string::npos)
       << outcome.output;
@@ -301,8 +300,8 @@ TEST_P(HeapPreloadModes, CheckpointsAllocateNothingFromTheHeap) {
 
 TEST(HeapPreload, MissingOrBadSettingsAreReported) {
   TempDir dir;
-  auto outcome = run_child({"no-dir"}, {std::string("REPRISE_HEAP_MIB=") + kHeapMib,
-                                        std::string("REPRISE_HEAP_ADDRESS=") + kHeapAddress});
+  auto outcome = run_child(
+      {"no-dir"}, {std::string("REPRISE_HEAP_MIB=") + kHeapMib, std::string("REPRISE_HEAP_ADDRESS=") + kHeapAddress});
   EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
   EXPECT_NE(outcome.output.find("reprise error: heap: reprise_heap_checkpoint: REPRISE_HEAP_DIR is not set"),
             std::string::npos)
@@ -317,9 +316,10 @@ TEST(HeapPreload, MissingOrBadSettingsAreReported) {
 
   outcome = run_child({"stress"}, settings_for(dir, {"REPRISE_HEAP_ADDRESS=0x300000000123"}));
   EXPECT_EQ(outcome.exit_code, 2) << outcome.output;
-  EXPECT_EQ(outcome.output.find("reprise error: REPRISE_HEAP_ADDRESS=0x300000000123, from the environment, is refused: it "
-                                "takes a hexadecimal address such as 0x200000000000, a multiple of the page size"),
-            0U)
+  EXPECT_EQ(
+      outcome.output.find("reprise error: REPRISE_HEAP_ADDRESS=0x300000000123, from the environment, is refused: it "
+                          "takes a hexadecimal address such as 0x200000000000, a multiple of the page size"),
+      0U)
       << outcome.output;
 
   outcome = run_child({"stress"}, settings_for(dir, {"REPRISE_HEAP_MIB=0"}));

@@ -31,8 +31,9 @@ namespace {
 
 /// A fresh directory, removed at the end.
 struct TempDir {
-  TempDir() : path(std::filesystem::temp_directory_path() / ("reprise-inc-" + std::to_string(::getpid()) + "-" +
-                                                             std::to_string(counter++))) {
+  TempDir()
+      : path(std::filesystem::temp_directory_path() /
+             ("reprise-inc-" + std::to_string(::getpid()) + "-" + std::to_string(counter++))) {
     std::filesystem::remove_all(path);
   }
   ~TempDir() { std::filesystem::remove_all(path); }
@@ -58,11 +59,11 @@ class RecordingSink : public IncrementalSink {
  public:
   struct Shared {
     std::map<std::uint64_t, std::vector<std::pair<std::size_t, std::size_t>>> order;  // version -> (region, page)
-    std::vector<std::vector<std::byte>> image;  // the newest complete version
+    std::vector<std::vector<std::byte>> image;                                        // the newest complete version
     std::uint64_t newest = 0;
-    std::chrono::microseconds delay{0};         // per page
+    std::chrono::microseconds delay{0};  // per page
     int fail_at_version = 0;
-    std::atomic<bool> hold{false};              // put() waits while set
+    std::atomic<bool> hold{false};  // put() waits while set
   };
   explicit RecordingSink(Shared& shared) : _shared(shared) {}
   std::uint64_t newest() override { return _shared.newest; }
@@ -104,9 +105,12 @@ IncrementalConfig config_of(CommitMode mode, std::size_t cow_pages = 4) { return
 
 const char* name_of(CommitMode mode) {
   switch (mode) {
-    case CommitMode::kSync: return "sync";
-    case CommitMode::kAsyncAddress: return "async_address";
-    case CommitMode::kAsyncAdaptive: return "async_adaptive";
+    case CommitMode::kSync:
+      return "sync";
+    case CommitMode::kAsyncAddress:
+      return "async_address";
+    case CommitMode::kAsyncAdaptive:
+      return "async_adaptive";
   }
   return "?";
 }
@@ -636,8 +640,7 @@ TEST(IncrementalCheckpoint, AFullDiskIsAnIoErrorAndKeepsTheVersionsBefore) {
       ADD_FAILURE() << "a version larger than the space left was written";
     } catch (const IoError& error) {
       EXPECT_EQ(error.system_error(), EFBIG) << error.what();
-      EXPECT_NE(std::string(error.what()).find("the versions before it are intact"), std::string::npos)
-          << error.what();
+      EXPECT_NE(std::string(error.what()).find("the versions before it are intact"), std::string::npos) << error.what();
     }
     ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &before), 0);
     std::signal(SIGXFSZ, previous_handler);

@@ -39,7 +39,8 @@ std::byte expected_byte(OriginalRank rank, std::uint64_t version, std::size_t of
   for (std::uint64_t v = 2; v <= version; ++v) {
     if (page % v == 0) last = v;
   }
-  return static_cast<std::byte>(detail::mix64(static_cast<std::uint64_t>(rank.value()) * 1000003 + last * 7919 + offset) & 0xffU);
+  return static_cast<std::byte>(
+      detail::mix64(static_cast<std::uint64_t>(rank.value()) * 1000003 + last * 7919 + offset) & 0xffU);
 }
 
 /// Protected memory of one process with an incremental checkpoint kept in
@@ -51,7 +52,8 @@ struct Process {
   explicit Process(bool extra_page_if_replacement = false)
       : bytes((kPages + (extra_page_if_replacement && comm.is_replacement() ? 1 : 0)) * page_size()),
         data(static_cast<std::byte*>(protected_alloc(bytes))),
-        checkpoint(std::make_unique<MemorySink>(comm, 2), IncrementalConfig{CommitMode::kAsyncAdaptive, 4 * page_size()}) {
+        checkpoint(std::make_unique<MemorySink>(comm, 2),
+                   IncrementalConfig{CommitMode::kAsyncAdaptive, 4 * page_size()}) {
     checkpoint.protect({data, bytes});
   }
   ~Process() { protected_free(data); }

@@ -26,7 +26,8 @@ namespace {
 /// A protected allocation registered with the tracker, released at the end.
 struct Region {
   explicit Region(std::size_t pages)
-      : bytes(pages * page_size()), data(static_cast<std::byte*>(protected_alloc(bytes))),
+      : bytes(pages * page_size()),
+        data(static_cast<std::byte*>(protected_alloc(bytes))),
         id(DirtyTracker::instance().add(data, bytes)) {}
   ~Region() { protected_free(data); }
   Region(const Region&) = delete;

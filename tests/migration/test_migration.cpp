@@ -68,7 +68,8 @@ State expected(OriginalRank me, int processes, std::uint64_t steps) {
   State state;
   for (std::uint64_t s = 0; s < steps; ++s) {
     for (std::size_t i = 0; i < state.values.size(); ++i) {
-      state.values[i] = state.values[i] * 0.5 + static_cast<double>((me.value() + 1) * (i + 1)) + static_cast<double>(s);
+      state.values[i] =
+          state.values[i] * 0.5 + static_cast<double>((me.value() + 1) * (i + 1)) + static_cast<double>(s);
     }
     state.grid[s % state.grid.size()] += me.value() + static_cast<std::int32_t>(s);
     state.mixed += s * static_cast<std::uint64_t>(processes);
@@ -102,7 +103,8 @@ struct Seen {
 /// The bytes of original rank `me`'s ballast (state that only travels).
 std::vector<std::byte> ballast_of(OriginalRank me, std::size_t bytes) {
   std::vector<std::byte> ballast(bytes);
-  for (std::size_t i = 0; i < bytes; ++i) ballast[i] = static_cast<std::byte>((i * 131U + 7U * static_cast<unsigned>(me.value())) >> 3U);
+  for (std::size_t i = 0; i < bytes; ++i)
+    ballast[i] = static_cast<std::byte>((i * 131U + 7U * static_cast<unsigned>(me.value())) >> 3U);
   return ballast;
 }
 
@@ -131,7 +133,8 @@ Seen run(std::uint64_t steps, const Ask& ask, std::size_t ballast_bytes = 0) {
     state.advance(comm, comm.original_rank());
   }
   expect_exact(state, comm.original_rank(), comm.original_size(), steps);
-  EXPECT_TRUE(ballast == ballast_of(comm.original_rank(), ballast_bytes)) << "original rank " << comm.original_rank().value();
+  EXPECT_TRUE(ballast == ballast_of(comm.original_rank(), ballast_bytes))
+      << "original rank " << comm.original_rank().value();
   EXPECT_EQ(comm.size(), comm.original_size());
   return {arrived, comm.original_rank(), migration.history()};
 }
@@ -193,7 +196,8 @@ TEST(Migration, ARankTheJobNeverHadIsRefused) {
     ADD_FAILURE() << "a request for original rank " << size << " was taken";
   } catch (const UsageError& error) {
     EXPECT_EQ(std::string(error.what()), "reprise::Migration::request: original rank " + std::to_string(size) +
-                                             " is not in the job (original ranks 0 to " + std::to_string(size - 1) + ")");
+                                             " is not in the job (original ranks 0 to " + std::to_string(size - 1) +
+                                             ")");
   }
   EXPECT_THROW(migration.request(ranks({-1})), UsageError);
   EXPECT_FALSE(migration.poll());
@@ -257,9 +261,14 @@ Seen run_driven(std::uint64_t steps, const Ask& ask, const std::function<void(co
     state.advance(comm, comm.original_rank());
   });
   expect_exact(state, comm.original_rank(), comm.original_size(), steps);
-  EXPECT_TRUE(ballast == ballast_of(comm.original_rank(), ballast_bytes)) << "original rank " << comm.original_rank().value();
+  EXPECT_TRUE(ballast == ballast_of(comm.original_rank(), ballast_bytes))
+      << "original rank " << comm.original_rank().value();
   EXPECT_EQ(comm.size(), comm.original_size());
-  return {arrived, comm.original_rank(), migration.history(), checkpoint.version(), comm.original_size(),
+  return {arrived,
+          comm.original_rank(),
+          migration.history(),
+          checkpoint.version(),
+          comm.original_size(),
           arrived ? migration.last_times().receive_s : 0.0};
 }
 
@@ -355,7 +364,9 @@ namespace {
 /// The slots holding original rank `owner`'s checkpoint copies (slots in
 /// rank order on one node, two copies).
 std::vector<Slot> holders_of(int owner, int processes) {
-  const Placement placement({.blocks = static_cast<std::uint64_t>(processes), .slots = processes, .copies = 2,
+  const Placement placement({.blocks = static_cast<std::uint64_t>(processes),
+                             .slots = processes,
+                             .copies = 2,
                              .node_of_slot = std::vector<int>(static_cast<std::size_t>(processes), 0)});
   return placement.holders(BlockId{static_cast<std::uint64_t>(owner)});
 }
@@ -562,10 +573,11 @@ void expect_copies_carried(const Seen& seen) {
 // 0, which needs exactly the copy of its state that another new process
 // carried.
 TEST(Migration, EveryHolderMovesAndTheCopiesTravelWithThem) {
-  const auto seen = run_moving_all_but_rank_zero([](std::uint64_t step, OriginalRank me, int victim, Migration& migration) {
-    // Only the process that arrived by the move has seen one (not its replacement).
-    if (step == 7 && !migration.history().empty() && me == OriginalRank{victim}) inject::kill_self(me);
-  });
+  const auto seen =
+      run_moving_all_but_rank_zero([](std::uint64_t step, OriginalRank me, int victim, Migration& migration) {
+        // Only the process that arrived by the move has seen one (not its replacement).
+        if (step == 7 && !migration.history().empty() && me == OriginalRank{victim}) inject::kill_self(me);
+      });
   expect_copies_carried(seen);
 }
 
@@ -574,8 +586,9 @@ TEST(Migration, EveryHolderMovesAndTheCopiesTravelWithThem) {
 // driver respawns the rank from the copy of its state that another leaving
 // process carried, and rolls everyone back.
 TEST(Migration, ALeavingProcessKilledWhileTheCopiesTravelLosesNothing) {
-  const auto seen = run_moving_all_but_rank_zero([](std::uint64_t, OriginalRank, int, Migration&) {},
-                                                 [](int victim) { inject::arm("comm.migrate.deferred", OriginalRank{victim}); });
+  const auto seen =
+      run_moving_all_but_rank_zero([](std::uint64_t, OriginalRank, int, Migration&) {},
+                                   [](int victim) { inject::arm("comm.migrate.deferred", OriginalRank{victim}); });
   expect_copies_carried(seen);
 }
 
@@ -642,7 +655,8 @@ TEST(Migration, ALargePieceDamagedInTransitIsRefusedOnArrival) {
   builder.add_referenced("values", std::as_bytes(std::span(values)), ArrayShape{ElementType::kFloat64, {}});
   // What Migration's images say first: no copies carried, the move ends with a checkpoint.
   const std::uint8_t copies_retaken[1] = {0};
-  builder.add("reprise::Migration copies", std::as_bytes(std::span(copies_retaken)), ArrayShape{ElementType::kUint8, {}});
+  builder.add("reprise::Migration copies", std::as_bytes(std::span(copies_retaken)),
+              ArrayShape{ElementType::kUint8, {}});
   const ImagePieces image = std::move(builder).finish_pieces();
   ASSERT_FALSE(image.referenced.empty());
   values[values.size() / 2] += 1;  // after the checksum, before the transfer

@@ -547,8 +547,7 @@ TEST(MsglogMpi, TheLogHoldsEveryByteSent) {
   const auto expect = [&](std::size_t count) {
     got.emplace_back(count, -1);
     receives.emplace_back();
-    MPI_Irecv(got.back().data(), static_cast<int>(count), MPI_INT, previous, tag++, MPI_COMM_WORLD,
-              &receives.back());
+    MPI_Irecv(got.back().data(), static_cast<int>(count), MPI_INT, previous, tag++, MPI_COMM_WORLD, &receives.back());
   };
   // Tags in order of sending: Send, Ssend, Rsend, Isend, Issend, Irsend, Send_init; one message of each count.
   constexpr int kWays = 7;
@@ -564,12 +563,24 @@ TEST(MsglogMpi, TheLogHoldsEveryByteSent) {
       const int n = static_cast<int>(count);
       std::vector<int>& out = sent.back();
       switch (way) {
-        case 0: MPI_Send(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD); break;
-        case 1: MPI_Ssend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD); break;
-        case 2: MPI_Rsend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD); break;
-        case 3: MPI_Isend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back()); break;
-        case 4: MPI_Issend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back()); break;
-        case 5: MPI_Irsend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back()); break;
+        case 0:
+          MPI_Send(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD);
+          break;
+        case 1:
+          MPI_Ssend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD);
+          break;
+        case 2:
+          MPI_Rsend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD);
+          break;
+        case 3:
+          MPI_Isend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back());
+          break;
+        case 4:
+          MPI_Issend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back());
+          break;
+        case 5:
+          MPI_Irsend(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &sends.emplace_back());
+          break;
         default: {
           MPI_Request persistent = MPI_REQUEST_NULL;
           MPI_Send_init(out.data(), n, MPI_INT, next, tag, MPI_COMM_WORLD, &persistent);
@@ -628,7 +639,8 @@ TEST(MsglogMpi, TheBuddyIsOnAnotherHostWhenThereIsOne) {
   MPI_Allgather(name.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(), MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
                 MPI_COMM_WORLD);
   std::vector<std::string> hosts;
-  for (int r = 0; r < size; ++r) hosts.emplace_back(names.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME);
+  for (int r = 0; r < size; ++r)
+    hosts.emplace_back(names.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME);
   std::vector<std::string> distinct = hosts;
   std::sort(distinct.begin(), distinct.end());
   distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
@@ -667,7 +679,8 @@ TEST(MsglogMpi, FreeingAnActiveReceiveIsRefused) {
   int value = -1;
   MPI_Request request = MPI_REQUEST_NULL;
   MPI_Irecv(&value, 1, MPI_INT, me, 31, MPI_COMM_WORLD, &request);
-  expect_refused("MPI_Request_free", [&] { return MPI_Request_free(&request); }, MPI_ERR_ARG, "an active receive");
+  expect_refused(
+      "MPI_Request_free", [&] { return MPI_Request_free(&request); }, MPI_ERR_ARG, "an active receive");
   MPI_Send(&me, 1, MPI_INT, me, 31, MPI_COMM_WORLD);
   MPI_Wait(&request, MPI_STATUS_IGNORE);
   EXPECT_EQ(value, me);
@@ -682,8 +695,8 @@ TEST(MsglogMpi, TheBoundDiscardsByDefaultAndSaysSoOnce) {
   std::vector<char> in(4000);
   testing::internal::CaptureStderr();
   for (int i = 0; i < 10; ++i) {
-    MPI_Sendrecv(out.data(), 4000, MPI_CHAR, (me + 1) % size, 0, in.data(), 4000, MPI_CHAR, (me + size - 1) % size,
-                 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(out.data(), 4000, MPI_CHAR, (me + 1) % size, 0, in.data(), 4000, MPI_CHAR, (me + size - 1) % size, 0,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     EXPECT_EQ(in[3999], 'd');
     EXPECT_LE(reprise::msglog::counters().log_bytes_now, 10000U);
   }
@@ -736,8 +749,7 @@ TEST(MsglogMpi, APersistentCollectiveCarriesThePendingEventsFirst) {
   const int mine = me + 1;
   int sum = 0;
   MPI_Request request = MPI_REQUEST_NULL;
-  ASSERT_EQ(MPI_Allreduce_init(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &request),
-            MPI_SUCCESS);
+  ASSERT_EQ(MPI_Allreduce_init(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &request), MPI_SUCCESS);
   ASSERT_EQ(MPI_Start(&request), MPI_SUCCESS);
   ASSERT_EQ(MPI_Wait(&request, MPI_STATUS_IGNORE), MPI_SUCCESS);
   EXPECT_EQ(sum, size * (size + 1) / 2);
@@ -886,9 +898,8 @@ TEST(MsglogMpi, WhatTheLogDoesNotTrackIsCancelledOrSentAsByMpi) {
 TEST(MsglogMpi, UncoveredCallsAreRefusedByName) {
   int memory[4] = {};
   MPI_Win window = MPI_WIN_NULL;
-  expect_refused("MPI_Win_create", [&] {
-    return MPI_Win_create(memory, sizeof memory, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &window);
-  });
+  expect_refused("MPI_Win_create",
+                 [&] { return MPI_Win_create(memory, sizeof memory, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &window); });
   EXPECT_EQ(window, MPI_WIN_NULL);
 }
 

@@ -38,12 +38,13 @@ int main(int argc, char** argv) {
   } else if (mark_checkpoint() != 0 || get_counters(&after) != 0) {
     printf("rank %d: the checkpoint mark failed\n", rank);
   } else {
-    printf("rank %d: got %d, sent %llu received %llu logged %llu bytes %llu matching %llu delivery %llu, kept %llu then "
-           "%llu\n",
-           rank, got, (unsigned long long)counters.messages_sent, (unsigned long long)counters.messages_received,
-           (unsigned long long)counters.messages_logged, (unsigned long long)counters.bytes_logged,
-           (unsigned long long)counters.events_matching, (unsigned long long)counters.events_delivery,
-           (unsigned long long)counters.log_bytes_now, (unsigned long long)after.log_bytes_now);
+    printf(
+        "rank %d: got %d, sent %llu received %llu logged %llu bytes %llu matching %llu delivery %llu, kept %llu then "
+        "%llu\n",
+        rank, got, (unsigned long long)counters.messages_sent, (unsigned long long)counters.messages_received,
+        (unsigned long long)counters.messages_logged, (unsigned long long)counters.bytes_logged,
+        (unsigned long long)counters.events_matching, (unsigned long long)counters.events_delivery,
+        (unsigned long long)counters.log_bytes_now, (unsigned long long)after.log_bytes_now);
   }
   MPI_Finalize();
   return 0;

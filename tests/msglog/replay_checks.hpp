@@ -53,7 +53,11 @@ struct AlltoallLayout {
   std::vector<int> receive_bytes;
   std::vector<MPI_Datatype> types;
   AlltoallLayout(int me, std::size_t size)
-      : counts(size), send_displs(size), receive_displs(size), send_bytes(size), receive_bytes(size),
+      : counts(size),
+        send_displs(size),
+        receive_displs(size),
+        send_bytes(size),
+        receive_bytes(size),
         types(size, MPI_UINT64_T) {
     constexpr auto kWord = static_cast<int>(sizeof(std::uint64_t));
     for (std::size_t p = 0; p < size; ++p) {
@@ -74,7 +78,8 @@ class MixedCells {
   static constexpr std::size_t kCells = 8;
 
   explicit MixedCells(int rank) {
-    for (std::size_t i = 0; i < kCells; ++i) _cells[i] = detail::mix64(static_cast<std::uint64_t>(rank) * kCells + i + 1);
+    for (std::size_t i = 0; i < kCells; ++i)
+      _cells[i] = detail::mix64(static_cast<std::uint64_t>(rank) * kCells + i + 1);
   }
 
   void protect(Checkpoint& checkpoint) {

@@ -118,7 +118,8 @@ class Mixer : public tests::MixedCells {
     std::vector<std::uint64_t> out(2 * size);
     for (std::size_t d = 0; d < out.size(); ++d) out[d] = word(d + 7);
     std::uint64_t block = 0;
-    comm.check(MPI_Reduce_scatter_block(out.data(), &block, 1, MPI_UINT64_T, MPI_BXOR, raw), "MPI_Reduce_scatter_block");
+    comm.check(MPI_Reduce_scatter_block(out.data(), &block, 1, MPI_UINT64_T, MPI_BXOR, raw),
+               "MPI_Reduce_scatter_block");
     absorb(block);
     const Layout layout(size);
     std::vector<std::uint64_t> mine(2);
@@ -136,7 +137,8 @@ class Mixer : public tests::MixedCells {
 };
 
 void collectives_run(const Kill& kill) {
-  tests::expect_replay_matches_failure_free<Mixer>(kill, kSteps, kCheckpointEvery, [](int rank) { return Mixer(rank); });
+  tests::expect_replay_matches_failure_free<Mixer>(kill, kSteps, kCheckpointEvery,
+                                                   [](int rank) { return Mixer(rank); });
 }
 
 }  // namespace

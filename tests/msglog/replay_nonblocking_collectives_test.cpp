@@ -65,8 +65,7 @@ class Mixer : public tests::MixedCells {
     std::uint64_t incoming = 0;
     comm.check(MPI_Irecv(&incoming, 1, MPI_UINT64_T, (me + size - 1) % size, kRingTag, raw, &requests[1]), "MPI_Irecv");
     std::array<std::uint64_t, 2> sum = {word(2), word(3)};
-    comm.check(MPI_Iallreduce(MPI_IN_PLACE, sum.data(), 2, MPI_UINT64_T, MPI_SUM, raw, &requests[2]),
-               "MPI_Iallreduce");
+    comm.check(MPI_Iallreduce(MPI_IN_PLACE, sum.data(), 2, MPI_UINT64_T, MPI_SUM, raw, &requests[2]), "MPI_Iallreduce");
     comm.check(MPI_Isend(&outgoing, 1, MPI_UINT64_T, (me + 1) % size, kRingTag, raw, &requests[3]), "MPI_Isend");
     const std::uint64_t mine = word(4);
     std::vector<std::uint64_t> all(static_cast<std::size_t>(size));
@@ -145,10 +144,10 @@ class Mixer : public tests::MixedCells {
     comm.check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
     for (const auto value : in) absorb(value);
     in.assign(in.size(), 0);
-    comm.check(MPI_Ialltoallw(out.data(), layout.counts.data(), layout.send_bytes.data(), layout.types.data(),
-                              in.data(), layout.counts.data(), layout.receive_bytes.data(), layout.types.data(), raw,
-                              &request),
-               "MPI_Ialltoallw");
+    comm.check(
+        MPI_Ialltoallw(out.data(), layout.counts.data(), layout.send_bytes.data(), layout.types.data(), in.data(),
+                       layout.counts.data(), layout.receive_bytes.data(), layout.types.data(), raw, &request),
+        "MPI_Ialltoallw");
     comm.check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
     for (const auto value : in) absorb(value ^ 0x5a5a);
   }
@@ -166,9 +165,9 @@ class Mixer : public tests::MixedCells {
     comm.check(MPI_Ireduce_scatter_block(out.data(), &block, 1, MPI_UINT64_T, MPI_BXOR, raw, &requests[0]),
                "MPI_Ireduce_scatter_block");
     std::vector<std::uint64_t> mine(2);
-    comm.check(MPI_Ireduce_scatter(out.data(), mine.data(), layout.counts.data(), MPI_UINT64_T, MPI_SUM, raw,
-                                   &requests[1]),
-               "MPI_Ireduce_scatter");
+    comm.check(
+        MPI_Ireduce_scatter(out.data(), mine.data(), layout.counts.data(), MPI_UINT64_T, MPI_SUM, raw, &requests[1]),
+        "MPI_Ireduce_scatter");
     std::uint64_t prefix = word(4);
     comm.check(MPI_Iscan(MPI_IN_PLACE, &prefix, 1, MPI_UINT64_T, MPI_SUM, raw, &requests[2]), "MPI_Iscan");
     const std::uint64_t contribution = word(6);
@@ -183,7 +182,8 @@ class Mixer : public tests::MixedCells {
 };
 
 void nonblocking_run(const Kill& kill) {
-  tests::expect_replay_matches_failure_free<Mixer>(kill, kSteps, kCheckpointEvery, [](int rank) { return Mixer(rank); });
+  tests::expect_replay_matches_failure_free<Mixer>(kill, kSteps, kCheckpointEvery,
+                                                   [](int rank) { return Mixer(rank); });
 }
 
 }  // namespace

@@ -78,9 +78,8 @@ class MasterWorker {
     _executed.push_back(step);
     const MPI_Comm raw = _comm.raw();
     const int me = _comm.rank().value();
-    const bool dies = std::ranges::any_of(kills, [&](const Kill& kill) {
-      return kill.rank == me && kill.step == step && kill.epoch == _comm.epoch();
-    });
+    const bool dies = std::ranges::any_of(
+        kills, [&](const Kill& kill) { return kill.rank == me && kill.step == step && kill.epoch == _comm.epoch(); });
     if (me == 0) {
       if (dies) inject::kill_self(_comm.original_rank());
       master_step(step, raw);
@@ -150,7 +149,8 @@ class MasterWorker {
                       "MPI_Testsome");
         }
         for (int d = 0; d < done; ++d) {
-          take(indices[static_cast<std::size_t>(d)] + 1, results[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])]);
+          take(indices[static_cast<std::size_t>(d)] + 1,
+               results[static_cast<std::size_t>(indices[static_cast<std::size_t>(d)])]);
         }
       }
     }
@@ -189,13 +189,15 @@ void expect_consistent(Comm& comm, const State& state) {
       const std::int32_t told =
           records[static_cast<std::size_t>(worker) * per + step * static_cast<std::size_t>(workers)];
       EXPECT_EQ(told, k) << "worker " << worker << " at step " << step;
-      master_chain = detail::mix64(master_chain ^ result_of(task_of(step, worker), worker) ^ static_cast<std::uint64_t>(k));
+      master_chain =
+          detail::mix64(master_chain ^ result_of(task_of(step, worker), worker) ^ static_cast<std::uint64_t>(k));
       auto& chain = worker_chain[static_cast<std::size_t>(worker)];
       chain = detail::mix64(chain ^ static_cast<std::uint64_t>(k) ^ step);
     }
   }
   EXPECT_EQ(chains[0], master_chain);
-  for (int w = 1; w <= workers; ++w) EXPECT_EQ(chains[static_cast<std::size_t>(w)], worker_chain[static_cast<std::size_t>(w)]);
+  for (int w = 1; w <= workers; ++w)
+    EXPECT_EQ(chains[static_cast<std::size_t>(w)], worker_chain[static_cast<std::size_t>(w)]);
 }
 
 /// The run under the driver in replay mode with `kills`. With `replays`,
@@ -206,8 +208,7 @@ void replay_run(const std::vector<Kill>& kills, bool replays, Gather gather = Ga
   Comm comm = Comm::world();
   Checkpoint checkpoint(comm);
   MasterWorker app(comm, checkpoint, gather);
-  Driver driver(comm, checkpoint,
-                {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
   driver.run(kSteps, [&](std::uint64_t step) { app.step(step, kills); });
   expect_consistent(comm, app.state());
   const std::vector<std::uint64_t>& executed = app.executed();
@@ -303,7 +304,8 @@ class Halo {
   }
 
   /// Every process's cells and chain after `steps` steps without a failure.
-  static std::vector<std::vector<std::uint64_t>> failure_free(int size, std::uint64_t steps, std::vector<std::uint64_t>& chains) {
+  static std::vector<std::vector<std::uint64_t>> failure_free(int size, std::uint64_t steps,
+                                                              std::vector<std::uint64_t>& chains) {
     std::vector<std::vector<std::uint64_t>> cells;
     for (int r = 0; r < size; ++r) cells.push_back(initial(r));
     chains.assign(static_cast<std::size_t>(size), 0);
@@ -317,7 +319,8 @@ class Halo {
       for (const auto& mine : next) {
         for (const auto cell : mine) total += cell;
       }
-      for (int r = 0; r < size; ++r) fold(next[static_cast<std::size_t>(r)], chains[static_cast<std::size_t>(r)], total);
+      for (int r = 0; r < size; ++r)
+        fold(next[static_cast<std::size_t>(r)], chains[static_cast<std::size_t>(r)], total);
       cells = std::move(next);
     }
     return cells;

@@ -95,11 +95,11 @@ int main(int argc, char** argv) {
   const bool adds_up = counted && counters.messages_sent == messages && counters.messages_received == messages &&
                        counters.messages_logged == messages;
   for (MPI_Comm& comm : comms) MPI_Comm_free(&comm);
-  const bool right = provided == MPI_THREAD_MULTIPLE && queried == MPI_THREAD_MULTIPLE && unblocked &&
-                     wrong == 0 && adds_up;
-  std::printf("rank %d: provided %d queried %d, blocked receive %s, %d wrong values, counters %s: %s\n", rank,
-              provided, queried, unblocked ? "completed" : "WRONG", wrong,
-              adds_up ? "add up" : "do not add up", right ? "RIGHT" : "WRONG");
+  const bool right =
+      provided == MPI_THREAD_MULTIPLE && queried == MPI_THREAD_MULTIPLE && unblocked && wrong == 0 && adds_up;
+  std::printf("rank %d: provided %d queried %d, blocked receive %s, %d wrong values, counters %s: %s\n", rank, provided,
+              queried, unblocked ? "completed" : "WRONG", wrong, adds_up ? "add up" : "do not add up",
+              right ? "RIGHT" : "WRONG");
   MPI_Finalize();
   return right ? 0 : 1;
 }

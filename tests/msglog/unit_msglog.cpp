@@ -49,8 +49,19 @@ TEST(SharedEvents, WhatAKilledWriterWroteStaysWithTheBuddy) {
   ASSERT_NE(buddy, nullptr);
   const std::vector<Event> events{
       {.kind = EventKind::kMatching, .clock = 3, .source = 2, .ordinal = 7, .failures = 0, .outcome = {}, .bytes = {}},
-      {.kind = EventKind::kDelivery, .clock = 9, .source = 0, .ordinal = 0, .failures = 4, .outcome = {0, 5}, .bytes = {}},
-      {.kind = EventKind::kValue, .clock = 11, .source = 0, .ordinal = 0, .failures = 0, .outcome = {},
+      {.kind = EventKind::kDelivery,
+       .clock = 9,
+       .source = 0,
+       .ordinal = 0,
+       .failures = 4,
+       .outcome = {0, 5},
+       .bytes = {}},
+      {.kind = EventKind::kValue,
+       .clock = 11,
+       .source = 0,
+       .ordinal = 0,
+       .failures = 0,
+       .outcome = {},
        .bytes = {std::byte{1}, std::byte{2}, std::byte{3}}}};
   const pid_t writer = ::fork();
   ASSERT_GE(writer, 0);
@@ -307,7 +318,7 @@ TEST(LogArena, ARingKeptNearlyFullNeverHandsOutMemoryStillHeld) {
     }
   }
   for (const Filled& filled : held) ASSERT_TRUE(intact(filled));
-  EXPECT_GT(arena.heap_buffers(), 0U);    // it did run full
+  EXPECT_GT(arena.heap_buffers(), 0U);     // it did run full
   EXPECT_LT(arena.heap_buffers(), 5000U);  // and the ring served most
 }
 

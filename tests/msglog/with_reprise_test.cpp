@@ -44,8 +44,7 @@ TEST(MessageLogWithReprise, CommitsMarkTheLogWhichHoldsTheApplicationsMessagesOn
   for (int i = 1; i <= kIterations; ++i) {
     double sent = state[0] + i;
     double received = -1;
-    MPI_Sendrecv(&sent, 1, MPI_DOUBLE, next, i, &received, 1, MPI_DOUBLE, previous, i, comm.raw(),
-                 MPI_STATUS_IGNORE);
+    MPI_Sendrecv(&sent, 1, MPI_DOUBLE, next, i, &received, 1, MPI_DOUBLE, previous, i, comm.raw(), MPI_STATUS_IGNORE);
     ASSERT_EQ(received, previous + i);
     state[static_cast<std::size_t>(i)] = received;
     if (i % kCommitEvery != 0) continue;

@@ -213,7 +213,8 @@ void derived_types(Transcript& t) {
   std::array<Item, 4> items_out{};
   std::array<Item, 4> items_in{};
   std::memset(static_cast<void*>(items_in.data()), 0x5a, sizeof(items_in));
-  for (int i = 0; i < 4; ++i) items_out[static_cast<std::size_t>(i)] = {t.rank() * 10 + i, 0.5 * i, static_cast<char>('a' + i)};
+  for (int i = 0; i < 4; ++i)
+    items_out[static_cast<std::size_t>(i)] = {t.rank() * 10 + i, 0.5 * i, static_cast<char>('a' + i)};
   std::array<MPI_Request, 6> requests{};
   MPI_Irecv(packed.data(), 20, MPI_INT, previous, 90, MPI_COMM_WORLD, &requests[0]);
   MPI_Irecv(scattered.data(), 1, indexed, previous, 91, MPI_COMM_WORLD, &requests[1]);

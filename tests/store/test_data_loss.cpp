@@ -203,8 +203,11 @@ TEST(DataLoss, FormulaMatchesSimulationOfTheRealPlacement) {
   constexpr int kProcesses = 48;
   for (int copies : {2, 3, 4}) {
     for (std::uint64_t per_range : {0ULL, 16ULL}) {
-      const Placement placement({.blocks = kProcesses * 256, .slots = kProcesses, .copies = copies,
-                                 .blocks_per_permuted_range = per_range, .seed = 5});
+      const Placement placement({.blocks = kProcesses * 256,
+                                 .slots = kProcesses,
+                                 .copies = copies,
+                                 .blocks_per_permuted_range = per_range,
+                                 .seed = 5});
       const auto simulation = data_loss::simulate(placement, 20000, 77);
       double worst = 0;
       for (int f = 0; f <= kProcesses; ++f) {
@@ -244,12 +247,15 @@ TEST(DataLoss, NodeModelMatchesKillingNodesOfTheRealPlacement) {
   struct Layout {
     int nodes, per_node, copies;
   };
-  for (const Layout layout : {Layout{4, 8, 2}, Layout{12, 4, 3}, Layout{16, 3, 4}, Layout{40, 2, 2}, Layout{24, 5, 3},
-                              Layout{8, 1, 8}}) {
+  for (const Layout layout :
+       {Layout{4, 8, 2}, Layout{12, 4, 3}, Layout{16, 3, 4}, Layout{40, 2, 2}, Layout{24, 5, 3}, Layout{8, 1, 8}}) {
     const int processes = layout.nodes * layout.per_node;
     const auto nodes = node_major(layout.nodes, layout.per_node);
-    const Placement placement({.blocks = static_cast<std::uint64_t>(processes) * 16, .slots = processes,
-                               .copies = layout.copies, .blocks_per_permuted_range = 4, .seed = 3,
+    const Placement placement({.blocks = static_cast<std::uint64_t>(processes) * 16,
+                               .slots = processes,
+                               .copies = layout.copies,
+                               .blocks_per_permuted_range = 4,
+                               .seed = 3,
                                .node_of_slot = nodes});
     const auto simulation = data_loss::simulate_nodes(placement, nodes, kTrials, 11);
     ASSERT_EQ(simulation.loss_probability.size(), static_cast<std::size_t>(layout.nodes) + 1);

@@ -67,7 +67,8 @@ TEST(Ownership, DepartedRangesAreSplitEvenlyAfterEachShrink) {
     // The same table everywhere: a fingerprint of the entries agrees.
     std::uint64_t fingerprint = 0;
     for (const auto& entry : owners.entries()) {
-      fingerprint = fingerprint * 1000003 + entry.range.begin.value * 31 + static_cast<std::uint64_t>(entry.owner.value());
+      fingerprint =
+          fingerprint * 1000003 + entry.range.begin.value * 31 + static_cast<std::uint64_t>(entry.owner.value());
     }
     EXPECT_EQ(comm.allreduce(fingerprint, MPI_MAX), comm.allreduce(fingerprint, MPI_MIN));
   }

@@ -60,8 +60,8 @@ TEST(Placement, EveryBlockHasRDistinctHoldersAndRangesAgree) {
   for (int slots : {1, 2, 5, 7, 8}) {
     for (int copies = 1; copies <= std::min(slots, 4); ++copies) {
       for (std::uint64_t per_range : {0ULL, 1ULL, 8ULL, 13ULL}) {
-        const Placement placement({.blocks = 997, .slots = slots, .copies = copies,
-                                   .blocks_per_permuted_range = per_range, .seed = 9});
+        const Placement placement(
+            {.blocks = 997, .slots = slots, .copies = copies, .blocks_per_permuted_range = per_range, .seed = 9});
         const auto by_ranges = holders_by_ranges(placement);
         for (std::uint64_t id = 0; id < 997; ++id) {
           const auto holders = placement.holders(BlockId{id});
@@ -82,7 +82,8 @@ TEST(Placement, CopyKOfRangeIIsOnSlotIPlusKTimesPOverR) {
   for (std::uint64_t id = 0; id < kSlots * kPerSlot; ++id) {
     const int range = static_cast<int>(id / kPerSlot);
     const auto holders = placement.holders(BlockId{id});
-    for (int k = 0; k < 3; ++k) EXPECT_EQ(holders[static_cast<std::size_t>(k)], Slot{(range + k * (kSlots / 3)) % kSlots});
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(holders[static_cast<std::size_t>(k)], Slot{(range + k * (kSlots / 3)) % kSlots});
   }
 }
 
@@ -140,8 +141,7 @@ TEST(Placement, BadConfigurationsSayWhatToChange) {
   EXPECT_NE(message_of({.blocks = 0, .slots = 4, .copies = 2}).find("no blocks"), std::string::npos);
   EXPECT_NE(message_of({.blocks = 10, .slots = 0, .copies = 1}).find("at least one process"), std::string::npos);
   EXPECT_NE(message_of({.blocks = 10, .slots = 4, .copies = 0}).find("below 1"), std::string::npos);
-  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .copies = 5}).find("lower the copies"),
-            std::string::npos);
+  EXPECT_NE(message_of({.blocks = 10, .slots = 4, .copies = 5}).find("lower the copies"), std::string::npos);
   const Placement placement({.blocks = 10, .slots = 4, .copies = 2});
   EXPECT_THROW((void)placement.holders(BlockId{10}), UsageError);
   EXPECT_THROW((void)placement.ranges_on(Slot{4}), UsageError);
@@ -179,14 +179,19 @@ TEST(Placement, UnequalNodesStillGetCopiesOnDistinctNodes) {
   const std::vector<std::vector<int>> node_sizes = {{6, 1, 1}, {5, 2, 1}, {3, 3, 1, 1}, {9, 2, 2, 1}, {4, 4}};
   for (const auto& sizes : node_sizes) {
     std::vector<int> node_of_slot;  // already node-major, as the store builds it
-    for (std::size_t node = 0; node < sizes.size(); ++node) node_of_slot.insert(node_of_slot.end(), sizes[node], static_cast<int>(node));
+    for (std::size_t node = 0; node < sizes.size(); ++node)
+      node_of_slot.insert(node_of_slot.end(), sizes[node], static_cast<int>(node));
     const auto slots = static_cast<int>(node_of_slot.size());
     for (int copies = 1; copies <= static_cast<int>(sizes.size()); ++copies) {
       for (std::uint64_t per_range : {0ULL, 5ULL}) {
-        const Placement placement({.blocks = 499, .slots = slots, .copies = copies,
-                                   .blocks_per_permuted_range = per_range, .seed = 4, .node_of_slot = node_of_slot});
-        const Placement plain({.blocks = 499, .slots = slots, .copies = copies,
-                               .blocks_per_permuted_range = per_range, .seed = 4});
+        const Placement placement({.blocks = 499,
+                                   .slots = slots,
+                                   .copies = copies,
+                                   .blocks_per_permuted_range = per_range,
+                                   .seed = 4,
+                                   .node_of_slot = node_of_slot});
+        const Placement plain(
+            {.blocks = 499, .slots = slots, .copies = copies, .blocks_per_permuted_range = per_range, .seed = 4});
         const auto by_ranges = holders_by_ranges(placement);
         int plain_shares_a_node = 0;
         for (std::uint64_t id = 0; id < 499; ++id) {

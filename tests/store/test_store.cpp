@@ -77,8 +77,8 @@ std::vector<BlockRange> my_share_of(const Comm& comm, const std::vector<Original
     const auto range = blocks_of(victim);
     const auto n = static_cast<std::uint64_t>(comm.size());
     const auto i = static_cast<std::uint64_t>(comm.rank().value());
-    share.push_back({BlockId{range.begin.value + range.size() * i / n},
-                     BlockId{range.begin.value + range.size() * (i + 1) / n}});
+    share.push_back(
+        {BlockId{range.begin.value + range.size() * i / n}, BlockId{range.begin.value + range.size() * (i + 1) / n}});
   }
   return share;
 }
@@ -106,8 +106,8 @@ std::uint64_t load_share_and_check(Store& store, const Comm& comm, const std::ve
 void survive(const std::vector<OriginalRank>& victims, int copies) {
   auto comm = Comm::world();
   Store plain(comm, {.copies = copies, .block_bytes = kBlockBytes});
-  Store permuted(comm, {.copies = copies, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
-                        .seed = 11});
+  Store permuted(
+      comm, {.copies = copies, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes, .seed = 11});
   submit_own_blocks(plain, comm);
   submit_own_blocks(permuted, comm);
   EXPECT_EQ(plain.blocks(), kBlocksPerProcess * static_cast<std::uint64_t>(comm.size()));
@@ -187,8 +187,8 @@ TEST(Store, AllHoldersKilledRaisesDataLost) {
   for (int r = 0; r < comm.original_size(); ++r) {
     if (r == victims[0].value() || r == victims[1].value()) continue;
     const auto range = blocks_of(OriginalRank{r});
-    EXPECT_EQ(wrong_bytes(range, std::span(loaded).subspan(range.begin.value * kBlockBytes, range.size() * kBlockBytes)),
-              0U);
+    EXPECT_EQ(
+        wrong_bytes(range, std::span(loaded).subspan(range.begin.value * kBlockBytes, range.size() * kBlockBytes)), 0U);
   }
 }
 
@@ -344,8 +344,8 @@ TEST(Store, HealAfterShrinkSurvivesTheNextFailure) {
   // With r = 2 the blocks of slot s live on s and s + p/2: losing #1 and
   // then #(1 + p/2) loses data unless heal() made new copies in between.
   Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
-  Store permuted(comm, {.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
-                        .seed = 4});
+  Store permuted(comm,
+                 {.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes, .seed = 4});
   submit_own_blocks(store, comm);
   submit_own_blocks(permuted, comm);
   const OriginalRank first{1};
@@ -430,8 +430,7 @@ TEST(Store, AReplacementThatFailsAgainHoldsNothing) {
     comm = comm.respawn();
   }
   store.heal();
-  EXPECT_EQ(comm.allreduce(static_cast<unsigned long>(store.stored_bytes()), MPI_SUM),
-            2 * store.blocks() * kBlockBytes)
+  EXPECT_EQ(comm.allreduce(static_cast<unsigned long>(store.stored_bytes()), MPI_SUM), 2 * store.blocks() * kBlockBytes)
       << "exactly two copies of everything again";
   load_all_and_check(store);
 }
@@ -440,8 +439,8 @@ TEST(Store, HealAfterARespawnNamesExactlyTheLostBlocksAndHealsTheRest) {
   auto comm = Comm::world();
   const int p = comm.size();
   const StoreConfig plain{.copies = 2, .block_bytes = kBlockBytes};
-  const StoreConfig permuted{.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
-                             .seed = 5};
+  const StoreConfig permuted{
+      .copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes, .seed = 5};
   Store first_store(comm, plain);
   Store second_store(comm, permuted);
   // Both holders of slot 1's blocks die at once.
@@ -543,8 +542,8 @@ TEST(Store, AReplacementWhoseHealWasInterruptedFetchesItsCopiesNextTime) {
 TEST(Store, AProcessAShrinkRemovedThenALaterRespawnReplacedFetchesItsCopies) {
   auto comm = Comm::world();
   Store store(comm, {.copies = 2, .block_bytes = kBlockBytes});
-  Store permuted(comm, {.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes,
-                        .seed = 6});
+  Store permuted(comm,
+                 {.copies = 2, .block_bytes = kBlockBytes, .bytes_per_permuted_range = 16 * kBlockBytes, .seed = 6});
   // #1 dies and the job shrinks; after the heal #2 dies and the respawn
   // replaces both. #1's replacement owns the slots of a process that held
   // nothing since the shrink: it must fetch their copies from the others,

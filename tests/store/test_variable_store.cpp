@@ -64,7 +64,8 @@ TEST(VariableStore, BlocksOfAnySizeRoundTrip) {
   EXPECT_EQ(store.blocks(), kBlocksPerProcess * static_cast<std::uint64_t>(comm.size()));
   const auto next = blocks_of(OriginalRank{(comm.rank().value() + 1) % comm.size()});
   // From the very first block, from the second, and a range with empty blocks.
-  const std::vector<BlockRange> wanted{next, {BlockId{0}, BlockId{5}}, {BlockId{1}, BlockId{3}}, {BlockId{101}, BlockId{103}}};
+  const std::vector<BlockRange> wanted{
+      next, {BlockId{0}, BlockId{5}}, {BlockId{1}, BlockId{3}}, {BlockId{101}, BlockId{103}}};
   EXPECT_EQ(load_and_check(store, wanted), ids_of(wanted)) << "every block read once, in the order asked";
 }
 
@@ -76,7 +77,9 @@ TEST(VariableStore, SerializedStructures) {
   };
   VariableStore store(comm, {.copies = std::min(2, comm.size())});
   const auto mine = blocks_of(comm.original_rank());
-  auto particle = [](std::uint64_t id) { return Particle{id * 3, std::string(id % 13, static_cast<char>('a' + id % 26))}; };
+  auto particle = [](std::uint64_t id) {
+    return Particle{id * 3, std::string(id % 13, static_cast<char>('a' + id % 26))};
+  };
   store.submit(mine, [&](BlockId id, std::vector<std::byte>& out) {
     const Particle p = particle(id.value);
     const auto* raw = reinterpret_cast<const std::byte*>(&p.id);
@@ -115,8 +118,8 @@ TEST(VariableStore, SurvivesAKillThenHealsForTheNext) {
     const auto range = blocks_of(victim);
     const auto n = static_cast<std::uint64_t>(comm.size());
     const auto i = static_cast<std::uint64_t>(comm.rank().value());
-    share.push_back({BlockId{range.begin.value + range.size() * i / n},
-                     BlockId{range.begin.value + range.size() * (i + 1) / n}});
+    share.push_back(
+        {BlockId{range.begin.value + range.size() * i / n}, BlockId{range.begin.value + range.size() * (i + 1) / n}});
   }
   EXPECT_EQ(load_and_check(store, share), ids_of(share));
 }
@@ -184,7 +187,8 @@ std::uint64_t blocks_not_in_version(VariableStore& store, std::uint64_t version)
   store.load(std::vector<BlockRange>{{BlockId{0}, BlockId{store.blocks()}}},
              [&](BlockId id, std::span<const std::byte> bytes) {
                bool right = bytes.size() == size_in(id.value, version);
-               for (std::size_t i = 0; right && i < bytes.size(); ++i) right = bytes[i] == byte_in(id.value, i, version);
+               for (std::size_t i = 0; right && i < bytes.size(); ++i)
+                 right = bytes[i] == byte_in(id.value, i, version);
                wrong += right ? 0 : 1;
              });
   return wrong;
@@ -249,11 +253,12 @@ TEST(VariableStore, HealAfterARespawnNamesExactlyTheLostBlocks) {
   // Every other block reads right, on replacements too; the lost ones are named again.
   std::vector<int> state(blocks, 0);  // +1 for a right read, +10 for being named lost
   try {
-    store.load(std::vector<BlockRange>{{BlockId{0}, BlockId{blocks}}}, [&](BlockId id, std::span<const std::byte> bytes) {
-      bool right = bytes.size() == size_in(id.value, 4);
-      for (std::size_t i = 0; right && i < bytes.size(); ++i) right = bytes[i] == byte_in(id.value, i, 4);
-      state[id.value] += right ? 1 : 100;
-    });
+    store.load(std::vector<BlockRange>{{BlockId{0}, BlockId{blocks}}},
+               [&](BlockId id, std::span<const std::byte> bytes) {
+                 bool right = bytes.size() == size_in(id.value, 4);
+                 for (std::size_t i = 0; right && i < bytes.size(); ++i) right = bytes[i] == byte_in(id.value, i, 4);
+                 state[id.value] += right ? 1 : 100;
+               });
     ADD_FAILURE() << "load() did not report the lost blocks";
   } catch (const DataLost& error) {
     EXPECT_EQ(error.lost(), expected);

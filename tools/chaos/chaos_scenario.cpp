@@ -52,12 +52,18 @@ enum class Verdict { kOk, kDataLostReported, kWrongLossReport, kWrongData, kSile
 
 const char* verdict_name(Verdict verdict) {
   switch (verdict) {
-    case Verdict::kOk: return "ok";
-    case Verdict::kDataLostReported: return "data_lost_reported";
-    case Verdict::kWrongLossReport: return "wrong_loss_report";
-    case Verdict::kWrongData: return "wrong_data";
-    case Verdict::kSilentLoss: return "silent_loss";
-    case Verdict::kUnexpectedError: return "unexpected_error";
+    case Verdict::kOk:
+      return "ok";
+    case Verdict::kDataLostReported:
+      return "data_lost_reported";
+    case Verdict::kWrongLossReport:
+      return "wrong_loss_report";
+    case Verdict::kWrongData:
+      return "wrong_data";
+    case Verdict::kSilentLoss:
+      return "silent_loss";
+    case Verdict::kUnexpectedError:
+      return "unexpected_error";
   }
   return "?";
 }
@@ -280,7 +286,8 @@ class FixedSubject final : public Subject {
     }
     for (std::uint64_t id = 0; id < _s.blocks; ++id) {
       if (loaded.lost && loaded.lost->contains(id)) continue;
-      if (!matches(std::span(buffer).subspan(id * _s.block_bytes, _s.block_bytes), id, version)) loaded.wrong.insert(id);
+      if (!matches(std::span(buffer).subspan(id * _s.block_bytes, _s.block_bytes), id, version))
+        loaded.wrong.insert(id);
     }
     return loaded;
   }
@@ -288,7 +295,8 @@ class FixedSubject final : public Subject {
   void heal() override { _store.heal(); }
   [[nodiscard]] bool heal_names_blocks() const override { return true; }
 
-  [[nodiscard]] std::set<std::uint64_t> lost_if(const std::vector<int>& dead, const std::vector<OriginalRank>& slot_owner,
+  [[nodiscard]] std::set<std::uint64_t> lost_if(const std::vector<int>& dead,
+                                                const std::vector<OriginalRank>& slot_owner,
                                                 std::uint64_t /*version*/) const override {
     const auto lost = lost_in(layout(_s, _s.blocks, slot_owner.size(), _s.permuted_blocks, _s.seed), slot_owner, dead);
     std::set<std::uint64_t> ids;
@@ -306,8 +314,7 @@ class FixedSubject final : public Subject {
 class VariableSubject final : public Subject {
  public:
   VariableSubject(Comm& comm, const Scenario& s)
-      : _s(s),
-        _store(comm, {.copies = s.copies, .bytes_per_permuted_range = s.permuted_blocks, .seed = s.seed}) {}
+      : _s(s), _store(comm, {.copies = s.copies, .bytes_per_permuted_range = s.permuted_blocks, .seed = s.seed}) {}
 
   void submit(Comm& comm, std::uint64_t version) override {
     const auto mine = share(comm, _s.blocks);
@@ -347,14 +354,17 @@ class VariableSubject final : public Subject {
   [[nodiscard]] bool heal_names_blocks() const override { return false; }
 
   /// A block needs its end offset, the one before it (its start) and its bytes.
-  [[nodiscard]] std::set<std::uint64_t> lost_if(const std::vector<int>& dead, const std::vector<OriginalRank>& slot_owner,
+  [[nodiscard]] std::set<std::uint64_t> lost_if(const std::vector<int>& dead,
+                                                const std::vector<OriginalRank>& slot_owner,
                                                 std::uint64_t version) const override {
     const auto end_lost = lost_in(layout(_s, _s.blocks, slot_owner.size(), 0, 0), slot_owner, dead);
     std::vector<std::uint64_t> ends;
     std::uint64_t total = 0;
-    for (std::uint64_t id = 0; id < _s.blocks; ++id) ends.push_back(total += variable_size(id, version, _s.block_bytes));
+    for (std::uint64_t id = 0; id < _s.blocks; ++id)
+      ends.push_back(total += variable_size(id, version, _s.block_bytes));
     std::vector<bool> byte_lost;
-    if (total > 0) byte_lost = lost_in(layout(_s, total, slot_owner.size(), _s.permuted_blocks, _s.seed), slot_owner, dead);
+    if (total > 0)
+      byte_lost = lost_in(layout(_s, total, slot_owner.size(), _s.permuted_blocks, _s.seed), slot_owner, dead);
     std::set<std::uint64_t> ids;
     for (std::uint64_t id = 0; id < _s.blocks; ++id) {
       const std::uint64_t begin = id == 0 ? 0 : ends[id - 1];
@@ -445,7 +455,8 @@ class IncrementalSubject final : public Subject {
   std::uint64_t _me;
   ProtectedBytes _memory;
   IncrementalCheckpoint _checkpoint;
-  std::map<std::uint64_t, std::uint64_t> _published;  // our version -> the checkpoint's number for it (not in replacements)
+  std::map<std::uint64_t, std::uint64_t>
+      _published;  // our version -> the checkpoint's number for it (not in replacements)
 };
 
 // ---------------------------------------------------------------- kills
@@ -471,7 +482,8 @@ void arm_kills(const Scenario& s, int round, const Comm& comm, std::vector<bool>
     } else if (kill.in_recovery && !s.checkpoint_iteration()) {
       now = recovery && kill.round <= round;
     }
-    if (armed[k] || kill.victim != comm.original_rank().value() || kill.generation != generation(comm) || !now) continue;
+    if (armed[k] || kill.victim != comm.original_rank().value() || kill.generation != generation(comm) || !now)
+      continue;
     armed[k] = true;
     if (kill.how == KillHow::kFaultPoint) inject::arm(kill.point, comm.original_rank());
     if (kill.how == KillHow::kMpiCall) arm_mpi_kill(kill.kind, kill.nth, comm.original_rank());
@@ -535,20 +547,21 @@ void judge(const Loaded& loaded, const std::set<std::uint64_t>& expected, std::u
            const std::optional<std::set<std::uint64_t>>& heal_lost, bool heal_names_blocks) {
   const std::string at = std::string(" (") + when + ", version " + std::to_string(version) + ")";
   if (!loaded.wrong.empty()) {
-    throw Finding{Verdict::kWrongData, std::to_string(loaded.wrong.size()) + " blocks have wrong bytes or are missing: " +
-                                           ranges_text(loaded.wrong) + at};
+    throw Finding{Verdict::kWrongData, std::to_string(loaded.wrong.size()) +
+                                           " blocks have wrong bytes or are missing: " + ranges_text(loaded.wrong) +
+                                           at};
   }
   if (!expected.empty() && !loaded.lost) {
-    throw Finding{Verdict::kSilentLoss, "load raised no DataLost though every copy of " + ranges_text(expected) +
-                                            " died" + at};
+    throw Finding{Verdict::kSilentLoss,
+                  "load raised no DataLost though every copy of " + ranges_text(expected) + " died" + at};
   }
   if (loaded.lost && *loaded.lost != expected) {
     throw Finding{Verdict::kWrongLossReport,
                   "load's DataLost named " + ranges_text(*loaded.lost) + ", expected " + ranges_text(expected) + at};
   }
   if (!expected.empty() && !heal_lost) {
-    throw Finding{Verdict::kSilentLoss, "heal() raised no DataLost though every copy of " + ranges_text(expected) +
-                                            " died" + at};
+    throw Finding{Verdict::kSilentLoss,
+                  "heal() raised no DataLost though every copy of " + ranges_text(expected) + " died" + at};
   }
   if (heal_lost && (expected.empty() || (heal_names_blocks && *heal_lost != expected))) {
     throw Finding{Verdict::kWrongLossReport,
@@ -638,8 +651,12 @@ void store_round(const Scenario& s, Comm& comm, Subject& subject, StoreRun& run)
 /// The store families: `rounds` versions submitted and checked, recovering
 /// from every failure (shrink or respawn, then heal, then check again).
 Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
-  StoreRun run{.progress = {}, .submitted_by = comm.members(), .joined = comm.is_replacement(),
-               .loss_reported = false, .armed = std::vector<bool>(s.kills.size(), false), .doing = {}};
+  StoreRun run{.progress = {},
+               .submitted_by = comm.members(),
+               .joined = comm.is_replacement(),
+               .loss_reported = false,
+               .armed = std::vector<bool>(s.kills.size(), false),
+               .doing = {}};
   bool recovering = comm.is_replacement();
   for (;;) {
     try {
@@ -657,7 +674,8 @@ Verdict run_store_family(const Scenario& s, Comm& comm, Subject& subject) {
       comm.revoke();
       recovering = true;
     } catch (const DataLost& error) {
-      throw Finding{Verdict::kWrongLossReport, "in " + run.doing + ": DataLost where nothing can be lost: " + error.what()};
+      throw Finding{Verdict::kWrongLossReport,
+                    "in " + run.doing + ": DataLost where nothing can be lost: " + error.what()};
     } catch (const Error& error) {
       throw Finding{Verdict::kUnexpectedError, "in " + run.doing + ": " + error.what()};
     }
@@ -772,7 +790,7 @@ std::set<std::uint64_t> checkpoint_loss(const Scenario& s) {
   std::vector<OriginalRank> owners;
   for (int rank = 0; rank < s.processes; ++rank) {
     const bool gone = s.mode == Mode::kShrink && std::any_of(s.kills.begin(), s.kills.end(),
-                                                            [&](const Kill& kill) { return kill.victim == rank; });
+                                                             [&](const Kill& kill) { return kill.victim == rank; });
     if (!gone) owners.emplace_back(rank);
   }
   const auto lost = lost_in(layout(s, owners.size(), owners.size(), 0, 0), owners, s.loss_victims);
@@ -862,8 +880,8 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
         const auto ids = saved.values<std::uint64_t>("ids");
         const auto values = saved.values<std::uint64_t>("values");
         if (saved.values<std::uint64_t>("iteration") != work.iteration) {
-          throw Finding{Verdict::kWrongData, "the state fetched from #" + std::to_string(owner.value()) +
-                                                 " is from another iteration"};
+          throw Finding{Verdict::kWrongData,
+                        "the state fetched from #" + std::to_string(owner.value()) + " is from another iteration"};
         }
         work.ids.insert(work.ids.end(), ids.begin(), ids.end());
         work.values.insert(work.values.end(), values.begin(), values.end());
@@ -878,7 +896,7 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
     const auto named = ids_of(error.lost());
     if (named != expected_loss) {
       throw Finding{Verdict::kWrongLossReport, "Driver::run's DataLost named the states of " + ranges_text(named) +
-                                                    ", expected " + ranges_text(expected_loss) + ": " + error.what()};
+                                                   ", expected " + ranges_text(expected_loss) + ": " + error.what()};
     }
     return Verdict::kDataLostReported;
   }
@@ -889,14 +907,18 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   return Verdict::kOk;
 }
 
-
 /// Kills this process (`me`) as `kill` says, now (`between`) or later: at
 /// its fault point, at its MPI call, or by timer on a thread.
 void carry_out(const Kill& kill, OriginalRank me) {
   switch (kill.how) {
-    case KillHow::kBetween: inject::kill_self(me);
-    case KillHow::kFaultPoint: inject::arm(kill.point, me); break;
-    case KillHow::kMpiCall: arm_mpi_kill(kill.kind, kill.nth, me); break;
+    case KillHow::kBetween:
+      inject::kill_self(me);
+    case KillHow::kFaultPoint:
+      inject::arm(kill.point, me);
+      break;
+    case KillHow::kMpiCall:
+      arm_mpi_kill(kill.kind, kill.nth, me);
+      break;
     case KillHow::kTimer:
       std::thread([delay = kill.delay_ms, me] {
         std::this_thread::sleep_for(std::chrono::milliseconds(delay));
@@ -924,8 +946,8 @@ void arm_migration_kills(const Scenario& s, const Comm& comm, std::vector<bool>&
     const Kill& kill = s.kills[k];
     if (armed[k] || !is_victim(kill, comm)) continue;
     const bool between = kill.how == KillHow::kBetween;
-    const bool due = between ? after_poll && at == kill.round
-                             : !after_poll && (kill.role == Role::kNew ? at < 0 : at == kill.round);
+    const bool due =
+        between ? after_poll && at == kill.round : !after_poll && (kill.role == Role::kNew ? at < 0 : at == kill.round);
     if (!due) continue;
     armed[k] = true;
     carry_out(kill, comm.original_rank());
@@ -963,8 +985,8 @@ Verdict run_migration_family(const Scenario& s, Comm& comm) {
         checkpoint.checkpoint();
       }
       for (const auto& move : s.moves) {
-        const bool mover = std::find(move.movers.begin(), move.movers.end(), comm.original_rank().value()) !=
-                           move.movers.end();
+        const bool mover =
+            std::find(move.movers.begin(), move.movers.end(), comm.original_rank().value()) != move.movers.end();
         if (mover && static_cast<int>(at) == move.iteration && generation(comm) == 0 && !comm.migrated_in()) {
           migration.request();
         }
@@ -1005,9 +1027,9 @@ void arm_whole_job_loss(const Scenario& s, const Comm& comm, std::uint64_t at, b
   Work work = initial_work(s, comm, expected);
   Checkpoint checkpoint(comm, {.copies = s.copies});
   protect(checkpoint, work);
-  DiskLevel disk(comm, checkpoint, {.directory = disk_directory(),
-                                    .every = static_cast<std::uint64_t>(s.disk_every),
-                                    .keep = s.disk_keep});
+  DiskLevel disk(
+      comm, checkpoint,
+      {.directory = disk_directory(), .every = static_cast<std::uint64_t>(s.disk_every), .keep = s.disk_keep});
   if (disk.restart().outcome != RestartOutcome::kNoCheckpoint) {
     throw Finding{Verdict::kUnexpectedError, "the first job found a checkpoint in its fresh directory"};
   }
@@ -1042,7 +1064,8 @@ DiskExpectation disk_expectation() {
   if (expect == "none") return {};
   if (expect == "corrupt") return {.corrupt = true};
   if (expect.size() > 1 && expect[0] == 'v') return {.version = std::strtoull(text + 1, nullptr, 10)};
-  throw Finding{Verdict::kUnexpectedError, "the second job of the disk family needs CHAOS_DISK_EXPECT (scripts/chaos sets it)"};
+  throw Finding{Verdict::kUnexpectedError,
+                "the second job of the disk family needs CHAOS_DISK_EXPECT (scripts/chaos sets it)"};
 }
 
 /// A fresh start on this job's processes: item k goes to rank k mod size.
@@ -1088,19 +1111,21 @@ void judge_restart(const DiskRestart& restart, const DiskExpectation& expect, co
   if (found == expect.version) {
     const auto outcome = s.processes == comm.size() ? RestartOutcome::kRestored : RestartOutcome::kRedistribute;
     if (found != 0 && restart.outcome != outcome) {
-      throw Finding{Verdict::kUnexpectedError, "restart() on " + std::to_string(comm.size()) + " processes of a version " +
-                                                   "written by " + std::to_string(s.processes) + " gave the wrong outcome"};
+      throw Finding{Verdict::kUnexpectedError, "restart() on " + std::to_string(comm.size()) +
+                                                   " processes of a version " + "written by " +
+                                                   std::to_string(s.processes) + " gave the wrong outcome"};
     }
     return;
   }
   if (found > expect.version) {
-    throw Finding{Verdict::kWrongData, "restart() chose version " + std::to_string(found) + ", damaged or unfinished; " +
-                                           (expect.version == 0 ? std::string("no version is intact")
-                                                                : "the newest intact one is " + std::to_string(expect.version))};
+    throw Finding{Verdict::kWrongData,
+                  "restart() chose version " + std::to_string(found) + ", damaged or unfinished; " +
+                      (expect.version == 0 ? std::string("no version is intact")
+                                           : "the newest intact one is " + std::to_string(expect.version))};
   }
-  throw Finding{Verdict::kSilentLoss, "restart() " + (found == 0 ? std::string("started afresh") :
-                                                      "chose version " + std::to_string(found)) +
-                                          " although version " + std::to_string(expect.version) + " is intact"};
+  throw Finding{Verdict::kSilentLoss,
+                "restart() " + (found == 0 ? std::string("started afresh") : "chose version " + std::to_string(found)) +
+                    " although version " + std::to_string(expect.version) + " is intact"};
 }
 
 /// The second job of the disk family: restarts from disk, checks every
@@ -1112,9 +1137,9 @@ Verdict run_disk_restart(const Scenario& s, Comm& comm) {
   Work work;
   Checkpoint checkpoint(comm, {.copies = s.copies});
   protect(checkpoint, work);
-  DiskLevel disk(comm, checkpoint, {.directory = disk_directory(),
-                                    .every = static_cast<std::uint64_t>(s.disk_every),
-                                    .keep = s.disk_keep});
+  DiskLevel disk(
+      comm, checkpoint,
+      {.directory = disk_directory(), .every = static_cast<std::uint64_t>(s.disk_every), .keep = s.disk_keep});
   DiskRestart restart;
   try {
     restart = disk.restart();

@@ -41,29 +41,41 @@ class Draw {
 
 // Points any operation passes, and points only a recovery passes.
 constexpr std::array kExchangePoints{"comm.sparse_all_to_all", "comm.sparse_all_to_all.done"};
-constexpr std::array kMpiKinds{MpiKind::kIsend,  MpiKind::kIssend,    MpiKind::kMrecv, MpiKind::kAllgather,
-                               MpiKind::kBcast,  MpiKind::kAllreduce, MpiKind::kAgree};
+constexpr std::array kMpiKinds{MpiKind::kIsend, MpiKind::kIssend,    MpiKind::kMrecv, MpiKind::kAllgather,
+                               MpiKind::kBcast, MpiKind::kAllreduce, MpiKind::kAgree};
 
 const char* family_name(Family family) {
   switch (family) {
-    case Family::kStore: return "store";
-    case Family::kVarstore: return "varstore";
-    case Family::kCheckpoint: return "checkpoint";
-    case Family::kIncremental: return "incremental";
-    case Family::kStoreMix: return "storemix";
-    case Family::kPieces: return "pieces";
-    case Family::kMigration: return "migration";
-    case Family::kDisk: return "disk";
-    case Family::kReplay: return "replay";
+    case Family::kStore:
+      return "store";
+    case Family::kVarstore:
+      return "varstore";
+    case Family::kCheckpoint:
+      return "checkpoint";
+    case Family::kIncremental:
+      return "incremental";
+    case Family::kStoreMix:
+      return "storemix";
+    case Family::kPieces:
+      return "pieces";
+    case Family::kMigration:
+      return "migration";
+    case Family::kDisk:
+      return "disk";
+    case Family::kReplay:
+      return "replay";
   }
   return "?";
 }
 
 const char* moment_name(Moment moment) {
   switch (moment) {
-    case Moment::kBeforeSubmit: return "before-submit";
-    case Moment::kAfterSubmit: return "after-submit";
-    case Moment::kAfterCheck: return "after-check";
+    case Moment::kBeforeSubmit:
+      return "before-submit";
+    case Moment::kAfterSubmit:
+      return "after-submit";
+    case Moment::kAfterCheck:
+      return "after-check";
   }
   return "?";
 }
@@ -293,12 +305,12 @@ Scenario make_disk_scenario(std::uint64_t seed, Draw& draw) {
   plan_whole_job_loss(s, draw);
   const int damages = draw.pick(std::array{0, 0, 1, 1, 2, 3});
   for (int k = 0; k < damages; ++k) {
-    s.damages.push_back({.kind = draw.pick(std::array{DamageKind::kCorruptImage, DamageKind::kTruncateImage,
-                                                      DamageKind::kDeleteImage, DamageKind::kCorruptManifest,
-                                                      DamageKind::kDeleteManifest}),
-                         .newest = draw.between(0, 1),
-                         .rank = draw.between(0, s.processes - 1),
-                         .permille = draw.between(0, 999)});
+    s.damages.push_back(
+        {.kind = draw.pick(std::array{DamageKind::kCorruptImage, DamageKind::kTruncateImage, DamageKind::kDeleteImage,
+                                      DamageKind::kCorruptManifest, DamageKind::kDeleteManifest}),
+         .newest = draw.between(0, 1),
+         .rank = draw.between(0, s.processes - 1),
+         .permille = draw.between(0, 999)});
   }
   return s;
 }
@@ -332,37 +344,51 @@ Scenario make_replay_scenario(std::uint64_t seed) {
 
 const char* damage_name(DamageKind kind) {
   switch (kind) {
-    case DamageKind::kCorruptImage: return "corrupt-image";
-    case DamageKind::kTruncateImage: return "truncate-image";
-    case DamageKind::kDeleteImage: return "delete-image";
-    case DamageKind::kCorruptManifest: return "corrupt-manifest";
-    case DamageKind::kDeleteManifest: return "delete-manifest";
+    case DamageKind::kCorruptImage:
+      return "corrupt-image";
+    case DamageKind::kTruncateImage:
+      return "truncate-image";
+    case DamageKind::kDeleteImage:
+      return "delete-image";
+    case DamageKind::kCorruptManifest:
+      return "corrupt-manifest";
+    case DamageKind::kDeleteManifest:
+      return "delete-manifest";
   }
   return "?";
 }
 
 int Scenario::loss_generation(int victim) const {
   if (!replaces()) return 0;
-  return static_cast<int>(std::count_if(kills.begin(), kills.end(), [&](const Kill& kill) { return kill.victim == victim; }));
+  return static_cast<int>(
+      std::count_if(kills.begin(), kills.end(), [&](const Kill& kill) { return kill.victim == victim; }));
 }
 
 const char* mpi_kind_name(MpiKind kind) {
   switch (kind) {
-    case MpiKind::kIsend: return "MPI_Isend";
-    case MpiKind::kIssend: return "MPI_Issend";
-    case MpiKind::kMrecv: return "MPI_Mrecv";
-    case MpiKind::kAllgather: return "MPI_Allgather";
-    case MpiKind::kBcast: return "MPI_Bcast";
-    case MpiKind::kAllreduce: return "MPI_Allreduce";
-    case MpiKind::kAgree: return "MPIX_Comm_agree";
-    case MpiKind::kShrink: return "MPIX_Comm_shrink";
+    case MpiKind::kIsend:
+      return "MPI_Isend";
+    case MpiKind::kIssend:
+      return "MPI_Issend";
+    case MpiKind::kMrecv:
+      return "MPI_Mrecv";
+    case MpiKind::kAllgather:
+      return "MPI_Allgather";
+    case MpiKind::kBcast:
+      return "MPI_Bcast";
+    case MpiKind::kAllreduce:
+      return "MPI_Allreduce";
+    case MpiKind::kAgree:
+      return "MPIX_Comm_agree";
+    case MpiKind::kShrink:
+      return "MPIX_Comm_shrink";
   }
   return "?";
 }
 
 std::optional<Family> parse_family(std::string_view name) {
-  for (auto family : {Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental,
-                      Family::kStoreMix, Family::kPieces, Family::kMigration, Family::kDisk, Family::kReplay}) {
+  for (auto family : {Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental, Family::kStoreMix,
+                      Family::kPieces, Family::kMigration, Family::kDisk, Family::kReplay}) {
     if (name == family_name(family)) return family;
   }
   return std::nullopt;
@@ -451,7 +477,9 @@ void plan_second_recovery(Scenario& s, Draw& newer, std::vector<int>& pool) {
       kill.point = kExchangePoints[static_cast<std::size_t>(kill.nth % 2)];
     }
   }
-  s.kills.push_back({.victim = newer.take(pool, 1).front(), .how = KillHow::kBetween, .round = s.rounds - 1,
+  s.kills.push_back({.victim = newer.take(pool, 1).front(),
+                     .how = KillHow::kBetween,
+                     .round = s.rounds - 1,
                      .moment = Moment::kBeforeSubmit});
 }
 
@@ -518,8 +546,8 @@ std::string Scenario::describe() const {
       out << ", every " << disk_every << (disk_every == 1 ? "st" : "nd") << " version on disk, " << disk_keep
           << " kept; then restarted on " << restart_processes << " processes";
       for (const auto& damage : damages) {
-        out << "; damage: " << damage_name(damage.kind) << " of the " << (damage.newest == 0 ? "newest" : "second newest")
-            << " version";
+        out << "; damage: " << damage_name(damage.kind) << " of the "
+            << (damage.newest == 0 ? "newest" : "second newest") << " version";
         if (damage.kind != DamageKind::kCorruptManifest && damage.kind != DamageKind::kDeleteManifest) {
           out << ", #" << damage.rank << "'s image";
         }
@@ -544,20 +572,30 @@ std::string Scenario::describe() const {
     const bool stepping = family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk ||
                           family == Family::kReplay;
     out << " #" << kill.victim << (kill.generation > 0 ? "'s replacement" : "")
-        << (family == Family::kMigration ? std::array{" (leaving)", " (bystander)", " (its new process)"}[static_cast<std::size_t>(kill.role)] : "")
+        << (family == Family::kMigration
+                ? std::array{" (leaving)", " (bystander)", " (its new process)"}[static_cast<std::size_t>(kill.role)]
+                : "")
         << (stepping ? "@iteration " : "@round ") << kill.round << " "
         << (kill.in_recovery ? (kill.generation > 0 ? "in the recovery that spawned it, " : "in a recovery, ") : "");
     switch (kill.how) {
-      case KillHow::kBetween: out << (stepping ? "between steps" : moment_name(kill.moment)); break;
-      case KillHow::kFaultPoint: out << "in " << kill.point; break;
-      case KillHow::kMpiCall: out << "at call " << kill.nth << " of " << mpi_kind_name(kill.kind); break;
-      case KillHow::kTimer: out << kill.delay_ms << " ms later"; break;
+      case KillHow::kBetween:
+        out << (stepping ? "between steps" : moment_name(kill.moment));
+        break;
+      case KillHow::kFaultPoint:
+        out << "in " << kill.point;
+        break;
+      case KillHow::kMpiCall:
+        out << "at call " << kill.nth << " of " << mpi_kind_name(kill.kind);
+        break;
+      case KillHow::kTimer:
+        out << kill.delay_ms << " ms later";
+        break;
     }
     out << ";";
   }
   if (!loss_victims.empty()) {
     out << (family == Family::kCheckpoint || family == Family::kReplay ? " at once after the checkpoint of iteration "
-                                                                        : " at once after the submit of round ")
+                                                                       : " at once after the submit of round ")
         << loss_round << ":";
     for (int victim : loss_victims) out << " #" << victim << (loss_generation(victim) > 0 ? "'s replacement" : "");
   }

@@ -58,18 +58,18 @@ enum class MpiKind { kIsend, kIssend, kMrecv, kAllgather, kBcast, kAllreduce, kA
 
 /// One planned death.
 struct Kill {
-  int victim = 0;            ///< original rank of the process that dies
-  int generation = 0;        ///< 0: the process the job started with; 1: its first replacement (respawn only)
+  int victim = 0;      ///< original rank of the process that dies
+  int generation = 0;  ///< 0: the process the job started with; 1: its first replacement (respawn only)
   KillHow how = KillHow::kBetween;
-  int round = 0;             ///< round (store families) or iteration (checkpoint) where it fires or is armed
+  int round = 0;  ///< round (store families) or iteration (checkpoint) where it fires or is armed
   Moment moment = Moment::kBeforeSubmit;  ///< for `between` kills in the store families
-  std::string point = {};    ///< for `fault_point`
-  MpiKind kind = MpiKind::kIsend;  ///< for `mpi_call`
-  int nth = 1;               ///< for `mpi_call`: dies at the nth call of `kind` after arming
-  bool in_recovery = false;  ///< armed when a recovery starts (store and incremental families); for a
-                             ///< replacement, when it joins the recovery that spawned it (every family)
-  int delay_ms = 0;          ///< for `timer`
-  Role role = Role::kBystander;  ///< migration family: a `new` victim is the process started by the move
+  std::string point = {};                 ///< for `fault_point`
+  MpiKind kind = MpiKind::kIsend;         ///< for `mpi_call`
+  int nth = 1;                            ///< for `mpi_call`: dies at the nth call of `kind` after arming
+  bool in_recovery = false;               ///< armed when a recovery starts (store and incremental families); for a
+                                          ///< replacement, when it joins the recovery that spawned it (every family)
+  int delay_ms = 0;                       ///< for `timer`
+  Role role = Role::kBystander;           ///< migration family: a `new` victim is the process started by the move
 };
 
 /// In the migration family: at iteration `iteration` the processes `movers`
@@ -103,27 +103,28 @@ struct Scenario {
   std::uint64_t seed = 0;
   Family family = Family::kStore;
   Mode mode = Mode::kShrink;
-  int processes = 4;       ///< workers (original ranks 0 .. processes-1)
-  int spares = 0;          ///< extra processes started as spares (REPRISE_SPARES), respawn only
-  int copies = 2;          ///< copies of every block (store) or state (checkpoint)
-  int rounds = 2;          ///< store, incremental: versions; checkpoint: iterations
-  std::uint64_t blocks = 0;            ///< store families: number of blocks; incremental: pages per process
-  std::size_t block_bytes = 0;         ///< store: bytes per block; varstore: the largest block
-  std::uint64_t permuted_blocks = 0;   ///< store families: blocks per permutation range (0: none)
-  int checkpoint_every = 2;            ///< checkpoint: iterations between checkpoints
-  int items = 0;                       ///< checkpoint: items per process
-  int commit_mode = 0;                 ///< incremental: 0 sync, 1 address order, 2 learned order
-  bool variable = false;               ///< storemix: a VariableStore (else a Store)
-  int cow_pages = 0;                   ///< incremental: pages of the copy-on-write buffer
-  std::vector<Move> moves;             ///< migration: the moves asked for, in order
-  int restart_processes = 0;           ///< disk: processes of the second job
-  int disk_every = 1;                  ///< disk: versions written to disk (multiples of this)
-  int disk_keep = 2;                   ///< disk: complete versions kept on disk
-  std::vector<Damage> damages;         ///< disk: what happens to the files between the jobs
-  std::vector<Kill> kills;             ///< at most copies - 1 original ranks, plus replacements of them;
-                                       ///< disk: every process of the first job
-  int loss_round = -1;                 ///< round after whose submit (checkpoint: iteration after whose checkpoint) `loss_victims` die at once
-  std::vector<int> loss_victims;       ///< copies or more, so data may be lost
+  int processes = 4;                  ///< workers (original ranks 0 .. processes-1)
+  int spares = 0;                     ///< extra processes started as spares (REPRISE_SPARES), respawn only
+  int copies = 2;                     ///< copies of every block (store) or state (checkpoint)
+  int rounds = 2;                     ///< store, incremental: versions; checkpoint: iterations
+  std::uint64_t blocks = 0;           ///< store families: number of blocks; incremental: pages per process
+  std::size_t block_bytes = 0;        ///< store: bytes per block; varstore: the largest block
+  std::uint64_t permuted_blocks = 0;  ///< store families: blocks per permutation range (0: none)
+  int checkpoint_every = 2;           ///< checkpoint: iterations between checkpoints
+  int items = 0;                      ///< checkpoint: items per process
+  int commit_mode = 0;                ///< incremental: 0 sync, 1 address order, 2 learned order
+  bool variable = false;              ///< storemix: a VariableStore (else a Store)
+  int cow_pages = 0;                  ///< incremental: pages of the copy-on-write buffer
+  std::vector<Move> moves;            ///< migration: the moves asked for, in order
+  int restart_processes = 0;          ///< disk: processes of the second job
+  int disk_every = 1;                 ///< disk: versions written to disk (multiples of this)
+  int disk_keep = 2;                  ///< disk: complete versions kept on disk
+  std::vector<Damage> damages;        ///< disk: what happens to the files between the jobs
+  std::vector<Kill> kills;            ///< at most copies - 1 original ranks, plus replacements of them;
+                                      ///< disk: every process of the first job
+  int loss_round =
+      -1;  ///< round after whose submit (checkpoint: iteration after whose checkpoint) `loss_victims` die at once
+  std::vector<int> loss_victims;  ///< copies or more, so data may be lost
 
   /// Which process of original rank `victim` a loss batch kills: in respawn
   /// mode, the replacement of a process killed earlier.
@@ -131,9 +132,7 @@ struct Scenario {
 
   /// Whether the store's blocks vary in size (varstore, or a variable storemix).
   /// Whether it is the checkpoint family's iteration (checkpoint, replay).
-  [[nodiscard]] bool checkpoint_iteration() const {
-    return family == Family::kCheckpoint || family == Family::kReplay;
-  }
+  [[nodiscard]] bool checkpoint_iteration() const { return family == Family::kCheckpoint || family == Family::kReplay; }
   /// Whether lost processes are replaced (respawn, replay).
   [[nodiscard]] bool replaces() const { return mode == Mode::kRespawn || mode == Mode::kReplay; }
 

@@ -37,22 +37,21 @@ struct Options {
   bool help = false;
 };
 
-constexpr const char* kUsage =
-    "usage: reprise-dataloss --processes P --copies R [--ppn N] [--failures F[,F...]]\n"
-    "                        [--simulate TRIALS] [--seed S] [--json]\n"
-    "How many random failures until the store loses data for good (some block\n"
-    "lost all R copies), and the probability of that after F failures.\n"
-    "  --processes P      processes of the job (slots of the layout)\n"
-    "  --copies R         copies of every block\n"
-    "  --ppn N            processes per node: whole nodes fail, F counts nodes\n"
-    "                     (P / N nodes, slots in node-major order)\n"
-    "  --failures F,...   failures to give P(loss) for (default: none)\n"
-    "  --simulate TRIALS  also kill processes (or nodes) of the real placement\n"
-    "                     at random TRIALS times; costs O(TRIALS * units * R),\n"
-    "                     skipped (with a note) past 1e9 or 10^7 processes\n"
-    "  --seed S           seed of the simulation (default 1)\n"
-    "  --json             one JSON object per line instead of text\n"
-    "  -h, --help         print this and exit\n";
+constexpr const char* kUsage = "usage: reprise-dataloss --processes P --copies R [--ppn N] [--failures F[,F...]]\n"
+                               "                        [--simulate TRIALS] [--seed S] [--json]\n"
+                               "How many random failures until the store loses data for good (some block\n"
+                               "lost all R copies), and the probability of that after F failures.\n"
+                               "  --processes P      processes of the job (slots of the layout)\n"
+                               "  --copies R         copies of every block\n"
+                               "  --ppn N            processes per node: whole nodes fail, F counts nodes\n"
+                               "                     (P / N nodes, slots in node-major order)\n"
+                               "  --failures F,...   failures to give P(loss) for (default: none)\n"
+                               "  --simulate TRIALS  also kill processes (or nodes) of the real placement\n"
+                               "                     at random TRIALS times; costs O(TRIALS * units * R),\n"
+                               "                     skipped (with a note) past 1e9 or 10^7 processes\n"
+                               "  --seed S           seed of the simulation (default 1)\n"
+                               "  --json             one JSON object per line instead of text\n"
+                               "  -h, --help         print this and exit\n";
 
 // A whole number from `low` to `high`, or `UsageError` naming the flag.
 long long number(const std::string& flag, const std::string& text, long long low, long long high) {
@@ -130,7 +129,8 @@ ModelAnswer ask_model(const Options& options, int units) {
   try {
     if (per_node == 0) {
       answer.expected = reprise::data_loss::expected_failures_until_loss(p, r);
-      for (const long long f : options.failures) answer.loss.push_back(reprise::data_loss::probability(p, r, static_cast<int>(f)));
+      for (const long long f : options.failures)
+        answer.loss.push_back(reprise::data_loss::probability(p, r, static_cast<int>(f)));
     } else {
       answer.expected = reprise::data_loss::expected_node_failures_until_loss(units, per_node, r);
       for (const long long f : options.failures) {
@@ -151,8 +151,10 @@ reprise::data_loss::Simulation simulate(const Options& options) {
   if (options.per_node != 0) {
     for (int s = 0; s < p; ++s) node_of_slot.push_back(s / static_cast<int>(options.per_node));
   }
-  const reprise::Placement placement({.blocks = static_cast<std::uint64_t>(p), .slots = p,
-                                      .copies = static_cast<int>(options.copies), .node_of_slot = node_of_slot});
+  const reprise::Placement placement({.blocks = static_cast<std::uint64_t>(p),
+                                      .slots = p,
+                                      .copies = static_cast<int>(options.copies),
+                                      .node_of_slot = node_of_slot});
   const auto seed = static_cast<std::uint64_t>(options.seed);
   const auto trials = static_cast<int>(options.trials);
   return options.per_node == 0 ? reprise::data_loss::simulate(placement, trials, seed)
@@ -226,7 +228,8 @@ void print_model(const Options& options, const Layout& layout, const ModelAnswer
   }
   std::printf("model: expected %s failures until loss: %.6g\n", layout.unit.c_str(), *model.expected);
   for (std::size_t i = 0; i < options.failures.size(); ++i) {
-    std::printf("model: P(loss) after %lld %s failures: %.6g\n", options.failures[i], layout.unit.c_str(), model.loss[i]);
+    std::printf("model: P(loss) after %lld %s failures: %.6g\n", options.failures[i], layout.unit.c_str(),
+                model.loss[i]);
   }
 }
 
@@ -263,9 +266,10 @@ void print_simulation(const Options& options, const Layout& layout) {
     const double p = simulation.loss_probability[static_cast<std::size_t>(f)];
     const double p_error = std::sqrt(p * (1 - p) / trials);
     if (options.json) {
-      std::printf("{\"source\":\"simulator\",%s,\"trials\":%lld,\"seed\":%lld,\"failures\":%lld,\"loss_probability\":%s,"
-                  "\"standard_error\":%s}\n",
-                  layout.json.c_str(), options.trials, options.seed, f, real(p).c_str(), real(p_error).c_str());
+      std::printf(
+          "{\"source\":\"simulator\",%s,\"trials\":%lld,\"seed\":%lld,\"failures\":%lld,\"loss_probability\":%s,"
+          "\"standard_error\":%s}\n",
+          layout.json.c_str(), options.trials, options.seed, f, real(p).c_str(), real(p_error).c_str());
     } else {
       std::printf("simulator: P(loss) after %lld %s failures: %.6g +- %.2g\n", f, layout.unit.c_str(), p, p_error);
     }
@@ -276,8 +280,9 @@ int run(const Options& options) {
   const Layout layout = layout_of(options);
   for (const long long f : options.failures) {
     if (f > layout.units) {
-      throw reprise::UsageError("--failures " + std::to_string(f) + " is more than the " + std::to_string(layout.units) +
-                                " " + (layout.nodes ? "nodes" : "processes") + " there are");
+      throw reprise::UsageError("--failures " + std::to_string(f) + " is more than the " +
+                                std::to_string(layout.units) + " " + (layout.nodes ? "nodes" : "processes") +
+                                " there are");
     }
   }
   const ModelAnswer model = ask_model(options, layout.units);

@@ -20,17 +20,16 @@ namespace {
 
 constexpr const char* kProgram = "reprise-images";
 
-constexpr const char* kUsage =
-    "usage: reprise-images DIRECTORY [--bars] [--verify]\n"
-    "Lists the checkpoint versions a disk level wrote to DIRECTORY: which are\n"
-    "complete (a manifest, written last, and every process's image), the\n"
-    "application's step at each (where a Driver ran), which processes wrote\n"
-    "them, and their sizes.\n"
-    "  --bars      also draw each version's size as a bar of '#'\n"
-    "  --verify    also read every image of every version with a manifest and check\n"
-    "              it against the manifest and its checksums; exit 1 naming\n"
-    "              each damaged, truncated or missing file\n"
-    "  -h, --help  print this and exit\n";
+constexpr const char* kUsage = "usage: reprise-images DIRECTORY [--bars] [--verify]\n"
+                               "Lists the checkpoint versions a disk level wrote to DIRECTORY: which are\n"
+                               "complete (a manifest, written last, and every process's image), the\n"
+                               "application's step at each (where a Driver ran), which processes wrote\n"
+                               "them, and their sizes.\n"
+                               "  --bars      also draw each version's size as a bar of '#'\n"
+                               "  --verify    also read every image of every version with a manifest and check\n"
+                               "              it against the manifest and its checksums; exit 1 naming\n"
+                               "              each damaged, truncated or missing file\n"
+                               "  -h, --help  print this and exit\n";
 
 /// What the command line asks.
 struct Options {
@@ -85,8 +84,8 @@ void print_bars(const std::vector<reprise::DiskVersion>& versions) {
     const auto bytes = total_bytes(version);
     const auto width = static_cast<std::size_t>((bytes * kBarWidth + largest - 1) / largest);
     const std::string label = "v" + std::to_string(version.version) + step_text(version);
-    std::printf("%-24s |%-*s| %llu bytes\n", label.c_str(), static_cast<int>(kBarWidth), std::string(width, '#').c_str(),
-                static_cast<unsigned long long>(bytes));
+    std::printf("%-24s |%-*s| %llu bytes\n", label.c_str(), static_cast<int>(kBarWidth),
+                std::string(width, '#').c_str(), static_cast<unsigned long long>(bytes));
   }
 }
 
@@ -105,18 +104,21 @@ int run(const Options& options) {
     const auto number = static_cast<unsigned long long>(version.version);
     if (version.complete) {
       std::printf("v%llu complete%s, %d processes, %llu bytes (original rank:bytes %s)\n", number,
-                  step_text(version).c_str(), version.world_size, static_cast<unsigned long long>(total), files.c_str());
+                  step_text(version).c_str(), version.world_size, static_cast<unsigned long long>(total),
+                  files.c_str());
     } else {
       // With a manifest it was whole once: something removed, cut or replaced its files.
       std::printf("v%llu %s, %zu image file(s), %llu bytes (original rank:bytes %s): %s\n", number,
-                  version.manifest ? "DAMAGED" : "INCOMPLETE", version.files.size(), static_cast<unsigned long long>(total),
-                  files.empty() ? "none" : files.c_str(), version.problem.c_str());
+                  version.manifest ? "DAMAGED" : "INCOMPLETE", version.files.size(),
+                  static_cast<unsigned long long>(total), files.empty() ? "none" : files.c_str(),
+                  version.problem.c_str());
       problem = problem || version.manifest;
     }
     if (!options.verify || !version.manifest) continue;
     const auto found = reprise::verify_disk_version(options.directory, version.version);
     for (const auto& each : found) std::printf("v%llu DAMAGED: %s\n", number, each.c_str());
-    if (found.empty()) std::printf("v%llu verified: %zu image(s), every checksum matches\n", number, version.files.size());
+    if (found.empty())
+      std::printf("v%llu verified: %zu image(s), every checksum matches\n", number, version.files.size());
     problem = problem || !found.empty();
   }
   if (options.bars) print_bars(versions);

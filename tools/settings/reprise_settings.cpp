@@ -14,14 +14,13 @@
 
 namespace {
 
-constexpr std::string_view kUsage =
-    "usage: reprise-settings [--markdown]\n"
-    "Prints every setting of reprise in force here (the environment, else the\n"
-    "configuration file REPRISE_CONFIG names, else the default): its value and\n"
-    "where it comes from; exit 2 naming each value a setting does not take.\n"
-    "  --markdown  print the reference table instead: each setting's default,\n"
-    "              the values it takes and its meaning\n"
-    "  -h, --help  print this and exit\n";
+constexpr std::string_view kUsage = "usage: reprise-settings [--markdown]\n"
+                                    "Prints every setting of reprise in force here (the environment, else the\n"
+                                    "configuration file REPRISE_CONFIG names, else the default): its value and\n"
+                                    "where it comes from; exit 2 naming each value a setting does not take.\n"
+                                    "  --markdown  print the reference table instead: each setting's default,\n"
+                                    "              the values it takes and its meaning\n"
+                                    "  -h, --help  print this and exit\n";
 
 /// Prints the settings in force and the refusals; the exit status.
 int print_in_force() {

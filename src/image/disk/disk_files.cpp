@@ -32,9 +32,7 @@ fs::path version_folder(const fs::path& directory, std::uint64_t version) {
   return directory / ("v" + std::to_string(version));
 }
 
-fs::path image_file(const fs::path& folder, OriginalRank rank) {
-  return folder / image_file_name(rank);
-}
+fs::path image_file(const fs::path& folder, OriginalRank rank) { return folder / image_file_name(rank); }
 
 std::optional<std::uint64_t> numbered(std::string_view name, std::string_view prefix, std::string_view suffix) {
   if (name.size() <= prefix.size() + suffix.size() || !name.starts_with(prefix) || !name.ends_with(suffix)) {
@@ -142,16 +140,17 @@ std::vector<DiskVersion> scan_disk_versions(const fs::path& directory) {
         file.bytes = size_error ? 0 : bytes;
         if (!file.present) missing += (missing.empty() ? "" : "; ") + file.path.filename().string() + " is missing";
         else if (file.bytes != file.expected_bytes) {
-          missing += (missing.empty() ? "" : "; ") + file.path.filename().string() + " is " + std::to_string(file.bytes) +
-                     " bytes, its manifest says " + std::to_string(file.expected_bytes);
+          missing += (missing.empty() ? "" : "; ") + file.path.filename().string() + " is " +
+                     std::to_string(file.bytes) + " bytes, its manifest says " + std::to_string(file.expected_bytes);
         }
         version.files.push_back(std::move(file));
       }
       version.problem = missing;
       version.complete = missing.empty();
     } catch (const Error& problem) {
-      version.problem = version.manifest ? problem.what()
-                                         : "no manifest: its writing never finished (a process died or could not write)";
+      version.problem = version.manifest
+                            ? problem.what()
+                            : "no manifest: its writing never finished (a process died or could not write)";
       for (fs::directory_iterator file(folder, error), none; !error && file != none; file.increment(error)) {
         const auto rank = detail::numbered(file->path().filename().string(), "rank", ".h5");
         if (!rank) continue;

@@ -94,10 +94,11 @@ void write_durably(const fs::path& path, std::span<const std::byte> bytes) {
   const auto describe = [](const std::vector<Registration>& list) {
     std::string text;
     for (const auto& registration : list) {
-      text += (text.empty() ? "'" : ", '") + registration.name + "' (" +
-              std::string(element_type_name(registration.shape.type)) +
-              (registration.blocks ? ", blocks of " + std::to_string(registration.blocks->block_bytes) + " bytes" : "") +
-              ")";
+      text +=
+          (text.empty() ? "'" : ", '") + registration.name + "' (" +
+          std::string(element_type_name(registration.shape.type)) +
+          (registration.blocks ? ", blocks of " + std::to_string(registration.blocks->block_bytes) + " bytes" : "") +
+          ")";
     }
     return text.empty() ? std::string("nothing") : text;
   };
@@ -112,7 +113,6 @@ void write_durably(const fs::path& path, std::span<const std::byte> bytes) {
          "; is it another program's directory?";
 }
 
-
 }  // namespace
 
 struct DiskLevel::Restarted {
@@ -123,8 +123,9 @@ struct DiskLevel::Restarted {
 DiskLevel::DiskLevel(Comm& comm, Checkpoint& checkpoint, DiskLevelConfig config)
     : _comm(comm), _checkpoint(checkpoint), _config(std::move(config)) {
   if (_config.every < 1 || _config.keep < 1) {
-    throw UsageError(std::string(kWhere) + ": every = " + std::to_string(_config.every) + " and keep = " +
-                     std::to_string(_config.keep) + "; write at least every version that is a multiple of 1 and keep "
+    throw UsageError(std::string(kWhere) + ": every = " + std::to_string(_config.every) +
+                     " and keep = " + std::to_string(_config.keep) +
+                     "; write at least every version that is a multiple of 1 and keep "
                      "at least 1 version");
   }
   if (_config.directory.empty()) throw UsageError(std::string(kWhere) + ": give a directory to write the images to");
@@ -134,16 +135,17 @@ DiskLevel::DiskLevel(Comm& comm, Checkpoint& checkpoint, DiskLevelConfig config)
     error = std::make_error_code(std::errc::not_a_directory);
   }
   if (error) raise_io("create the directory", _config.directory, error.value());
-  _commit_hook = CheckpointInternals::on_commit(_checkpoint, [this](std::uint64_t version) {
-    if (!_saved_state_taken) {
-      throw UsageError(std::string(kWhere) + ": the restart found version " +
-                       std::to_string(_restart->manifest.version) +
-                       " written by another number of processes, and the program took none of its state before "
-                       "this checkpoint: it would start again from the beginning. After restart() returns "
-                       "RestartOutcome::kRedistribute, take what you need: load_blocks, fetch, load_progress");
-    }
-    write(version);
-  }).id;
+  _commit_hook =
+      CheckpointInternals::on_commit(_checkpoint, [this](std::uint64_t version) {
+        if (!_saved_state_taken) {
+          throw UsageError(std::string(kWhere) + ": the restart found version " +
+                           std::to_string(_restart->manifest.version) +
+                           " written by another number of processes, and the program took none of its state before "
+                           "this checkpoint: it would start again from the beginning. After restart() returns "
+                           "RestartOutcome::kRedistribute, take what you need: load_blocks, fetch, load_progress");
+        }
+        write(version);
+      }).id;
 }
 
 DiskLevel::~DiskLevel() { CheckpointInternals::remove_commit_hook(_checkpoint, CommitHook{_commit_hook}); }
@@ -161,7 +163,8 @@ namespace {
   std::vector<std::uint64_t> ranges;
   for (std::size_t i = 0; i < registrations.size(); ++i) {
     const auto& blocks = registrations[i].blocks;
-    if (blocks) ranges.insert(ranges.end(), {i, blocks->block_bytes, blocks->range.begin.value, blocks->range.end.value});
+    if (blocks)
+      ranges.insert(ranges.end(), {i, blocks->block_bytes, blocks->range.begin.value, blocks->range.end.value});
   }
   std::vector<detail::ExtraPiece> extras;
   if (!ranges.empty()) {
@@ -553,8 +556,8 @@ void DiskLevel::load_progress() try {
   detail::rethrow_naming("reprise::DiskLevel::load_progress");
 }
 
-void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> wanted,
-                            std::span<std::byte> into) const try {
+void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> wanted, std::span<std::byte> into) const
+    try {
   const auto& saved = restarted("load_blocks");
   _saved_state_taken = true;
   const auto& manifest = saved.manifest;
@@ -601,8 +604,8 @@ void DiskLevel::load_blocks(std::string_view name, std::span<const BlockRange> w
       const auto begin = std::max(held.begin.value, range.begin.value);
       const auto end = std::min(held.end.value, range.end.value);
       if (begin >= end) continue;
-      copies.push_back({m, begin - held.begin.value, to + static_cast<std::size_t>((begin - range.begin.value) * block_bytes),
-                        end - begin});
+      copies.push_back({m, begin - held.begin.value,
+                        to + static_cast<std::size_t>((begin - range.begin.value) * block_bytes), end - begin});
       covered += end - begin;
     }
     if (covered != range.size()) {

@@ -107,7 +107,8 @@ struct Malformed {
   out["version"] = manifest.version;
   out["step"] = manifest.step ? Json(*manifest.step) : Json(nullptr);
   out["registrations"] = Json::array();
-  for (const auto& registration : manifest.registrations) out["registrations"].push_back(registration_json(registration));
+  for (const auto& registration : manifest.registrations)
+    out["registrations"].push_back(registration_json(registration));
   out["members"] = Json::array();
   for (std::size_t m = 0; m < manifest.members.size(); ++m) out["members"].push_back(member_json(manifest, m));
   return out;
@@ -147,7 +148,8 @@ void add_member(Manifest& manifest, const Json& each) {
   Manifest manifest;
   manifest.version = number_at(document, "version");
   if (!document.at("step").is_null()) manifest.step = number_at(document, "step");
-  for (const auto& each : array_at(document, "registrations")) manifest.registrations.push_back(registration_from(each));
+  for (const auto& each : array_at(document, "registrations"))
+    manifest.registrations.push_back(registration_from(each));
   for (const auto& each : array_at(document, "members")) add_member(manifest, each);
   return manifest;
 }

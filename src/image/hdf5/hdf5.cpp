@@ -141,13 +141,8 @@ File MemoryFile::create(std::size_t increment, std::size_t metadata_block) {
   const std::string what = "cannot create an HDF5 file in memory";
   const PropertyList access = core_access(increment, what);
   if (metadata_block > 0) check<IoError>(H5Pset_meta_block_size(access.get(), metadata_block), what);
-  H5FD_file_image_callbacks_t callbacks{&allocate,
-                                        &copy,
-                                        &resize,
-                                        &release,
-                                        [](void* self) { return self; },
-                                        [](void*) -> herr_t { return 0; },
-                                        this};
+  H5FD_file_image_callbacks_t callbacks{
+      &allocate, &copy, &resize, &release, [](void* self) { return self; }, [](void*) -> herr_t { return 0; }, this};
   check<IoError>(H5Pset_file_image_callbacks(access.get(), &callbacks), what);
   // Closing fails while an object of the file is still open, rather than
   // leaving the file (and its buffer) open behind the caller's back.
@@ -200,7 +195,7 @@ File open_in_place(std::span<const std::byte> bytes) {
       &borrow,
       &copy_onto_itself,
       [](void*, std::size_t, H5FD_file_image_op_t, void*) -> void* { return nullptr; },  // read-only: never grows
-      [](void*, H5FD_file_image_op_t, void*) -> herr_t { return 0; },                      // the caller's: never freed
+      [](void*, H5FD_file_image_op_t, void*) -> herr_t { return 0; },                    // the caller's: never freed
       [](void* from) -> void* { return new BorrowedBytes(*static_cast<BorrowedBytes*>(from)); },
       [](void* copy) -> herr_t {
         delete static_cast<BorrowedBytes*>(copy);

@@ -137,9 +137,9 @@ class MemoryFile {
   static void* resize(void* buffer, std::size_t size, H5FD_file_image_op_t, void* self);
   static herr_t release(void* buffer, H5FD_file_image_op_t operation, void* self);
 
-  void* _buffer = nullptr;     ///< the driver's buffer as last (re)allocated
-  std::size_t _size = 0;       ///< its size
-  bool _released = false;      ///< the driver let go of it (the file closed)
+  void* _buffer = nullptr;  ///< the driver's buffer as last (re)allocated
+  std::size_t _size = 0;    ///< its size
+  bool _released = false;   ///< the driver let go of it (the file closed)
 };
 
 /// Opens `bytes`, a complete HDF5 file, read-only where it lies: the core

@@ -221,8 +221,8 @@ void create_piece(hid_t group, std::string_view name, std::span<const std::byte>
     check<IoError>(H5Pset_alloc_time(creation.get(), H5D_ALLOC_TIME_EARLY), what);
     check<IoError>(H5Pset_fill_time(creation.get(), H5D_FILL_TIME_NEVER), what);
   }
-  const hdf5::Dataset dataset(
-      check<IoError>(H5Dcreate2(group, key.c_str(), type, space.get(), H5P_DEFAULT, creation.get(), H5P_DEFAULT), what));
+  const hdf5::Dataset dataset(check<IoError>(
+      H5Dcreate2(group, key.c_str(), type, space.get(), H5P_DEFAULT, creation.get(), H5P_DEFAULT), what));
   if (referenced) {
     locate_chunks(dataset.get(), bytes, extents, rows_per_chunk, what, *places);
   } else if (!bytes.empty()) {
@@ -308,8 +308,7 @@ ImageBuilder::ImageBuilder(ImageInfo info, std::size_t expected_bytes, std::size
   // The pieces are listed back in the order they were added.
   const std::string group_what = "cannot create the image's /state group";
   const hdf5::PropertyList creation(check<IoError>(H5Pcreate(H5P_GROUP_CREATE), group_what));
-  check<IoError>(H5Pset_link_creation_order(creation.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED),
-                 group_what);
+  check<IoError>(H5Pset_link_creation_order(creation.get(), H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), group_what);
   _state->state = hdf5::Group(
       check<IoError>(H5Gcreate2(root, format::kStateGroup, H5P_DEFAULT, creation.get(), H5P_DEFAULT), group_what));
 } catch (const Error&) {
@@ -388,9 +387,7 @@ ImageBytes ImageBuilder::finish() && try {
   const auto end = hdf5::stored_end_of_file({buffer->first, buffer->second});
   if (!end || *end != size || size > buffer->second) {
     std::free(buffer->first);
-    throw IoError(what + ": the closed image does not end at the " + std::to_string(size) +
-                      " bytes HDF5 reported",
-                  0);
+    throw IoError(what + ": the closed image does not end at the " + std::to_string(size) + " bytes HDF5 reported", 0);
   }
   // Give back the slack (in place: glibc shrinks a block, mapped ones with mremap).
   void* const shrunk = size < buffer->second ? std::realloc(buffer->first, std::max<std::size_t>(size, 1)) : nullptr;

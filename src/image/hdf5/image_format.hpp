@@ -33,16 +33,26 @@ inline constexpr const char* kStepAttribute = "step";
 inline hid_t stored_type(ElementType type) {
   switch (type) {
     case ElementType::kBytes:
-    case ElementType::kUint8: return H5T_STD_U8LE;
-    case ElementType::kInt8: return H5T_STD_I8LE;
-    case ElementType::kInt16: return H5T_STD_I16LE;
-    case ElementType::kUint16: return H5T_STD_U16LE;
-    case ElementType::kInt32: return H5T_STD_I32LE;
-    case ElementType::kUint32: return H5T_STD_U32LE;
-    case ElementType::kInt64: return H5T_STD_I64LE;
-    case ElementType::kUint64: return H5T_STD_U64LE;
-    case ElementType::kFloat32: return H5T_IEEE_F32LE;
-    case ElementType::kFloat64: return H5T_IEEE_F64LE;
+    case ElementType::kUint8:
+      return H5T_STD_U8LE;
+    case ElementType::kInt8:
+      return H5T_STD_I8LE;
+    case ElementType::kInt16:
+      return H5T_STD_I16LE;
+    case ElementType::kUint16:
+      return H5T_STD_U16LE;
+    case ElementType::kInt32:
+      return H5T_STD_I32LE;
+    case ElementType::kUint32:
+      return H5T_STD_U32LE;
+    case ElementType::kInt64:
+      return H5T_STD_I64LE;
+    case ElementType::kUint64:
+      return H5T_STD_U64LE;
+    case ElementType::kFloat32:
+      return H5T_IEEE_F32LE;
+    case ElementType::kFloat64:
+      return H5T_IEEE_F64LE;
   }
   return H5T_STD_U8LE;
 }

@@ -29,7 +29,7 @@ using hdf5::check;
 }  // namespace
 
 struct Image::State {
-  ImageBytes owned;  // before the file: the file reads it until it closes
+  ImageBytes owned;                  // before the file: the file reads it until it closes
   std::span<const std::byte> bytes;  // the whole image (owned's, or the caller's)
   hdf5::File file;
   ImageInfo info;
@@ -66,9 +66,9 @@ ImageInfo read_info(hid_t root) {
   hdf5::read_attribute(root, "reprise_format", H5T_NATIVE_UINT32, &info.format_version, owner);
   if (info.format_version == 0 || info.format_version > kImageFormatVersion) {
     throw CorruptData("format version " + std::to_string(info.format_version) +
-                      (info.format_version == 0 ? " is not a reprise format"
-                                                : " is newer than this library reads (" +
-                                                      std::to_string(kImageFormatVersion) + ")") +
+                      (info.format_version == 0
+                           ? " is not a reprise format"
+                           : " is newer than this library reads (" + std::to_string(kImageFormatVersion) + ")") +
                       "; read it with the reprise that wrote it");
   }
   info.library_version = hdf5::read_string_attribute(root, "reprise_version", owner);
@@ -95,8 +95,8 @@ ElementType parse_element_type(const std::string& name, const std::string& piece
 /// What `/state/<name>` holds, checked against its attributes.
 ImageDataset read_dataset(hid_t group, const std::string& name) {
   const std::string owner = "piece '" + name + "'";
-  const hdf5::Dataset dataset(check<CorruptData>(H5Dopen2(group, name.c_str(), H5P_DEFAULT),
-                                                 "/state/" + name + " is not a readable dataset"));
+  const hdf5::Dataset dataset(
+      check<CorruptData>(H5Dopen2(group, name.c_str(), H5P_DEFAULT), "/state/" + name + " is not a readable dataset"));
   ImageDataset piece;
   piece.name = name;
   piece.shape.type = parse_element_type(hdf5::read_string_attribute(dataset.get(), "element_type", owner), name);
@@ -105,8 +105,8 @@ ImageDataset read_dataset(hid_t group, const std::string& name) {
 
   const hdf5::Datatype type(check<CorruptData>(H5Dget_type(dataset.get()), "cannot read the type of " + owner));
   if (H5Tequal(type.get(), format::stored_type(piece.shape.type)) <= 0) {
-    throw CorruptData(owner + " is not stored as little-endian " +
-                      std::string(element_type_name(piece.shape.type)) + ", as its element_type attribute says");
+    throw CorruptData(owner + " is not stored as little-endian " + std::string(element_type_name(piece.shape.type)) +
+                      ", as its element_type attribute says");
   }
   const hdf5::Dataspace space(check<CorruptData>(H5Dget_space(dataset.get()), "cannot read the shape of " + owner));
   const int rank = check<CorruptData>(H5Sget_simple_extent_ndims(space.get()), "cannot read the shape of " + owner);
@@ -342,7 +342,8 @@ void copy_piece(hid_t file, const ImageDataset& piece, std::span<const std::byte
 /// `CorruptData` if the image holds no checksum of `piece`.
 void require_checksum(const ImageDataset& piece) {
   if (piece.checksum_apart) {
-    throw CorruptData("piece '" + piece.name + "' has no checksum in the image (its sender meant to send it apart, "
+    throw CorruptData("piece '" + piece.name +
+                      "' has no checksum in the image (its sender meant to send it apart, "
                       "as a migration does), so the image cannot check it: read it with read_unverified and check it "
                       "against the checksum sent apart");
   }

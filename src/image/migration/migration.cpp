@@ -53,9 +53,7 @@ std::string copy_name(std::uint64_t owner) {
   return "reprise::Migration copy of original rank " + std::to_string(owner);
 }
 
-std::uint8_t code_of(CopiesOnMove copies) {
-  return copies == CopiesOnMove::kCarried ? kCopiesCarried : kCopiesRetaken;
-}
+std::uint8_t code_of(CopiesOnMove copies) { return copies == CopiesOnMove::kCarried ? kCopiesCarried : kCopiesRetaken; }
 /// Checkpoint copies carried by a move, once they all landed intact.
 using CarriedCopies = std::optional<std::map<OriginalRank, std::vector<std::byte>>>;
 
@@ -140,7 +138,7 @@ CopiesInImage copies_in(const Image& image, Handover& handover) {
     for (std::size_t i = 0; i < owners.size(); ++i) {
       if (owners[i] > INT_MAX || (i > 0 && owners[i] <= owners[i - 1])) {
         throw CorruptData(std::string(kWhere) + "::arrive: the owners of the copies carried in the image are not "
-                          "distinct original ranks in ascending order: the image is damaged");
+                                                "distinct original ranks in ascending order: the image is damaged");
       }
     }
   } catch (const Error&) {
@@ -236,8 +234,7 @@ void Migration::request(std::span<const OriginalRank> ranks) {
   for (const auto rank : ranks) {
     if (rank.value() < 0 || rank.value() >= _comm.original_size()) {
       throw UsageError(std::string(kWhere) + "::request: original rank " + std::to_string(rank.value()) +
-                       " is not in the job (original ranks 0 to " + std::to_string(_comm.original_size() - 1) +
-                       ")");
+                       " is not in the job (original ranks 0 to " + std::to_string(_comm.original_size() - 1) + ")");
     }
   }
   if (_asked.empty()) _asked_at = shared_clock();
@@ -361,10 +358,10 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
   // travel from as many leaving processes to as many successors, so one
   // failure loses no more of them than at any other time.)
   auto moved = detail::CommInternals::migrate_gathered(_comm, leaving, image.pieces, _config.hosts,
-                                      copies != CopiesOnMove::kRetaken
-                                          ? std::span<const std::size_t>(image.referenced)
-                                          : std::span<const std::size_t>(),
-                                      [&carried] { return detail::late_checksums(carried); });
+                                                       copies != CopiesOnMove::kRetaken
+                                                           ? std::span<const std::size_t>(image.referenced)
+                                                           : std::span<const std::size_t>(),
+                                                       [&carried] { return detail::late_checksums(carried); });
   if (!moved) {
     _times.evacuation_s = shared_clock() - requested_at;
     if (_before_leaving) _before_leaving(_times);
@@ -380,7 +377,7 @@ void Migration::move(const std::vector<OriginalRank>& leaving, double requested_
 void Migration::arrive() {
   if (!_comm.migrated_in()) {
     throw UsageError(std::string(kWhere) + "::arrive: this process was not started by a migration "
-                     "(Comm::migrated_in() is false); call it only there");
+                                           "(Comm::migrated_in() is false); call it only there");
   }
   auto handover = detail::CommInternals::take_handover(_comm);
   if (handover.size() == 0) {
@@ -418,8 +415,11 @@ void Migration::arrive() {
   const auto request_time = image.read_array<double>(kRequestTimeName);
   if (carried.code == kCopiesRetaken) _checkpoint.checkpoint();
   _times.response_s = shared_clock() - request_time.at(0);
-  _history.push_back({{_comm.original_rank()}, _comm.epoch(), _checkpoint.version(),
-                      carried.code == kCopiesRetaken, carried.code == kCopiesCarried});
+  _history.push_back({{_comm.original_rank()},
+                      _comm.epoch(),
+                      _checkpoint.version(),
+                      carried.code == kCopiesRetaken,
+                      carried.code == kCopiesCarried});
   // The others made it at the end of the move. If a process failed since
   // (one that arrived with this one and gave up), the application's next
   // collective fails too, where it recovers (inside Driver::run); the first

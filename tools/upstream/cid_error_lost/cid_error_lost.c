@@ -12,7 +12,8 @@
 static int run(const char* operation, int color, int remote_leader, MPI_Comm half, MPI_Comm inter) {
   MPI_Comm created = MPI_COMM_NULL;
   if (strcmp(operation, "merge") == 0) return MPI_Intercomm_merge(inter, color, &created);
-  if (strcmp(operation, "create") == 0) return MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, remote_leader, 2, &created);
+  if (strcmp(operation, "create") == 0)
+    return MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, remote_leader, 2, &created);
   return MPI_Comm_dup(MPI_COMM_WORLD, &created);
 }
 

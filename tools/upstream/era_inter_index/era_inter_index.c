@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   MPI_Comm first, fresh;
   MPI_Comm_dup(MPI_COMM_WORLD, &first);
   MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
-  MPI_Wait(&told, MPI_STATUS_IGNORE);   /* destroys the intercommunicator: clears fresh's entry */
+  MPI_Wait(&told, MPI_STATUS_IGNORE); /* destroys the intercommunicator: clears fresh's entry */
   int payload = 42, got = 0, arrived = 0;
   if (rank == 1) {
     MPI_Send(&payload, 1, MPI_INT, 0, 7, fresh);

@@ -99,8 +99,8 @@ static void shrink_world(int world_rank) {
     allreduce_rc = MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, shrunk);
     MPI_Comm_free(&shrunk);
   }
-  printf("[w%d] shrink(MPI_COMM_WORLD) rc=%d -> size %d in %.3fs; Allreduce on it rc=%d sum=%d\n",
-         world_rank, rc, size, clock_s(CLOCK_MONOTONIC) - start, allreduce_rc, sum);
+  printf("[w%d] shrink(MPI_COMM_WORLD) rc=%d -> size %d in %.3fs; Allreduce on it rc=%d sum=%d\n", world_rank, rc, size,
+         clock_s(CLOCK_MONOTONIC) - start, allreduce_rc, sum);
   fflush(stdout);
 }
 
@@ -217,11 +217,11 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   int rc = MPI_Allreduce(&one, &survivors, 1, MPI_INT, MPI_SUM, comm);
-  printf("[w%d] FINISHED iters=%d shrinks=%d final_size=%d final_sum=%d rc=%d t=%.2fs\n",
-         world_rank, steps, shrinks, size, survivors, rc, clock_s(CLOCK_MONOTONIC) - start);
+  printf("[w%d] FINISHED iters=%d shrinks=%d final_size=%d final_sum=%d rc=%d t=%.2fs\n", world_rank, steps, shrinks,
+         size, survivors, rc, clock_s(CLOCK_MONOTONIC) - start);
   if (rank == 0) {
-    printf("RESULT%s survivors_finished=%d of %d (w%d)\n", node_local ? "(node-local comm)" : "",
-           survivors, world_size, world_rank);
+    printf("RESULT%s survivors_finished=%d of %d (w%d)\n", node_local ? "(node-local comm)" : "", survivors, world_size,
+           world_rank);
   }
   fflush(stdout);
   MPI_Comm_free(&comm);
