@@ -45,11 +45,14 @@ struct Recovery {
   int attempts = 1;                            ///< more than 1 if processes failed during the recovery
 };
 
-/// How often `Driver::run(steps, step)` checkpoints: set exactly one.
+/// How often `Driver::run(steps, step)` checkpoints: set at most one; with
+/// none set (`Cadence{}`, the default) about every `kDefaultSeconds` seconds.
 /// Intervals in seconds become a number of steps, from the slowest process's
 /// measured time per step (and checkpoint cost), so every process decides
 /// alike without a collective per step.
 struct Cadence {
+  /// The interval, in seconds of steps, when none of the three is set.
+  static constexpr double kDefaultSeconds = 10;
   std::uint64_t every_steps = 0;  ///< before every n-th step
   double every_seconds = 0;       ///< about every this many seconds of steps
   /// Young/Daly's optimal interval (`young_daly_interval`) for this mean

@@ -183,17 +183,20 @@ typedef enum reprise_recovery_mode {
   REPRISE_SHRINK = 1,  /**< the survivors go on with fewer processes */
   REPRISE_REPLAY = 2   /**< the lost process alone is replayed from the message log (docs/guide/msglog.md) */
 } reprise_recovery_mode;
-/** Configuration of a driver; zero fields take the defaults. */
+/** Configuration of a driver; zero fields take the defaults (`{0}`: respawn, a checkpoint about every
+ * 10 seconds of steps, at most 64 recoveries, no faults injected). Of the cadence, `every_steps`,
+ * `every_seconds` and `mtbf_seconds`, set at most one (`reprise_driver_run` refuses two with
+ * `REPRISE_ERR_USAGE`); with none set the driver checkpoints about every 10 seconds of steps. */
 typedef struct reprise_driver_config {
-  reprise_recovery_mode mode; /**< how to recover */
+  reprise_recovery_mode mode; /**< how to recover; 0: `REPRISE_RESPAWN` */
   int max_recoveries;         /**< give up after this many recoveries; 0: 64 */
   uint64_t every_steps;       /**< checkpoint before every n-th step (0: not by steps) */
-  double every_seconds;       /**< checkpoint about every this many seconds (0: not by time) */
+  double every_seconds;       /**< checkpoint about every this many seconds (0: not by time; all three 0: 10) */
   double mtbf_seconds;        /**< checkpoint at Young/Daly's interval for this mean time between failures */
   int inject_faults;          /**< nonzero: carry out the fault plan in `REPRISE_FAULTS` ("2@30": original rank 2
                                    dies at step 30) before each step, as `reprise_faults_apply` would in the
                                    step; `reprise_driver_create` refuses a malformed plan, a rank the job never
-                                   had or a node fault with `REPRISE_ERR_USAGE` */
+                                   had or a node fault with `REPRISE_ERR_USAGE`; 0: none */
 } reprise_driver_config;
 /** A recovery the driver made, as its recovery function sees it. */
 typedef struct reprise_recovery {
@@ -238,14 +241,18 @@ typedef struct reprise_run_step {
 } reprise_run_step;
 /** A step or finish function of `reprise_run`; returns as a `reprise_step_function` does. */
 typedef int (*reprise_run_function)(const reprise_run_step* step);
-/** What `reprise_run` runs. */
+/** What `reprise_run` runs. `state`, `bytes`, `steps` and `step` are the program, `finish` prints or
+ * checks its result; every other field may be left 0 (a designated initializer leaves it so): no user
+ * pointer, and the driver's defaults (respawn, a checkpoint about every 10 seconds of steps, no faults
+ * injected; `.driver.inject_faults = 1` carries out `REPRISE_FAULTS`). */
 typedef struct reprise_run_config {
   void* state;                  /**< the memory every checkpoint saves and a recovery writes back */
   size_t bytes;                 /**< its size */
   uint64_t steps;               /**< how many steps to run */
   reprise_run_function step;    /**< called for each step */
-  reprise_run_function finish;  /**< NULL, or called once on every process after the last step, before the end
-                                     (MPI still works): print or check the result */
+  reprise_run_function finish;  /**< NULL (none), or called once on every process after the last step, before
+                                     the end (MPI still works): print or check the result here, not after
+                                     `reprise_run`, which may not return (see there) */
   void* user;                   /**< passed on as `reprise_run_step.user` */
   reprise_driver_config driver; /**< how to checkpoint and recover (zero fields: the defaults) */
 } reprise_run_config;
@@ -253,8 +260,9 @@ typedef struct reprise_run_config {
  * communicator, a checkpoint protecting `config->state`, a driver running `config->steps` steps of
  * `config->step` and recovering from failures, `config->finish`, then `reprise_end`, which prints a
  * failed call's error in one line and finalises. Returns the exit status for `main` (0, or 1 after an
- * error). A program that needs more (several regions, a recovery function, the store) makes these
- * calls itself. */
+ * error). After process failures, finalisation may have to be abandoned: the process then exits inside
+ * the call with that status, so code after it may not run (print the result in `config->finish`). A
+ * program that needs more (several regions, a recovery function, the store) makes these calls itself. */
 int reprise_run(int* argc, char*** argv, const reprise_run_config* config);
 
 /** Configuration of a heartbeat; zero fields take the defaults. */

@@ -170,14 +170,15 @@ class Recovery:
         """More than 1 if processes failed during the recovery."""
 
 class Cadence:
-    """How often Driver.run(steps, step) checkpoints: set exactly one of every_steps (before every n-th step),
+    """How often Driver.run(steps, step) checkpoints: set at most one of every_steps (before every n-th step),
     every_seconds (about every this many seconds of steps) and mtbf_seconds (Young/Daly's interval for this
-    mean time between failures)."""
+    mean time between failures); with none set (Cadence(), the Driver's default), about every 10 seconds of
+    steps."""
     every_steps: int
     every_seconds: float
     mtbf_seconds: float
     def __init__(self, every_steps: int = 0, every_seconds: float = 0.0, mtbf_seconds: float = 0.0) -> None:
-        """A cadence; Driver.run(steps, step) raises UsageError unless exactly one is set."""
+        """A cadence; Driver.run(steps, step) raises UsageError if more than one is set."""
 
 class Driver:
     """Runs the main loop and recovers it from process failures (respawn or shrink), rolling every process back
@@ -186,9 +187,10 @@ class Driver:
     def __init__(self, comm: Comm, checkpoint: Checkpoint, mode: str = "respawn", cadence: Cadence = ...,
                  max_recoveries: int = 64, inject_faults: bool = False) -> None:
         """mode: \"respawn\" (replacements take the lost ranks), \"shrink\" (the survivors go on) or \"replay\";
-        cadence: for run(steps, step); inject_faults: carry out the fault plan in REPRISE_FAULTS (\"2@30\":
-        original rank 2 dies at step 30) before each step of run(steps, step), as inject.Schedule.apply would in
-        the step (UsageError here for a malformed plan, a rank the job never had or a node fault)."""
+        cadence: for run(steps, step) (by default about every 10 seconds of steps); inject_faults: carry out the
+        fault plan in REPRISE_FAULTS (\"2@30\": original rank 2 dies at step 30) before each step of
+        run(steps, step), as inject.Schedule.apply would in the step (UsageError here for a malformed plan, a rank
+        the job never had or a node fault)."""
     def run(self, steps: int, step: Callable[[int], object]) -> None:
         """Calls step(s) for s from the current step to steps - 1, checkpointing as the cadence says; after a
         failure every process resumes at the step of the last checkpoint."""

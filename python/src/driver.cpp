@@ -80,12 +80,13 @@ void bind_recovery(nb::module_& module) {
       .def_ro("seconds", &Recovery::seconds, "From catching the failure to the state restored.")
       .def_ro("attempts", &Recovery::attempts, "More than 1 if processes failed during the recovery.");
   nb::class_<Cadence>(module, "Cadence",
-                      "How often Driver.run(steps, step) checkpoints: set exactly one of every_steps (before every "
+                      "How often Driver.run(steps, step) checkpoints: set at most one of every_steps (before every "
                       "n-th step), every_seconds (about every this many seconds of steps) and mtbf_seconds "
-                      "(Young/Daly's interval for this mean time between failures).")
+                      "(Young/Daly's interval for this mean time between failures); with none set (Cadence(), "
+                      "the Driver's default), about every 10 seconds of steps.")
       .def(nb::init<std::uint64_t, double, double>(), nb::arg("every_steps") = 0, nb::arg("every_seconds") = 0.0,
            nb::arg("mtbf_seconds") = 0.0,
-           "A cadence; Driver.run(steps, step) raises UsageError unless exactly one is set.")
+           "A cadence; Driver.run(steps, step) raises UsageError if more than one is set.")
       .def_rw("every_steps", &Cadence::every_steps, "Before every n-th step.")
       .def_rw("every_seconds", &Cadence::every_seconds, "About every this many seconds of steps.")
       .def_rw("mtbf_seconds", &Cadence::mtbf_seconds, "Young/Daly's interval for this mean time between failures.");
@@ -109,9 +110,10 @@ void bind_driver(nb::module_& module) {
            nb::arg("max_recoveries") = 64, nb::arg("inject_faults") = false, nb::keep_alive<1, 2>(),
            nb::keep_alive<1, 3>(),
            "mode: \"respawn\" (replacements take the lost ranks), \"shrink\" (the survivors go on) or \"replay\"; "
-           "cadence: for run(steps, step); inject_faults: carry out the fault plan in REPRISE_FAULTS (\"2@30\": "
-           "original rank 2 dies at step 30) before each step of run(steps, step), as inject.Schedule.apply "
-           "would in the step (UsageError here for a malformed plan, a rank the job never had or a node fault).")
+           "cadence: for run(steps, step) (by default about every 10 seconds of steps); inject_faults: carry out "
+           "the fault plan in REPRISE_FAULTS (\"2@30\": original rank 2 dies at step 30) before each step of "
+           "run(steps, step), as inject.Schedule.apply would in the step (UsageError here for a malformed plan, a "
+           "rank the job never had or a node fault).")
       .def("run", &run_steps, nb::arg("steps"), nb::arg("step"),
            "Calls step(s) for s from the current step to steps - 1, checkpointing as the cadence says; after a "
            "failure every process resumes at the step of the last checkpoint.")

@@ -96,10 +96,11 @@ void Driver::plan_from_here() {
   }
 }
 
-// The interval a time-based cadence asks for, in seconds.
+// The interval a time-based cadence (or the default, none set) asks for, in seconds.
 double Driver::interval_seconds(double checkpoint_seconds) const {
   if (_config.cadence.every_seconds > 0) return _config.cadence.every_seconds;
-  return young_daly_interval(_config.cadence.mtbf_seconds, checkpoint_seconds);
+  if (_config.cadence.mtbf_seconds > 0) return young_daly_interval(_config.cadence.mtbf_seconds, checkpoint_seconds);
+  return Cadence::kDefaultSeconds;
 }
 
 // In replay mode the plan comes before the commit (the slowest step time
@@ -159,8 +160,8 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
   const Cadence& cadence = _config.cadence;
   const int set =
       (cadence.every_steps > 0 ? 1 : 0) + (cadence.every_seconds > 0 ? 1 : 0) + (cadence.mtbf_seconds > 0 ? 1 : 0);
-  if (set != 1) {
-    throw UsageError("reprise::Driver::run(steps, step): set exactly one of DriverConfig::cadence's every_steps, "
+  if (set > 1) {
+    throw UsageError("reprise::Driver::run(steps, step): set at most one of DriverConfig::cadence's every_steps, "
                      "every_seconds and mtbf_seconds (" +
                      std::to_string(set) + " set)");
   }

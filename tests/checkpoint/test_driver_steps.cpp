@@ -174,11 +174,21 @@ TEST(DriverSteps, InjectFaultsRefusesAPlanItCannotCarryOut) {
   EXPECT_NO_THROW(Driver(comm, checkpoint, {.cadence = {.every_steps = 2}, .inject_faults = true}));
 }
 
-TEST(DriverSteps, TheCadenceMustBeSetExactlyOnce) {
+// No cadence set: about every Cadence::kDefaultSeconds (10 s) of steps, far
+// longer than this run, so no checkpoint but the first, to which a kill
+// rolls every process back.
+TEST(DriverSteps, NoCadenceIsTheDefaultIntervalAndAKillRollsBackToTheStart) {
+  StepRun run({});
+  run.go(OriginalRank{1}, 10, std::chrono::microseconds{100});
+  run.expect_exact_result();
+  if (!run.comm.is_replacement()) {
+    ASSERT_EQ(run.driver.recoveries().size(), 1U);
+    EXPECT_EQ(run.driver.checkpoint_stats().count, 0);
+  }
+}
+
+TEST(DriverSteps, TwoCadencesOrANegativeIntervalAreRefused) {
   Comm comm = Comm::world();
-  Checkpoint none_checkpoint{comm};
-  Driver none(comm, none_checkpoint);
-  EXPECT_THROW(none.run(3, [](std::uint64_t) {}), UsageError);
   Checkpoint two_checkpoint{comm};
   Driver two(comm, two_checkpoint, {.cadence = {.every_steps = 2, .every_seconds = 1.0}});
   EXPECT_THROW(two.run(3, [](std::uint64_t) {}), UsageError);
