@@ -201,6 +201,9 @@ class FinalizeCrashGuard {
 }  // namespace
 
 void finalize_mpi(int exit_status) {
+  // What the program printed reaches its output even if MPI_Finalize then
+  // crashes or is abandoned (both end the process with _exit).
+  std::fflush(nullptr);
   const FinalizeCrashGuard guard(exit_status);
   std::chrono::seconds timeout(5);
   try {
