@@ -32,20 +32,39 @@ def launch(processes, arguments, faults="", timeout=60, preload=None):
     return result.returncode, result.stdout + result.stderr, time.monotonic() - started
 
 
-def test_quickstart_shrinks_after_a_kill():
+def quickstart_totals(output):
+    """The quickstart's lines: {original rank: total}."""
+    return {int(rank): int(total) for rank, total in re.findall(r"^process (\d+): total (\d+)$", output, re.MULTILINE)}
+
+
+def test_quickstart_respawns_after_a_kill():
+    # The driver's defaults: respawn, and a checkpoint about every 10 s, so
+    # the kill rolls every process back to the start: 100 steps of 4.
     status, output, _ = launch(4, [QUICKSTART], faults="2@30")
     assert status == 0, output
-    assert "3 of 4 processes finished; total 330\n" in output, output
-    assert "1 killed on purpose" in output, output
+    assert quickstart_totals(output) == {0: 400, 1: 400, 2: 400, 3: 400}, output
+    assert "4 passed, 1 killed on purpose" in output, output
 
 
-def test_quickstart_respawns_after_two_kills(tmp_path):
-    respawning = tmp_path / "quickstart_respawn.py"
-    respawning.write_text(QUICKSTART.read_text().replace('mode="shrink"', 'mode="respawn"'))
-    status, output, _ = launch(4, [respawning], faults="2@30,1@55")
+def test_quickstart_respawns_after_two_kills():
+    status, output, _ = launch(4, [QUICKSTART], faults="2@30,1@55")
     assert status == 0, output
-    assert "4 of 4 processes finished; total 400\n" in output, output
+    assert quickstart_totals(output) == {0: 400, 1: 400, 2: 400, 3: 400}, output
     assert "4 passed, 2 killed on purpose" in output, output
+
+
+def test_quickstart_shrinks_after_a_kill(tmp_path):
+    # Shrinking, a checkpoint every 10 steps: 30 steps of 4 processes, then
+    # the 3 survivors roll back to step 30's checkpoint, 70 steps of 3.
+    shrinking = tmp_path / "quickstart_shrink.py"
+    default = "reprise.Driver(comm, checkpoint, "
+    assert default in QUICKSTART.read_text()
+    shrinking.write_text(QUICKSTART.read_text().replace(
+        default, default + 'mode="shrink", cadence=reprise.Cadence(every_steps=10), '))
+    status, output, _ = launch(4, [shrinking], faults="2@30")
+    assert status == 0, output
+    assert quickstart_totals(output) == {0: 330, 1: 330, 3: 330}, output
+    assert "1 killed on purpose" in output, output
 
 
 def test_the_quickstart_refuses_a_fault_plan_for_a_rank_it_lacks():
