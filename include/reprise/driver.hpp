@@ -221,6 +221,7 @@ class Driver {
   // the processes already agreed (in the message log's hook) on a rollback.
   std::vector<int> _lost;
   bool _rollback_agreed = false;
+  std::exception_ptr _log_error;  // met in a hook of the message log, not a failure: the loop raises it
   bool _in_checkpoint = false;    // run(steps, step) met the failure in its checkpoint, between two steps
   bool _resume_in_place = false;  // after a replay, run(steps, step) goes on where it was
   bool _restored_plan = false;    // kReplay: the state (and the plan) were just restored

@@ -287,6 +287,13 @@ void Driver::run(const std::function<void()>& loop) {
       ok = false;
       error = std::current_exception();
     }
+    if (_log_error != nullptr) {
+      // An error the message log's hooks met inside an MPI call of the loop,
+      // which returned the failure instead: it is this process's own.
+      ok = false;
+      if (error == nullptr) error = _log_error;
+      _log_error = nullptr;
+    }
     if (_rollback_agreed && error == nullptr) {
       // The message log's hook healed the job inside the loop, and every
       // process agreed there to roll back: restore now.

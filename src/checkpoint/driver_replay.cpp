@@ -63,7 +63,8 @@ void Driver::learn_lost(bool joined_now) {
 
 // The steps the loop's recovery takes after a failure (run(loop)), taken
 // here from inside the MPI call that met it. An error ends the call with
-// the failure; the loop then raises what was stored.
+// the failure; the loop then raises the error (_log_error), or recovers
+// again from a failure.
 int Driver::heal_from_log(int* healed, int* lost, int capacity, int* count) noexcept {
   try {
     _log_recovery_started = MPI_Wtime();
@@ -77,7 +78,10 @@ int Driver::heal_from_log(int* healed, int* lost, int capacity, int* count) noex
     *count = static_cast<int>(_lost.size());
     *healed = MPI_Comm_c2f(_comm.raw());
     return 0;
+  } catch (const CommFailure&) {
+    return 1;
   } catch (...) {
+    _log_error = std::current_exception();
     return 1;
   }
 }
@@ -96,7 +100,12 @@ int Driver::decide_from_log(int replay_here) noexcept {
                                    .seconds = MPI_Wtime() - _log_recovery_started,
                                    .attempts = 1});
     return 1;
+  } catch (const CommFailure&) {
+    return 0;
   } catch (...) {
+    // DataLost (the states of the lost processes have no copy left), say:
+    // every process meets it in this restore, and each raises its own.
+    _log_error = std::current_exception();
     return 0;
   }
 }

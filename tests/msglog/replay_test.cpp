@@ -470,3 +470,23 @@ TEST(Replay, AProcessKilledAgainDuringItsReplayReplaysAgain) {
 // Process 2 holds the determinants of process 1 (on one host, the next
 // rank): losing both, nobody can replay 1, and every process rolls back.
 TEST(Replay, AProcessLostWithItsBuddyRollsEveryProcessBack) { replay_run({{1, 9, 0}, {2, 9, 0}}, false); }
+
+// Processes 1 and 3 at step 9: on 4 processes with 2 copies each holds the
+// other's checkpoint, so both states are lost, though each one's buddy (the
+// holder of its determinants) lives. Every process raises DataLost naming
+// the two: the survivors meet it in the restore the log's hook runs inside
+// their MPI call, and raise it as their own.
+TEST(Replay, TwoProcessesHoldingEachOthersCheckpointLostTogetherRaiseDataLostEverywhere) {
+  ASSERT_TRUE(msglog::active());
+  Comm comm = Comm::world();
+  Checkpoint checkpoint(comm);
+  MasterWorker app(comm, checkpoint, Gather::kAnySource);
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  const std::vector<Kill> kills{{1, 9, 0}, {3, 9, 0}};
+  try {
+    driver.run(kSteps, [&](std::uint64_t step) { app.step(step, kills); });
+    ADD_FAILURE() << "the run ended without DataLost";
+  } catch (const DataLost& error) {
+    EXPECT_EQ(error.lost_processes(), (std::vector<OriginalRank>{OriginalRank{1}, OriginalRank{3}})) << error.what();
+  }
+}
