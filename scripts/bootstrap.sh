@@ -2,7 +2,7 @@
 # Prepare a Debian 12 machine for building and testing reprise.
 # Idempotent: a re-run on a ready machine installs nothing and takes ~1 s.
 #   - Debian packages: compiler, build tools, GoogleTest, HDF5 (library and
-#     the tools h5dump and h5ls), xxHash, toml++, nlohmann/json, Python (and,
+#     the tools h5dump and h5ls), xxHash, PMIx's headers, toml++, nlohmann/json, Python (and,
 #     as root, iproute2 and ping for scripts/cluster, Slurm and munge for
 #     scripts/slurm).
 #   - <repo>/.venv with h5py (the tests read images with it) and Open MPI with
@@ -40,7 +40,7 @@ if ((EUID == 0)); then
     command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
   done
 fi
-for pkg in libgtest-dev libhdf5-dev hdf5-tools libxxhash-dev libtomlplusplus-dev nlohmann-json3-dev doxygen python3-dev; do
+for pkg in libgtest-dev libhdf5-dev hdf5-tools libxxhash-dev libpmix-dev libtomlplusplus-dev nlohmann-json3-dev doxygen python3-dev; do
   installed "$pkg" || missing+=("$pkg")
 done
 # python3-venv is needed only to create .venv, and only if "python3 -m venv" cannot work.

@@ -12,6 +12,7 @@
 #include <xxhash.h>
 
 #include "cid_guard.hpp"
+#include "failure_relay.hpp"
 #include "log.hpp"
 #include "comm_detail.hpp"
 #include "reprise/detail/comm_internals.hpp"
@@ -181,6 +182,7 @@ Comm Comm::world() {
     throw UsageError("reprise::Comm::world: MPI is not initialised; create a reprise::Environment first");
   }
   detail::ompi::install_cid_guard();  // MPI may have been started without an Environment (mpi4py)
+  detail::pmix::install_failure_relay();
   // Settled here, while a spawned process still sees its parent: it has no
   // spare pool of its own.
   detail::SparePool* pool = detail::spare_pool();

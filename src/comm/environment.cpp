@@ -20,6 +20,7 @@
 #include <typeinfo>
 
 #include "cid_guard.hpp"
+#include "failure_relay.hpp"
 #include "log.hpp"
 #include "crash_note.hpp"
 #include "finalize.hpp"
@@ -145,6 +146,7 @@ Environment::Environment(int& argc, char**& argv, int thread_level) {
   if (!identity.spawned) logging::set_identity(identity.world_rank, identity.world_rank == 0);
   detail::install_crash_note();  // after MPI_Init, over Open MPI's own handlers
   detail::ompi::install_cid_guard();
+  detail::pmix::install_failure_relay();
   if (_owns) warn_if_not_fault_tolerant();
   if (identity.world_rank == 0 && !identity.spawned) settings::print_once();
   if (!inject::recorded_outcome()) inject::record_outcome(inject::Outcome::kRunning, launcher_rank());

@@ -509,6 +509,7 @@ MPI_Comm merge_replacements(Comm& healed, MPI_Comm& inter, int word) {
   if (healed.rank().value() == 0) told = tell_spawned(inter, word);
   MPI_Comm merged = MPI_COMM_NULL;
   bool merged_ok = MPI_Intercomm_merge(inter, 0, &merged) == MPI_SUCCESS;
+  if (merged_ok) inject::fault_point("comm.respawn.merged", healed.original_rank());
   const int rc = detail::ulfm::agree_on_step(inter, merged_ok);
   complete_told(told);
   if (rc != MPI_SUCCESS || !merged_ok) detail::ulfm::revoke(inter);

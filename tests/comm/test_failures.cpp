@@ -249,6 +249,15 @@ TEST(Failures, TheSurvivorThatSpawnedKilledBeforeItToldTheNewProcesses) {
   kill_while_spawning(OriginalRank{0}, "comm.respawn.spawned");
 }
 
+// A parent that does not spawn dies once the merge with the new process
+// worked, before the agreement on it: the new process belongs to another job
+// of the runtime, which tells only the dead process's own job of its death.
+// The agreement fails everywhere, the new process leaves, the others spawn
+// again.
+TEST(Failures, ASurvivorKilledRightAfterTheMergeWithTheNewProcesses) {
+  kill_while_spawning(OriginalRank{2}, "comm.respawn.merged");
+}
+
 // A new process dies inside its MPI_Init (REPRISE_TEST_KILL_IN_INIT): the
 // spawn never ends, the parent that spawned gives up after
 // REPRISE_SPAWN_TIMEOUT, and another parent spawns again.
