@@ -210,13 +210,12 @@ void kill_after(const Comm& comm, OriginalRank victim, std::chrono::milliseconds
   }).detach();
 }
 
-/// #1 dies; while the survivors spawn its replacement (one of them alone,
-/// rank 0 of the survivors, which takes about a second here), `second` dies
-/// too: 300 ms into the respawn, or at fault point `point` if given. The
-/// respawn starts over and replaces both.
-void kill_while_spawning(OriginalRank second, const char* point = nullptr) {
+/// `first` dies; while the survivors spawn its replacement (one of them
+/// alone, rank 0 of the survivors, which takes about a second here),
+/// `second` dies too: 300 ms into the respawn, or at fault point `point` if
+/// given. The respawn starts over and replaces both.
+void kill_while_spawning(OriginalRank second, const char* point = nullptr, OriginalRank first = OriginalRank{1}) {
   auto comm = Comm::world();
-  const OriginalRank first{1};
   if (!comm.is_replacement()) {
     kill_and_detect(comm, {first});
     if (point != nullptr) {
@@ -256,6 +255,12 @@ TEST(Failures, TheSurvivorThatSpawnedKilledBeforeItToldTheNewProcesses) {
 // again.
 TEST(Failures, ASurvivorKilledRightAfterTheMergeWithTheNewProcesses) {
   kill_while_spawning(OriginalRank{2}, "comm.respawn.merged");
+}
+
+// The same once #0, the process that relays its job's deaths to the new
+// processes, died first: #1 takes the relay over and tells them of #2's.
+TEST(Failures, ASurvivorKilledRightAfterTheMergeOnceTheRelayOfItsJobDied) {
+  kill_while_spawning(OriginalRank{2}, "comm.respawn.merged", OriginalRank{0});
 }
 
 // A new process dies inside its MPI_Init (REPRISE_TEST_KILL_IN_INIT): the
