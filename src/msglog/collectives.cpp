@@ -115,6 +115,14 @@ Contribution::Contribution(const Runtime& runtime, const OutgoingPiece& send, co
 int Runtime::uniform_collective(CommInfo& comm, std::span<const ResultPiece> result,
                                 const std::function<int(MPI_Comm)>& call) {
   flush_determinants();
+  if (_recovery && comm.key != _app_key) {
+    // Its results are not kept: a replay is refused until the next checkpoint.
+    ++_foreign_collectives;
+    for (;;) {
+      const int code = blocking([&] { return call(comm.physical); });
+      if (code == MPI_SUCCESS || !recovered_from(code)) return code;
+    }
+  }
   const std::uint64_t number = _collective_results.size();
   for (;;) {
     if (const auto served = _served.find(number); served != _served.end()) {

@@ -42,7 +42,7 @@ void Runtime::complete(RequestRecord& record, MPI_Status& status) {
   } else if (record.entry.bytes) {
     set_payload(status, static_cast<MPI_Count>(record.entry.size - kWireHeaderBytes));
   }
-  if (record.created != nullptr) add_comm(*record.created, record.created_key);
+  if (record.created != nullptr) add_comm(*record.created, record.created_key, record.created_parent);
 }
 
 int Runtime::request_get_status(MPI_Request request, int* flag, MPI_Status* status) {

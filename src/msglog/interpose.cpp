@@ -565,7 +565,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, 
   const int code = PMPI_Comm_create_group(info->physical, group, tag, newcomm);
   if (code != MPI_SUCCESS) return code;
   return guarded("MPI_Comm_create_group", comm, [&] {
-    Runtime::current()->add_comm(*newcomm, key);
+    Runtime::current()->add_comm(*newcomm, key, info->key);
     return MPI_SUCCESS;
   });
 }
@@ -583,7 +583,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_le
   const int code = PMPI_Intercomm_create(physical, local_leader, bridge, remote_leader, tag, newintercomm);
   if (code != MPI_SUCCESS) return code;
   return guarded("MPI_Intercomm_create", local_comm, [&] {
-    Runtime::current()->add_comm(*newintercomm, Runtime::current()->intercomm_key(*newintercomm));
+    Runtime::current()->add_comm(*newintercomm, Runtime::current()->intercomm_key(*newintercomm), local->key);
     return MPI_SUCCESS;
   });
 }

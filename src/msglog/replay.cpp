@@ -176,9 +176,11 @@ bool Runtime::recovered_from(int code) {
     Recovering& operator=(const Recovering&) = delete;
   } const recovering(_recovering);
   // Every other survivor meets the failure in its next call on the Driver's
-  // communicator (the only one a replay re-maps), or in the one it is blocked in.
+  // communicator (the only one a replay re-maps) or on one made from it, or
+  // in the one it is blocked in: one blocked in a collective on a column
+  // with a survivor that is recovering would otherwise wait forever.
   for (const auto& [handle, info] : _comms) {
-    if (info.key == _app_key) revoke(info.physical);
+    if (info.key == _app_key || made_from_driver(*info.members)) revoke(info.physical);
   }
   int size = 0;
   PMPI_Group_size(_world_group, &size);
@@ -214,8 +216,31 @@ void Runtime::resume(MPI_Comm healed, std::span<const int> lost) {
   ++_recoveries;
 }
 
+bool Runtime::made_from_driver(const Members& members) const {
+  std::uint64_t parent = members.parent;
+  // A chain of creations ends at world (no parent); each step is a creation,
+  // so the walk is as long as the deepest chain of communicators made.
+  while (parent != 0 && parent != _app_key) {
+    const auto found = _members.find(parent);
+    if (found == _members.end()) return false;
+    parent = found->second.parent;
+  }
+  return parent != 0 && _app_key != 0;
+}
+
 std::string Runtime::replay_refusal(std::span<const int> lost) const {
   if (_app_key == 0) return "no checkpoint of the Driver's has marked the log yet";
+  for (const auto& [handle, info] : _comms) {
+    if (info.key != _app_key && made_from_driver(*info.members)) {
+      return "the program holds a communicator made from the Driver's (MPI_Comm_dup, _split, _create, ...), which "
+             "the replay does not re-map yet; the recovery revoked it: free it and make it again in "
+             "Driver::on_recovery";
+    }
+  }
+  if (_foreign_collectives != 0) {
+    return "the program called a collective on a communicator other than the Driver's since the checkpoint, which "
+           "the replay cannot serve: call collectives on Comm::raw() of the Driver's communicator";
+  }
   for (const auto& [key, members] : _members) {
     bool used = false;
     for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
@@ -670,6 +695,7 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   _served.clear();
   _collectives = 0;
   _collectives_before_checkpoint.reset();
+  _foreign_collectives = 0;
 }
 
 void Runtime::rejoin(MPI_Comm app, std::span<const std::byte> state, std::span<const int> lost, bool rolled_back) {

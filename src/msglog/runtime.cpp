@@ -158,7 +158,7 @@ CommInfo* Runtime::find(MPI_Comm comm) noexcept {
   return &found->second;
 }
 
-void Runtime::created(CommInfo& parent, MPI_Comm created) { add_comm(created, child_key(parent)); }
+void Runtime::created(CommInfo& parent, MPI_Comm created) { add_comm(created, child_key(parent), parent.key); }
 
 std::uint64_t Runtime::child_key(CommInfo& parent) noexcept {
   // Every member of the parent counts the collective, members of the new
@@ -194,7 +194,7 @@ std::uint64_t Runtime::intercomm_key(MPI_Comm inter) {
   return mix64(mixed ^ mix64(++_group_creations[mixed])) | 1U;
 }
 
-void Runtime::add_comm(MPI_Comm created, std::uint64_t key) {
+void Runtime::add_comm(MPI_Comm created, std::uint64_t key, std::uint64_t parent) {
   if (created == MPI_COMM_NULL) return;
   int inter = 0;
   PMPI_Comm_test_inter(created, &inter);
@@ -212,11 +212,9 @@ void Runtime::add_comm(MPI_Comm created, std::uint64_t key) {
   }
   // A member that was not in world (a spawned process) cannot be named by a channel.
   if (std::ranges::find(world_ranks, MPI_UNDEFINED) != world_ranks.end()) return;
-  _comms[created] = CommInfo{.key = key,
-                             .physical = created,
-                             .rank = rank,
-                             .children = 0,
-                             .members = &add_members(created, key, rank, std::move(world_ranks))};
+  Members& members = add_members(created, key, rank, std::move(world_ranks));
+  members.parent = parent;
+  _comms[created] = CommInfo{.key = key, .physical = created, .rank = rank, .children = 0, .members = &members};
 }
 
 void Runtime::set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept {
@@ -255,6 +253,7 @@ int Runtime::comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_R
   RequestRecord record;
   record.created = created;
   record.created_key = child_key(parent);
+  record.created_parent = parent.key;
   const int code = info == MPI_INFO_NULL ? PMPI_Comm_idup(parent.physical, created, &record.physical)
                                          : PMPI_Comm_idup_with_info(parent.physical, info, created, &record.physical);
   if (code != MPI_SUCCESS) return code;
@@ -376,6 +375,7 @@ void Runtime::apply_mark(const std::vector<ConsumedReport>& reports) {
     _events_since_checkpoint = false;
   }
   _collectives = 0;
+  _foreign_collectives = 0;
 }
 
 void Runtime::mark_checkpoint(MPI_Comm over) { apply_mark(consumed_reports(over)); }

@@ -45,6 +45,7 @@ struct Channel {
 /// (the checkpoints still need them).
 struct Members {
   std::uint64_t key = 0;          ///< the communicator's key
+  std::uint64_t parent = 0;       ///< the key of the communicator it was made from (0: none)
   int rank = 0;                   ///< this process's rank in it
   std::vector<int> world;         ///< each member's world rank
   std::vector<Channel> channels;  ///< one per member (the peer's rank)
@@ -129,6 +130,7 @@ struct RequestRecord {
   // An MPI_Comm_idup: where MPI puts the new communicator, and its key.
   MPI_Comm* created = nullptr;
   std::uint64_t created_key = 0;
+  std::uint64_t created_parent = 0;  ///< the key of the communicator it is made from
   // Completed by MPI_Request_get_status: its status, for the Wait/Test that frees it.
   bool completed_early = false;
   MPI_Status early_status{};
@@ -246,9 +248,10 @@ class Runtime {
   std::uint64_t group_key(const CommInfo& parent, MPI_Group group, int tag);
   /// The key of the intercommunicator `inter` MPI_Intercomm_create made.
   std::uint64_t intercomm_key(MPI_Comm inter);
-  /// Registers `created` (MPI_COMM_NULL: nothing) under `key`; an
-  /// intercommunicator's channels go to its remote group.
-  void add_comm(MPI_Comm created, std::uint64_t key);
+  /// Registers `created` (MPI_COMM_NULL: nothing) under `key`, made from
+  /// the communicator of key `parent`; an intercommunicator's channels go
+  /// to its remote group.
+  void add_comm(MPI_Comm created, std::uint64_t key, std::uint64_t parent);
   /// MPI_Comm_idup (`info` MPI_INFO_NULL) or _with_info: the new
   /// communicator is registered when the request completes.
   int comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_Request* request);
@@ -505,6 +508,8 @@ class Runtime {
   [[nodiscard]] bool suppressed(std::uint64_t key, int dest, Sequence sequence) const;
   /// Why the lost processes cannot replay (empty: they can).
   [[nodiscard]] std::string replay_refusal(std::span<const int> lost) const;
+  /// Whether `members` were made from the Driver's communicator, or from one made from it.
+  [[nodiscard]] bool made_from_driver(const Members& members) const;
   /// The survivor's side: the Driver's communicator is `healed` now.
   void remap(MPI_Comm healed);
   /// Forgets `record`'s physical request (on a revoked communicator; never
@@ -569,6 +574,7 @@ class Runtime {
   std::deque<std::vector<std::byte>> _replayed_values;  ///< a replay: the values from outside MPI, in order
   std::uint64_t _any_posted = 0;                        ///< MPI_ANY_SOURCE receives posted so far
   std::uint64_t _collectives = 0;                       ///< collectives a replay cannot serve, since the last mark
+  std::uint64_t _foreign_collectives = 0;  ///< served ones on a communicator not the Driver's, since the last mark
   std::optional<std::uint64_t> _collectives_before_checkpoint;  ///< _collectives when a checkpoint began
   std::string _refusal;                                         ///< why the last can_replay() refused
   std::vector<std::vector<std::byte>> _collective_results;      ///< uniform_collective's, since the last mark (packed)
