@@ -287,16 +287,19 @@ void Driver::run(const std::function<void()>& loop) {
       ok = false;
       error = std::current_exception();
     }
-    if (_log_error != nullptr) {
+    const bool log_erred = _log_error != nullptr;
+    if (log_erred) {
       // An error the message log's hooks met inside an MPI call of the loop,
       // which returned the failure instead: it is this process's own.
       ok = false;
       if (error == nullptr) error = _log_error;
       _log_error = nullptr;
     }
-    if (_rollback_agreed && error == nullptr) {
+    if (_rollback_agreed && !log_erred) {
       // The message log's hook healed the job inside the loop, and every
-      // process agreed there to roll back: restore now.
+      // process agreed there to roll back: restore now, whatever error the
+      // call that met the failure made the loop raise (MPI_ERR_IN_STATUS
+      // from MPI_Waitall, say, which is no process failure's class).
       recovering = true;
       joined_now = false;
       started = _log_recovery_started;

@@ -115,7 +115,7 @@ Contribution::Contribution(const Runtime& runtime, const OutgoingPiece& send, co
 int Runtime::uniform_collective(CommInfo& comm, std::span<const ResultPiece> result,
                                 const std::function<int(MPI_Comm)>& call) {
   flush_determinants();
-  if (_recovery && comm.key != _app_key) {
+  if (_recovery && comm.key != _app_key && !made_from_driver(*comm.members)) {
     // Its results are not kept: a replay is refused until the next checkpoint.
     ++_foreign_collectives;
     for (;;) {
@@ -123,14 +123,15 @@ int Runtime::uniform_collective(CommInfo& comm, std::span<const ResultPiece> res
       if (code == MPI_SUCCESS || !recovered_from(code)) return code;
     }
   }
-  const std::uint64_t number = _collective_results.size();
+  const std::uint64_t number = _collective_results[comm.key].size();
   for (;;) {
-    if (const auto served = _served.find(number); served != _served.end()) {
+    auto& served_here = _served[comm.key];
+    if (const auto served = served_here.find(number); served != served_here.end()) {
       // The others finished it before the failure (this process replays, or
       // met the failure inside it): their result, without calling MPI.
       unpack_result(served->second, result);
-      _collective_results.push_back(std::move(served->second));
-      _served.erase(served);
+      _collective_results[comm.key].push_back(std::move(served->second));
+      served_here.erase(served);
       return MPI_SUCCESS;
     }
     const int code = blocking([&] { return call(comm.physical); });
@@ -138,7 +139,7 @@ int Runtime::uniform_collective(CommInfo& comm, std::span<const ResultPiece> res
     if (!recovered_from(code)) return code;
   }
   // Kept only where a replay may need it (the Driver in replay mode marks the log).
-  if (_recovery) _collective_results.push_back(pack_result(result));
+  if (_recovery) _collective_results[comm.key].push_back(pack_result(result));
   return MPI_SUCCESS;
 }
 

@@ -69,15 +69,41 @@ constexpr const char* kNewComm =
     "messages on it would go unlogged: make it from a communicator of the processes of MPI_COMM_WORLD (MPI_Comm_dup, "
     "MPI_Comm_split, MPI_Comm_create_group, MPI_Intercomm_create, ...)";
 
+/// A replacement replaying: `*created` is the communicator a recovery made
+/// again for this creation from `info` (then true, and no collective).
+bool adopted(const char* call, MPI_Comm parent, const CommInfo& info, MPI_Comm* created) {
+  MPI_Comm remade = MPI_COMM_NULL;
+  (void)guarded(call, parent, [&] {
+    remade = Runtime::current()->adopt(info);
+    return MPI_SUCCESS;
+  });
+  if (remade == MPI_COMM_NULL) return false;
+  *created = remade;
+  return true;
+}
+
+/// Whether the process failure `code` says was recovered from in place (the call is made again).
+bool recovered(const char* call, MPI_Comm comm, int code) {
+  return guarded(call, comm, [&] { return Runtime::current()->recovered_from(code) ? MPI_SUCCESS : code; }) ==
+         MPI_SUCCESS;
+}
+
 /// After `make` created `*created` from `parent` (collective over it,
 /// so run without the runtime's lock).
 template <class Make>
 int create(const char* call, MPI_Comm parent, MPI_Comm* created, Make&& make) {
   CommInfo* info = logged(parent);
   if (info == nullptr) return make(parent);
+  if (adopted(call, parent, *info, created)) return MPI_SUCCESS;
   MPI_Comm physical = parent;
   if (const int code = collective(call, physical); code != MPI_SUCCESS) return code;
-  const int code = make(physical);
+  int code = make(physical);
+  // A process failure recovers here as in the other calls (a replay, which
+  // a creation since the checkpoint refuses, would make it again).
+  while (code != MPI_SUCCESS && recovered(call, parent, code)) {
+    physical = info->physical;
+    code = make(physical);
+  }
   if (code != MPI_SUCCESS) return code;
   return guarded(call, parent, [&] {
     Runtime::current()->created(*info, *created);
@@ -525,10 +551,12 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler 
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Comm_free(MPI_Comm* comm) {
+  MPI_Comm remade = MPI_COMM_NULL;
   if (Runtime* runtime = Runtime::current(); runtime != nullptr && *comm != MPI_COMM_WORLD) {
     const auto lock = runtime->enter();
-    runtime->freed(*comm);
+    remade = runtime->freed(*comm);
   }
+  if (remade != MPI_COMM_NULL) PMPI_Comm_free(&remade);
   return PMPI_Comm_free(comm);
 }
 
@@ -552,6 +580,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, 
 REPRISE_MSGLOG_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
   CommInfo* info = logged(comm);
   if (info == nullptr) return PMPI_Comm_create_group(comm, group, tag, newcomm);
+  if (adopted("MPI_Comm_create_group", comm, *info, newcomm)) return MPI_SUCCESS;
   std::uint64_t key = 0;
   if (const int code = guarded("MPI_Comm_create_group", comm,
                                [&] {

@@ -177,6 +177,7 @@ int Runtime::recv(const ReceiveArgs& receive, CommInfo& comm, MPI_Status* status
 }
 
 int Runtime::post_receive(RequestRecord& record, const CommInfo& comm) {
+  record.posted = ++_posted;
   ReceiveTarget target = prepare_receive(record, false);
   const int code = PMPI_Irecv(target.buffer, target.count, target.type, posted_source(record), record.tag,
                               comm.physical, &record.physical);

@@ -3,7 +3,7 @@
 // reprise's Driver; the replaced process restarts from its checkpoint,
 // takes back the log's state saved with it, follows its determinants and
 // sends only what its peers have not consumed; the survivors re-map their
-// communicator and requests, and send again what was not consumed.
+// communicators (remap.cpp) and requests, and send again what was not consumed.
 
 #include <mpi.h>
 
@@ -29,7 +29,7 @@ namespace {
 
 constexpr std::uint64_t kWorldKey = 1;
 /// The first word of a saved state (the format's version).
-constexpr std::uint64_t kStateTag = 0x7265706c61790001;
+constexpr std::uint64_t kStateTag = 0x7265706c61790002;
 
 /// Whether `code` says that a process failed or the communicator was revoked.
 bool process_failure(int code) {
@@ -216,27 +216,9 @@ void Runtime::resume(MPI_Comm healed, std::span<const int> lost) {
   ++_recoveries;
 }
 
-bool Runtime::made_from_driver(const Members& members) const {
-  std::uint64_t parent = members.parent;
-  // A chain of creations ends at world (no parent); each step is a creation,
-  // so the walk is as long as the deepest chain of communicators made.
-  while (parent != 0 && parent != _app_key) {
-    const auto found = _members.find(parent);
-    if (found == _members.end()) return false;
-    parent = found->second.parent;
-  }
-  return parent != 0 && _app_key != 0;
-}
-
 std::string Runtime::replay_refusal(std::span<const int> lost) const {
   if (_app_key == 0) return "no checkpoint of the Driver's has marked the log yet";
-  for (const auto& [handle, info] : _comms) {
-    if (info.key != _app_key && made_from_driver(*info.members)) {
-      return "the program holds a communicator made from the Driver's (MPI_Comm_dup, _split, _create, ...), which "
-             "the replay does not re-map yet; the recovery revoked it: free it and make it again in "
-             "Driver::on_recovery";
-    }
-  }
+  if (std::string why = remap_refusal(); !why.empty()) return why;
   if (_foreign_collectives != 0) {
     return "the program called a collective on a communicator other than the Driver's since the checkpoint, which "
            "the replay cannot serve: call collectives on Comm::raw() of the Driver's communicator";
@@ -247,11 +229,12 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
       const Channel& channel = members.channels[peer];
       used = used || channel.next_send != 0 || channel.received.next() != 0 || !channel.received.out_of_order().empty();
     }
-    if (key != _app_key && used && !members.freed) {
-      return "the program sends on a communicator other than the Driver's (MPI_COMM_WORLD, or one made from it), "
-             "which the replay does not re-map yet: send on Comm::raw() of the Driver's communicator";
+    if (key != _app_key && used && !members.freed && !made_from_driver(members)) {
+      return "the program sends on a communicator other than the Driver's and those made from it (MPI_COMM_WORLD, "
+             "or one made from it), which the replay does not re-map: send on Comm::raw() of the Driver's "
+             "communicator or on one made from it";
     }
-    if (key != _app_key && _log.bytes() > 0) {
+    if (key != _app_key && members.freed && _log.bytes() > 0) {
       for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
         if (_log.count(ChannelKey{key, static_cast<int>(peer)}) > 0) {
           return "a freed communicator still has messages in the log, which the replay cannot send again";
@@ -310,17 +293,6 @@ void Runtime::remap(MPI_Comm healed) {
   _last_found = {MPI_COMM_NULL, nullptr};
   PMPI_Group_free(&_world_group);
   PMPI_Comm_group(healed, &_world_group);
-  // Every request on it in progress: a receive is posted again, a send is
-  // complete (the resynchronisation sends it again if it was not consumed).
-  for (auto& [handle, record] : _requests) {
-    if (record.members != app || record.physical == MPI_REQUEST_NULL || record.completed_early) continue;
-    abandon(record);
-    if (record.receive) {
-      check(post_receive(record, _comms[healed]), "posting a receive again after a recovery");
-    } else {
-      record.physical = completed_request();
-    }
-  }
   _detached.clear();  // sent again below if not consumed
 }
 
@@ -333,8 +305,12 @@ void Runtime::resynchronise(std::span<const int> lost, bool rolled_back) {
   check(PMPI_Comm_dup(app, &internal), "a new communicator for the log");
   PMPI_Comm_set_errhandler(internal, MPI_ERRORS_RETURN);
   relink_buddies(internal, lost, rolled_back);
-  if (!rolled_back) share_collective_results();
-  send_again(app);
+  // The communicators made from the Driver's, made again from the healed
+  // one, and the requests in progress on them all posted again.
+  const std::map<std::uint64_t, MPI_Comm> keys = remake_derived(app);
+  repost(keys);
+  if (!rolled_back) share_collective_results(keys);
+  send_again(keys);
 }
 
 void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool rolled_back) {
@@ -403,7 +379,7 @@ void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool 
   _incomplete = std::move(incomplete);
 }
 
-void Runtime::send_again(MPI_Comm app) {
+void Runtime::send_again(const std::map<std::uint64_t, MPI_Comm>& keys) {
   int size = 0;
   PMPI_Comm_size(_internal, &size);
   // What each receiver consumed of each sender.
@@ -427,53 +403,58 @@ void Runtime::send_again(MPI_Comm app) {
     if (!in.ok()) throw CorruptData("reprise msglog: a recovery's consumed numbers were cut short");
   }
   // Every logged message not consumed goes again, in the order of its numbers.
-  const Members& members = _members.at(_app_key);
-  for (int peer = 0; peer < static_cast<int>(members.channels.size()); ++peer) {
-    const ChannelKey channel{_app_key, peer};
-    const auto window = _peer_consumed.find(channel);
-    for (const LogEntry& entry : _log.entries(channel)) {
-      if (window != _peer_consumed.end() && window->second.consumed(entry.sequence)) continue;
-      MPI_Request request = MPI_REQUEST_NULL;
-      check(PMPI_Isend(entry.bytes.get(), static_cast<int>(entry.size), MPI_PACKED, peer, entry.tag, app, &request),
-            "sending a logged message again");
-      _detached.emplace_back(request, entry);
+  for (const auto& [key, physical] : keys) {
+    const Members& members = _members.at(key);
+    for (int peer = 0; peer < static_cast<int>(members.channels.size()); ++peer) {
+      const ChannelKey channel{key, peer};
+      const auto window = _peer_consumed.find(channel);
+      for (const LogEntry& entry : _log.entries(channel)) {
+        if (window != _peer_consumed.end() && window->second.consumed(entry.sequence)) continue;
+        MPI_Request request = MPI_REQUEST_NULL;
+        check(PMPI_Isend(entry.bytes.get(), static_cast<int>(entry.size), MPI_PACKED, peer, entry.tag, physical,
+                         &request),
+              "sending a logged message again");
+        _detached.emplace_back(request, entry);
+      }
     }
   }
 }
 
 // ---- collectives ---------------------------------------------------------------------
 
-void Runtime::share_collective_results() {
-  int size = 0;
-  int rank = 0;
-  PMPI_Comm_size(_internal, &size);
-  PMPI_Comm_rank(_internal, &rank);
-  const std::uint64_t mine = _collective_results.size();
-  std::vector<std::uint64_t> counts(static_cast<std::size_t>(size));
-  check(PMPI_Allgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, _internal),
-        "counting the collectives since the checkpoint");
-  // The first process that finished the most serves those that did not.
-  const auto most = std::ranges::max_element(counts);
-  std::vector<std::vector<std::byte>> outgoing(static_cast<std::size_t>(size));
-  if (most - counts.begin() == rank) {
-    for (std::size_t r = 0; r < outgoing.size(); ++r) {
+void Runtime::share_collective_results(const std::map<std::uint64_t, MPI_Comm>& keys) {
+  _served.clear();
+  // One communicator after the other, in the order of their keys (the same on every process).
+  for (const auto& [key, physical] : keys) {
+    const MPI_Comm over = key == _app_key ? _internal : physical;
+    int size = 0;
+    int rank = 0;
+    PMPI_Comm_size(over, &size);
+    PMPI_Comm_rank(over, &rank);
+    const std::vector<std::vector<std::byte>>& results = _collective_results[key];
+    const std::uint64_t mine = results.size();
+    std::vector<std::uint64_t> counts(static_cast<std::size_t>(size));
+    check(PMPI_Allgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, over),
+          "counting the collectives since the checkpoint");
+    // The first process that finished the most serves those that did not.
+    const auto most = std::ranges::max_element(counts);
+    std::vector<std::vector<std::byte>> outgoing(static_cast<std::size_t>(size));
+    for (std::size_t r = 0; r < outgoing.size() && most - counts.begin() == rank; ++r) {
       for (std::uint64_t n = counts[r]; n < *most; ++n) {
-        const std::vector<std::byte>& result = _collective_results[n];
         append_word(outgoing[r], n);
-        append_word(outgoing[r], result.size());
-        outgoing[r].insert(outgoing[r].end(), result.begin(), result.end());
+        append_word(outgoing[r], results[n].size());
+        outgoing[r].insert(outgoing[r].end(), results[n].begin(), results[n].end());
       }
     }
-  }
-  _served.clear();
-  for (const auto& bytes : exchange_bytes(_internal, outgoing)) {
-    WordReader in(bytes);
-    while (in.ok() && in.remaining() > 0) {
-      const std::uint64_t number = in.word();
-      const auto result = in.bytes(in.word());
-      _served[number].assign(result.begin(), result.end());
+    for (const auto& bytes : exchange_bytes(over, outgoing)) {
+      WordReader in(bytes);
+      while (in.ok() && in.remaining() > 0) {
+        const std::uint64_t number = in.word();
+        const auto result = in.bytes(in.word());
+        _served[key][number].assign(result.begin(), result.end());
+      }
+      if (!in.ok()) throw CorruptData("reprise msglog: the results of a recovery's collectives were cut short");
     }
-    if (!in.ok()) throw CorruptData("reprise msglog: the results of a recovery's collectives were cut short");
   }
 }
 
@@ -600,8 +581,9 @@ void Runtime::finish_mark() {
 
 std::vector<std::byte> Runtime::save_state(const std::vector<ConsumedReport>& reports) const {
   // The clock, the MPI_ANY_SOURCE receives posted, the Driver's
-  // communicator (key, children made, members) and per channel the next
-  // number to send, what was consumed, and the entries not yet consumed.
+  // communicator (key, children made) and its channels (per channel the
+  // next number to send, what was consumed, and the entries not yet
+  // consumed), then the communicators made from it.
   std::vector<std::byte> out;
   append_word(out, kStateTag);
   append_word(out, _determinants.clock());
@@ -613,26 +595,8 @@ std::vector<std::byte> Runtime::save_state(const std::vector<ConsumedReport>& re
   }
   append_word(out, _app_key);
   append_word(out, children);
-  append_word(out, members.channels.size());
-  for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
-    const Channel& channel = members.channels[peer];
-    append_word(out, static_cast<std::uint64_t>(members.world[peer]));
-    append_word(out, channel.next_send);
-    append_window(out, channel.received);
-    const ChannelKey key{_app_key, static_cast<int>(peer)};
-    const auto report = std::ranges::find_if(reports, [&](const ConsumedReport& r) { return r.channel == key; });
-    std::vector<LogEntry> entries = _log.entries(key);
-    if (report != reports.end()) {
-      std::erase_if(entries, [&](const LogEntry& entry) { return report->consumed.consumed(entry.sequence); });
-    }
-    append_word(out, entries.size());
-    for (const LogEntry& entry : entries) {
-      append_word(out, entry.sequence);
-      append_word(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(entry.tag)));
-      append_word(out, entry.size);
-      out.insert(out.end(), entry.bytes.get(), entry.bytes.get() + entry.size);
-    }
-  }
+  append_channels(out, members, reports);
+  append_derived(out, reports);
   return out;
 }
 
@@ -643,10 +607,14 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   }
   const std::uint64_t clock = in.word();
   _any_posted = in.word();
+  // A survivor rolled back keeps its handles of the communicators made
+  // from the Driver's: the recovery makes them again (remake_derived).
+  std::vector<std::pair<MPI_Comm, std::uint64_t>> held;
+  for (const auto& [handle, info] : _comms) {
+    if (info.key != _app_key && made_from_driver(*info.members)) held.emplace_back(handle, info.key);
+  }
   _app_key = in.word();
   const std::uint64_t children = in.word();
-  const std::uint64_t size = in.word();
-  if (!in.ok() || size > in.remaining()) throw CorruptData("reprise msglog: the log's saved state is cut short");
   // Everything the process did since is gone: requests, messages in
   // flight, the other communicators, the log.
   for (auto& [handle, record] : _requests) abandon(record);
@@ -656,32 +624,26 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   _log.clear();
   _comms.clear();
   _members.clear();
+  _adoptable.clear();
+  _remade.clear();
+  _restored_children.clear();
   _last_found = {MPI_COMM_NULL, nullptr};
   int rank = 0;
   PMPI_Comm_rank(app, &rank);
-  std::vector<int> world(static_cast<std::size_t>(size));
-  std::iota(world.begin(), world.end(), 0);
-  Members& members = add_members(app, _app_key, rank, std::move(world));
-  for (std::size_t peer = 0; peer < size; ++peer) {
-    Channel& channel = members.channels[peer];
-    (void)in.word();  // the peer's world rank then: the peer's rank now
-    channel.next_send = static_cast<Sequence>(in.word());
-    channel.received = read_window(in);
-    const std::uint64_t entries = in.word();
-    for (std::uint64_t e = 0; e < entries && in.ok(); ++e) {
-      const auto sequence = static_cast<Sequence>(in.word());
-      const auto tag = static_cast<int>(static_cast<std::int64_t>(in.word()));
-      const std::size_t bytes = in.word();
-      const auto payload = in.bytes(bytes);
-      if (!in.ok()) break;
-      LogEntry entry{.sequence = sequence, .tag = tag, .bytes = _arena.allocate(bytes), .size = bytes};
-      std::memcpy(entry.bytes.get(), payload.data(), bytes);
-      channel.log = &_log.channel(ChannelKey{_app_key, static_cast<int>(peer)});
-      (void)_log.append(*channel.log, std::move(entry));
-    }
-  }
+  Members& members = add_members(app, _app_key, rank, {});
+  read_channels(in, members);
+  read_derived(in);
   if (!in.ok() || in.remaining() != 0) throw CorruptData("reprise msglog: the log's saved state is cut short");
   _comms[app] = CommInfo{.key = _app_key, .physical = app, .rank = rank, .children = children, .members = &members};
+  for (const auto& [handle, key] : held) {
+    const auto found = _members.find(key);
+    if (found == _members.end()) continue;  // made after the checkpoint: gone with the rollback
+    _comms[handle] = CommInfo{.key = key,
+                              .physical = handle,
+                              .rank = found->second.rank,
+                              .children = _restored_children[key],
+                              .members = &found->second};
+  }
   _determinants.restart_at(clock);
   _events_since_checkpoint = false;
   PMPI_Group_free(&_world_group);

@@ -158,7 +158,11 @@ CommInfo* Runtime::find(MPI_Comm comm) noexcept {
   return &found->second;
 }
 
-void Runtime::created(CommInfo& parent, MPI_Comm created) { add_comm(created, child_key(parent), parent.key); }
+void Runtime::created(CommInfo& parent, MPI_Comm created) {
+  const std::uint64_t key = child_key(parent);
+  if (created == MPI_COMM_NULL && (parent.key == _app_key || made_from_driver(*parent.members))) _left_out = true;
+  add_comm(created, key, parent.key);
+}
 
 std::uint64_t Runtime::child_key(CommInfo& parent) noexcept {
   // Every member of the parent counts the collective, members of the new
@@ -214,6 +218,7 @@ void Runtime::add_comm(MPI_Comm created, std::uint64_t key, std::uint64_t parent
   if (std::ranges::find(world_ranks, MPI_UNDEFINED) != world_ranks.end()) return;
   Members& members = add_members(created, key, rank, std::move(world_ranks));
   members.parent = parent;
+  members.made = ++_made;
   _comms[created] = CommInfo{.key = key, .physical = created, .rank = rank, .children = 0, .members = &members};
 }
 
@@ -221,15 +226,18 @@ void Runtime::set_errhandler(CommInfo& comm, MPI_Errhandler handler) noexcept {
   comm.members->errors_return = !fatal(handler);
 }
 
-void Runtime::freed(MPI_Comm comm) noexcept {
+MPI_Comm Runtime::freed(MPI_Comm comm) noexcept {
   const auto found = _comms.find(comm);
-  if (found == _comms.end()) return;
+  if (found == _comms.end()) return MPI_COMM_NULL;
   // A recovery in place keeps the handles of the Driver's communicator:
   // they name the healed one from then on.
-  if (_recovering && found->second.key == _app_key) return;
+  if (_recovering && found->second.key == _app_key) return MPI_COMM_NULL;
   found->second.members->freed = true;
+  const MPI_Comm remade =
+      found->second.remade && found->second.physical != comm ? found->second.physical : MPI_COMM_NULL;
   _comms.erase(found);
   _last_found = {MPI_COMM_NULL, nullptr};
+  return remade;
 }
 
 void Runtime::forget_freed() {

@@ -46,6 +46,7 @@ struct Channel {
 struct Members {
   std::uint64_t key = 0;          ///< the communicator's key
   std::uint64_t parent = 0;       ///< the key of the communicator it was made from (0: none)
+  std::uint64_t made = 0;         ///< when this process made it (its creations counted from 1)
   int rank = 0;                   ///< this process's rank in it
   std::vector<int> world;         ///< each member's world rank
   std::vector<Channel> channels;  ///< one per member (the peer's rank)
@@ -60,6 +61,7 @@ struct CommInfo {
   int rank = 0;                       ///< this process's rank in it
   std::uint64_t children = 0;         ///< communicators made from it so far (a collective count)
   Members* members = nullptr;         ///< its members and channels (owned by the runtime)
+  bool remade = false;                ///< `physical` is the log's own, made again by a recovery (freed with the handle)
 
   /// Whether `peer` names a member (else the call goes to MPI as it is, which reports the error).
   [[nodiscard]] bool has(int peer) const noexcept {
@@ -125,6 +127,7 @@ struct RequestRecord {
   bool staged = false;                 ///< received into `staging` (else straight into `buffer`)
   bool matched_already = false;        ///< an MPI_Imrecv: its probe logged the match
   std::uint64_t ordinal = 0;           ///< an MPI_ANY_SOURCE receive: which one (from 1, in posting order)
+  std::uint64_t posted = 0;            ///< a receive: when it was posted (a recovery posts them again in that order)
   bool replayed = false;               ///< posted with the source its determinant names (held already)
   bool placeholder = false;            ///< the application's handle is a request of the log's own (freed at the end)
   // An MPI_Comm_idup: where MPI puts the new communicator, and its key.
@@ -256,8 +259,15 @@ class Runtime {
   /// communicator is registered when the request completes.
   int comm_idup(CommInfo& parent, MPI_Info info, MPI_Comm* created, MPI_Request* request);
   /// Forgets the handle `comm`; its channels and log entries stay until a
-  /// checkpoint finds nothing of them is needed any more.
-  void freed(MPI_Comm comm) noexcept;
+  /// checkpoint finds nothing of them is needed any more. Returns the
+  /// physical communicator a recovery made for it, which the caller frees
+  /// with the handle (MPI_COMM_NULL: none).
+  MPI_Comm freed(MPI_Comm comm) noexcept;
+  /// A replacement replaying: the communicator a recovery made again for
+  /// the next creation from `parent` that this process made before its
+  /// checkpoint, registered as the application's (MPI_COMM_NULL: none left,
+  /// the creation is a new one).
+  MPI_Comm adopt(const CommInfo& parent);
 
   // Point-to-point on a logged communicator; each returns an MPI error code.
   int send(SendMode mode, const MessageArgs& message, CommInfo& comm);
@@ -510,6 +520,27 @@ class Runtime {
   [[nodiscard]] std::string replay_refusal(std::span<const int> lost) const;
   /// Whether `members` were made from the Driver's communicator, or from one made from it.
   [[nodiscard]] bool made_from_driver(const Members& members) const;
+  /// Why the communicators made from the Driver's cannot be re-mapped (empty: they can).
+  [[nodiscard]] std::string remap_refusal() const;
+  /// Collective over `healed` (the Driver's communicator): every
+  /// communicator made from the Driver's that some process holds is made
+  /// again from `healed` (an MPI_Comm_split per key, in the order of the
+  /// keys), with the same members in the same order. A survivor's handles
+  /// name the new ones; a replacement keeps them for its creations to adopt.
+  /// Returns each key's physical communicator now, the Driver's included.
+  std::map<std::uint64_t, MPI_Comm> remake_derived(MPI_Comm healed);
+  /// Posts again, in the order they were first posted, the receives in
+  /// progress on the communicators of `keys` (their physical ones revoked);
+  /// a send is complete (sent again if it was not consumed).
+  void repost(const std::map<std::uint64_t, MPI_Comm>& keys);
+  /// The members and channels of the communicators made from the Driver's,
+  /// for the saved state, and back (a replacement's, before remake_derived).
+  void append_derived(std::vector<std::byte>& out, const std::vector<ConsumedReport>& reports) const;
+  void read_derived(WordReader& in);
+  /// A communicator's channels, and the logged messages `reports` do not say consumed.
+  void append_channels(std::vector<std::byte>& out, const Members& members,
+                       const std::vector<ConsumedReport>& reports) const;
+  void read_channels(WordReader& in, Members& members);
   /// The survivor's side: the Driver's communicator is `healed` now.
   void remap(MPI_Comm healed);
   /// Forgets `record`'s physical request (on a revoked communicator; never
@@ -523,11 +554,13 @@ class Runtime {
   /// links; the replaced processes get their determinants back (`_pinned`).
   void relink_buddies(MPI_Comm internal, std::span<const int> lost, bool rolled_back);
   /// resynchronise(): what each receiver consumed (`_peer_consumed`), and
-  /// every logged message not consumed sent again on `app`.
-  void send_again(MPI_Comm app);
+  /// every logged message not consumed sent again on its communicator's
+  /// physical one (`keys`: key -> physical communicator).
+  void send_again(const std::map<std::uint64_t, MPI_Comm>& keys);
   /// resynchronise(): the results of the collectives some process finished
-  /// and others did not, from one that did (`_served`).
-  void share_collective_results();
+  /// and others did not, from one that did (`_served`), per communicator of
+  /// `keys` (key -> physical communicator, in the same order on every process).
+  void share_collective_results(const std::map<std::uint64_t, MPI_Comm>& keys);
   /// Packs or unpacks (`into_result`) a collective's result.
   [[nodiscard]] std::vector<std::byte> pack_result(std::span<const ResultPiece> result) const;
   void unpack_result(std::span<const std::byte> packed, std::span<const ResultPiece> result) const;
@@ -574,12 +607,20 @@ class Runtime {
   std::deque<std::vector<std::byte>> _replayed_values;  ///< a replay: the values from outside MPI, in order
   std::uint64_t _any_posted = 0;                        ///< MPI_ANY_SOURCE receives posted so far
   std::uint64_t _collectives = 0;                       ///< collectives a replay cannot serve, since the last mark
-  std::uint64_t _foreign_collectives = 0;  ///< served ones on a communicator not the Driver's, since the last mark
+  std::uint64_t _foreign_collectives = 0;  ///< served ones on a communicator not re-mapped, since the last mark
+  std::uint64_t _made = 0;                 ///< communicators this process made so far
+  std::uint64_t _posted = 0;               ///< receives posted so far
+  bool _left_out = false;  ///< a creation from the Driver's communicator (or one of its own) gave MPI_COMM_NULL
+  /// A replacement: per parent key, the keys of the communicators a recovery made again, in the order it made them.
+  std::map<std::uint64_t, std::deque<std::uint64_t>> _adoptable;
+  std::map<std::uint64_t, MPI_Comm> _remade;                    ///< the last remake_derived's, by key
+  std::map<std::uint64_t, std::uint64_t> _restored_children;    ///< read_derived's counts of creations, by key
   std::optional<std::uint64_t> _collectives_before_checkpoint;  ///< _collectives when a checkpoint began
   std::string _refusal;                                         ///< why the last can_replay() refused
-  std::vector<std::vector<std::byte>> _collective_results;      ///< uniform_collective's, since the last mark (packed)
-  std::map<std::uint64_t, std::vector<std::byte>>
-      _served;                                ///< a recovery: results of collectives others finished, by number
+  /// uniform_collective's results since the last mark (packed), per communicator key
+  std::map<std::uint64_t, std::vector<std::vector<std::byte>>> _collective_results;
+  /// A recovery: results of collectives others finished, by communicator key, then number.
+  std::map<std::uint64_t, std::map<std::uint64_t, std::vector<std::byte>>> _served;
   std::vector<ConsumedReport> _pending_mark;  ///< prepare_mark's, for finish_mark
   std::vector<std::unique_ptr<std::byte[]>> _abandoned_staging;
 };

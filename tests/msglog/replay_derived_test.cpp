@@ -1,21 +1,25 @@
-// Communicators made from the Driver's, which the replay (RecoveryMode::kReplay)
-// does not re-map yet: the rows and the columns of a 2x2 grid, made by
-// MPI_Comm_split of the Driver's communicator, an MPI_Allreduce on each
-// every step (and, in one variant, an MPI_Sendrecv along the row). Process
-// 3 is killed for real (SIGKILL) between its column's and its row's calls
-// of step 9: process 0 then waits in step 10's collective on its column with
-// process 2, which met the failure in its row. Checked: no process hangs
-// (the recovery revokes the communicators made from the Driver's, so that
-// process 0 meets the failure too), every process rolls back to its
-// checkpoint saying why in one line (tested by the line, see CMakeLists.txt),
-// the program makes its communicators again in Driver::on_recovery, and every
-// process's state equals, bitwise, that of the same steps run again afterwards
-// without a failure.
+// Communicators made from the Driver's under the replay
+// (RecoveryMode::kReplay): the rows and the columns of a 2x2 grid, made by
+// MPI_Comm_split of the Driver's communicator at the first step a process
+// runs, an MPI_Allreduce on each every step (and, in some runs, two
+// messages each way along the row, whose two receives of one source and tag
+// are in progress across the column's collective). A process is killed for real (SIGKILL): the
+// survivors re-map their rows and columns to communicators made again from
+// the healed one, its replacement takes those for the splits it makes again
+// while it replays, and no survivor runs a step twice. Made anew every step
+// instead (a communicator made since the checkpoint, which the replay
+// cannot match), every process rolls back, saying why in one line (tested by
+// the line, see CMakeLists.txt). Without the recovery revoking the rows and
+// columns, process 0 waited forever in a collective on its column for
+// process 2, which met the failure in its row.
+// Checked: every process's state equals, bitwise, that of the same steps run
+// again afterwards without a failure.
 
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "reprise/checkpoint.hpp"
@@ -34,96 +38,132 @@ constexpr std::uint64_t kCheckpointEvery = 6;
 using tests::Kill;
 using tests::KillPoint;
 
-/// What each step calls on the row besides its MPI_Allreduce.
-enum class Row { kCollectiveOnly, kWithSendrecv };
+/// What each step calls on the row besides its MPI_Allreduce, and when the rows and columns are made.
+struct Use {
+  bool messages = false;    ///< two messages each way along the row too, received in the order posted
+  bool every_step = false;  ///< made at each step and freed at its end (else at the first step, kept)
+};
 
 class Grid : public tests::MixedCells {
  public:
-  Grid(int rank, Row row) : MixedCells(rank), _row(row) {}
+  Grid(int rank, Use use) : MixedCells(rank), _use(use) {}
   Grid(const Grid&) = delete;
   Grid& operator=(const Grid&) = delete;
   ~Grid() { forget(); }
 
-  /// Step `step` on the rows and columns of `comm` (made at the first step
-  /// this process runs); the process `kill` names dies where it says.
+  /// Step `step` on the rows and columns of `comm`; the process `kill` names dies where it says.
   void step(Comm& comm, std::uint64_t step, const Kill& kill) {
     executing(step);
     const int me = comm.rank().value();
-    if (_rows == MPI_COMM_NULL) {
-      comm.check(MPI_Comm_split(comm.raw(), me / 2, me, &_rows), "MPI_Comm_split (rows)");
-      comm.check(MPI_Comm_split(comm.raw(), me % 2, me, &_columns), "MPI_Comm_split (columns)");
+    if (_columns == MPI_COMM_NULL) {
+      forget();
+      _rows = split(comm, me / 2);
+      _columns = split(comm, me % 2);
     }
     die_if(comm, step, kill, KillPoint::kStepStart);
+    // Two receives of one source and tag, in progress across the column's
+    // collective: a recovery must post them again in this order.
+    const int partner = 1 - me % 2;  // in the row
+    std::uint64_t in[2] = {0, 0};
+    MPI_Request receives[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    for (int k = 0; k < 2 && _use.messages; ++k) {
+      comm.check(MPI_Irecv(&in[k], 1, MPI_UINT64_T, partner, 7, _rows, &receives[k]), "MPI_Irecv (row)");
+    }
     std::uint64_t column = word(step);
     comm.check(MPI_Allreduce(MPI_IN_PLACE, &column, 1, MPI_UINT64_T, MPI_SUM, _columns), "MPI_Allreduce (column)");
     absorb(column);
     die_if(comm, step, kill, KillPoint::kMidStep);
-    if (_row == Row::kWithSendrecv) {
-      const std::uint64_t out = word(step + 1);
-      std::uint64_t in = 0;
-      const int partner = 1 - me % 2;
-      comm.check(MPI_Sendrecv(&out, 1, MPI_UINT64_T, partner, 7, &in, 1, MPI_UINT64_T, partner, 7, _rows,
-                              MPI_STATUS_IGNORE),
-                 "MPI_Sendrecv (row)");
-      absorb(in);
+    if (_use.messages) {
+      const std::uint64_t out[2] = {word(step + 1), word(step + 3) ^ 0x77};
+      for (const std::uint64_t value : out) {
+        comm.check(MPI_Send(&value, 1, MPI_UINT64_T, partner, 7, _rows), "MPI_Send (row)");
+      }
+      comm.check(MPI_Waitall(2, receives, MPI_STATUSES_IGNORE), "MPI_Waitall (row)");
+      absorb(in[0]);
+      absorb(in[1] * 3);
     }
     std::uint64_t row = word(step + 2);
     comm.check(MPI_Allreduce(MPI_IN_PLACE, &row, 1, MPI_UINT64_T, MPI_BXOR, _rows), "MPI_Allreduce (row)");
     absorb(row);
+    if (_use.every_step) forget();
   }
 
-  /// Frees the rows and columns (revoked by a recovery): the next step makes them again.
+  /// A split of `comm` by `colour` (a failed split leaves no handle behind).
+  static MPI_Comm split(Comm& comm, int colour) {
+    MPI_Comm made = MPI_COMM_NULL;
+    comm.check(MPI_Comm_split(comm.raw(), colour, comm.rank().value(), &made), "MPI_Comm_split");
+    return made;
+  }
+
+  /// Frees the rows and columns (a failure may have come between their splits).
   void forget() {
-    if (_rows == MPI_COMM_NULL) return;
-    MPI_Comm_free(&_rows);
-    MPI_Comm_free(&_columns);
+    if (_rows != MPI_COMM_NULL) MPI_Comm_free(&_rows);
+    if (_columns != MPI_COMM_NULL) MPI_Comm_free(&_columns);
   }
 
  private:
-  Row _row;
+  Use _use;
   MPI_Comm _rows = MPI_COMM_NULL;
   MPI_Comm _columns = MPI_COMM_NULL;
 };
 
-void grid_run(Row row, const Kill& kill) {
+/// The grid under the Driver in replay mode, `kill` as it says; `replays`:
+/// the failure is replayed (else every process rolls back).
+void grid_run(Use use, const Kill& kill, bool replays) {
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
   ASSERT_EQ(comm.size(), 4);
   Checkpoint checkpoint(comm);
-  Grid app(comm.rank().value(), row);
+  Grid app(comm.rank().value(), use);
   app.protect(checkpoint);
   {
     Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
-    driver.on_recovery([&](const Recovery&) { app.forget(); });
+    // A rollback forgets the communicators made since the checkpoint: the step makes them again.
+    driver.on_recovery([&](const Recovery& recovery) {
+      if (recovery.mode != RecoveryMode::kReplay) app.forget();
+    });
     driver.run(kSteps, [&](std::uint64_t step) { app.step(comm, step, kill); });
     ASSERT_EQ(driver.recoveries().size(), kill.rank < 0 ? 0U : 1U);
     for (const Recovery& recovery : driver.recoveries()) {
-      EXPECT_EQ(recovery.mode, RecoveryMode::kRespawn) << "every process rolled back";
+      EXPECT_EQ(recovery.mode, replays ? RecoveryMode::kReplay : RecoveryMode::kRespawn);
       EXPECT_EQ(recovery.lost, std::vector<OriginalRank>{OriginalRank{kill.rank}});
     }
     if (!comm.is_replacement()) {
-      const std::vector<std::uint64_t>& executed = app.executed();
-      ASSERT_FALSE(executed.empty());
-      EXPECT_EQ(executed.back(), kSteps - 1);
-      if (kill.rank >= 0) {
-        EXPECT_GT(executed.size(), kSteps) << "a survivor ran again from its checkpoint";
+      std::vector<std::uint64_t> once(kSteps);
+      std::iota(once.begin(), once.end(), 0);
+      if (replays) {
+        EXPECT_EQ(app.executed(), once) << "a survivor never runs a step twice";
+      } else {
+        EXPECT_GT(app.executed().size(), kSteps) << "a survivor ran again from its checkpoint";
       }
     }
   }
   app.forget();
-  Grid clean(comm.rank().value(), row);
+  Grid clean(comm.rank().value(), use);
   for (std::uint64_t step = 0; step < kSteps; ++step) clean.step(comm, step, Kill{});
   EXPECT_EQ(app.state(), clean.state()) << "this process's state, bitwise";
 }
 
 }  // namespace
 
-TEST(ReplayDerived, CollectivesOnRowsAndColumnsRollBackInsteadOfHanging) {
-  grid_run(Row::kCollectiveOnly, {.rank = 3, .step = 9, .point = KillPoint::kMidStep});
+TEST(ReplayDerived, RowsAndColumnsReplayAKillBetweenTheirCollectives) {
+  grid_run({}, {.rank = 3, .step = 9, .point = KillPoint::kMidStep}, true);
 }
 
-TEST(ReplayDerived, MessagesOnRowsAndColumnsRollBackInsteadOfHanging) {
-  grid_run(Row::kWithSendrecv, {.rank = 3, .step = 9, .point = KillPoint::kMidStep});
+TEST(ReplayDerived, RowsAndColumnsReplayAKillBetweenTheirMessagesAndCollectives) {
+  grid_run({.messages = true}, {.rank = 3, .step = 9, .point = KillPoint::kMidStep}, true);
 }
 
-TEST(ReplayDerived, AFailureFreeRunAgreesWithOpenMpi) { grid_run(Row::kCollectiveOnly, {}); }
+TEST(ReplayDerived, RowsAndColumnsReplayAKillJustAfterACheckpoint) {
+  grid_run({.messages = true}, {.rank = 1, .step = 12, .point = KillPoint::kStepStart}, true);
+}
+
+TEST(ReplayDerived, RowsAndColumnsReplayAKilledFirstProcess) {
+  grid_run({.messages = true}, {.rank = 0, .step = 16, .point = KillPoint::kMidStep}, true);
+}
+
+TEST(ReplayDerived, RowsAndColumnsMadeEveryStepRollBackInsteadOfHanging) {
+  grid_run({.messages = true, .every_step = true}, {.rank = 3, .step = 9, .point = KillPoint::kMidStep}, false);
+}
+
+TEST(ReplayDerived, AFailureFreeRunAgreesWithOpenMpi) { grid_run({}, {}, true); }
