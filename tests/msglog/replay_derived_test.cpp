@@ -2,8 +2,8 @@
 // (RecoveryMode::kReplay): the rows and the columns of a 2x2 grid, made by
 // MPI_Comm_split of the Driver's communicator at the first step a process
 // runs, an MPI_Allreduce on each every step (and, in some runs, two
-// messages each way along the row, whose two receives of one source and tag
-// are in progress across the column's collective). A process is killed for real (SIGKILL): the
+// messages each way on a duplicate of the row, whose two receives of one
+// source and tag are in progress across the column's collective). A process is killed for real (SIGKILL): the
 // survivors re-map their rows and columns to communicators made again from
 // the healed one, its replacement takes those for the splits it makes again
 // while it replays, and no survivor runs a step twice. Made anew every step
@@ -40,7 +40,7 @@ using tests::KillPoint;
 
 /// What each step calls on the row besides its MPI_Allreduce, and when the rows and columns are made.
 struct Use {
-  bool messages = false;    ///< two messages each way along the row too, received in the order posted
+  bool messages = false;    ///< two messages each way along the row too (on a duplicate of it), received in order
   bool every_step = false;  ///< made at each step and freed at its end (else at the first step, kept)
 };
 
@@ -55,10 +55,11 @@ class Grid : public tests::MixedCells {
   void step(Comm& comm, std::uint64_t step, const Kill& kill) {
     executing(step);
     const int me = comm.rank().value();
-    if (_columns == MPI_COMM_NULL) {
+    if (_columns == MPI_COMM_NULL || (_use.messages && _pair == MPI_COMM_NULL)) {
       forget();
       _rows = split(comm, me / 2);
       _columns = split(comm, me % 2);
+      if (_use.messages) comm.check(MPI_Comm_dup(_rows, &_pair), "MPI_Comm_dup (row)");
     }
     die_if(comm, step, kill, KillPoint::kStepStart);
     // Two receives of one source and tag, in progress across the column's
@@ -67,7 +68,7 @@ class Grid : public tests::MixedCells {
     std::uint64_t in[2] = {0, 0};
     MPI_Request receives[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     for (int k = 0; k < 2 && _use.messages; ++k) {
-      comm.check(MPI_Irecv(&in[k], 1, MPI_UINT64_T, partner, 7, _rows, &receives[k]), "MPI_Irecv (row)");
+      comm.check(MPI_Irecv(&in[k], 1, MPI_UINT64_T, partner, 7, _pair, &receives[k]), "MPI_Irecv (row)");
     }
     std::uint64_t column = word(step);
     comm.check(MPI_Allreduce(MPI_IN_PLACE, &column, 1, MPI_UINT64_T, MPI_SUM, _columns), "MPI_Allreduce (column)");
@@ -76,7 +77,7 @@ class Grid : public tests::MixedCells {
     if (_use.messages) {
       const std::uint64_t out[2] = {word(step + 1), word(step + 3) ^ 0x77};
       for (const std::uint64_t value : out) {
-        comm.check(MPI_Send(&value, 1, MPI_UINT64_T, partner, 7, _rows), "MPI_Send (row)");
+        comm.check(MPI_Send(&value, 1, MPI_UINT64_T, partner, 7, _pair), "MPI_Send (row)");
       }
       comm.check(MPI_Waitall(2, receives, MPI_STATUSES_IGNORE), "MPI_Waitall (row)");
       absorb(in[0]);
@@ -99,12 +100,14 @@ class Grid : public tests::MixedCells {
   void forget() {
     if (_rows != MPI_COMM_NULL) MPI_Comm_free(&_rows);
     if (_columns != MPI_COMM_NULL) MPI_Comm_free(&_columns);
+    if (_pair != MPI_COMM_NULL) MPI_Comm_free(&_pair);
   }
 
  private:
   Use _use;
   MPI_Comm _rows = MPI_COMM_NULL;
   MPI_Comm _columns = MPI_COMM_NULL;
+  MPI_Comm _pair = MPI_COMM_NULL;  ///< a duplicate of the row (a communicator made from one made from the Driver's)
 };
 
 /// The grid under the Driver in replay mode, `kill` as it says; `replays`:
