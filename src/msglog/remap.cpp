@@ -226,6 +226,7 @@ void Runtime::append_derived(std::vector<std::byte>& out, const std::vector<Cons
     append_word(out, members->parent);
     append_word(out, members->made);
     append_word(out, static_cast<std::uint64_t>(members->rank));
+    append_word(out, members->errors_return ? 1 : 0);
     append_word(out, children);
     append_channels(out, *members, reports);
   }
@@ -240,6 +241,7 @@ void Runtime::read_derived(WordReader& in) {
     members.parent = in.word();
     members.made = in.word();
     members.rank = static_cast<int>(in.word());
+    members.errors_return = in.word() != 0;
     _restored_children[key] = in.word();
     read_channels(in, members);
     _made = std::max(_made, members.made);
