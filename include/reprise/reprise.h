@@ -58,7 +58,8 @@ size_t reprise_last_error_lost_ranges(reprise_block_range* ranges, size_t capaci
 reprise_status reprise_init(int* argc, char*** argv);
 /** Finalises what `reprise_init` started; `exit_status` is what `main` will return, the status the
  * process exits with if finalisation has to be abandoned after failures. A process that ends without
- * it has not finalised MPI: its job fails, whatever its exit status. */
+ * it has not finalised MPI: its job fails, whatever its exit status (after `reprise_run`, the process's
+ * exit finalises). */
 reprise_status reprise_finalize(int exit_status);
 /** Ends `main` in one call, `return reprise_end(failed);`, where `failed` is nonzero after a failing
  * call (a status, or a `||` chain of them): then it prints this thread's last error on stderr in one
@@ -241,28 +242,32 @@ typedef struct reprise_run_step {
 } reprise_run_step;
 /** A step or finish function of `reprise_run`; returns as a `reprise_step_function` does. */
 typedef int (*reprise_run_function)(const reprise_run_step* step);
-/** What `reprise_run` runs. `state`, `bytes`, `steps` and `step` are the program, `finish` prints or
- * checks its result; every other field may be left 0 (a designated initializer leaves it so): no user
- * pointer, and the driver's defaults (respawn, a checkpoint about every 10 seconds of steps, no faults
- * injected; `.driver.inject_faults = 1` carries out `REPRISE_FAULTS`). */
+/** What `reprise_run` runs. `state`, `bytes`, `steps` and `step` are the program; every other field may
+ * be left 0 (a designated initializer leaves it so): no finish function, no user pointer, and the
+ * driver's defaults (respawn, a checkpoint about every 10 seconds of steps, no faults injected;
+ * `.driver.inject_faults = 1` carries out `REPRISE_FAULTS`). */
 typedef struct reprise_run_config {
   void* state;                  /**< the memory every checkpoint saves and a recovery writes back */
   size_t bytes;                 /**< its size */
   uint64_t steps;               /**< how many steps to run */
   reprise_run_function step;    /**< called for each step */
-  reprise_run_function finish;  /**< NULL (none), or called once on every process after the last step, before
-                                     the end (MPI still works): print or check the result here, not after
-                                     `reprise_run`, which may not return (see there) */
+  reprise_run_function finish;  /**< NULL (none), or called once on every process after the last step with
+                                     the communicator still there (to check the result across processes);
+                                     its nonzero return fails its process */
   void* user;                   /**< passed on as `reprise_run_step.user` */
   reprise_driver_config driver; /**< how to checkpoint and recover (zero fields: the defaults) */
 } reprise_run_config;
 /** A whole program whose state is one region, in one call from `main`: `reprise_init`, the job's
  * communicator, a checkpoint protecting `config->state`, a driver running `config->steps` steps of
- * `config->step` and recovering from failures, `config->finish`, then `reprise_end`, which prints a
- * failed call's error in one line and finalises. Returns the exit status for `main` (0, or 1 after an
- * error). After process failures, finalisation may have to be abandoned: the process then exits inside
- * the call with that status, so code after it may not run (print the result in `config->finish`). A
- * program that needs more (several regions, a recovery function, the store) makes these calls itself. */
+ * `config->step` and recovering from failures, then `config->finish`. Returns 0 once every step ran
+ * (`config->state` then holds the result: print it after the call), or 1 after a failed call, whose
+ * error it has printed in one line naming the process (the process is recorded as failed for the
+ * launcher). Either way it returns with MPI still initialised and finalises it when the process exits
+ * (`return` from `main` or `exit`), as `reprise_finalize` does with the status the process exits with:
+ * what the program printed flushed first, `MPI_Finalize` watched (after process failures it may hang or crash;
+ * the process then ends with that status), the status recorded for the launcher. Calling
+ * `reprise_finalize` after it finalises there instead. A program that needs more (several regions, a
+ * recovery function, the store) makes these calls itself. */
 int reprise_run(int* argc, char*** argv, const reprise_run_config* config);
 
 /** Configuration of a heartbeat; zero fields take the defaults. */

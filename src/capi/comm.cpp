@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -42,7 +43,32 @@ void say_last_error() {
   reprise::inject::record_outcome(reprise::inject::Outcome::kFailed, reprise::OriginalRank{rank}, line);
 }
 
+// At process exit, once reprise_run has returned (registered by
+// reprise::capi::end_at_exit): what reprise_finalize does, with the status the
+// process exits with (what main returned), unless the program finalised
+// already. A finalisation that fails ends the process with its error in one line.
+void finalize_at_exit(int status, void* /*unused*/) {
+  if (environment() == nullptr) return;
+  if (reprise_finalize(status) == REPRISE_OK) return;
+  say_last_error();
+  std::fflush(nullptr);
+  std::_Exit(status != 0 ? status : 1);
+}
+
 }  // namespace
+
+namespace reprise::capi {
+
+int end_at_exit(int failed) {
+  if (failed != 0) say_last_error();
+  const int status = failed != 0 ? 1 : 0;
+  if (environment() != nullptr && ::on_exit(finalize_at_exit, nullptr) != 0) {
+    finalize_at_exit(status, nullptr);  // no room left to register it: finalise now
+  }
+  return status;
+}
+
+}  // namespace reprise::capi
 
 using reprise::capi::checked;
 using reprise::capi::guarded;

@@ -85,6 +85,13 @@ std::vector<int> plain_ranks(const std::vector<OriginalRank>& ranks);
 /// but `count` is not 0.
 std::vector<OriginalRank> original_ranks(const int* ranks, std::size_t count);
 
+/// The end of `reprise_run`: this thread's last error in one line naming the
+/// process when `failed` is nonzero (the process recorded as failed), and MPI
+/// finalised when the process exits, as `reprise_finalize` does, with the
+/// status it exits with (nothing then if the program finalised before).
+/// Returns the exit status for `main`: 0, or 1 when `failed` is nonzero.
+int end_at_exit(int failed);
+
 /// `value`, or `fallback` when it is zero (the C configurations' "default").
 template <class T>
 T or_default(T value, T fallback) {

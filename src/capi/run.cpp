@@ -1,5 +1,6 @@
 // The C interface's one-call program (reprise_run): the environment, a
-// checkpoint of one region and the driver over its steps, then the end.
+// checkpoint of one region and the driver over its steps; MPI is finalised
+// when the process exits.
 #include <string>
 
 #include "handles.hpp"
@@ -57,7 +58,7 @@ int reprise_run(int* argc, char*** argv, const reprise_run_config* config) {
   reprise_driver_free(driver);
   reprise_checkpoint_free(checkpoint);
   reprise_comm_free(comm);
-  return reprise_end(failed);
+  return reprise::capi::end_at_exit(failed);
 }
 
 }  // extern "C"
