@@ -191,7 +191,7 @@ class Driver {
   [[nodiscard]] double interval_seconds(double checkpoint_seconds) const;
   void checkpoint_and_plan();
   void plan_then_checkpoint();
-  void stop_if_any_erred(const std::exception_ptr& error);
+  void stop_if_any_erred(const std::exception_ptr& error, bool from_loop);
 
   Comm& _comm;
   Checkpoint& _checkpoint;

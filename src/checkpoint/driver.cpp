@@ -13,6 +13,7 @@
 
 #include "reprise/detail/comm_internals.hpp"
 #include "reprise/error.hpp"
+#include "log.hpp"
 
 namespace reprise {
 
@@ -62,6 +63,22 @@ std::uint64_t Driver::saved_step(std::span<const std::byte> progress) {
 }
 
 namespace {
+
+/// What an error says, in one line for stderr: the last line of a message
+/// of several (a Python traceback ends with the exception).
+std::string describe(const std::exception_ptr& error) {
+  std::string what;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& raised) {
+    what = raised.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+  while (!what.empty() && what.back() == '\n') what.pop_back();
+  const auto last_break = what.rfind('\n');
+  return last_break == std::string::npos ? what : what.substr(last_break + 1);
+}
 
 /// In replay mode, the share of the message log's bound that the log may
 /// reach by the next checkpoint, at the rate of the interval before.
@@ -239,17 +256,33 @@ void Driver::restore_state(bool joined_now, double started, int attempts) {
 // than a process failure, nobody recovers (a process left alone would wait
 // for the others forever); the process that raised it raises it again, the
 // others say so.
-void Driver::stop_if_any_erred(const std::exception_ptr& error) {
-  bool none_erred = error == nullptr;
+// An error the loop raised in an attempt in which a process failed may be the
+// failure's doing: under ULFM an MPI call can complete on one process with
+// data that the failed process never sent (RELIABILITY.md defect 46), and a
+// program can turn a failure into an error of its own. Such an error is
+// recovered from like the failure, said in one line; raised again in an
+// attempt without a failure, it stops every process.
+void Driver::stop_if_any_erred(const std::exception_ptr& error, bool from_loop) {
+  const bool loop_erred = error != nullptr && from_loop;
+  bool excused = loop_erred && !_comm.get_failed().empty();
+  bool none_erred = error == nullptr || excused;
   try {
     none_erred = _comm.agree(none_erred);
   } catch (const ProcessFailed&) {
-    // Another failure during the agreement: what this process knows decides.
+    // A failure not yet acknowledged: what this process knows decides, and
+    // it now knows of a failure.
+    excused = loop_erred;
+    none_erred = error == nullptr || excused;
   }
-  if (error != nullptr) std::rethrow_exception(error);
   if (!none_erred) {
+    if (error != nullptr) std::rethrow_exception(error);
     throw Error("reprise::Driver: another process ended with an error (it says which); every process stops",
                 MPI_ERR_OTHER);
+  }
+  if (excused) {
+    logging::warning("reprise::Driver: the loop raised an error while a process failed (%s); recovering, as it may "
+                     "come from the failure; raised again without a failure, it stops every process",
+                     describe(error).c_str());
   }
 }
 
@@ -270,6 +303,7 @@ void Driver::run(const std::function<void()>& loop) {
   for (;;) {
     bool ok = true;
     std::exception_ptr error;  // not a process failure: every process stops
+    bool in_loop = false;
     try {
       if (heal_comm) {
         heal();
@@ -280,6 +314,7 @@ void Driver::run(const std::function<void()>& loop) {
         recovering = false;
       }
       const detail::SettledByCaller settled(_comm);  // every attempt ends in _comm.settle() below
+      in_loop = true;
       loop();
     } catch (const CommFailure&) {
       ok = false;
@@ -307,7 +342,7 @@ void Driver::run(const std::function<void()>& loop) {
       continue;
     }
     if (_comm.settle(ok)) return;
-    stop_if_any_erred(error);
+    stop_if_any_erred(error, in_loop && !log_erred);
     if (!recovering) {
       if (static_cast<int>(_recoveries.size()) >= _config.max_recoveries) {
         throw ProcessFailed("reprise::Driver: giving up after " + std::to_string(_config.max_recoveries) +

@@ -69,7 +69,7 @@ int Driver::heal_from_log(int* healed, int* lost, int capacity, int* count) noex
   try {
     _log_recovery_started = MPI_Wtime();
     (void)_comm.settle(false);
-    stop_if_any_erred(nullptr);
+    stop_if_any_erred(nullptr, false);
     if (static_cast<int>(_recoveries.size()) >= _config.max_recoveries) return 1;
     heal();
     learn_lost(false);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <stdexcept>
 #include <thread>
 
 #include "failure_helpers.hpp"
@@ -245,6 +246,69 @@ TEST(Driver, AnErrorOnOneProcessEndsTheRunOnEveryProcess) {
     });
   });
   EXPECT_TRUE(driver.recoveries().empty());
+}
+
+// Original rank 1 is killed at iteration 4; original rank 0 turns the failure
+// its collective meets into an error of its own, as a program that received
+// data a failed process never sent would: the error comes from the failure,
+// so every process recovers from it and ends with the failure-free result.
+TEST(Driver, AnErrorRaisedBecauseAProcessFailedIsRecoveredLikeTheFailure) {
+  DrivenRun run(RecoveryMode::kRespawn);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  driver.run([&] {
+    while (work.iteration[0] < kIterations) {
+      if (work.iteration[0] % kCheckpointEvery == 0 && work.iteration[1] != work.iteration[0]) {
+        work.iteration[1] = work.iteration[0];
+        checkpoint.checkpoint();
+      }
+      const bool first_epoch_at_4 = comm.epoch() == 0 && work.iteration[0] == 4;
+      if (first_epoch_at_4 && comm.original_rank() == OriginalRank{1}) inject::kill_self(comm.original_rank());
+      std::uint64_t local = 0;
+      for (auto v : work.values) local += v;
+      std::uint64_t sum = 0;
+      try {
+        sum = comm.allreduce(local, MPI_SUM);
+      } catch (const CommFailure&) {
+        if (comm.original_rank() == OriginalRank{0}) throw std::runtime_error("a sum that cannot be right");
+        throw;
+      }
+      for (std::size_t k = 0; k < work.values.size(); ++k) work.values[k] = step(work.values[k], work.ids[k], sum);
+      ++work.iteration[0];
+    }
+  });
+  EXPECT_EQ(driver.recoveries().size(), 1U);
+  EXPECT_EQ(wrong_items(comm, work, processes), 0U);
+}
+
+// The same, but original rank 0 raises its error at iteration 4 again after
+// the recovery, where no process fails: an error of its own, which ends the
+// run on every process.
+TEST(Driver, AnErrorRaisedAgainWithoutAFailureEndsTheRunOnEveryProcess) {
+  DrivenRun run(RecoveryMode::kRespawn);
+  auto& [comm, processes, work, checkpoint, driver] = run;
+  const OriginalRank thrower{0};
+  reprise::test::expect_run_ended_by(comm, thrower, [&] {
+    driver.run([&] {
+      while (work.iteration[0] < kIterations) {
+        if (work.iteration[0] % kCheckpointEvery == 0 && work.iteration[1] != work.iteration[0]) {
+          work.iteration[1] = work.iteration[0];
+          checkpoint.checkpoint();
+        }
+        if (work.iteration[0] == 4) {
+          if (comm.epoch() == 0 && comm.original_rank() == OriginalRank{1}) inject::kill_self(comm.original_rank());
+          if (comm.epoch() == 1 && comm.original_rank() == thrower) throw UsageError("bad input on #0 (on purpose)");
+        }
+        try {
+          EXPECT_EQ(comm.allreduce(std::uint64_t{1}, MPI_SUM), static_cast<std::uint64_t>(processes));
+        } catch (const CommFailure&) {
+          if (comm.original_rank() == thrower) throw UsageError("bad input on #0 (on purpose)");
+          throw;
+        }
+        ++work.iteration[0];
+      }
+    });
+  });
+  EXPECT_EQ(driver.recoveries().size(), 1U);
 }
 
 // Original rank 1 and the other holder of its state die together right
