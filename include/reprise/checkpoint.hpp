@@ -39,7 +39,7 @@ void prefer_huge_pages_of(void* data, std::size_t bytes) noexcept;
 struct CheckpointConfig {
   int copies = 2;  ///< copies of every process's state (its own + buddies), 1 <= copies <= processes
   /// How long `checkpoint()` waits for every process to call it before it
-  /// revokes the communicator and raises `UsageError` (called by only some).
+  /// revokes the communicator and raises `Timeout` (called by only some).
   double join_timeout_seconds = 60;
 };
 
@@ -188,9 +188,9 @@ class Checkpoint {
   /// Two-phase: the new copies are only kept once every process has received
   /// its share; if a process fails meanwhile, every survivor raises and the
   /// previous version stays complete. `UsageError` on every process if they
-  /// registered different names or are at different versions; on the
-  /// callers, with the communicator revoked, if some process does not call
-  /// it within `join_timeout_seconds`.
+  /// registered different names or are at different versions. `Timeout` on
+  /// the callers, with the communicator revoked, if some process does not
+  /// call it within `join_timeout_seconds`.
   std::uint64_t checkpoint();
 
   /// Collective: rolls every process back to the last committed version.

@@ -115,6 +115,20 @@ class UsageError : public Error {
   explicit UsageError(const std::string& what) : Error(what, MPI_ERR_ARG) {}
 };
 
+/// reprise gave up waiting for every process: a collective operation of a
+/// `Store`, `VariableStore` or `Checkpoint` that some process did not call
+/// within the object's `join_timeout_seconds` (on the process that waited
+/// that long, and on those that learnt from it that it gave up). No process
+/// failed, so recovering would not help: the program calls the operation on
+/// only some processes, or one of them reaches it later than the timeout
+/// allows. The communicator is revoked; what was saved before is intact.
+/// Carries `MPI_ERR_OTHER` (reprise stopped waiting; no MPI call failed).
+class Timeout : public Error {
+ public:
+  /// reprise stopped waiting, `what` naming the operation, the processes' part and what to do.
+  explicit Timeout(const std::string& what) : Error(what, MPI_ERR_OTHER) {}
+};
+
 /// Any other error reported by MPI.
 class MpiError : public Error {
  public:

@@ -33,7 +33,9 @@ typedef enum reprise_status {
   REPRISE_ERR_MPI = 7,     /**< another error reported by MPI (`reprise::MpiError`) */
   REPRISE_ERR_NO_MEMORY = 8, /**< an allocation failed */
   REPRISE_ERR_STEP = 9,      /**< a step or recovery function returned an error code of its own */
-  REPRISE_ERR_OTHER = 10     /**< anything else (an internal error) */
+  REPRISE_ERR_OTHER = 10,    /**< anything else (an internal error) */
+  REPRISE_ERR_TIMEOUT = 11   /**< reprise gave up waiting for every process to call; the communicator is revoked
+                                  (`reprise::Timeout`) */
 } reprise_status;
 
 /** This thread's last error message (one line naming the call), or "" when no call failed yet. */
@@ -106,7 +108,8 @@ reprise_status reprise_comm_respawn(reprise_comm* comm);
 /** Configuration of a checkpoint; zero fields take the defaults. */
 typedef struct reprise_checkpoint_config {
   int copies;                  /**< copies of every process's state (its own and buddies'); 0: 2 */
-  double join_timeout_seconds; /**< how long a checkpoint waits for every process; 0: 60 */
+  double join_timeout_seconds; /**< how long a checkpoint waits for every process (then `REPRISE_ERR_TIMEOUT`);
+                                    0: 60 */
 } reprise_checkpoint_config;
 /** The element type of a typed array (recorded in images, so HDF5 readers see numbers). */
 typedef enum reprise_element_type {
@@ -359,7 +362,7 @@ typedef struct reprise_store_config {
   int copies;                      /**< copies of every block; 0: 2 */
   size_t bytes_per_permuted_range; /**< 0: no permutation; else a multiple of block_bytes */
   uint64_t seed;                   /**< seed of the permutation */
-  double join_timeout_seconds;     /**< how long a call waits for every process; 0: 60 */
+  double join_timeout_seconds;     /**< how long a call waits for every process (then `REPRISE_ERR_TIMEOUT`); 0: 60 */
 } reprise_store_config;
 /** A replicated in-memory block store (`reprise::Store`). */
 typedef struct reprise_store reprise_store;

@@ -24,7 +24,7 @@ struct VariableStoreConfig {
   std::size_t bytes_per_permuted_range = 0;  ///< 0: no permutation of the bytes
   std::uint64_t seed = 0;                    ///< seed of the permutation
   /// How long `submit`, `load` and `heal` wait for every process to call
-  /// them before they revoke the communicator and raise `UsageError`.
+  /// them before they revoke the communicator and raise `Timeout`.
   double join_timeout_seconds = 60;
 };
 

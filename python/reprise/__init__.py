@@ -52,6 +52,7 @@ from ._reprise import (  # noqa: E402
     Revoked,
     SavedState,
     Store,
+    Timeout,
     UsageError,
     protected_array,
     scan_disk_versions,
@@ -63,7 +64,7 @@ __all__ = [
     "Cadence", "Checkpoint", "Comm", "CommFailure", "CorruptData", "DataLost", "DiskFile", "DiskLevel",
     "DiskRestart", "DiskVersion", "Driver", "Error", "Heartbeat", "IncrementalCheckpoint", "IoError", "MPI",
     "Migration", "MigrationRecord", "MigrationTimes", "MpiError", "ProcessFailed", "Recovery",
-    "Revoked", "SavedState", "State", "Store", "UsageError", "exit", "inject", "protected_array",
+    "Revoked", "SavedState", "State", "Store", "Timeout", "UsageError", "exit", "inject", "protected_array",
     "scan_disk_versions", "verify_disk_version",
 ]
 

@@ -39,6 +39,10 @@ class CorruptData(Error):
 class UsageError(Error):
     """A wrong call; the message says what was wrong and what to pass."""
 
+class Timeout(Error):
+    """reprise gave up waiting for every process to call a collective operation (within join_timeout_seconds);
+    the communicator is revoked, no process failed."""
+
 class MpiError(Error):
     """Any other error MPI reported."""
 

@@ -26,6 +26,7 @@ struct Classes {
   PyObject* io_error = nullptr;
   PyObject* corrupt_data = nullptr;
   PyObject* usage_error = nullptr;
+  PyObject* timeout = nullptr;
   PyObject* mpi_error = nullptr;
 };
 Classes classes;
@@ -80,6 +81,8 @@ void translate(const std::exception_ptr& thrown, void*) {
     raise(classes.corrupt_data, instance_of(classes.corrupt_data, error));
   } catch (const UsageError& error) {
     raise(classes.usage_error, instance_of(classes.usage_error, error));
+  } catch (const Timeout& error) {
+    raise(classes.timeout, instance_of(classes.timeout, error));
   } catch (const MpiError& error) {
     raise(classes.mpi_error, instance_of(classes.mpi_error, error));
   } catch (const Error& error) {
@@ -124,6 +127,9 @@ void bind_errors(nb::module_& module) {
                                     "Saved data that cannot be read back (damaged, truncated, another format).");
   classes.usage_error = make_class(module, "UsageError", classes.error,
                                    "A wrong call; the message says what was wrong and what to pass.");
+  classes.timeout = make_class(module, "Timeout", classes.error,
+                               "reprise gave up waiting for every process to call a collective operation (within "
+                               "join_timeout_seconds); the communicator is revoked, no process failed.");
   classes.mpi_error = make_class(module, "MpiError", classes.error, "Any other error MPI reported.");
   nb::register_exception_translator(translate);
 }

@@ -33,6 +33,8 @@ reprise_status classify(LastError& last) {
     return REPRISE_ERR_IO;
   } catch (const CorruptData&) {
     return REPRISE_ERR_CORRUPT;
+  } catch (const Timeout&) {
+    return REPRISE_ERR_TIMEOUT;
   } catch (const MpiError&) {
     return REPRISE_ERR_MPI;
   } catch (const StepFailed&) {

@@ -322,8 +322,8 @@ void detail::CommInternals::join(Comm& comm, std::span<std::uint64_t> values, st
       int error_class = MPI_ERR_OTHER;
       MPI_Error_class(rc, &error_class);
       if (detail::ulfm::is_revocation(error_class) && !comm._settled_by_caller && comm.no_failure_until(deadline)) {
-        throw UsageError("reprise::" + name + ": another process gave up waiting for every process to call " + name +
-                         " (is it called by only some processes?); the communicator is revoked");
+        throw Timeout("reprise::" + name + ": another process gave up waiting for every process to call " + name +
+                      " (is it called by only some processes?); the communicator is revoked");
       }
       comm.check(rc, name + ": waiting for every process");
     }
@@ -331,10 +331,10 @@ void detail::CommInternals::join(Comm& comm, std::span<std::uint64_t> values, st
       // The reduction cannot be freed: revoke, which completes it in error.
       comm.revoke();
       MPI_Wait(&request, MPI_STATUS_IGNORE);
-      throw UsageError("reprise::" + name + ": not every process called " + name + " within " +
-                       std::to_string(timeout_seconds) +
-                       " s (is it called by only some processes?); the communicator is revoked. Call it on every "
-                       "process, or raise the join timeout");
+      throw Timeout("reprise::" + name + ": not every process called " + name + " within " +
+                    std::to_string(timeout_seconds) +
+                    " s (is it called by only some processes?); the communicator is revoked. Call it on every "
+                    "process, or raise the join timeout");
     }
   }
 }

@@ -33,7 +33,7 @@ struct CommInternals {
   /// computed without blocking so that a member that never calls gives an
   /// error instead of a hang. If not every member calls within
   /// `timeout_seconds`, the communicator is revoked and every caller gets
-  /// `UsageError` saying so; a member's failure is `ProcessFailed` or
+  /// `Timeout` saying so; a member's failure is `ProcessFailed` or
   /// `Revoked` as usual (a revoke seen before the failure notice is told
   /// apart by waiting for the notice until this caller's own deadline, unless
   /// a `SettledByCaller` marks the communicator: then it is `Revoked`).

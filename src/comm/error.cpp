@@ -31,6 +31,8 @@ void rethrow_naming(std::string_view call) {
     throw IoError(naming(call, error.what()), error.system_error());
   } catch (const CorruptData& error) {
     throw CorruptData(naming(call, error.what()));
+  } catch (const Timeout& error) {
+    throw Timeout(naming(call, error.what()));
   } catch (const MpiError& error) {
     throw MpiError(naming(call, error.what()), error.mpi_error_class());
   } catch (const CommFailure& error) {

@@ -1,22 +1,24 @@
 // The C interface (include/reprise/reprise.h): statuses and last errors, the
 // driver recovering a killed process from a C step function (killed by the
-// step, or by the driver carrying out REPRISE_FAULTS), a step's own
-// error ending the run everywhere, the store's data-loss report, objects
-// saved by save/load functions and a departed process's fetched after a
-// shrink, incremental checkpoints giving a replacement its pages back, and
-// a hung process killed by the heartbeat, and the disk level giving any old
-// process's saved state back. Real kills (SIGKILL); every recovered value
-// checked.
+// step, or by the driver carrying out REPRISE_FAULTS), a step's own error
+// ending the run everywhere, a commit called by only some processes timing
+// out, the store's data-loss report, objects saved by save/load functions and
+// a departed process's fetched after a shrink, incremental checkpoints giving
+// a replacement its pages back, and a hung process killed by the heartbeat,
+// and the disk level giving any old process's saved state back. Real kills
+// (SIGKILL); every recovered value checked.
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reprise/inject.hpp"
@@ -217,6 +219,31 @@ TEST(CInterface, AStepsOwnErrorEndsTheRunOnEveryProcess) {
         << reprise_last_error();
   }
   reprise_driver_free(driver);
+  reprise_checkpoint_free(checkpoint);
+}
+
+// The last process never commits: the others give up after the join
+// timeout with REPRISE_ERR_TIMEOUT (not a wrong call, not a failure), and
+// the communicator is revoked for it too.
+TEST(CInterface, ACommitCalledByOnlySomeProcessesTimesOut) {
+  World world;
+  std::int64_t value = reprise_comm_original_rank(world.comm);
+  const reprise_checkpoint_config config{.copies = 2, .join_timeout_seconds = 0.5};
+  reprise_checkpoint* checkpoint = nullptr;
+  ASSERT_EQ(reprise_checkpoint_create(world.comm, &config, &checkpoint), REPRISE_OK) << reprise_last_error();
+  ASSERT_EQ(reprise_checkpoint_protect(checkpoint, "value", &value, sizeof value), REPRISE_OK);
+  if (reprise_comm_rank(world.comm) != reprise_comm_size(world.comm) - 1) {
+    std::uint64_t version = 0;
+    EXPECT_EQ(reprise_checkpoint_commit(checkpoint, &version), REPRISE_ERR_TIMEOUT) << reprise_last_error();
+    EXPECT_TRUE(starts_with(reprise_last_error(), "reprise_checkpoint_commit: ")) << reprise_last_error();
+    EXPECT_NE(std::string(reprise_last_error()).find("only some processes"), std::string::npos) << reprise_last_error();
+    EXPECT_EQ(reprise_last_error_mpi_class(), MPI_ERR_OTHER);
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    const int rc = MPI_Barrier(reprise_comm_mpi(world.comm));
+    EXPECT_EQ(reprise_comm_check(world.comm, rc, "MPI_Barrier"), REPRISE_ERR_REVOKED) << reprise_last_error();
+  }
+  EXPECT_EQ(reprise_checkpoint_version(checkpoint), 0U);
   reprise_checkpoint_free(checkpoint);
 }
 

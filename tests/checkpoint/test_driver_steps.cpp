@@ -221,7 +221,7 @@ TEST(DriverSteps, APlainValueIsProtectedInPlace) {
 // at step 3, a step that communicates nothing, while the others go on into
 // the checkpoint before step 4 and wait there for it: they stop as soon as it
 // revokes, told that another process ended with an error, not after the
-// checkpoint's join timeout (60 s here) with a UsageError of their own.
+// checkpoint's join timeout (60 s here) with a Timeout of their own.
 TEST(DriverSteps, AnErrorOfItsOwnOnOneProcessStopsOthersWaitingInTheCheckpoint) {
   Comm comm = Comm::world();
   std::uint64_t value = 0;

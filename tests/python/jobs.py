@@ -7,6 +7,7 @@ import inspect
 import os
 import signal
 import sys
+import time
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def errors():
     assert issubclass(reprise.ProcessFailed, reprise.CommFailure)
     assert issubclass(reprise.Revoked, reprise.CommFailure)
     for cls in (reprise.CommFailure, reprise.DataLost, reprise.IoError, reprise.CorruptData, reprise.UsageError,
-                reprise.MpiError):
+                reprise.Timeout, reprise.MpiError):
         assert issubclass(cls, reprise.Error), cls
     try:
         reprise.Store(comm, block_bytes=0)
@@ -68,6 +69,30 @@ def errors():
     faults = reprise.inject.Schedule.parse("3@10,1@4:hang")
     assert faults.faults == [(1, 4, "hang"), (3, 10, "kill")], faults.faults
     print("errors: checked")
+
+
+def timeout():
+    """Only rank 0 checkpoints: it gives up after the join timeout with Timeout, and the other process finds the
+    communicator revoked."""
+    comm = reprise.Comm.world()
+    checkpoint = reprise.Checkpoint(comm, join_timeout_seconds=0.5)
+    checkpoint.protect("state", reprise.State(value=comm.original_rank))
+    if comm.rank == 0:
+        try:
+            checkpoint.checkpoint()
+            raise AssertionError("checkpoint() returned without every process")
+        except reprise.Timeout as error:
+            assert error.mpi_error_class == MPI.ERR_OTHER, error.mpi_error_class
+            assert "only some processes" in str(error), str(error)
+    else:
+        time.sleep(1.5)
+        try:
+            comm.barrier()
+            raise AssertionError("a barrier passed on the revoked communicator")
+        except reprise.Revoked:
+            pass
+    assert checkpoint.version == 0, checkpoint.version
+    print("timeout: checked")
 
 
 def store(block_values):
@@ -409,7 +434,8 @@ def replay(steps):
 
 if __name__ == "__main__":
     case, arguments = sys.argv[1], sys.argv[2:]
-    cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors, "one_libmpi": one_libmpi,
+    cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors, "timeout": timeout,
+             "one_libmpi": one_libmpi,
              "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0]),
              "exits": lambda: exits(int(arguments[0])), "incremental": incremental, "heartbeat": heartbeat,
              "incremental_directory": lambda: incremental_directory(arguments[0]),

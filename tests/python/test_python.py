@@ -113,6 +113,11 @@ def test_errors_mirror_the_library():
     assert status == 0 and "errors: checked\n" in output, output
 
 
+def test_a_checkpoint_called_by_only_some_processes_times_out():
+    status, output, _ = launch(2, [JOBS, "timeout"])
+    assert status == 0 and output.count("timeout: checked\n") == 2, output
+
+
 def test_reprise_and_mpi4py_share_one_mpi_library():
     status, output, _ = launch(2, [JOBS, "one_libmpi"])
     assert status == 0 and output.count("one_libmpi: libmpi.so.40\n") == 2, output
