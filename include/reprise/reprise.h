@@ -55,6 +55,10 @@ typedef struct reprise_block_range {
  * of them into `ranges` and returns how many there are. */
 size_t reprise_last_error_lost_ranges(reprise_block_range* ranges, size_t capacity);
 
+/** The version of the library the program runs with, "major.minor.patch" (e.g. "0.1.0"); callable
+ * at any time, before `reprise_init` too. */
+const char* reprise_version(void);
+
 /** Initialises MPI with `MPI_THREAD_MULTIPLE` (unless already initialised) and reprise's process
  * handling, as `reprise::Environment` does; call it first in `main`. `argc` and `argv` may be NULL. */
 reprise_status reprise_init(int* argc, char*** argv);

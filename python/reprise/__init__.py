@@ -60,6 +60,8 @@ from ._reprise import (  # noqa: E402
 )
 from . import inject  # noqa: E402
 
+__version__ = _reprise.__version__
+
 __all__ = [
     "Cadence", "Checkpoint", "Comm", "CommFailure", "CorruptData", "DataLost", "DiskFile", "DiskLevel",
     "DiskRestart", "DiskVersion", "Driver", "Error", "Heartbeat", "IncrementalCheckpoint", "IoError", "MPI",

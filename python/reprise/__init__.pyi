@@ -9,6 +9,9 @@ from mpi4py import MPI as MPI
 
 from . import inject as inject
 
+## The version of the library the package runs with, "major.minor.patch" (e.g. "0.1.0").
+__version__: str
+
 class Error(RuntimeError):
     """Base of every reprise error; mpi_error_class is the MPI error class behind it."""
     mpi_error_class: int

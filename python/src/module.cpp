@@ -2,10 +2,13 @@
 // package reprise (python/reprise/__init__.py) imports it after mpi4py and
 // starts MPI through reprise::Environment before anything else.
 
+#include <reprise/version.hpp>
+
 #include "bindings.hpp"
 
 NB_MODULE(_reprise, module) {
   module.doc() = "reprise's C++ library; use the package reprise, which starts MPI first.";
+  module.attr("__version__") = reprise::kVersion;
   reprise::python::bind_errors(module);
   reprise::python::bind_environment(module);
   reprise::python::bind_comm(module);

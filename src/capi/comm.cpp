@@ -9,6 +9,7 @@
 #include "handles.hpp"
 #include "log.hpp"
 #include "reprise/environment.hpp"
+#include "reprise/version.hpp"
 
 namespace {
 
@@ -74,6 +75,8 @@ using reprise::capi::checked;
 using reprise::capi::guarded;
 
 extern "C" {
+
+const char* reprise_version(void) { return reprise::kVersion; }
 
 reprise_status reprise_init(int* argc, char*** argv) {
   return guarded("reprise_init", [&] {

@@ -69,6 +69,7 @@ int add_sums(std::uint64_t step, void* user) {
 }  // namespace
 
 TEST(CInterface, ANullHandleOrWrongArgumentIsRefusedInOneLine) {
+  EXPECT_STREQ(reprise_version(), REPRISE_EXPECTED_VERSION);
   EXPECT_EQ(reprise_checkpoint_protect(nullptr, "x", nullptr, 0), REPRISE_ERR_USAGE);
   EXPECT_TRUE(starts_with(reprise_last_error(), "reprise_checkpoint_protect: checkpoint is NULL"))
       << reprise_last_error();

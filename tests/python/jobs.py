@@ -44,7 +44,7 @@ def bad_protect(kind):
 
 
 def errors():
-    """The exception classes, their hierarchy and attributes."""
+    """The exception classes, their hierarchy and attributes; the version the library reports."""
     comm = reprise.Comm.world()
     assert issubclass(reprise.ProcessFailed, reprise.CommFailure)
     assert issubclass(reprise.Revoked, reprise.CommFailure)
@@ -68,6 +68,7 @@ def errors():
         assert "reprise.State" in str(error) or "NumPy" in str(error), str(error)
     faults = reprise.inject.Schedule.parse("3@10,1@4:hang")
     assert faults.faults == [(1, 4, "hang"), (3, 10, "kill")], faults.faults
+    print(f"version: {reprise.__version__}")
     print("errors: checked")
 
 

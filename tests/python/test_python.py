@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import h5py
@@ -108,9 +109,12 @@ def test_a_read_only_array_is_refused_in_one_line():
     assert "reprise.UsageError: reprise.Checkpoint.protect: \"values\" is a read-only ndarray" in output, output
 
 
-def test_errors_mirror_the_library():
+def test_errors_mirror_the_library_and_it_reports_the_projects_version():
     status, output, _ = launch(1, [JOBS, "errors"])
     assert status == 0 and "errors: checked\n" in output, output
+    with open(REPO / "pyproject.toml", "rb") as project:
+        version = tomllib.load(project)["project"]["version"]
+    assert f"version: {version}\n" in output, output
 
 
 def test_a_checkpoint_called_by_only_some_processes_times_out():
