@@ -40,7 +40,7 @@ if ((EUID == 0)); then
     command -v "${pair#*:}" >/dev/null || missing+=("${pair%%:*}")
   done
 fi
-for pkg in libgtest-dev libhdf5-dev hdf5-tools libxxhash-dev libpmix-dev libtomlplusplus-dev nlohmann-json3-dev doxygen python3-dev; do
+for pkg in libgtest-dev libhdf5-dev hdf5-tools libxxhash-dev libpmix-dev libtomlplusplus-dev nlohmann-json3-dev doxygen clang-format python3-dev; do
   installed "$pkg" || missing+=("$pkg")
 done
 # python3-venv is needed only to create .venv, and only if "python3 -m venv" cannot work.
