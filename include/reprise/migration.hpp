@@ -103,9 +103,10 @@ class Migration {
 
   /// A safe point. Collective: every process calls it at the same points.
   /// Returns true if processes moved here (the communicator changed); a
-  /// leaving process
-  /// does not return: it exits (`Comm::leave_after_migration`). A process
-  /// failure since the safe point before, or during the move, raises
+  /// leaving process does not return: it flushes its output, is recorded
+  /// as moved for the launcher and exits with status 0 (destructors do not
+  /// run, nor `MPI_Finalize`, which under ULFM waits for the whole job). A
+  /// process failure since the safe point before, or during the move, raises
   /// `CommFailure` (on some members only, as any collective may): call it
   /// where failures are recovered (inside `Driver::run`, or in
   /// `comm.attempt`, as the k-means demo does). A request stands after a
