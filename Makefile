@@ -151,7 +151,8 @@ test-asan-all: setup
 # rolling back (kRespawn, no library), per application of REPLAY_APPS on
 # REPLAY_RANKS processes, the replacement spawned then taken from a spare,
 # with REPLAY_ARGS (--steps --every --kill-step --victim --edge --planes
-# --task-work).
+# --task-work). The victim and its step come from a seed, REPLAY_SEED or one
+# drawn from /dev/urandom per line, the same for its replay and rollback jobs.
 # bindings_bench (C interface) and bench/bindings_bench.py (Python package):
 # a checkpoint of the same bytes through the C++ API and through the binding,
 # interleaved in one job, with a memcpy limit, on BINDINGS_RANKS processes with
@@ -172,6 +173,7 @@ MSGLOG_RANKS ?= 4
 REPLAY_APPS ?= heat3d master_worker
 REPLAY_RANKS ?= 8
 REPLAY_ARGS ?=
+REPLAY_SEED ?=
 BINDINGS_ARGS ?=
 BINDINGS_RANKS ?= 4
 MSGLOG_PRELOAD = LD_PRELOAD=$(CURDIR)/$(BUILD)/src/libreprise_msglog.so
@@ -201,10 +203,12 @@ bench: build
 	  $(MSGLOG_KERNELS_ARGS)
 	@scripts/reprise-run -n 2 --quiet --timeout 600 -- $(BUILD)/bench/msglog_wire $(MSGLOG_WIRE_ARGS)
 	@for app in $(REPLAY_APPS); do for spares in 0 1; do \
+	  seed=$(REPLAY_SEED); [ -n "$$seed" ] || seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); \
 	  REPRISE_SPARES=$$spares scripts/reprise-run -n $$(($(REPLAY_RANKS) + spares)) --quiet --timeout 600 -- \
-	    env $(MSGLOG_PRELOAD) $(BUILD)/bench/replay_bench --app $$app --mode replay $(REPLAY_ARGS) || exit 1; \
+	    env $(MSGLOG_PRELOAD) $(BUILD)/bench/replay_bench --app $$app --mode replay --seed $$seed $(REPLAY_ARGS) \
+	    || exit 1; \
 	  REPRISE_SPARES=$$spares scripts/reprise-run -n $$(($(REPLAY_RANKS) + spares)) --quiet --timeout 600 -- \
-	    $(BUILD)/bench/replay_bench --app $$app --mode rollback $(REPLAY_ARGS) || exit 1; \
+	    $(BUILD)/bench/replay_bench --app $$app --mode rollback --seed $$seed $(REPLAY_ARGS) || exit 1; \
 	done; done
 	@scripts/reprise-run -n $(BINDINGS_RANKS) --quiet --timeout 600 -- $(BUILD)/bench/bindings_bench $(BINDINGS_ARGS)
 	@PYTHONPATH=$(CURDIR)/$(BUILD)/python scripts/reprise-run -n $(BINDINGS_RANKS) --quiet --timeout 600 -- \

@@ -3,8 +3,9 @@
 // preloaded) against the global rollback every process does without it
 // (RecoveryMode::kRespawn). One job per mode: each runs the application
 // twice on the same processes under reprise's Driver, checkpointing every
-// --every steps, first without a failure, then with process --victim killed
-// for real (SIGKILL) at step --kill-step; the replacement is spawned.
+// --every steps, first without a failure, then with one process killed for
+// real (SIGKILL) at one step, both drawn from --seed (the same in the jobs of
+// both modes, so they compare) unless --victim and --kill-step name them.
 // Applications:
 // - heat3d: a Jacobi step of the heat equation on a 3D grid split in slabs
 //   along z, the boundary planes exchanged with both neighbours
@@ -15,7 +16,7 @@
 // a spare started with the job takes the lost process's place.
 // One JSON line per job (times in seconds, each the slowest survivor's):
 //   {"bench":"replay","app":..,"mode":"replay"|"rollback","replacement":"spawned"|"spare","ranks":..,
-//    "steps":..,"every":..,"kill_step":..,"victim":..,"failure_free_s":..,"total_s":..,"failure_cost_s":..,
+//    "steps":..,"every":..,"seed":..,"kill_step":..,"victim":..,"failure_free_s":..,"total_s":..,"failure_cost_s":..,
 //    "recovery_s":..,"survivor_lost_s":..}
 // failure_free_s: the run without a failure (in the replay job, logged);
 // total_s: the run with the failure; failure_cost_s = total_s -
@@ -23,8 +24,8 @@
 // slowest process); survivor_lost_s: the mean over the survivors of the time
 // the failure added to their run (waiting, recovering, computing again).
 //
-//   replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--kill-step S]
-//                [--victim R] [--edge E] [--planes P] [--task-work W]
+//   replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--seed S]
+//                [--kill-step S] [--victim R] [--edge E] [--planes P] [--task-work W]
 
 #include <mpi.h>
 
@@ -33,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,20 +50,22 @@ namespace {
 using namespace bench;
 
 constexpr const char* kUsage =
-    "usage: replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--kill-step S]\n"
-    "                    [--victim R] [--edge E] [--planes P] [--task-work W]\n"
-    "  (--mode replay with LD_PRELOAD=libreprise_msglog.so; at least 3 processes)\n";
+    "usage: replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--seed S]\n"
+    "                    [--kill-step S] [--victim R] [--edge E] [--planes P] [--task-work W]\n"
+    "  (--mode replay with LD_PRELOAD=libreprise_msglog.so; at least 3 processes; the victim and its\n"
+    "   step, in [1, steps), are drawn from --seed, default 1, unless --victim and --kill-step name them)\n";
 
 struct Options {
   std::string app = "heat3d";
   std::string mode = "replay";
   std::uint64_t steps = 1200;
   std::uint64_t every = 400;
-  std::uint64_t kill_step = 760;     // 90% into the interval from the checkpoint of step 400
-  int victim = -1;                   // default: the middle process
-  std::size_t edge = 64;             // heat3d: points along x and y
-  std::size_t planes = 32;           // heat3d: z planes per process
-  std::uint64_t task_work = 200000;  // master_worker: mixing rounds per task
+  std::uint64_t seed = 1;                  // draws the victim and its step
+  std::optional<std::uint64_t> kill_step;  // default: drawn from the seed
+  std::optional<int> victim;               // default: drawn from the seed
+  std::size_t edge = 64;                   // heat3d: points along x and y
+  std::size_t planes = 32;                 // heat3d: z planes per process
+  std::uint64_t task_work = 200000;        // master_worker: mixing rounds per task
 };
 
 Options parse(int argc, char** argv) {
@@ -77,6 +81,8 @@ Options parse(int argc, char** argv) {
       options.steps = number<std::uint64_t>(flag, value, 2);
     } else if (flag == "--every") {
       options.every = number<std::uint64_t>(flag, value, 1);
+    } else if (flag == "--seed") {
+      options.seed = number<std::uint64_t>(flag, value, 0);
     } else if (flag == "--kill-step") {
       options.kill_step = number<std::uint64_t>(flag, value, 0);
     } else if (flag == "--victim") {
@@ -91,7 +97,7 @@ Options parse(int argc, char** argv) {
       throw BadOption("unknown flag " + flag);
     }
   });
-  if (options.kill_step >= options.steps) throw BadOption("--kill-step must be below --steps");
+  if (options.kill_step && *options.kill_step >= options.steps) throw BadOption("--kill-step must be below --steps");
   return options;
 }
 
@@ -189,15 +195,32 @@ class MasterWorker {
   std::vector<std::uint64_t> _sum{0};
 };
 
-/// One run of the application under the Driver; `victim` dies at `kill_step`
-/// (none: -1). Returns this process's seconds and the Driver's recoveries.
+/// The failure of a run: process `victim` dies at step `step` (none: victim -1).
+struct Failure {
+  int victim = -1;
+  std::uint64_t step = 0;
+};
+
+constexpr std::uint64_t kStepStream = 0x6b696c6c2d737465ULL;
+constexpr std::uint64_t kVictimStream = 0x766963742d72616eULL;
+
+/// The failure --victim and --kill-step name, or drawn from --seed: one of
+/// the `size` processes, at a step in [1, steps), alike on every process.
+Failure draw_failure(const Options& options, int size) {
+  const std::uint64_t step = 1 + mix(options.seed ^ kStepStream) % (options.steps - 1);
+  const auto victim = static_cast<int>(mix(options.seed ^ kVictimStream) % static_cast<std::uint64_t>(size));
+  return {.victim = options.victim.value_or(victim), .step = options.kill_step.value_or(step)};
+}
+
+/// One run of the application under the Driver, with `failure`. Returns this
+/// process's seconds and the Driver's recoveries.
 struct RunResult {
   double seconds = 0;
   double recovery_seconds = 0;
 };
 
 template <class App>
-RunResult run_once(reprise::Comm& comm, const Options& options, int victim) {
+RunResult run_once(reprise::Comm& comm, const Options& options, const Failure& failure) {
   reprise::Checkpoint checkpoint(comm);
   App app(comm, checkpoint, options);
   const auto mode = options.mode == "replay" ? reprise::RecoveryMode::kReplay : reprise::RecoveryMode::kRespawn;
@@ -205,7 +228,7 @@ RunResult run_once(reprise::Comm& comm, const Options& options, int victim) {
   if (!comm.is_replacement()) comm.barrier();
   const double start = MPI_Wtime();
   driver.run(options.steps, [&](std::uint64_t step) {
-    if (victim >= 0 && step == options.kill_step && comm.rank().value() == victim && !comm.is_replacement()) {
+    if (step == failure.step && comm.rank().value() == failure.victim && !comm.is_replacement()) {
       reprise::inject::kill_self(comm.original_rank());
     }
     app.step();
@@ -215,9 +238,9 @@ RunResult run_once(reprise::Comm& comm, const Options& options, int victim) {
   return result;
 }
 
-RunResult run_app(reprise::Comm& comm, const Options& options, int victim) {
-  return options.app == "heat3d" ? run_once<Heat3d>(comm, options, victim)
-                                 : run_once<MasterWorker>(comm, options, victim);
+RunResult run_app(reprise::Comm& comm, const Options& options, const Failure& failure) {
+  return options.app == "heat3d" ? run_once<Heat3d>(comm, options, failure)
+                                 : run_once<MasterWorker>(comm, options, failure);
 }
 
 /// Whether the job runs with a pool of spare processes.
@@ -226,7 +249,8 @@ bool spares_in_use() {
   return spares != nullptr && std::string(spares) != "0" && *spares != '\0';
 }
 
-void report(reprise::Comm& comm, const Options& options, int victim, double free_seconds, const RunResult& failed) {
+void report(reprise::Comm& comm, const Options& options, const Failure& failure, double free_seconds,
+            const RunResult& failed) {
   // Per process: survivor?, the failure-free time, the time with the failure, the recovery.
   const double mine[4] = {comm.is_replacement() ? 0.0 : 1.0, free_seconds, failed.seconds, failed.recovery_seconds};
   std::vector<double> all(4 * static_cast<std::size_t>(comm.size()));
@@ -249,13 +273,13 @@ void report(reprise::Comm& comm, const Options& options, int victim, double free
   }
   if (comm.rank().value() != reporter) return;
   std::printf("{\"bench\":\"replay\",\"app\":\"%s\",\"mode\":\"%s\",\"replacement\":\"%s\",\"ranks\":%d,"
-              "\"steps\":%llu,\"every\":%llu,"
+              "\"steps\":%llu,\"every\":%llu,\"seed\":%llu,"
               "\"kill_step\":%llu,\"victim\":%d,\"failure_free_s\":%.4f,\"total_s\":%.4f,\"failure_cost_s\":%.4f,"
               "\"recovery_s\":%.4f,\"survivor_lost_s\":%.4f}\n",
               options.app.c_str(), options.mode.c_str(), spares_in_use() ? "spare" : "spawned", comm.size(),
               static_cast<unsigned long long>(options.steps), static_cast<unsigned long long>(options.every),
-              static_cast<unsigned long long>(options.kill_step), victim, free_s, total_s, total_s - free_s, recovery_s,
-              lost / survivors);
+              static_cast<unsigned long long>(options.seed), static_cast<unsigned long long>(failure.step),
+              failure.victim, free_s, total_s, total_s - free_s, recovery_s, lost / survivors);
   std::fflush(stdout);
 }
 
@@ -264,12 +288,12 @@ void report(reprise::Comm& comm, const Options& options, int victim, double free
 int main(int argc, char** argv) {
   return run_mpi_main("replay_bench", kUsage, argc, argv, parse, [](reprise::Comm& comm, const Options& options) {
     if (comm.size() < 3) throw std::runtime_error("replay_bench: run it on at least 3 processes");
-    const int victim = options.victim >= 0 ? options.victim : comm.size() / 2;
-    if (victim >= comm.size()) throw std::runtime_error("replay_bench: --victim is not a process of the job");
+    const Failure failure = draw_failure(options, comm.size());
+    if (failure.victim >= comm.size()) throw std::runtime_error("replay_bench: --victim is not a process of the job");
     // A replacement joins the second run, the one with the failure.
-    const double free_seconds = comm.is_replacement() ? 0.0 : run_app(comm, options, -1).seconds;
-    const RunResult failed = run_app(comm, options, victim);
-    report(comm, options, victim, free_seconds, failed);
+    const double free_seconds = comm.is_replacement() ? 0.0 : run_app(comm, options, Failure{}).seconds;
+    const RunResult failed = run_app(comm, options, failure);
+    report(comm, options, failure, free_seconds, failed);
     reprise::inject::record_outcome(reprise::inject::Outcome::kPassed, comm.original_rank());
   });
 }
