@@ -712,14 +712,21 @@ void protect(Checkpoint& checkpoint, Work& work) {
   checkpoint.protect("iteration", work.iteration);
 }
 
-/// One iteration: every value moves on with the sum of all values.
-void advance(Comm& comm, Work& work) {
+/// The sum of this process's values.
+std::uint64_t local_sum(const Work& work) {
   std::uint64_t local = 0;
   for (auto v : work.values) local += v;
-  const auto sum = comm.allreduce(local, MPI_SUM);
+  return local;
+}
+
+/// One iteration: every value moves on with `sum`, the sum of all values.
+void advance_with(Work& work, std::uint64_t sum) {
   for (std::size_t k = 0; k < work.values.size(); ++k) work.values[k] = next_value(work.values[k], work.ids[k], sum);
   ++work.iteration[0];
 }
+
+/// One iteration, the sum taken on the Driver's communicator.
+void advance(Comm& comm, Work& work) { advance_with(work, comm.allreduce(local_sum(work), MPI_SUM)); }
 
 /// Every item's value at every iteration of a failure-free run: [iteration][id].
 std::vector<std::vector<std::uint64_t>> trajectory(const Scenario& s) {
@@ -822,17 +829,135 @@ void kill_loss_victims(const Scenario& s, Comm& comm) {
   inject::kill_self(comm.original_rank());
 }
 
+/// The replay family's communicators made from the Driver's (`Derived`):
+/// the halves of the processes (`MPI_Comm_split` by the parity of the
+/// original rank), a duplicate of the half (a ring of messages) and one of
+/// the whole, made at the first step a process runs and kept, so that a
+/// replacement's replay makes them again; with `Derived::kEveryStep` a
+/// duplicate of the half made and freed at every step too. An iteration's
+/// sum goes through all of them: each process's own sum around its half's
+/// ring (checked against the one expected), summed over the half, then the
+/// halves' sums over the whole. A rollback keeps (re-maps) those made before
+/// its checkpoint, which a replacement's creations then take, and forgets
+/// those made since: `forget_made_since_checkpoint` frees these, knowing
+/// which from the iteration that made the kept ones, saved with each
+/// checkpoint (a replacement's creations that took them keep the iteration
+/// of the process it replaces).
+class DerivedComms {
+ public:
+  DerivedComms(const Scenario& s, const std::vector<std::vector<std::uint64_t>>& expected)
+      : _s(s), _expected(expected) {}
+  DerivedComms(const DerivedComms&) = delete;
+  DerivedComms& operator=(const DerivedComms&) = delete;
+  ~DerivedComms() { forget(); }
+
+  [[nodiscard]] bool used() const { return _s.derived != Derived::kNone; }
+
+  /// Frees them (a failure may have come between their creations).
+  void forget() {
+    for (MPI_Comm* made : {&_every_step, &_ring, &_whole, &_half}) {
+      if (*made != MPI_COMM_NULL) MPI_Comm_free(made);
+    }
+  }
+
+  /// Saves with each checkpoint the iteration whose step made the kept ones.
+  void protect(Checkpoint& checkpoint) {
+    if (used()) checkpoint.protect("derived_made_at", _made_at);
+  }
+
+  /// After a rollback, the state restored: frees those made since its
+  /// checkpoint (the step's, and the kept ones unless made before it).
+  void forget_made_since_checkpoint() {
+    if (_every_step != MPI_COMM_NULL) MPI_Comm_free(&_every_step);
+    if (_made_at[0] == kNever) forget();
+  }
+
+  /// The sum of every process's values at iteration `at`, this process's being `local`.
+  std::uint64_t sum(Comm& comm, std::uint64_t at, std::uint64_t local) {
+    if (_whole == MPI_COMM_NULL) make(comm, at);
+    MPI_Comm half = _half;
+    if (_s.derived == Derived::kEveryStep) {
+      _every_step =
+          made(comm, "MPI_Comm_dup (the step's half)", [&](MPI_Comm* out) { return MPI_Comm_dup(_half, out); });
+      half = _every_step;
+    }
+    check_ring(comm, at, local);
+    std::uint64_t half_sum = 0;
+    comm.check(MPI_Allreduce(&local, &half_sum, 1, MPI_UINT64_T, MPI_SUM, half), "MPI_Allreduce (half)");
+    const std::uint64_t share = comm.original_rank().value() < 2 ? half_sum : 0;
+    std::uint64_t total = 0;
+    comm.check(MPI_Allreduce(&share, &total, 1, MPI_UINT64_T, MPI_SUM, _whole), "MPI_Allreduce (whole)");
+    if (_every_step != MPI_COMM_NULL) comm.check(MPI_Comm_free(&_every_step), "MPI_Comm_free (the step's half)");
+    return total;
+  }
+
+ private:
+  void make(Comm& comm, std::uint64_t at) {
+    forget();
+    if (_made_at[0] == kNever) _made_at[0] = at;
+    const int me = comm.original_rank().value();
+    _half = made(comm, "MPI_Comm_split (halves)",
+                 [&](MPI_Comm* out) { return MPI_Comm_split(comm.raw(), me % 2, me, out); });
+    _ring = made(comm, "MPI_Comm_dup (ring)", [&](MPI_Comm* out) { return MPI_Comm_dup(_half, out); });
+    _whole = made(comm, "MPI_Comm_dup (whole)", [&](MPI_Comm* out) { return MPI_Comm_dup(comm.raw(), out); });
+  }
+
+  /// What `create` (a creation into its argument) made; nothing kept if it
+  /// failed: the handle a failed creation leaves is not one to free.
+  template <class Create>
+  static MPI_Comm made(Comm& comm, const char* what, Create create) {
+    MPI_Comm created = MPI_COMM_NULL;
+    comm.check(create(&created), what);
+    return created;
+  }
+
+  /// This process's sum to the next process of its half, the previous one's
+  /// from it, which must be that process's sum at iteration `at`.
+  void check_ring(Comm& comm, std::uint64_t at, std::uint64_t local) {
+    const int me = comm.original_rank().value();
+    const int members = (_s.processes - me % 2 + 1) / 2;  // original ranks me % 2, me % 2 + 2, ...
+    const int position = me / 2;
+    const int previous = (position + members - 1) % members;
+    std::uint64_t in = 0;
+    MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    comm.check(MPI_Irecv(&in, 1, MPI_UINT64_T, previous, kRingTag, _ring, &requests[0]), "MPI_Irecv (ring)");
+    comm.check(MPI_Isend(&local, 1, MPI_UINT64_T, (position + 1) % members, kRingTag, _ring, &requests[1]),
+               "MPI_Isend (ring)");
+    comm.check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall (ring)");
+    const auto from = static_cast<std::uint64_t>(2 * previous + me % 2);
+    const auto items = static_cast<std::uint64_t>(_s.items);
+    std::uint64_t expected = 0;
+    for (std::uint64_t id = from * items; id < (from + 1) * items; ++id) expected += _expected[at][id];
+    if (in != expected) {
+      throw Finding{Verdict::kWrongData, "#" + std::to_string(me) + " received a wrong sum from #" +
+                                             std::to_string(from) + " on its half's ring at iteration " +
+                                             std::to_string(at)};
+    }
+  }
+
+  static constexpr int kRingTag = 5;
+  static constexpr std::uint64_t kNever = UINT64_MAX;
+  const Scenario& _s;
+  const std::vector<std::vector<std::uint64_t>>& _expected;
+  MPI_Comm _half = MPI_COMM_NULL;
+  MPI_Comm _ring = MPI_COMM_NULL;
+  MPI_Comm _whole = MPI_COMM_NULL;
+  MPI_Comm _every_step = MPI_COMM_NULL;
+  std::vector<std::uint64_t> _made_at{kNever};  ///< the iteration whose step made the kept ones
+};
+
 /// What the checkpoint family's loop runs under.
 struct CheckpointLoop {
   Comm& comm;
   Checkpoint& checkpoint;
   Driver& driver;
+  DerivedComms& derived;
 };
 
 /// The loop of the checkpoint family under `loop.driver`, checked at the end.
 void run_checkpoint_loop(const Scenario& s, const CheckpointLoop& loop, Work& work,
                          const std::vector<std::vector<std::uint64_t>>& expected, std::vector<bool>& armed) {
-  auto& [comm, checkpoint, driver] = loop;
+  auto& [comm, checkpoint, driver, derived] = loop;
   const auto iterations = static_cast<std::uint64_t>(s.rounds);
   const auto every = static_cast<std::uint64_t>(s.checkpoint_every);
   driver.run([&] {
@@ -845,7 +970,11 @@ void run_checkpoint_loop(const Scenario& s, const CheckpointLoop& loop, Work& wo
       if (static_cast<int>(at) == s.loss_round) kill_loss_victims(s, comm);
       arm_kills(s, static_cast<int>(at), comm, armed);
       kill_if_due(s, static_cast<int>(at), Moment::kBeforeSubmit, comm);
-      advance(comm, work);
+      if (derived.used()) {
+        advance_with(work, derived.sum(comm, at, local_sum(work)));
+      } else {
+        advance(comm, work);
+      }
     }
     check_result(comm, work, expected);  // inside the loop, so a failure here is recovered too
   });
@@ -861,13 +990,17 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   Work work = initial_work(s, comm, expected);
   std::vector<bool> armed(s.kills.size(), false);
   if (comm.is_replacement()) arm_kills(s, 0, comm, armed, true);
+  DerivedComms derived(s, expected);
   Checkpoint checkpoint(comm, {.copies = s.copies});
   protect(checkpoint, work);
+  derived.protect(checkpoint);
   const RecoveryMode mode = s.mode == Mode::kShrink   ? RecoveryMode::kShrink
                             : s.mode == Mode::kReplay ? RecoveryMode::kReplay
                                                       : RecoveryMode::kRespawn;
   Driver driver(comm, checkpoint, {.mode = mode});
   driver.on_recovery([&](const Recovery& recovery) {
+    // A rollback forgets the communicators made since the checkpoint: the next step makes them again.
+    if (recovery.mode != RecoveryMode::kReplay) derived.forget_made_since_checkpoint();
     if (recovery.mode == RecoveryMode::kShrink) {
       // Departed process k's items go to the survivor at rank k mod size.
       std::vector<OriginalRank> adopted;
@@ -891,7 +1024,7 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   });
   const auto expected_loss = s.loss_round >= 0 ? checkpoint_loss(s) : std::set<std::uint64_t>{};
   try {
-    run_checkpoint_loop(s, {comm, checkpoint, driver}, work, expected, armed);
+    run_checkpoint_loop(s, {comm, checkpoint, driver, derived}, work, expected, armed);
   } catch (const DataLost& error) {
     const auto named = ids_of(error.lost());
     if (named != expected_loss) {

@@ -319,7 +319,10 @@ Scenario make_disk_scenario(std::uint64_t seed, Draw& draw) {
 /// processes (a spare sometimes) with the message log, the driver in
 /// replay mode: deaths between steps, at fault points, at MPI calls or by
 /// timer, a replacement dying again, sometimes copies or more at once
-/// (every process then rolls back, and states may be lost).
+/// (every process then rolls back, and states may be lost). In 3 of 4
+/// scenarios the iteration also runs on communicators made from the
+/// Driver's (drawn from a stream of their own, so the rest of a seed's
+/// scenario is what it drew before them).
 Scenario make_replay_scenario(std::uint64_t seed) {
   Draw draw(seed ^ 0x7265706c61792121ULL);
   Scenario s;
@@ -337,6 +340,8 @@ Scenario make_replay_scenario(std::uint64_t seed) {
   plan_kills(s, draw, draw.take(pool, 1), s.rounds - 1);
   plan_replacement_kill(s, draw, s.rounds - 1);
   plan_checkpoint_loss(s, draw);
+  Draw derived(seed ^ 0x6465726976656421ULL);
+  s.derived = derived.pick(std::array{Derived::kNone, Derived::kKept, Derived::kKept, Derived::kEveryStep});
   return s;
 }
 
@@ -538,6 +543,10 @@ std::string Scenario::describe() const {
       family == Family::kReplay) {
     out << ", " << rounds << " iterations, checkpoint every " << checkpoint_every << ", " << items
         << " items per process";
+    if (derived != Derived::kNone) {
+      out << ", on halves of the Driver's communicator (split), a duplicate of the half and one of the whole, kept";
+      if (derived == Derived::kEveryStep) out << ", and a duplicate of the half made and freed every step";
+    }
     for (const auto& move : moves) {
       out << "; moving at iteration " << move.iteration << ":";
       for (int mover : move.movers) out << " #" << mover;

@@ -35,6 +35,15 @@ enum class Family { kStore, kVarstore, kCheckpoint, kIncremental, kStoreMix, kPi
 /// alone from the message log (every process rolls back when it cannot).
 enum class Mode { kShrink, kRespawn, kMixed, kReplay };
 
+/// In the replay family: the communicators made from the Driver's that the
+/// iteration uses besides it.
+enum class Derived {
+  kNone,       ///< the Driver's communicator alone
+  kKept,       ///< its halves (a split), a duplicate of the half and one of the whole, made at the first step a
+               ///< process runs and kept across checkpoints
+  kEveryStep,  ///< those, and a duplicate of the half made and freed at every step
+};
+
 /// How a victim dies.
 enum class KillHow {
   kBetween,     ///< `inject::kill_self` between two operations
@@ -113,6 +122,7 @@ struct Scenario {
   int checkpoint_every = 2;           ///< checkpoint: iterations between checkpoints
   int items = 0;                      ///< checkpoint: items per process
   int commit_mode = 0;                ///< incremental: 0 sync, 1 address order, 2 learned order
+  Derived derived = Derived::kNone;   ///< replay: the communicators made from the Driver's
   bool variable = false;              ///< storemix: a VariableStore (else a Store)
   int cow_pages = 0;                  ///< incremental: pages of the copy-on-write buffer
   std::vector<Move> moves;            ///< migration: the moves asked for, in order
