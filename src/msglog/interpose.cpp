@@ -111,6 +111,17 @@ int create(const char* call, MPI_Comm parent, MPI_Comm* created, Make&& make) {
   });
 }
 
+/// A call on requests (completion, freeing, cancelling) under the lock:
+/// the log's `body`, or MPI's own `plain` inside a recovery. A recovery's
+/// calls are the Driver's, on reprise's own communicators, and MPI may
+/// give one of their requests the handle of an application request that
+/// completed in the call the failure interrupted, which the log still
+/// holds until that call ends: the log would take it for that request.
+template <class Body, class Plain>
+int on_requests(const char* call, Body&& body, Plain&& plain) noexcept {
+  return guarded(call, MPI_COMM_WORLD, [&] { return Runtime::current()->recovering() ? plain() : body(); });
+}
+
 int start_runtime(bool shared) {
   // This library's lines name the process by its rank in the job's first
   // world, its original rank (a spawned replacement's is not known here).
@@ -377,14 +388,16 @@ REPRISE_MSGLOG_EXPORT int MPI_Startall(int count, MPI_Request requests[]) {
 REPRISE_MSGLOG_EXPORT int MPI_Request_free(MPI_Request* request) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Request_free(request);
-  return guarded("MPI_Request_free", MPI_COMM_WORLD, [&] { return runtime->request_free(request); });
+  return on_requests(
+      "MPI_Request_free", [&] { return runtime->request_free(request); }, [&] { return PMPI_Request_free(request); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Request_get_status(request, flag, status);
-  return guarded("MPI_Request_get_status", MPI_COMM_WORLD,
-                 [&] { return runtime->request_get_status(request, flag, status); });
+  return on_requests(
+      "MPI_Request_get_status", [&] { return runtime->request_get_status(request, flag, status); },
+      [&] { return PMPI_Request_get_status(request, flag, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Buffer_detach(void* buffer, int* size) {
@@ -402,7 +415,8 @@ REPRISE_MSGLOG_EXPORT int MPI_Buffer_detach(void* buffer, int* size) {
 REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr || request == nullptr) return PMPI_Cancel(request);
-  return guarded("MPI_Cancel", MPI_COMM_WORLD, [&] { return runtime->cancel(request); });
+  return on_requests(
+      "MPI_Cancel", [&] { return runtime->cancel(request); }, [&] { return PMPI_Cancel(request); });
 }
 
 // ---- completion ----------------------------------------------------------------
@@ -410,55 +424,66 @@ REPRISE_MSGLOG_EXPORT int MPI_Cancel(MPI_Request* request) {
 REPRISE_MSGLOG_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Wait(request, status);
-  return guarded("MPI_Wait", MPI_COMM_WORLD, [&] { return runtime->wait(request, status); });
+  return on_requests(
+      "MPI_Wait", [&] { return runtime->wait(request, status); }, [&] { return PMPI_Wait(request, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Waitall(count, requests, statuses);
-  return guarded("MPI_Waitall", MPI_COMM_WORLD, [&] { return runtime->waitall(count, requests, statuses); });
+  return on_requests(
+      "MPI_Waitall", [&] { return runtime->waitall(count, requests, statuses); },
+      [&] { return PMPI_Waitall(count, requests, statuses); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Waitany(count, requests, index, status);
-  return guarded("MPI_Waitany", MPI_COMM_WORLD,
-                 [&] { return runtime->any(true, count, requests, index, nullptr, status); });
+  return on_requests(
+      "MPI_Waitany", [&] { return runtime->any(true, count, requests, index, nullptr, status); },
+      [&] { return PMPI_Waitany(count, requests, index, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                                        MPI_Status statuses[]) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
-  return guarded("MPI_Waitsome", MPI_COMM_WORLD,
-                 [&] { return runtime->some(true, incount, requests, outcount, indices, statuses); });
+  return on_requests(
+      "MPI_Waitsome", [&] { return runtime->some(true, incount, requests, outcount, indices, statuses); },
+      [&] { return PMPI_Waitsome(incount, requests, outcount, indices, statuses); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Test(request, flag, status);
-  return guarded("MPI_Test", MPI_COMM_WORLD, [&] { return runtime->test(request, flag, status); });
+  return on_requests(
+      "MPI_Test", [&] { return runtime->test(request, flag, status); },
+      [&] { return PMPI_Test(request, flag, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Testall(count, requests, flag, statuses);
-  return guarded("MPI_Testall", MPI_COMM_WORLD, [&] { return runtime->testall(count, requests, flag, statuses); });
+  return on_requests(
+      "MPI_Testall", [&] { return runtime->testall(count, requests, flag, statuses); },
+      [&] { return PMPI_Testall(count, requests, flag, statuses); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Testany(count, requests, index, flag, status);
-  return guarded("MPI_Testany", MPI_COMM_WORLD,
-                 [&] { return runtime->any(false, count, requests, index, flag, status); });
+  return on_requests(
+      "MPI_Testany", [&] { return runtime->any(false, count, requests, index, flag, status); },
+      [&] { return PMPI_Testany(count, requests, index, flag, status); });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                                        MPI_Status statuses[]) {
   Runtime* runtime = Runtime::current();
   if (runtime == nullptr) return PMPI_Testsome(incount, requests, outcount, indices, statuses);
-  return guarded("MPI_Testsome", MPI_COMM_WORLD,
-                 [&] { return runtime->some(false, incount, requests, outcount, indices, statuses); });
+  return on_requests(
+      "MPI_Testsome", [&] { return runtime->some(false, incount, requests, outcount, indices, statuses); },
+      [&] { return PMPI_Testsome(incount, requests, outcount, indices, statuses); });
 }
 
 // ---- probes ----------------------------------------------------------------------
