@@ -185,6 +185,8 @@ class Driver {
   /// The share of the log's bound its messages took per step since the last checkpoint.
   [[nodiscard]] double message_log_share_per_step(double steps) const;
   void resume_message_log();
+  /// A failure met in the loop: the message log revokes the application's communicators.
+  void revoke_message_log() const;
   int heal_from_log(int* healed, int* lost, int capacity, int* count) noexcept;
   int decide_from_log(int replay_here) noexcept;
   void plan_from_here();

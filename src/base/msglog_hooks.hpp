@@ -52,6 +52,11 @@ using reprise_msglog_refusal_fn = const char* (*)();
 /// re-maps the Driver's communicator to `healed` and resynchronises
 /// (collective with the survivors' recovery in the log and the replacements' rejoin).
 using reprise_msglog_resume_fn = int (*)(int healed, const int* lost, int count);
+/// reprise_msglog_revoke(): a survivor met a failure outside the log (in
+/// the Driver's loop): revokes every communicator of the application's the
+/// log follows, as a recovery inside the log does, so that a survivor
+/// waiting in one for this process meets the failure too.
+using reprise_msglog_revoke_fn = int (*)();
 /// reprise_msglog_rejoin(app, state, size, lost, count, rolled_back): a
 /// process whose state was restored from its checkpoint (a replacement, or
 /// every process after a rollback: `rolled_back`) takes back the log's
@@ -72,4 +77,5 @@ inline constexpr const char* kMsglogResume = "reprise_msglog_resume";
 inline constexpr const char* kMsglogRefusal = "reprise_msglog_refusal";
 inline constexpr const char* kMsglogHeldBytes = "reprise_msglog_held_bytes";
 inline constexpr const char* kMsglogRejoin = "reprise_msglog_rejoin";
+inline constexpr const char* kMsglogRevoke = "reprise_msglog_revoke";
 }  // namespace reprise::detail

@@ -341,6 +341,10 @@ void Driver::run(const std::function<void()>& loop) {
       attempts = 1;
       continue;
     }
+    // A survivor waiting on a communicator of the application's for this
+    // process, which meets the failure outside the message log, meets it
+    // there too (the log revokes them), and comes to the agreement below.
+    if (!ok && _config.mode == RecoveryMode::kReplay) revoke_message_log();
     if (_comm.settle(ok)) return;
     stop_if_any_erred(error, in_loop && !log_erred);
     if (!recovering) {

@@ -178,6 +178,11 @@ std::string Driver::message_log_refusal() const {
   return refusal == nullptr ? std::string() : std::string(refusal());
 }
 
+void Driver::revoke_message_log() const {
+  static const auto revoke = reinterpret_cast<reprise_msglog_revoke_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogRevoke));
+  if (revoke != nullptr) (void)revoke();
+}
+
 void Driver::resume_message_log() {
   static const auto resume = reinterpret_cast<reprise_msglog_resume_fn>(dlsym(RTLD_DEFAULT, detail::kMsglogResume));
   _comm.check(resume(MPI_Comm_c2f(_comm.raw()), _lost.data(), static_cast<int>(_lost.size())),

@@ -141,7 +141,10 @@ SparePool* spare_pool() {
   pool->warm_bytes = warm_bytes;
   for (int r = 0; r < pool->original_size; ++r) pool->actives.push_back(r);
   for (int r = pool->original_size; r < world_size; ++r) pool->spares.push_back(r);
-  MPI_Comm_dup(MPI_COMM_WORLD, &pool->pool);
+  // Through PMPI, as reprise's other communicators: the message log never
+  // sees it, and a recovery in replay mode, which revokes every
+  // communicator the log follows, leaves it to respawn.
+  PMPI_Comm_dup(MPI_COMM_WORLD, &pool->pool);
   MPI_Comm_set_errhandler(pool->pool, MPI_ERRORS_RETURN);
   MPI_Comm_split(MPI_COMM_WORLD, pool->my_original >= 0 ? 0 : MPI_UNDEFINED, world_rank, &pool->active);
   if (pool->active != MPI_COMM_NULL) MPI_Comm_set_errhandler(pool->active, MPI_ERRORS_RETURN);

@@ -59,6 +59,16 @@ bool Runtime::made_from_driver(const Members& members) const {
   return parent != 0 && _app_key != 0;
 }
 
+bool Runtime::driver_made_from(std::uint64_t key) const {
+  for (std::uint64_t at = _app_key; at != 0;) {
+    const auto found = _members.find(at);
+    if (found == _members.end()) return false;
+    at = found->second.parent;
+    if (at == key) return true;
+  }
+  return false;
+}
+
 std::string Runtime::remap_refusal() const {
   if (_left_out) {
     return "a communicator made from the Driver's gave this process MPI_COMM_NULL (an MPI_UNDEFINED colour, a group "

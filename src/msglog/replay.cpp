@@ -175,13 +175,7 @@ bool Runtime::recovered_from(int code) {
     Recovering(const Recovering&) = delete;
     Recovering& operator=(const Recovering&) = delete;
   } const recovering(_recovering);
-  // Every other survivor meets the failure in its next call on the Driver's
-  // communicator (the only one a replay re-maps) or on one made from it, or
-  // in the one it is blocked in: one blocked in a collective on a column
-  // with a survivor that is recovering would otherwise wait forever.
-  for (const auto& [handle, info] : _comms) {
-    if (info.key == _app_key || made_from_driver(*info.members)) revoke(info.physical);
-  }
+  revoke_communicators();
   int size = 0;
   PMPI_Group_size(_world_group, &size);
   std::vector<int> lost(static_cast<std::size_t>(size));
@@ -196,6 +190,18 @@ bool Runtime::recovered_from(int code) {
   resynchronise(lost, false);
   ++_recoveries;
   return true;
+}
+
+void Runtime::revoke_communicators() {
+  // One blocked in a collective on a column, or in a receive on
+  // MPI_COMM_WORLD, with a survivor that is recovering would otherwise wait
+  // forever. The Driver's communicator and those made from it are made
+  // again; MPI_COMM_WORLD and those made from it, which a replay does not
+  // re-map, stay revoked (their use made every process roll back, see
+  // replay_refusal). reprise's own communicators are not in the table
+  // (made with PMPI_Comm_dup); the spare pool's is a duplicate of world,
+  // which a revocation of world leaves alone.
+  for (const auto& [handle, info] : _comms) revoke(info.physical);
 }
 
 bool Runtime::can_replay(std::span<const int> lost) {
@@ -240,6 +246,12 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
           return "a freed communicator still has messages in the log, which the replay cannot send again";
         }
       }
+    }
+  }
+  for (const auto& [handle, info] : _comms) {
+    if (info.key != _app_key && !made_from_driver(*info.members) && !driver_made_from(info.key)) {
+      return "the program holds a communicator made from MPI_COMM_WORLD, which a recovery revokes and the replay "
+             "does not make again: make it from Comm::raw() of the Driver's communicator";
     }
   }
   // A checkpoint a failure interrupted is made again by every process.
@@ -750,6 +762,11 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_resume(int 
   return with_runtime("reprise_msglog_resume", [&](reprise::detail::Runtime& runtime) {
     runtime.resume(MPI_Comm_f2c(healed), {lost, static_cast<std::size_t>(count)});
   });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_revoke(void) {
+  return with_runtime("reprise_msglog_revoke",
+                      [](reprise::detail::Runtime& runtime) { runtime.revoke_communicators(); });
 }
 
 extern "C" __attribute__((visibility("default"))) int reprise_msglog_replayable(void* value, std::size_t size) {

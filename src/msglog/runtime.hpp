@@ -378,6 +378,11 @@ class Runtime {
   /// resynchronised) and returns true: the caller redoes its operation on
   /// the new communicator. False: the caller returns `code`.
   bool recovered_from(int code);
+  /// A recovery begins: revokes every communicator the application holds
+  /// that the log follows (the Driver's, MPI_COMM_WORLD, and those made from
+  /// either), so that every other survivor meets the failure in its next
+  /// call on one or in the one it waits in.
+  void revoke_communicators();
   /// A checkpoint starts: its collectives do not count against a replay.
   void checkpoint_begins() noexcept { _collectives_before_checkpoint = _collectives; }
   /// Whether the processes of `lost` can be replayed (if not, refusal() says why).
@@ -520,6 +525,8 @@ class Runtime {
   [[nodiscard]] std::string replay_refusal(std::span<const int> lost) const;
   /// Whether `members` were made from the Driver's communicator, or from one made from it.
   [[nodiscard]] bool made_from_driver(const Members& members) const;
+  /// Whether the communicator of `key` is one the Driver's was made from (MPI_COMM_WORLD, say).
+  [[nodiscard]] bool driver_made_from(std::uint64_t key) const;
   /// Why the communicators made from the Driver's cannot be re-mapped (empty: they can).
   [[nodiscard]] std::string remap_refusal() const;
   /// Collective over `healed` (the Driver's communicator): every

@@ -1,0 +1,151 @@
+// MPI_COMM_WORLD and communicators made from it under the replay
+// (RecoveryMode::kReplay), which re-maps only the Driver's communicator and
+// those made from it: the rows and the columns of a 2x2 grid split from
+// MPI_COMM_WORLD, an MPI_Allreduce on each every step, then a pipeline of
+// one word from process 3 down to process 0 on MPI_COMM_WORLD itself.
+// Process 3 is killed for real (SIGKILL): at the start of a step, when
+// process 0 then waits in its row's collective for process 1, which met the
+// failure in its column and recovers; or between its column's and its
+// row's collectives, when process 1 then waits on MPI_COMM_WORLD for the
+// word of process 2, which met the failure in its row and recovers. A
+// recovery revokes MPI_COMM_WORLD and every communicator made from it, so
+// the waiting survivor meets the failure too, and every process rolls back
+// (one line says why); the program makes its communicators again from the
+// Driver's in Driver::on_recovery. Without the revocation both waited
+// forever. Checked: every process's state equals, bitwise, that of the same
+// steps run again afterwards without a failure, and each survivor ran the
+// steps in order, going back once, to the checkpoint.
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include "reprise/checkpoint.hpp"
+#include "reprise/comm.hpp"
+#include "reprise/driver.hpp"
+#include "reprise/msglog.hpp"
+#include "replay_checks.hpp"
+
+using namespace reprise;
+
+namespace {
+
+constexpr std::uint64_t kSteps = 18;
+constexpr std::uint64_t kCheckpointEvery = 6;
+constexpr int kPipelineTag = 11;
+
+using tests::Kill;
+using tests::KillPoint;
+
+class WorldGrid : public tests::MixedCells {
+ public:
+  /// On MPI_COMM_WORLD when `on_world`, else on the Driver's communicator.
+  WorldGrid(int rank, bool on_world) : MixedCells(rank), _on_world(on_world) {}
+  WorldGrid(const WorldGrid&) = delete;
+  WorldGrid& operator=(const WorldGrid&) = delete;
+  ~WorldGrid() { forget(); }
+
+  /// Step `step`; the process `kill` names dies where it says.
+  void step(Comm& comm, std::uint64_t step, const Kill& kill) {
+    executing(step);
+    const MPI_Comm base = _on_world ? MPI_COMM_WORLD : comm.raw();
+    const int me = comm.rank().value();
+    if (_columns == MPI_COMM_NULL) {
+      _rows = split(comm, base, me / 2);
+      _columns = split(comm, base, me % 2);
+    }
+    die_if(comm, step, kill, KillPoint::kStepStart);
+    std::uint64_t column = word(step);
+    comm.check(MPI_Allreduce(MPI_IN_PLACE, &column, 1, MPI_UINT64_T, MPI_SUM, _columns), "MPI_Allreduce (column)");
+    absorb(column);
+    die_if(comm, step, kill, KillPoint::kMidStep);
+    std::uint64_t row = word(step + 2);
+    comm.check(MPI_Allreduce(MPI_IN_PLACE, &row, 1, MPI_UINT64_T, MPI_BXOR, _rows), "MPI_Allreduce (row)");
+    absorb(row);
+    // The pipeline: each process takes the word of the one after it and passes its own on.
+    std::uint64_t carried = word(step + 4);
+    if (me < comm.size() - 1) {
+      std::uint64_t got = 0;
+      comm.check(MPI_Recv(&got, 1, MPI_UINT64_T, me + 1, kPipelineTag, base, MPI_STATUS_IGNORE), "MPI_Recv (world)");
+      absorb(got);
+      carried ^= got;
+    }
+    if (me > 0) comm.check(MPI_Send(&carried, 1, MPI_UINT64_T, me - 1, kPipelineTag, base), "MPI_Send (world)");
+  }
+
+  /// After a rollback: MPI_COMM_WORLD holds a lost process and the
+  /// communicators made from it are revoked; the Driver's communicator takes their place.
+  void leave_world() {
+    forget();
+    _on_world = false;
+  }
+
+  void forget() {
+    if (_rows != MPI_COMM_NULL) MPI_Comm_free(&_rows);
+    if (_columns != MPI_COMM_NULL) MPI_Comm_free(&_columns);
+  }
+
+ private:
+  static MPI_Comm split(Comm& comm, MPI_Comm base, int colour) {
+    MPI_Comm made = MPI_COMM_NULL;
+    comm.check(MPI_Comm_split(base, colour, comm.rank().value(), &made), "MPI_Comm_split");
+    return made;
+  }
+
+  bool _on_world;
+  MPI_Comm _rows = MPI_COMM_NULL;
+  MPI_Comm _columns = MPI_COMM_NULL;
+};
+
+/// The grid on MPI_COMM_WORLD under the Driver in replay mode, `kill` as it says.
+void world_run(const Kill& kill) {
+  ASSERT_TRUE(msglog::active());
+  // The failure must come back as an error for the Driver to recover from (as on reprise's own communicators).
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  Comm comm = Comm::world();
+  ASSERT_EQ(comm.size(), 4);
+  Checkpoint checkpoint(comm);
+  WorldGrid app(comm.rank().value(), !comm.is_replacement());
+  app.protect(checkpoint);
+  {
+    Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+    driver.on_recovery([&](const Recovery& recovery) {
+      if (recovery.mode != RecoveryMode::kReplay) app.leave_world();
+    });
+    driver.run(kSteps, [&](std::uint64_t step) { app.step(comm, step, kill); });
+    ASSERT_EQ(driver.recoveries().size(), kill.rank < 0 ? 0U : 1U);
+    for (const Recovery& recovery : driver.recoveries()) {
+      EXPECT_EQ(recovery.mode, RecoveryMode::kRespawn) << "every process rolled back";
+      EXPECT_EQ(recovery.lost, std::vector<OriginalRank>{OriginalRank{kill.rank}});
+    }
+    if (!comm.is_replacement()) {
+      // The steps in order up to the failure's, then again from the checkpoint before it.
+      std::vector<std::uint64_t> expected(kill.rank < 0 ? kSteps : kill.step + 1);
+      std::iota(expected.begin(), expected.end(), 0);
+      for (std::uint64_t step = kill.step / kCheckpointEvery * kCheckpointEvery; kill.rank >= 0 && step < kSteps;
+           ++step) {
+        expected.push_back(step);
+      }
+      EXPECT_EQ(app.executed(), expected);
+    }
+  }
+  app.leave_world();
+  WorldGrid clean(comm.rank().value(), false);
+  for (std::uint64_t step = 0; step < kSteps; ++step) clean.step(comm, step, Kill{});
+  EXPECT_EQ(app.state(), clean.state()) << "this process's state, bitwise";
+}
+
+}  // namespace
+
+TEST(ReplayWorld, ASurvivorWaitingInARowMadeFromWorldForARecoveringOneRollsBackWithTheOthers) {
+  world_run({.rank = 3, .step = 9, .point = KillPoint::kStepStart});
+}
+
+TEST(ReplayWorld, ASurvivorWaitingOnWorldForARecoveringOneRollsBackWithTheOthers) {
+  world_run({.rank = 3, .step = 9, .point = KillPoint::kMidStep});
+}
+
+TEST(ReplayWorld, AFailureFreeRunAgreesWithOpenMpi) { world_run({}); }
