@@ -7,7 +7,11 @@
 // process 0 then waits in its row's collective for process 1, which met the
 // failure in its column and recovers; or between its column's and its
 // row's collectives, when process 1 then waits on MPI_COMM_WORLD for the
-// word of process 2, which met the failure in its row and recovers. A
+// word of process 2, which met the failure in its row and recovers; or at
+// the start of a step with an MPI_Ibarrier on the columns first, when
+// process 1 meets the failure outside the log (the barrier's completion,
+// which the log passes straight to MPI) and recovers in the Driver's loop
+// while process 0 waits in its row's collective for it. A
 // recovery revokes MPI_COMM_WORLD and every communicator made from it, so
 // the waiting survivor meets the failure too, and every process rolls back
 // (one line says why); the program makes its communicators again from the
@@ -42,8 +46,10 @@ using tests::KillPoint;
 
 class WorldGrid : public tests::MixedCells {
  public:
-  /// On MPI_COMM_WORLD when `on_world`, else on the Driver's communicator.
-  WorldGrid(int rank, bool on_world) : MixedCells(rank), _on_world(on_world) {}
+  /// On MPI_COMM_WORLD when `on_world`, else on the Driver's communicator;
+  /// an MPI_Ibarrier on the column first in each step when `barrier`.
+  WorldGrid(int rank, bool on_world, bool barrier)
+      : MixedCells(rank), _on_world(on_world), _barrier(barrier) {}
   WorldGrid(const WorldGrid&) = delete;
   WorldGrid& operator=(const WorldGrid&) = delete;
   ~WorldGrid() { forget(); }
@@ -58,6 +64,11 @@ class WorldGrid : public tests::MixedCells {
       _columns = split(comm, base, me % 2);
     }
     die_if(comm, step, kill, KillPoint::kStepStart);
+    if (_barrier) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      comm.check(MPI_Ibarrier(_columns, &request), "MPI_Ibarrier (column)");
+      comm.check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait (column's barrier)");
+    }
     std::uint64_t column = word(step);
     comm.check(MPI_Allreduce(MPI_IN_PLACE, &column, 1, MPI_UINT64_T, MPI_SUM, _columns), "MPI_Allreduce (column)");
     absorb(column);
@@ -96,19 +107,21 @@ class WorldGrid : public tests::MixedCells {
   }
 
   bool _on_world;
+  bool _barrier;
   MPI_Comm _rows = MPI_COMM_NULL;
   MPI_Comm _columns = MPI_COMM_NULL;
 };
 
-/// The grid on MPI_COMM_WORLD under the Driver in replay mode, `kill` as it says.
-void world_run(const Kill& kill) {
+/// The grid on MPI_COMM_WORLD under the Driver in replay mode, `kill` as
+/// it says, an MPI_Ibarrier on the column first in each step when `barrier`.
+void world_run(const Kill& kill, bool barrier = false) {
   ASSERT_TRUE(msglog::active());
   // The failure must come back as an error for the Driver to recover from (as on reprise's own communicators).
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   Comm comm = Comm::world();
   ASSERT_EQ(comm.size(), 4);
   Checkpoint checkpoint(comm);
-  WorldGrid app(comm.rank().value(), !comm.is_replacement());
+  WorldGrid app(comm.rank().value(), !comm.is_replacement(), barrier);
   app.protect(checkpoint);
   {
     Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
@@ -133,7 +146,7 @@ void world_run(const Kill& kill) {
     }
   }
   app.leave_world();
-  WorldGrid clean(comm.rank().value(), false);
+  WorldGrid clean(comm.rank().value(), false, barrier);
   for (std::uint64_t step = 0; step < kSteps; ++step) clean.step(comm, step, Kill{});
   EXPECT_EQ(app.state(), clean.state()) << "this process's state, bitwise";
 }
@@ -146,6 +159,10 @@ TEST(ReplayWorld, ASurvivorWaitingInARowMadeFromWorldForARecoveringOneRollsBackW
 
 TEST(ReplayWorld, ASurvivorWaitingOnWorldForARecoveringOneRollsBackWithTheOthers) {
   world_run({.rank = 3, .step = 9, .point = KillPoint::kMidStep});
+}
+
+TEST(ReplayWorld, ASurvivorWaitingForOneThatMetTheFailureOutsideTheLogRollsBackWithTheOthers) {
+  world_run({.rank = 3, .step = 9, .point = KillPoint::kStepStart}, true);
 }
 
 TEST(ReplayWorld, AFailureFreeRunAgreesWithOpenMpi) { world_run({}); }
