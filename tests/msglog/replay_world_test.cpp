@@ -15,7 +15,9 @@
 // recovery revokes MPI_COMM_WORLD and every communicator made from it, so
 // the waiting survivor meets the failure too, and every process rolls back
 // (one line says why); the program makes its communicators again from the
-// Driver's in Driver::on_recovery. Without the revocation both waited
+// Driver's in Driver::on_recovery. A program on the Driver's communicator
+// that holds a duplicate of MPI_COMM_WORLD, unused since the checkpoint,
+// rolls back too (the recovery revoked it). Without the revocation each waited
 // forever. Checked: every process's state equals, bitwise, that of the same
 // steps run again afterwards without a failure, and each survivor ran the
 // steps in order, going back once, to the checkpoint.
@@ -44,12 +46,16 @@ constexpr int kPipelineTag = 11;
 using tests::Kill;
 using tests::KillPoint;
 
+/// Where the grid runs, and what it adds.
+struct Use {
+  bool on_world = true;      ///< rows, columns and pipeline on MPI_COMM_WORLD (else on the Driver's communicator)
+  bool barrier = false;      ///< an MPI_Ibarrier on the column first in each step
+  bool holds_world = false;  ///< a duplicate of MPI_COMM_WORLD made at the first step, unused after its barrier
+};
+
 class WorldGrid : public tests::MixedCells {
  public:
-  /// On MPI_COMM_WORLD when `on_world`, else on the Driver's communicator;
-  /// an MPI_Ibarrier on the column first in each step when `barrier`.
-  WorldGrid(int rank, bool on_world, bool barrier)
-      : MixedCells(rank), _on_world(on_world), _barrier(barrier) {}
+  WorldGrid(int rank, Use use) : MixedCells(rank), _use(use) {}
   WorldGrid(const WorldGrid&) = delete;
   WorldGrid& operator=(const WorldGrid&) = delete;
   ~WorldGrid() { forget(); }
@@ -57,14 +63,18 @@ class WorldGrid : public tests::MixedCells {
   /// Step `step`; the process `kill` names dies where it says.
   void step(Comm& comm, std::uint64_t step, const Kill& kill) {
     executing(step);
-    const MPI_Comm base = _on_world ? MPI_COMM_WORLD : comm.raw();
+    const MPI_Comm base = _use.on_world ? MPI_COMM_WORLD : comm.raw();
     const int me = comm.rank().value();
     if (_columns == MPI_COMM_NULL) {
       _rows = split(comm, base, me / 2);
       _columns = split(comm, base, me % 2);
     }
+    if (_use.holds_world && _held == MPI_COMM_NULL) {
+      comm.check(MPI_Comm_dup(MPI_COMM_WORLD, &_held), "MPI_Comm_dup (world)");
+      comm.check(MPI_Barrier(_held), "MPI_Barrier (world's duplicate)");
+    }
     die_if(comm, step, kill, KillPoint::kStepStart);
-    if (_barrier) {
+    if (_use.barrier) {
       MPI_Request request = MPI_REQUEST_NULL;
       comm.check(MPI_Ibarrier(_columns, &request), "MPI_Ibarrier (column)");
       comm.check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait (column's barrier)");
@@ -88,15 +98,20 @@ class WorldGrid : public tests::MixedCells {
   }
 
   /// After a rollback: MPI_COMM_WORLD holds a lost process and the
-  /// communicators made from it are revoked; the Driver's communicator takes their place.
+  /// communicators made from it are revoked; the Driver's communicator
+  /// takes their place. Those made from the Driver's before the checkpoint
+  /// were made again by the rollback, and a replacement takes them: kept.
   void leave_world() {
-    forget();
-    _on_world = false;
+    if (_use.on_world) forget();
+    if (_held != MPI_COMM_NULL) MPI_Comm_free(&_held);
+    _use.on_world = false;
+    _use.holds_world = false;
   }
 
   void forget() {
     if (_rows != MPI_COMM_NULL) MPI_Comm_free(&_rows);
     if (_columns != MPI_COMM_NULL) MPI_Comm_free(&_columns);
+    if (_held != MPI_COMM_NULL) MPI_Comm_free(&_held);
   }
 
  private:
@@ -106,22 +121,23 @@ class WorldGrid : public tests::MixedCells {
     return made;
   }
 
-  bool _on_world;
-  bool _barrier;
+  Use _use;
   MPI_Comm _rows = MPI_COMM_NULL;
   MPI_Comm _columns = MPI_COMM_NULL;
+  MPI_Comm _held = MPI_COMM_NULL;
 };
 
-/// The grid on MPI_COMM_WORLD under the Driver in replay mode, `kill` as
-/// it says, an MPI_Ibarrier on the column first in each step when `barrier`.
-void world_run(const Kill& kill, bool barrier = false) {
+/// The grid as `use` says (a replacement on the Driver's communicator)
+/// under the Driver in replay mode, `kill` as it says.
+void world_run(const Kill& kill, Use use = {}) {
   ASSERT_TRUE(msglog::active());
   // The failure must come back as an error for the Driver to recover from (as on reprise's own communicators).
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   Comm comm = Comm::world();
   ASSERT_EQ(comm.size(), 4);
   Checkpoint checkpoint(comm);
-  WorldGrid app(comm.rank().value(), !comm.is_replacement(), barrier);
+  if (comm.is_replacement()) use = {.on_world = false, .barrier = use.barrier};
+  WorldGrid app(comm.rank().value(), use);
   app.protect(checkpoint);
   {
     Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
@@ -145,8 +161,8 @@ void world_run(const Kill& kill, bool barrier = false) {
       EXPECT_EQ(app.executed(), expected);
     }
   }
-  app.leave_world();
-  WorldGrid clean(comm.rank().value(), false, barrier);
+  app.forget();
+  WorldGrid clean(comm.rank().value(), {.on_world = false, .barrier = use.barrier});
   for (std::uint64_t step = 0; step < kSteps; ++step) clean.step(comm, step, Kill{});
   EXPECT_EQ(app.state(), clean.state()) << "this process's state, bitwise";
 }
@@ -162,7 +178,11 @@ TEST(ReplayWorld, ASurvivorWaitingOnWorldForARecoveringOneRollsBackWithTheOthers
 }
 
 TEST(ReplayWorld, ASurvivorWaitingForOneThatMetTheFailureOutsideTheLogRollsBackWithTheOthers) {
-  world_run({.rank = 3, .step = 9, .point = KillPoint::kStepStart}, true);
+  world_run({.rank = 3, .step = 9, .point = KillPoint::kStepStart}, {.barrier = true});
+}
+
+TEST(ReplayWorld, AProgramHoldingADuplicateOfWorldRollsBackInsteadOfReplaying) {
+  world_run({.rank = 3, .step = 9, .point = KillPoint::kMidStep}, {.on_world = false, .holds_world = true});
 }
 
 TEST(ReplayWorld, AFailureFreeRunAgreesWithOpenMpi) { world_run({}); }
