@@ -7,7 +7,9 @@
 // callback in front of each one `libmpi` schedules: it runs the original,
 // and if that was the last of the chain and returned success, it returns the
 // error recorded before instead. It also gives back the turn to pick an
-// index that a failed creation kept (see TurnWatch).
+// index that a failed creation kept (see TurnWatch), and keeps a failure
+// notice from revoking a new communicator through collectives it has not
+// selected yet (see guarded_revoke_local).
 
 #include "cid_guard.hpp"
 
@@ -18,6 +20,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,6 +47,10 @@ constexpr const char* kReturn = "ompi_comm_request_return";
 constexpr const char* kIsFailed = "ompi_request_is_failed_fn";
 /// Open PAL's registration of a low-priority progress callback.
 constexpr const char* kRegisterProgress = "opal_progress_register_lp";
+/// ULFM's local revocation of a communicator, and what a communicator's
+/// collectives run for it once selected.
+constexpr const char* kRevokeLocal = "ompi_comm_revoke_local";
+constexpr const char* kRevokeCollectives = "mca_coll_base_revoke_local";
 /// Where a request's `req_status.MPI_ERROR` lies in Open MPI 5.0.x built
 /// without debugging (an `ompi_request_t` starts with a 56-byte free-list
 /// item and the request type; the status, an MPI_Status, is 8-byte
@@ -54,6 +62,20 @@ constexpr std::size_t kErrorOffset = 72;
 /// step's sub-requests to the step instead of freeing them.
 constexpr std::uint32_t kRetainSubrequests = 1;
 
+/// Open MPI's `ompi_communicator_t`, opaque here.
+struct Communicator;
+using RevokeLocal = bool (*)(Communicator*, bool);
+
+/// Where an `ompi_communicator_t` holds `c_pml_comm` (the PML's data, null
+/// until the PML added the communicator) and `c_coll` (its collectives, null
+/// until they are selected), and where `c_coll` holds `coll_revoke_local`, in
+/// Open MPI 5.0.x built without debugging: checked at installation on a real
+/// communicator before the guard relies on them.
+constexpr std::size_t kPmlOffset = 328;
+constexpr std::size_t kCollectivesOffset = 344;
+constexpr std::size_t kRevokeCollectivesOffset = 0x450;
+static_assert(kRevokeCollectivesOffset % sizeof(void*) == 0);
+
 /// libmpi's own functions, which the guard's replacements call
 /// (`ompi_comm_request_schedule_append` only calls the first with no flags,
 /// through the slot the guard takes over: the guard calls it directly).
@@ -63,6 +85,9 @@ struct Originals {
   /// ULFM's check of one request: completes it in error (and returns true)
   /// if its communicator was revoked or a collective on it met a failure.
   bool (*is_failed)(MPI_Request) = nullptr;
+  RevokeLocal revoke_local = nullptr;
+  /// What every selected `c_coll` holds as `coll_revoke_local`.
+  void (*revoke_collectives)(Communicator*) = nullptr;
 };
 Originals originals;
 
@@ -224,6 +249,51 @@ int check_pending_subrequests() {
   return completed;
 }
 
+/// The pointer `comm` holds `offset` bytes in.
+void*& field(Communicator* comm, std::size_t offset) {
+  return *reinterpret_cast<void**>(reinterpret_cast<char*>(comm) + offset);
+}
+
+/// `coll_revoke_local` of a communicator without collectives: it revokes
+/// the communicators its collectives made, none.
+void revoke_no_collectives(Communicator*) {}
+
+/// A communicator's collectives as `ompi_comm_revoke_local` sees them while
+/// the guard revokes a communicator that has none selected yet.
+struct NoCollectives {
+  std::array<void (*)(Communicator*), kRevokeCollectivesOffset / sizeof(void*) + 1> entries{};
+  NoCollectives() { entries.back() = revoke_no_collectives; }
+};
+NoCollectives no_collectives;
+/// Lends `no_collectives` to one communicator at a time.
+std::recursive_mutex lend_mutex;
+
+/// Open MPI 5.0 puts a new communicator in its table when its members agree
+/// on its index, and selects its collectives only once its activation (a
+/// collective over the communicator it is made from) has completed. A
+/// failure notice in between revokes every communicator of the table that
+/// holds the dead process, that one too, and calls through its collectives,
+/// still null: the process dies of SIGSEGV (tools/upstream/revoke_activating/).
+/// The guard lends such a communicator `no_collectives` for the revocation,
+/// so it is revoked as any other: its creation fails, or a collective on it
+/// does. One the PML has not added yet either (the instant between its index
+/// agreement and its activation) is left as it is: no message on it has
+/// arrived to be dropped, and its activation runs over the communicator it
+/// is made from, which the failure revoked if it held the dead process.
+bool guarded_revoke_local(Communicator* comm, bool coll_only) {
+  std::atomic_ref<void*> collectives(field(comm, kCollectivesOffset));
+  const void* selected = collectives.load();
+  if (selected != nullptr && selected != &no_collectives) return originals.revoke_local(comm, coll_only);
+  if (field(comm, kPmlOffset) == nullptr) return false;
+  const std::lock_guard lock(lend_mutex);
+  void* none = nullptr;
+  const bool lent = collectives.compare_exchange_strong(none, &no_collectives);
+  const bool revoked = originals.revoke_local(comm, coll_only);
+  void* borrowed = &no_collectives;
+  if (lent) collectives.compare_exchange_strong(borrowed, nullptr);
+  return revoked;
+}
+
 bool is_open_mpi_5_0() {
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
@@ -253,6 +323,27 @@ bool error_offset_holds() {
     holds = done != 0 && fields[0] == 0 && fields[1] == kTag && fields[2] == MPI_SUCCESS;
     MPI_Wait(&request, &status);
   }
+  MPI_Comm_free(&self);
+  return holds;
+}
+
+/// True if an `ompi_communicator_t` holds its PML's data and its
+/// collectives where kPmlOffset and kCollectivesOffset say, and its
+/// collectives hold `coll_revoke_local` where kRevokeCollectivesOffset says:
+/// on a copy of MPI_COMM_SELF, the PML's data is there and the collectives
+/// hold libmpi's `mca_coll_base_revoke_local` there.
+bool communicator_layout_holds() {
+  if (originals.revoke_local == nullptr || originals.revoke_collectives == nullptr) return false;
+  MPI_Comm self = MPI_COMM_NULL;
+  if (MPI_Comm_dup(MPI_COMM_SELF, &self) != MPI_SUCCESS) return false;
+  auto* comm = reinterpret_cast<Communicator*>(self);
+  const void* collectives = field(comm, kCollectivesOffset);
+  void* revoke = nullptr;
+  if (collectives != nullptr) {
+    std::memcpy(&revoke, static_cast<const char*>(collectives) + kRevokeCollectivesOffset, sizeof revoke);
+  }
+  const bool holds = field(comm, kPmlOffset) != nullptr && collectives != nullptr &&
+                     revoke == reinterpret_cast<void*>(originals.revoke_collectives);
   MPI_Comm_free(&self);
   return holds;
 }
@@ -378,20 +469,27 @@ bool find_originals(void* library) {
   originals.append_with_flags = reinterpret_cast<AppendWithFlags>(dlsym(library, kAppendWithFlags));
   originals.release = reinterpret_cast<Return>(dlsym(library, kReturn));
   originals.is_failed = reinterpret_cast<bool (*)(MPI_Request)>(dlsym(library, kIsFailed));
+  originals.revoke_local = reinterpret_cast<RevokeLocal>(dlsym(library, kRevokeLocal));
+  originals.revoke_collectives = reinterpret_cast<void (*)(Communicator*)>(dlsym(library, kRevokeCollectives));
   return originals.append_with_flags != nullptr && originals.release != nullptr && originals.is_failed != nullptr;
 }
 
-/// Points libmpi's slots at the guard's functions; false if one could not be
+/// Points libmpi's slots at the guard's functions, the one for revoking a
+/// communicator only if `guard_revocation`; false if one could not be
 /// written (a slot `libmpi` lacks for `..._w_flags` means nothing calls it).
-bool take_slots(const Search& search) {
+bool take_slots(const Search& search, bool guard_revocation) {
   void** append = plt_slot(search, kAppend);
   void** append_with_flags = plt_slot(search, kAppendWithFlags);
   void** release = plt_slot(search, kReturn);
-  if (append == nullptr || release == nullptr) return false;
+  void** revoke = plt_slot(search, kRevokeLocal);
+  if (append == nullptr || release == nullptr || (guard_revocation && revoke == nullptr)) return false;
   bool written = write_slot(search.table, release, reinterpret_cast<void*>(&guarded_return)) &&
                  write_slot(search.table, append, reinterpret_cast<void*>(&guarded_append));
   if (written && append_with_flags != nullptr) {
     written = write_slot(search.table, append_with_flags, reinterpret_cast<void*>(&guarded_append_with_flags));
+  }
+  if (written && guard_revocation) {
+    written = write_slot(search.table, revoke, reinterpret_cast<void*>(&guarded_revoke_local));
   }
   return written;
 }
@@ -436,7 +534,8 @@ CidGuard install() {
   const auto register_progress = reinterpret_cast<int (*)(int (*)())>(dlsym(library.handle, kRegisterProgress));
   Search search{library.base, {}, {}, false};
   dl_iterate_phdr(visit, &search);
-  if (!search.found || register_progress == nullptr || !error_offset_holds() || !take_slots(search)) {
+  if (!search.found || register_progress == nullptr || !error_offset_holds() ||
+      !take_slots(search, communicator_layout_holds())) {
     return CidGuard::kUnusable;
   }
   register_progress(check_pending_subrequests);

@@ -1,6 +1,7 @@
 #pragma once
-// A guard over a defect of Open MPI 5.0.x: a communicator's creation that
-// meets a dead process never ends (docs/RELIABILITY.md, defect 37).
+// A guard over defects of Open MPI 5.0.x in a communicator's creation that
+// meets a dead process: it never ends (docs/RELIABILITY.md, defect 37), or
+// the process crashes (defect 23).
 
 namespace reprise::detail::ompi {
 
@@ -20,15 +21,23 @@ enum class CidGuard {
 /// again, forever (`NBC_Progress: an error 75 ...` at each round). The guard
 /// wraps every step `libmpi` schedules so that the last step of a chain
 /// returns the error an earlier one recorded: the call returns
-/// `MPI_ERR_PROC_FAILED` (or `MPI_ERR_REVOKED`) like any other. Installed
+/// `MPI_ERR_PROC_FAILED` (or `MPI_ERR_REVOKED`) like any other.
 /// A creation that fails also keeps Open MPI's turn to pick an index, so
 /// that every later creation on a communicator of higher index waits for it
 /// forever: the guard gives the turn back when the chain that took it ends
-/// (tools/upstream/cid_turn_kept/). Installed
-/// by rewriting `libmpi`'s two procedure-linkage slots for scheduling and
-/// returning such requests, so it holds whatever the order libraries were
-/// loaded in (a Python program's included). After `MPI_Init`; collective
-/// over nothing; idempotent and thread-safe.
+/// (tools/upstream/cid_turn_kept/).
+/// A failure learned while a new communicator is activated (in Open MPI's
+/// table, its collectives not selected yet) revokes it through its null
+/// collectives: SIGSEGV in `ompi_comm_revoke_local`
+/// (tools/upstream/revoke_activating/). The guard revokes it with
+/// collectives that have nothing to revoke of their own: the creation
+/// fails, or a collective on the new communicator does (this part only
+/// where a communicator is laid out as it expects, checked first).
+/// Installed by rewriting `libmpi`'s procedure-linkage
+/// slots for scheduling and returning such requests and for revoking a
+/// communicator, so it holds whatever the order libraries were loaded in (a
+/// Python program's included). After `MPI_Init`; collective over nothing;
+/// idempotent and thread-safe.
 CidGuard install_cid_guard();
 
 }  // namespace reprise::detail::ompi
