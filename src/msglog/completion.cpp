@@ -159,7 +159,7 @@ int Runtime::wait(MPI_Request* request, MPI_Status* status) {
   RequestBatch& one = *lease;
   for (;;) {
     fill(one, 1, request, &out, true);
-    const int code = blocking([&] { return PMPI_Wait(&one.physical[0], &out); });
+    int code = blocking([&] { return PMPI_Wait(&one.physical[0], &out); });
     if (code != MPI_SUCCESS && recovered_in(request, one, 1, code)) continue;
     finish_all(request, one, 1, nullptr);
     return code;
@@ -172,7 +172,7 @@ int Runtime::waitall(int count, MPI_Request* requests, MPI_Status* statuses) {
   RequestBatch& all = *lease;
   for (;;) {
     fill(all, count, requests, statuses, true);
-    const int code = blocking([&] { return PMPI_Waitall(count, all.physical.data(), all.statuses); });
+    int code = blocking([&] { return PMPI_Waitall(count, all.physical.data(), all.statuses); });
     if (code != MPI_SUCCESS && recovered_in(requests, all, count, code)) continue;
     finish_all(requests, all, count, nullptr);
     return code;
@@ -187,7 +187,7 @@ int Runtime::testall(int count, MPI_Request* requests, int* flag, MPI_Status* st
   const BatchLease lease;
   RequestBatch& all = *lease;
   fill(all, count, requests, statuses, false);
-  const int code = PMPI_Testall(count, all.physical.data(), flag, all.statuses);
+  int code = PMPI_Testall(count, all.physical.data(), flag, all.statuses);
   if (code != MPI_SUCCESS && recovered_in(requests, all, count, code)) {
     *flag = 0;  // nothing consumed: what completed comes again
     return MPI_SUCCESS;

@@ -144,7 +144,7 @@ bool Runtime::suppressed(std::uint64_t key, int dest, Sequence sequence) const {
   return found != _peer_consumed.end() && found->second.consumed(sequence);
 }
 
-bool Runtime::recovered_in(MPI_Request* requests, RequestBatch& batch, int statuses, int code) {
+bool Runtime::recovered_in(MPI_Request* requests, RequestBatch& batch, int statuses, int& code) {
   int failure = code;
   if (code == MPI_ERR_IN_STATUS) {
     failure = MPI_SUCCESS;
@@ -159,7 +159,14 @@ bool Runtime::recovered_in(MPI_Request* requests, RequestBatch& batch, int statu
   }
   batch.taken.clear();
   batch.blocks = false;
-  if (!recovered_from(failure)) return false;
+  if (!recovered_from(failure)) {
+    // The call ends with the failure, as one over a single request would:
+    // MPI_ERR_IN_STATUS is no process failure's class, a program raises it
+    // as an error of its own, and the Driver would never learn of the
+    // failure, or of the error its hook met (defect 48 in RELIABILITY.md).
+    code = failure;
+    return false;
+  }
   for (std::size_t i = 0; i < batch.records.size(); ++i) {
     if (batch.records[i] == nullptr) requests[i] = batch.physical[i];
   }

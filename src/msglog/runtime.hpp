@@ -479,8 +479,10 @@ class Runtime {
   /// recovers, the log's records go back to the table unfinished (nothing
   /// was consumed: what MPI completed of them comes again, or was sent
   /// again) and the other requests keep what MPI made of them; true, and
-  /// the caller calls again. Else false, and the records stay with the batch.
-  bool recovered_in(MPI_Request* requests, RequestBatch& batch, int statuses, int code);
+  /// the caller calls again. Else false, and the records stay with the batch;
+  /// if a recovery was tried and failed, `code` becomes the process failure
+  /// (from its status, for MPI_ERR_IN_STATUS), which the call returns.
+  bool recovered_in(MPI_Request* requests, RequestBatch& batch, int statuses, int& code);
   void release_detached();
   /// What this process consumed of each sender, as words, per sender in
   /// the order of its place in the exchange (`place`: a world rank's, or -1

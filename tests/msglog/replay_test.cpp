@@ -490,3 +490,40 @@ TEST(Replay, TwoProcessesHoldingEachOthersCheckpointLostTogetherRaiseDataLostEve
     EXPECT_EQ(error.lost_processes(), (std::vector<OriginalRank>{OriginalRank{1}, OriginalRank{3}})) << error.what();
   }
 }
+
+// Processes 1 and 3 at the start of step 9 (their states lost, as above),
+// while processes 0 and 2 wait in an MPI_Waitall over a ring's receive from
+// one of them and send to the other: MPI fails the call with
+// MPI_ERR_IN_STATUS, and the restore the log's hook runs inside it raises
+// DataLost. The call then returns the process failure, which the program
+// raises as one, not MPI_ERR_IN_STATUS, which it would raise as an error of
+// its own: every process raises DataLost naming the two.
+TEST(Replay, TwoProcessesLostTogetherWhileARingWaitsInWaitallRaiseDataLostEverywhere) {
+  constexpr std::uint64_t kKillAt = 9;
+  constexpr int kRingTag = 4;
+  ASSERT_TRUE(msglog::active());
+  Comm comm = Comm::world();
+  Checkpoint checkpoint(comm);
+  std::vector<std::uint64_t> chain{0};
+  checkpoint.protect("chain", chain);
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  const int me = comm.rank().value();
+  const int size = comm.size();
+  try {
+    driver.run(kSteps, [&](std::uint64_t step) {
+      if (me % 2 == 1 && step == kKillAt && !comm.is_replacement()) inject::kill_self(comm.original_rank());
+      std::uint64_t in = 0;
+      const std::uint64_t out = detail::mix64(chain[0] + step);
+      MPI_Request requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      comm.check(MPI_Irecv(&in, 1, MPI_UINT64_T, (me + size - 1) % size, kRingTag, comm.raw(), &requests[0]),
+                 "MPI_Irecv (ring)");
+      comm.check(MPI_Isend(&out, 1, MPI_UINT64_T, (me + 1) % size, kRingTag, comm.raw(), &requests[1]),
+                 "MPI_Isend (ring)");
+      comm.check(MPI_Waitall(2, requests, MPI_STATUSES_IGNORE), "MPI_Waitall (ring)");
+      chain[0] = detail::mix64(chain[0] ^ in);
+    });
+    ADD_FAILURE() << "the run ended without DataLost";
+  } catch (const DataLost& error) {
+    EXPECT_EQ(error.lost_processes(), (std::vector<OriginalRank>{OriginalRank{1}, OriginalRank{3}})) << error.what();
+  }
+}
