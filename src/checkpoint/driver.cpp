@@ -333,8 +333,8 @@ void Driver::run(const std::function<void()>& loop) {
     if (_rollback_agreed && !log_erred) {
       // The message log's hook healed the job inside the loop, and every
       // process agreed there to roll back: restore now, whatever error the
-      // call that met the failure made the loop raise (MPI_ERR_IN_STATUS
-      // from MPI_Waitall, say, which is no process failure's class).
+      // call that met the failure made the loop raise (an error of its own
+      // that the program made of the failure, say).
       recovering = true;
       joined_now = false;
       started = _log_recovery_started;
