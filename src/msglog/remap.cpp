@@ -228,7 +228,11 @@ void Runtime::append_derived(std::vector<std::byte>& out, const std::vector<Cons
   std::ranges::sort(derived, [](const Members* a, const Members* b) { return a->made < b->made; });
   append_word(out, derived.size());
   for (const Members* members : derived) {
-    std::uint64_t children = 0;
+    // A replacement's communicator made again and not adopted yet has no
+    // handle: its creations are the count restored with it (a checkpoint
+    // right after a rollback comes before any adoption).
+    const auto restored = _restored_children.find(members->key);
+    std::uint64_t children = restored == _restored_children.end() ? 0 : restored->second;
     for (const auto& [handle, info] : _comms) {
       if (info.members == members) children = std::max(children, info.children);
     }

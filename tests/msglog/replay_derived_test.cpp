@@ -18,6 +18,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -42,6 +44,14 @@ using tests::KillPoint;
 struct Use {
   bool messages = false;    ///< two messages each way along the row too (on a duplicate of it), received in order
   bool every_step = false;  ///< made at each step and freed at its end (else at the first step, kept)
+  bool pair_every_step = false;  ///< the duplicate of the row alone made at each step and freed at its end
+};
+
+/// The replacement of `kill`'s victim, dying again at `again.step` and
+/// `again.point` (`again.rank` negative: it does not).
+struct KillAgain {
+  Kill kill;
+  Kill again;
 };
 
 class Grid : public tests::MixedCells {
@@ -52,16 +62,16 @@ class Grid : public tests::MixedCells {
   ~Grid() { forget(); }
 
   /// Step `step` on the rows and columns of `comm`; the process `kill` names dies where it says.
-  void step(Comm& comm, std::uint64_t step, const Kill& kill) {
+  void step(Comm& comm, std::uint64_t step, const KillAgain& kills) {
     executing(step);
     const int me = comm.rank().value();
-    if (_columns == MPI_COMM_NULL || (_use.messages && _pair == MPI_COMM_NULL)) {
+    if (_columns == MPI_COMM_NULL || (_use.messages && !_use.pair_every_step && _pair == MPI_COMM_NULL)) {
       forget();
       _rows = split(comm, me / 2);
       _columns = split(comm, me % 2);
-      if (_use.messages) comm.check(MPI_Comm_dup(_rows, &_pair), "MPI_Comm_dup (row)");
     }
-    die_if(comm, step, kill, KillPoint::kStepStart);
+    if (_use.messages && _pair == MPI_COMM_NULL) comm.check(MPI_Comm_dup(_rows, &_pair), "MPI_Comm_dup (row)");
+    die_if(comm, step, kills, KillPoint::kStepStart);
     // Two receives of one source and tag, in progress across the column's
     // collective: a recovery must post them again in this order.
     const int partner = 1 - me % 2;  // in the row
@@ -73,7 +83,7 @@ class Grid : public tests::MixedCells {
     std::uint64_t column = word(step);
     comm.check(MPI_Allreduce(MPI_IN_PLACE, &column, 1, MPI_UINT64_T, MPI_SUM, _columns), "MPI_Allreduce (column)");
     absorb(column);
-    die_if(comm, step, kill, KillPoint::kMidStep);
+    die_if(comm, step, kills, KillPoint::kMidStep);
     if (_use.messages) {
       const std::uint64_t out[2] = {word(step + 1), word(step + 3) ^ 0x77};
       for (const std::uint64_t value : out) {
@@ -87,6 +97,14 @@ class Grid : public tests::MixedCells {
     comm.check(MPI_Allreduce(MPI_IN_PLACE, &row, 1, MPI_UINT64_T, MPI_BXOR, _rows), "MPI_Allreduce (row)");
     absorb(row);
     if (_use.every_step) forget();
+    if (_use.pair_every_step) MPI_Comm_free(&_pair);
+  }
+
+  /// After a rollback: frees those made since its checkpoint (with
+  /// `pair_every_step`, the tests' rollbacks go back past the first step).
+  void forget_made_since_checkpoint() {
+    if (!_use.pair_every_step) forget();
+    if (_pair != MPI_COMM_NULL) MPI_Comm_free(&_pair);
   }
 
   /// A split of `comm` by `colour` (a failed split leaves no handle behind).
@@ -104,15 +122,27 @@ class Grid : public tests::MixedCells {
   }
 
  private:
+  /// Dies for real at `point` of `step` if `kills` names this process there:
+  /// the original process as `kills.kill` says, its first replacement as `kills.again` does.
+  static void die_if(const Comm& comm, std::uint64_t step, const KillAgain& kills, KillPoint point) {
+    MixedCells::die_if(comm, step, kills.kill, point);
+    const Kill& again = kills.again;
+    if (comm.is_replacement() && comm.epoch() == 1 && comm.rank().value() == again.rank && step == again.step &&
+        again.point == point) {
+      inject::kill_self(comm.original_rank());
+    }
+  }
+
   Use _use;
   MPI_Comm _rows = MPI_COMM_NULL;
   MPI_Comm _columns = MPI_COMM_NULL;
   MPI_Comm _pair = MPI_COMM_NULL;  ///< a duplicate of the row (a communicator made from one made from the Driver's)
 };
 
-/// The grid under the Driver in replay mode, `kill` as it says; `replays`:
-/// the failure is replayed (else every process rolls back).
-void grid_run(Use use, const Kill& kill, bool replays) {
+/// The grid under the Driver in replay mode, `kill` as it says, then its
+/// first replacement as `again` says; `replays`: the failures are replayed
+/// (else every process rolls back).
+void grid_run(Use use, const Kill& kill, bool replays, const Kill& again = {}) {
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
   ASSERT_EQ(comm.size(), 4);
@@ -123,10 +153,12 @@ void grid_run(Use use, const Kill& kill, bool replays) {
     Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
     // A rollback forgets the communicators made since the checkpoint: the step makes them again.
     driver.on_recovery([&](const Recovery& recovery) {
-      if (recovery.mode != RecoveryMode::kReplay) app.forget();
+      if (recovery.mode != RecoveryMode::kReplay) app.forget_made_since_checkpoint();
     });
-    driver.run(kSteps, [&](std::uint64_t step) { app.step(comm, step, kill); });
-    ASSERT_EQ(driver.recoveries().size(), kill.rank < 0 ? 0U : 1U);
+    driver.run(kSteps, [&](std::uint64_t step) { app.step(comm, step, {kill, again}); });
+    const std::size_t failures = (kill.rank < 0 ? 0U : 1U) + (again.rank < 0 ? 0U : 1U);
+    // A replacement knows the recovery that started it, and none before.
+    ASSERT_EQ(driver.recoveries().size(), comm.is_replacement() ? std::min<std::size_t>(failures, 1) : failures);
     for (const Recovery& recovery : driver.recoveries()) {
       EXPECT_EQ(recovery.mode, replays ? RecoveryMode::kReplay : RecoveryMode::kRespawn);
       EXPECT_EQ(recovery.lost, std::vector<OriginalRank>{OriginalRank{kill.rank}});
@@ -143,7 +175,7 @@ void grid_run(Use use, const Kill& kill, bool replays) {
   }
   app.forget();
   Grid clean(comm.rank().value(), use);
-  for (std::uint64_t step = 0; step < kSteps; ++step) clean.step(comm, step, Kill{});
+  for (std::uint64_t step = 0; step < kSteps; ++step) clean.step(comm, step, KillAgain{});
   EXPECT_EQ(app.state(), clean.state()) << "this process's state, bitwise";
 }
 
@@ -167,6 +199,19 @@ TEST(ReplayDerived, RowsAndColumnsReplayAKilledFirstProcess) {
 
 TEST(ReplayDerived, RowsAndColumnsMadeEveryStepRollBackInsteadOfHanging) {
   grid_run({.messages = true, .every_step = true}, {.rank = 3, .step = 9, .point = KillPoint::kMidStep}, false);
+}
+
+// Rows and columns kept, a duplicate of the row made every step: process 3
+// killed at step 9 rolls every process back to step 6, where the Driver
+// checkpoints again before the replacement has taken the rows and columns
+// made again for it; that replacement killed at step 7 rolls back to this
+// checkpoint, and the next one must make its duplicates of the row under the
+// keys the survivors make theirs (it made the key of the first duplicate ever
+// made from the row, and its messages reached the survivors as another
+// communicator's).
+TEST(ReplayDerived, AReplacementKilledAfterTheCheckpointOfARollbackRollsBackAgain) {
+  grid_run({.messages = true, .pair_every_step = true}, {.rank = 3, .step = 9, .point = KillPoint::kMidStep}, false,
+           {.rank = 3, .step = 7, .point = KillPoint::kMidStep});
 }
 
 TEST(ReplayDerived, AFailureFreeRunAgreesWithOpenMpi) { grid_run({}, {}, true); }
