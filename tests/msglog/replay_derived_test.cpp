@@ -9,9 +9,13 @@
 // while it replays, and no survivor runs a step twice. Made anew every step
 // instead (a communicator made since the checkpoint, which the replay
 // cannot match), every process rolls back, saying why in one line (tested by
-// the line, see CMakeLists.txt). Without the recovery revoking the rows and
-// columns, process 0 waited forever in a collective on its column for
-// process 2, which met the failure in its row.
+// the line, see CMakeLists.txt). Kept, with only the duplicate of the row
+// made every step, every process rolls back too, and a replacement killed
+// after the checkpoint that rollback takes rolls every process back again:
+// the next replacement must make its duplicates of the row under the
+// survivors' keys. Without the recovery revoking the rows and columns,
+// process 0 waited forever in a collective on its column for process 2,
+// which met the failure in its row.
 // Checked: every process's state equals, bitwise, that of the same steps run
 // again afterwards without a failure.
 
@@ -42,8 +46,8 @@ using tests::KillPoint;
 
 /// What each step calls on the row besides its MPI_Allreduce, and when the rows and columns are made.
 struct Use {
-  bool messages = false;    ///< two messages each way along the row too (on a duplicate of it), received in order
-  bool every_step = false;  ///< made at each step and freed at its end (else at the first step, kept)
+  bool messages = false;         ///< two messages each way along the row too (on a duplicate of it), received in order
+  bool every_step = false;       ///< made at each step and freed at its end (else at the first step, kept)
   bool pair_every_step = false;  ///< the duplicate of the row alone made at each step and freed at its end
 };
 
