@@ -225,6 +225,10 @@ class Driver {
   bool _rollback_agreed = false;
   std::exception_ptr _log_error;  // met in a hook of the message log, not a failure: the loop raises it
   bool _in_checkpoint = false;    // run(steps, step) met the failure in its checkpoint, between two steps
+  // kReplay: in the checkpoint a rollback takes, which a replacement replaying would not take
+  // (a failure met there rolls back again), and whether this process refused a replay for it.
+  bool _in_rollback_checkpoint = false;
+  bool _refused_in_rollback_checkpoint = false;
   bool _resume_in_place = false;  // after a replay, run(steps, step) goes on where it was
   bool _restored_plan = false;    // kReplay: the state (and the plan) were just restored
   double _log_recovery_started = 0;

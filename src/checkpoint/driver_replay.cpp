@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "msglog_hooks.hpp"
 #include "log.hpp"
@@ -88,7 +89,10 @@ int Driver::heal_from_log(int* healed, int* lost, int capacity, int* count) noex
 
 int Driver::decide_from_log(int replay_here) noexcept {
   try {
-    if (!_comm.agree(replay_here != 0)) {
+    // The survivors would go on with the checkpoint, the replacement from
+    // the loop (and never take it): they would wait for it forever.
+    _refused_in_rollback_checkpoint = _in_rollback_checkpoint;
+    if (!_comm.agree(replay_here != 0 && !_in_rollback_checkpoint)) {
       _rollback_agreed = true;
       return 0;
     }
@@ -125,6 +129,7 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
   }
   _rollback_agreed = false;
   _in_checkpoint = false;
+  _in_rollback_checkpoint = false;
   _restored_plan = true;
   if (replay) {
     _checkpoint.restore_as(Checkpoint::RestoreScope::kReplacements);
@@ -136,18 +141,24 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
     }
   } else {
     // One line says why, from the first process that knows.
-    const std::string why = outside ? "process #" + std::to_string(_comm.original_rank().value()) +
-                                          " met the failure outside the message log inside the loop (in reprise's "
-                                          "own communication, or in a call the log passes straight to MPI, such "
-                                          "as the completion of an MPI_Ibarrier), where a replay cannot resume it"
-                                    : message_log_refusal();
+    const std::string me_named = "process #" + std::to_string(_comm.original_rank().value());
+    const std::string why = outside
+                                ? me_named + " met the failure outside the message log inside the loop (in reprise's "
+                                             "own communication, or in a call the log passes straight to MPI, such "
+                                             "as the completion of an MPI_Ibarrier), where a replay cannot resume it"
+                            : std::exchange(_refused_in_rollback_checkpoint, false)
+                                ? me_named + " met the failure in the checkpoint that the rollback before takes, "
+                                             "which a replacement replaying would not take"
+                                : message_log_refusal();
     const int me = _comm.rank().value();
     if (_comm.allreduce(why.empty() ? _comm.size() : me, MPI_MIN) == me) {
       logging::warning("every process rolls back to its checkpoint instead of replaying: %s", why.c_str());
     }
     _checkpoint.restore_as(Checkpoint::RestoreScope::kEveryoneNoRetake);
     rejoin_message_log(true);
+    _in_rollback_checkpoint = true;
     _checkpoint.checkpoint();
+    _in_rollback_checkpoint = false;
   }
   Recovery recovery{.mode = replay ? RecoveryMode::kReplay : RecoveryMode::kRespawn,
                     .lost = std::vector<OriginalRank>(_lost.begin(), _lost.end()),
