@@ -8,7 +8,7 @@ static int step(const reprise_run_step* now) { /* adds the number of processes o
   return reprise_comm_check(now->comm, MPI_Barrier(now->mpi), "MPI_Barrier"); /* on a failure the driver recovers */
 }
 
-int main(int argc, char** argv) {
-  reprise_run_config run = {.state = &sum, .bytes = sizeof sum, .steps = 100, .step = step, .driver.inject_faults = 1};
-  return reprise_run(&argc, &argv, &run) || printf("sum %ld\n", sum) < 0; /* MPI is finalised at exit */
-}
+static reprise_run_config run = {
+    .state = &sum, .bytes = sizeof sum, .steps = 100, .step = step, .driver.inject_faults = 1};
+
+int main(int argc, char** argv) { return reprise_run(&argc, &argv, &run) || printf("sum %ld\n", sum) < 0; }
