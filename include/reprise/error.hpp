@@ -115,6 +115,18 @@ class UsageError : public Error {
   explicit UsageError(const std::string& what) : Error(what, MPI_ERR_ARG) {}
 };
 
+/// A process could not allocate the memory a collective operation needs
+/// there (the copies a `Store` must keep, say). Raised on every process
+/// alike: on the one that could not allocate with what it needed, on the
+/// others naming that process. Nothing changed: what was saved before is
+/// intact and the communicator works; run on more processes, or keep fewer
+/// copies. Carries `MPI_ERR_NO_MEM`.
+class OutOfMemory : public Error {
+ public:
+  /// A process could not allocate, `what` naming it, what it needed and what to do.
+  explicit OutOfMemory(const std::string& what) : Error(what, MPI_ERR_NO_MEM) {}
+};
+
 /// reprise gave up waiting for every process: a collective operation of a
 /// `Store`, `VariableStore` or `Checkpoint` that some process did not call
 /// within the object's `join_timeout_seconds` (on the process that waited

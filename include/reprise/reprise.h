@@ -31,7 +31,8 @@ typedef enum reprise_status {
   REPRISE_ERR_IO = 5,      /**< the system refused a file or memory operation (`reprise::IoError`) */
   REPRISE_ERR_CORRUPT = 6, /**< saved data cannot be read back (`reprise::CorruptData`) */
   REPRISE_ERR_MPI = 7,     /**< another error reported by MPI (`reprise::MpiError`) */
-  REPRISE_ERR_NO_MEMORY = 8, /**< an allocation failed */
+  REPRISE_ERR_NO_MEMORY = 8, /**< an allocation failed: here, or in a collective call on the process the message
+                                  names (`reprise::OutOfMemory`); nothing changed */
   REPRISE_ERR_STEP = 9,      /**< a step or recovery function returned an error code of its own */
   REPRISE_ERR_OTHER = 10,    /**< anything else (an internal error) */
   REPRISE_ERR_TIMEOUT = 11   /**< reprise gave up waiting for every process to call; the communicator is revoked

@@ -10,6 +10,8 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "reprise/block.hpp"
@@ -37,8 +39,9 @@ struct StoreConfig {
 /// Memory: each process keeps about copies * (all blocks) / processes
 /// blocks; during `submit` it also holds, briefly, the bytes it sends (its
 /// blocks, once per copy) and receives, and during `load` nothing beyond the
-/// caller's buffer. A request that cannot be allocated raises `UsageError`
-/// saying how much was needed.
+/// caller's buffer. Copies a process cannot allocate raise `OutOfMemory` on
+/// every process (saying how much was needed where it failed, and which
+/// process on the others); the store keeps what it held.
 ///
 /// The store refers to `comm` and follows it when the application replaces
 /// it in place (`comm = comm.shrink()`): copies held by processes that have
@@ -117,11 +120,29 @@ class Store {
     std::map<std::uint64_t, Chunk> chunks;
     std::vector<std::vector<std::span<std::byte>>> landing;
   };
+  /// What this process found wrong as a collective operation began:
+  /// nothing (`what` empty), its caller's input, or memory it could not
+  /// allocate.
+  struct Problem {
+    enum class Kind : std::uint8_t {
+      kNone,    ///< nothing wrong
+      kInput,   ///< the caller's input (`UsageError`)
+      kMemory,  ///< memory this process could not allocate (`OutOfMemory`)
+    };
+    Kind kind = Kind::kNone;
+    std::string what;  ///< what, for this process's error
+    /// A problem with the input, `what` saying what (none if empty).
+    static Problem input(std::string what) { return {what.empty() ? Kind::kNone : Kind::kInput, std::move(what)}; }
+    /// The problem as one number, found on the process of original rank
+    /// `where`: the maximum over processes is the worst kind, found on the
+    /// lowest rank (0: none).
+    [[nodiscard]] std::uint64_t code(OriginalRank where) const noexcept;
+  };
   /// Submit's allocate phase: the layout and this process's copies; the
-  /// problem to report if they cannot be allocated, else empty.
-  [[nodiscard]] std::string allocate_copies(IncomingCopies& copies, PlacementConfig layout,
-                                            const std::vector<BlockRange>& submitted, const std::vector<int>& order,
-                                            Slot my_slot) const;
+  /// problem to report if they cannot be allocated.
+  [[nodiscard]] Problem allocate_copies(IncomingCopies& copies, PlacementConfig layout,
+                                        const std::vector<BlockRange>& submitted, const std::vector<int>& order,
+                                        Slot my_slot) const;
   /// Submit's exchange phase: `mine` from `data` to every holder's copies.
   void send_submitted(const Placement& placement, BlockRange mine, std::span<const std::byte> data,
                       const std::vector<int>& slot_process, const IncomingCopies& copies);
@@ -133,6 +154,9 @@ class Store {
   [[nodiscard]] PlacementConfig placement_config(std::uint64_t blocks, std::vector<int> node_of_slot) const;
   /// Collective: loads `ranges` from live copies and keeps them here.
   void fetch_copies(const std::vector<BlockRange>& ranges);
+  /// `load`, with what this process found wrong before (`mine`) reported
+  /// alike on every process.
+  void load_blocks(std::span<const BlockRange> wanted, std::span<std::byte> into, const Problem& mine);
   /// True if `holder` is a member, was one at the baseline, and is still the
   /// process that was there then (it has not failed since, replaced or not).
   [[nodiscard]] bool is_live(OriginalRank holder) const;
@@ -153,12 +177,16 @@ class Store {
   void held_pieces(BlockRange range, std::vector<std::span<const std::byte>>& out) const;
   /// Sends the layout from the lowest rank that has one to every member.
   void share_layout();
-  /// Agrees with every member whether all inputs were right; throws
-  /// `UsageError` everywhere if not (with `problem` where it was found).
-  void agree_on_input(const std::string& problem, const char* operation);
+  /// Agrees with every member whether any found a problem; if one did,
+  /// throws everywhere: `UsageError` for input, `OutOfMemory` for memory
+  /// (with `problem` where it was found, naming the process elsewhere).
+  void agree_on_input(const Problem& problem, const char* operation);
   /// The entry of a collective operation: waits (up to the join timeout)
   /// for every member to call it, then as `agree_on_input`.
-  void join(const std::string& problem, const char* operation);
+  void join(const Problem& problem, const char* operation);
+  /// Throws the error for the worst problem found anywhere, `worst` (a
+  /// `Problem::code`), or `mine` where this process found one.
+  [[noreturn]] void raise_problem(const Problem& mine, std::uint64_t worst, const char* operation) const;
 
   Comm& _comm;
   StoreConfig _config;

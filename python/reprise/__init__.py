@@ -47,6 +47,7 @@ from ._reprise import (  # noqa: E402
     MigrationRecord,
     MigrationTimes,
     MpiError,
+    OutOfMemory,
     ProcessFailed,
     Recovery,
     Revoked,
@@ -65,7 +66,7 @@ __version__ = _reprise.__version__
 __all__ = [
     "Cadence", "Checkpoint", "Comm", "CommFailure", "CorruptData", "DataLost", "DiskFile", "DiskLevel",
     "DiskRestart", "DiskVersion", "Driver", "Error", "Heartbeat", "IncrementalCheckpoint", "IoError", "MPI",
-    "Migration", "MigrationRecord", "MigrationTimes", "MpiError", "ProcessFailed", "Recovery",
+    "Migration", "MigrationRecord", "MigrationTimes", "MpiError", "OutOfMemory", "ProcessFailed", "Recovery",
     "Revoked", "SavedState", "State", "Store", "Timeout", "UsageError", "exit", "inject", "protected_array",
     "scan_disk_versions", "verify_disk_version",
 ]

@@ -46,6 +46,10 @@ class Timeout(Error):
     """reprise gave up waiting for every process to call a collective operation (within join_timeout_seconds);
     the communicator is revoked, no process failed."""
 
+class OutOfMemory(Error):
+    """A process could not allocate what a collective operation needs there (a Store's copies); raised on every
+    process, naming it; nothing changed."""
+
 class MpiError(Error):
     """Any other error MPI reported."""
 

@@ -27,6 +27,7 @@ struct Classes {
   PyObject* corrupt_data = nullptr;
   PyObject* usage_error = nullptr;
   PyObject* timeout = nullptr;
+  PyObject* out_of_memory = nullptr;
   PyObject* mpi_error = nullptr;
 };
 Classes classes;
@@ -83,6 +84,8 @@ void translate(const std::exception_ptr& thrown, void*) {
     raise(classes.usage_error, instance_of(classes.usage_error, error));
   } catch (const Timeout& error) {
     raise(classes.timeout, instance_of(classes.timeout, error));
+  } catch (const OutOfMemory& error) {
+    raise(classes.out_of_memory, instance_of(classes.out_of_memory, error));
   } catch (const MpiError& error) {
     raise(classes.mpi_error, instance_of(classes.mpi_error, error));
   } catch (const Error& error) {
@@ -130,6 +133,9 @@ void bind_errors(nb::module_& module) {
   classes.timeout = make_class(module, "Timeout", classes.error,
                                "reprise gave up waiting for every process to call a collective operation (within "
                                "join_timeout_seconds); the communicator is revoked, no process failed.");
+  classes.out_of_memory = make_class(module, "OutOfMemory", classes.error,
+                                     "A process could not allocate what a collective operation needs there (a "
+                                     "Store's copies); raised on every process, naming it; nothing changed.");
   classes.mpi_error = make_class(module, "MpiError", classes.error, "Any other error MPI reported.");
   nb::register_exception_translator(translate);
 }

@@ -35,6 +35,8 @@ reprise_status classify(LastError& last) {
     return REPRISE_ERR_CORRUPT;
   } catch (const Timeout&) {
     return REPRISE_ERR_TIMEOUT;
+  } catch (const OutOfMemory&) {
+    return REPRISE_ERR_NO_MEMORY;
   } catch (const MpiError&) {
     return REPRISE_ERR_MPI;
   } catch (const StepFailed&) {

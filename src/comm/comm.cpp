@@ -339,12 +339,14 @@ void detail::CommInternals::join(Comm& comm, std::span<std::uint64_t> values, st
   }
 }
 
-bool Comm::agree(bool flag) {
-  const int rc = detail::ulfm::agree(_comm, flag);
-  if (rc != MPI_SUCCESS) _failure_agreed.comm = true;
-  check(rc, "agree");
-  return flag;
+int detail::CommInternals::agree(Comm& comm, int flags) {
+  const int rc = detail::ulfm::agree(comm._comm, flags);
+  if (rc != MPI_SUCCESS) comm._failure_agreed.comm = true;
+  comm.check(rc, "agree");
+  return flags;
 }
+
+bool Comm::agree(bool flag) { return detail::CommInternals::agree(*this, flag ? 1 : 0) != 0; }
 
 // A failure can catch members in different places: one in the application's
 // own MPI calls, another inside a reprise operation, where it takes part in

@@ -39,6 +39,10 @@ struct CommInternals {
   /// a `SettledByCaller` marks the communicator: then it is `Revoked`).
   static void join(Comm& comm, std::span<std::uint64_t> values, std::string_view operation, double timeout_seconds);
 
+  /// Fault-tolerant agreement as `Comm::agree`, over bits: the bitwise AND
+  /// of `flags` over the live members, the same on all of them.
+  [[nodiscard]] static int agree(Comm& comm, int flags);
+
   /// Revokes `comm`, takes part in the agreement `first` with a failure, so
   /// that it fails on every member (`run_before`).
   static void meet_failed(Comm& comm, FirstAgreement first);

@@ -33,6 +33,8 @@ void rethrow_naming(std::string_view call) {
     throw CorruptData(naming(call, error.what()));
   } catch (const Timeout& error) {
     throw Timeout(naming(call, error.what()));
+  } catch (const OutOfMemory& error) {
+    throw OutOfMemory(naming(call, error.what()));
   } catch (const MpiError& error) {
     throw MpiError(naming(call, error.what()), error.mpi_error_class());
   } catch (const CommFailure& error) {

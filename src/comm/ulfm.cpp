@@ -51,12 +51,7 @@ int is_revoked(MPI_Comm comm, bool& revoked) {
 
 int shrink(MPI_Comm comm, MPI_Comm& shrunk) { return MPIX_Comm_shrink(comm, &shrunk); }
 
-int agree(MPI_Comm comm, bool& flag) {
-  int value = flag ? 1 : 0;
-  const int rc = MPIX_Comm_agree(comm, &value);
-  flag = value != 0;
-  return rc;
-}
+int agree(MPI_Comm comm, int& flags) { return MPIX_Comm_agree(comm, &flags); }
 
 int iagree(MPI_Comm comm, int& value, MPI_Request& request) { return MPIX_Comm_iagree(comm, &value, &request); }
 
@@ -85,13 +80,7 @@ int is_revoked(MPI_Comm, bool& revoked) {
 
 int shrink(MPI_Comm, MPI_Comm&) { fail_without_ulfm("shrink"); }
 
-int agree(MPI_Comm comm, bool& flag) {
-  int value = flag ? 1 : 0;
-  int result = 0;
-  const int rc = MPI_Allreduce(&value, &result, 1, MPI_INT, MPI_LAND, comm);
-  flag = result != 0;
-  return rc;
-}
+int agree(MPI_Comm comm, int& flags) { return MPI_Allreduce(MPI_IN_PLACE, &flags, 1, MPI_INT, MPI_BAND, comm); }
 
 int iagree(MPI_Comm comm, int& value, MPI_Request& request) {
   return MPI_Iallreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_LAND, comm, &request);
@@ -105,6 +94,13 @@ int get_failed(MPI_Comm, MPI_Group& failed) {
 int ack_failed(MPI_Comm) { return MPI_SUCCESS; }
 
 #endif
+
+int agree(MPI_Comm comm, bool& flag) {
+  int value = flag ? 1 : 0;
+  const int rc = agree(comm, value);
+  flag = value != 0;
+  return rc;
+}
 
 namespace {
 

@@ -28,6 +28,8 @@ int is_revoked(MPI_Comm comm, bool& revoked);
 int shrink(MPI_Comm comm, MPI_Comm& shrunk);
 /// Uniform AND of `flag` over the live members (works on intercommunicators).
 int agree(MPI_Comm comm, bool& flag);
+/// Uniform bitwise AND of `flags` over the live members, in place.
+int agree(MPI_Comm comm, int& flags);
 /// The non-blocking agreement: the logical AND of `value` (0 or 1, which must
 /// outlive `request`) over the live members, in place.
 int iagree(MPI_Comm comm, int& value, MPI_Request& request);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <new>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -90,21 +91,47 @@ std::size_t Store::stored_bytes() const noexcept {
   return total;
 }
 
-void Store::agree_on_input(const std::string& problem, const char* operation) {
-  if (!_comm.agree(problem.empty())) {
-    throw UsageError(std::string("reprise::Store::") + operation + ": " +
-                     (problem.empty() ? "another process passed invalid input (its error says what)" : problem));
-  }
+namespace {
+
+constexpr std::uint64_t kRankBits = 32;
+constexpr std::uint64_t kRankMask = (std::uint64_t{1} << kRankBits) - 1;
+/// The bits of `agree_on_input`'s agreement: set where no process found a
+/// problem of that kind.
+constexpr int kInputRight = 1;
+constexpr int kMemoryAllocated = 2;
+
+}  // namespace
+
+std::uint64_t Store::Problem::code(OriginalRank where) const noexcept {
+  if (kind == Kind::kNone) return 0;
+  return (static_cast<std::uint64_t>(kind) << kRankBits) | (kRankMask - static_cast<std::uint64_t>(where.value()));
 }
 
-void Store::join(const std::string& problem, const char* operation) {
-  std::uint64_t bad = problem.empty() ? 0 : 1;
-  detail::CommInternals::join(_comm, std::span(&bad, 1), std::string("Store::") + operation + "()",
-                              _config.join_timeout_seconds);
-  if (bad != 0) {
-    throw UsageError(std::string("reprise::Store::") + operation + ": " +
-                     (problem.empty() ? "another process passed invalid input (its error says what)" : problem));
+void Store::raise_problem(const Problem& mine, std::uint64_t worst, const char* operation) const {
+  const std::string call = std::string("reprise::Store::") + operation + ": ";
+  if (mine.kind == Problem::Kind::kMemory) throw OutOfMemory(call + mine.what);
+  if (mine.kind == Problem::Kind::kInput) throw UsageError(call + mine.what);
+  if (static_cast<Problem::Kind>(worst >> kRankBits) == Problem::Kind::kMemory) {
+    throw OutOfMemory(call + "process " + std::to_string(kRankMask - (worst & kRankMask)) +
+                      " cannot allocate its copies: use more processes or fewer copies");
   }
+  throw UsageError(call + "another process passed invalid input (its error says what)");
+}
+
+void Store::agree_on_input(const Problem& problem, const char* operation) {
+  int flags = kInputRight | kMemoryAllocated;
+  if (problem.kind == Problem::Kind::kInput) flags &= ~kInputRight;
+  if (problem.kind == Problem::Kind::kMemory) flags &= ~kMemoryAllocated;
+  if (detail::CommInternals::agree(_comm, flags) == (kInputRight | kMemoryAllocated)) return;
+  // Every member is here and agreed: which process, found alike everywhere.
+  raise_problem(problem, _comm.allreduce(problem.code(_comm.original_rank()), MPI_MAX), operation);
+}
+
+void Store::join(const Problem& problem, const char* operation) {
+  std::uint64_t worst = problem.code(_comm.original_rank());
+  detail::CommInternals::join(_comm, std::span(&worst, 1), std::string("Store::") + operation + "()",
+                              _config.join_timeout_seconds);
+  if (worst != 0) raise_problem(problem, worst, operation);
 }
 
 namespace {
@@ -183,17 +210,17 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
   // land on different nodes where there are enough of them.
   auto slots = slot_order(node_of_member);
   IncomingCopies copies;
-  if (check.problem.empty()) {
+  auto problem = Problem::input(check.problem);
+  if (problem.kind == Problem::Kind::kNone) {
     std::vector<BlockRange> submitted;
     for (const auto& s : all) submitted.push_back({BlockId{s.begin}, BlockId{s.end}});
     const Slot my_slot{static_cast<int>(std::find(slots.process.begin(), slots.process.end(), _comm.rank().value()) -
                                         slots.process.begin())};
-    check.problem =
-        allocate_copies(copies, placement_config(check.blocks, slots.node), submitted, check.order, my_slot);
+    problem = allocate_copies(copies, placement_config(check.blocks, slots.node), submitted, check.order, my_slot);
   }
   // Every process that got here judged the same input alike; processes whose
   // collectives above failed wait in this agreement too.
-  agree_on_input(check.problem, "submit");
+  agree_on_input(problem, "submit");
   send_submitted(*copies.placement, mine, data, slots.process, copies);
   return StagedSubmit{std::move(*copies.placement), std::move(copies.chunks), SlotLayout(_comm, slots)};
 }
@@ -201,9 +228,9 @@ Store::StagedSubmit Store::stage_submit(BlockRange mine, std::span<const std::by
 // Every process knows every range, so both ends know which pieces travel
 // where: receivers allocate the copies they will keep before anything moves
 // and receive straight into them. A failed allocation is the problem said.
-std::string Store::allocate_copies(IncomingCopies& copies, PlacementConfig layout,
-                                   const std::vector<BlockRange>& submitted, const std::vector<int>& order,
-                                   Slot my_slot) const {
+Store::Problem Store::allocate_copies(IncomingCopies& copies, PlacementConfig layout,
+                                      const std::vector<BlockRange>& submitted, const std::vector<int>& order,
+                                      Slot my_slot) const {
   copies.landing.assign(submitted.size(), {});
   std::size_t needed = 0;
   try {
@@ -219,8 +246,9 @@ std::string Store::allocate_copies(IncomingCopies& copies, PlacementConfig layou
       }
     }
   } catch (const std::bad_alloc&) {
-    return "process " + std::to_string(_comm.original_rank().value()) + " cannot allocate the " +
-           std::to_string(needed) + "+ bytes of copies it must keep; use more processes or fewer copies";
+    return {Problem::Kind::kMemory, "process " + std::to_string(_comm.original_rank().value()) +
+                                        " cannot allocate the " + std::to_string(needed) +
+                                        "+ bytes of copies it must keep: use more processes or fewer copies"};
   }
   return {};
 }
@@ -282,8 +310,16 @@ PlacementConfig Store::placement_config(std::uint64_t blocks, std::vector<int> n
 void Store::fetch_copies(const std::vector<BlockRange>& ranges) {
   std::uint64_t count = 0;
   for (const auto& range : ranges) count += range.size();
-  std::vector<std::byte> bytes(count * _config.block_bytes);
-  load(ranges, bytes);
+  std::vector<std::byte> bytes;
+  Problem problem;
+  try {
+    bytes.resize(count * _config.block_bytes);
+  } catch (const std::bad_alloc&) {
+    problem = {Problem::Kind::kMemory, "process " + std::to_string(_comm.original_rank().value()) +
+                                           " cannot allocate the " + std::to_string(count * _config.block_bytes) +
+                                           " bytes of copies it must fetch: use more processes or fewer copies"};
+  }
+  load_blocks(ranges, bytes, problem);
   std::size_t offset = 0;
   for (const auto& range : ranges) {
     const auto length = range.size() * _config.block_bytes;
@@ -380,8 +416,16 @@ std::string load_problem(bool submitted, std::uint64_t blocks, std::size_t block
 }  // namespace
 
 void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) try {
-  const std::string problem =
-      load_problem(static_cast<bool>(_placement), blocks(), _config.block_bytes, wanted, into.size());
+  load_blocks(wanted, into, {});
+} catch (const Error&) {
+  detail::rethrow_naming("reprise::Store::load");
+}
+
+void Store::load_blocks(std::span<const BlockRange> wanted, std::span<std::byte> into, const Problem& mine) {
+  const auto problem = mine.kind != Problem::Kind::kNone
+                           ? mine
+                           : Problem::input(load_problem(static_cast<bool>(_placement), blocks(), _config.block_bytes,
+                                                         wanted, into.size()));
   // A failure may let only some processes through the entry: they wait in
   // the agreement that closes the first exchange.
   detail::run_before(_comm, detail::FirstAgreement::kExchange, [&] { join(problem, "load"); });
@@ -446,8 +490,6 @@ void Store::load(std::span<const BlockRange> wanted, std::span<std::byte> into) 
                              "were loaded";
     throw DataLost(what, std::move(lost));
   }
-} catch (const Error&) {
-  detail::rethrow_naming("reprise::Store::load");
 }
 
 void Store::share_layout() {
@@ -484,7 +526,7 @@ void Store::share_layout() {
     problem = "process " + std::to_string(_comm.original_rank().value()) +
               " built its Store with another configuration than the survivors; build it the same way everywhere";
   }
-  agree_on_input(problem, "heal");
+  agree_on_input(Problem::input(problem), "heal");
   if (_placement) return;
   std::size_t at = 8;
   _slots = SlotLayout::read_from(layout, at);

@@ -5,6 +5,7 @@ function below, each started by reprise-run with real kills
 import ast
 import inspect
 import os
+import resource
 import signal
 import sys
 import time
@@ -49,7 +50,7 @@ def errors():
     assert issubclass(reprise.ProcessFailed, reprise.CommFailure)
     assert issubclass(reprise.Revoked, reprise.CommFailure)
     for cls in (reprise.CommFailure, reprise.DataLost, reprise.IoError, reprise.CorruptData, reprise.UsageError,
-                reprise.Timeout, reprise.MpiError):
+                reprise.Timeout, reprise.OutOfMemory, reprise.MpiError):
         assert issubclass(cls, reprise.Error), cls
     try:
         reprise.Store(comm, block_bytes=0)
@@ -94,6 +95,32 @@ def timeout():
             pass
     assert checkpoint.version == 0, checkpoint.version
     print("timeout: checked")
+
+
+def out_of_memory():
+    """Process 1 may grow its address space by 8 MiB only, and a second submit needs 16 MiB of copies there:
+    OutOfMemory on every process, naming process 1 on the others; the same submit works with the limit lifted."""
+    comm = reprise.Comm.world()
+    blocks = reprise.Store(comm, block_bytes=1 << 20, copies=2)
+    first = comm.original_rank * 8
+    mine = np.full(8 << 20, comm.original_rank, dtype=np.uint8)
+    blocks.submit(first, first + 8, mine)
+    before = resource.getrlimit(resource.RLIMIT_AS)
+    if comm.original_rank == 1:
+        with open("/proc/self/statm") as statm:
+            used = int(statm.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (used + (8 << 20), before[1]))
+    try:
+        blocks.submit(first, first + 8, mine)
+        raise AssertionError("the submit worked although process 1 could not allocate its copies")
+    except reprise.OutOfMemory as error:
+        resource.setrlimit(resource.RLIMIT_AS, before)
+        assert error.mpi_error_class == MPI.ERR_NO_MEM, error.mpi_error_class
+        said = "process 1 cannot allocate the " if comm.original_rank == 1 else "process 1 cannot allocate its copies"
+        assert said in str(error), str(error)
+    blocks.submit(first, first + 8, mine)
+    assert np.array_equal(blocks.load([(first, first + 8)]).ravel(), mine)
+    print("out_of_memory: checked")
 
 
 def store(block_values):
@@ -436,6 +463,7 @@ def replay(steps):
 if __name__ == "__main__":
     case, arguments = sys.argv[1], sys.argv[2:]
     cases = {"step_raises": step_raises, "bad_protect": bad_protect, "errors": errors, "timeout": timeout,
+             "out_of_memory": out_of_memory,
              "one_libmpi": one_libmpi,
              "store": lambda: store(int(arguments[0])), "disk": lambda: disk(arguments[0]),
              "exits": lambda: exits(int(arguments[0])), "incremental": incremental, "heartbeat": heartbeat,

@@ -122,6 +122,11 @@ def test_a_checkpoint_called_by_only_some_processes_times_out():
     assert status == 0 and output.count("timeout: checked\n") == 2, output
 
 
+def test_a_submit_one_process_cannot_allocate_is_out_of_memory_everywhere():
+    status, output, _ = launch(2, [JOBS, "out_of_memory"])
+    assert status == 0 and output.count("out_of_memory: checked\n") == 2, output
+
+
 def test_reprise_and_mpi4py_share_one_mpi_library():
     status, output, _ = launch(2, [JOBS, "one_libmpi"])
     assert status == 0 and output.count("one_libmpi: libmpi.so.40\n") == 2, output

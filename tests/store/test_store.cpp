@@ -2,16 +2,18 @@
 // of killed processes and check every byte; losing every copy of a range
 // raises DataLost naming it; a failure that only some processes see as an
 // operation begins fails it on all of them alike; bad input is refused on
-// every process.
+// every process, and so are copies one process cannot allocate.
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <thread>
 
+#include "address_space_limit.hpp"
 #include "failure_helpers.hpp"
 #include "layout_helpers.hpp"
 #include "partial_failure.hpp"
@@ -514,6 +516,49 @@ TEST(Store, LoadCalledByOnlySomeProcessesIsAnErrorNotAHang) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
     EXPECT_THROW(comm.barrier(), Revoked);
   }
+}
+
+// Process 1 may grow its address space by 8 MiB only, and a second submit
+// needs 16 MiB more of copies there: it fails with OutOfMemory saying how
+// much it needed, every other process with OutOfMemory naming process 1, and
+// the store keeps the first version; with the limit lifted, the same submit
+// works. Not under AddressSanitizer, whose allocator ends the process
+// instead of failing an allocation.
+TEST(Store, CopiesOneProcessCannotAllocateFailTheSubmitEverywhere) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer does not fail allocations";
+#endif
+  auto comm = Comm::world();
+  constexpr std::size_t kBigBlockBytes = std::size_t{1} << 20U;
+  constexpr std::uint64_t kBigBlocks = 8;  // per process: 8 MiB, kept twice
+  Store store(comm, {.copies = 2, .block_bytes = kBigBlockBytes});
+  const auto first = static_cast<std::uint64_t>(comm.original_rank().value()) * kBigBlocks;
+  const BlockRange mine{BlockId{first}, BlockId{first + kBigBlocks}};
+  auto version = [&](std::byte value) { return std::vector<std::byte>(kBigBlocks * kBigBlockBytes, value); };
+  store.submit(mine, version(std::byte{1}));
+  const auto second = version(std::byte{2});
+
+  std::optional<reprise::test::AddressSpaceLimit> limit;
+  if (comm.original_rank() == OriginalRank{1}) limit.emplace(std::uint64_t{8} << 20U);
+  try {
+    store.submit(mine, second);
+    ADD_FAILURE() << "the submit worked although process 1 could not allocate its copies";
+  } catch (const OutOfMemory& error) {
+    EXPECT_EQ(error.mpi_error_class(), MPI_ERR_NO_MEM);
+    const std::string said = comm.original_rank() == OriginalRank{1} ? "process 1 cannot allocate the "
+                                                                     : "process 1 cannot allocate its copies: ";
+    EXPECT_NE(std::string(error.what()).find(said), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("use more processes or fewer copies"), std::string::npos) << error.what();
+  }
+  limit.reset();
+
+  std::vector<std::byte> loaded(kBigBlocks * kBigBlockBytes);
+  const std::vector<BlockRange> all_of_mine{mine};
+  store.load(all_of_mine, loaded);
+  EXPECT_EQ(loaded, version(std::byte{1})) << "the failed submit changed the store";
+  store.submit(mine, second);
+  store.load(all_of_mine, loaded);
+  EXPECT_EQ(loaded, second);
 }
 
 TEST(Store, AReplacementWhoseHealWasInterruptedFetchesItsCopiesNextTime) {
