@@ -36,6 +36,8 @@ reprise::test::PartialFailure allgather_failure;
 
 constexpr std::uint64_t kBlocksPerProcess = 1000;
 constexpr std::size_t kBlockBytes = 64;
+/// Blocks of the tests whose copies a process cannot allocate.
+constexpr std::size_t kBigBlockBytes = std::size_t{1} << 20U;
 
 /// Byte `byte` of block `id` in submitted version `version`.
 std::byte content(std::uint64_t id, std::size_t byte, std::uint64_t version) {
@@ -526,11 +528,8 @@ TEST(Store, LoadCalledByOnlySomeProcessesIsAnErrorNotAHang) {
 // works. Not under AddressSanitizer, whose allocator ends the process
 // instead of failing an allocation.
 TEST(Store, CopiesOneProcessCannotAllocateFailTheSubmitEverywhere) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer does not fail allocations";
-#endif
+  if (!reprise::test::kAllocationsCanFail) GTEST_SKIP() << "AddressSanitizer does not fail allocations";
   auto comm = Comm::world();
-  constexpr std::size_t kBigBlockBytes = std::size_t{1} << 20U;
   constexpr std::uint64_t kBigBlocks = 8;  // per process: 8 MiB, kept twice
   Store store(comm, {.copies = 2, .block_bytes = kBigBlockBytes});
   const auto first = static_cast<std::uint64_t>(comm.original_rank().value()) * kBigBlocks;
@@ -570,11 +569,8 @@ TEST(Store, CopiesOneProcessCannotAllocateFailTheSubmitEverywhere) {
 // once the limit is lifted the next heal brings every block back. Not under
 // AddressSanitizer.
 TEST(Store, AReplacementThatCannotAllocateItsCopiesFailsTheHealEverywhere) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer does not fail allocations";
-#endif
+  if (!reprise::test::kAllocationsCanFail) GTEST_SKIP() << "AddressSanitizer does not fail allocations";
   auto comm = Comm::world();
-  constexpr std::size_t kBigBlockBytes = std::size_t{1} << 20U;
   constexpr std::uint64_t kBigBlocks = 40;
   Store store(comm, {.copies = 2, .block_bytes = kBigBlockBytes});
   auto block_value = [](std::uint64_t id) { return static_cast<std::byte>(id * 37 + 1); };

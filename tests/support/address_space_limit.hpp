@@ -12,6 +12,14 @@
 
 namespace reprise::test {
 
+/// Whether an allocation can fail with std::bad_alloc: not under
+/// AddressSanitizer, whose allocator ends the process instead.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAllocationsCanFail = false;
+#else
+inline constexpr bool kAllocationsCanFail = true;
+#endif
+
 /// While it lives, this process can grow its address space by `headroom`
 /// bytes only (RLIMIT_AS); the limit before comes back when it ends.
 class AddressSpaceLimit {
