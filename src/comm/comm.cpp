@@ -173,6 +173,17 @@ int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal) {
   return MPI_SUCCESS;
 }
 
+Split split_everywhere(MPI_Comm parent, bool ok, int color, int key) {
+  Split split{ok, MPI_COMM_NULL};
+  if (split.ok && MPI_Comm_split(parent, color, key, &split.comm) != MPI_SUCCESS) {
+    split.ok = false;
+    split.comm = MPI_COMM_NULL;  // a failed split can leave a released handle, fatal to free
+  }
+  if (ulfm::agree_on_step(parent, split.ok) != MPI_SUCCESS) split.ok = false;
+  if (!split.ok) ulfm::release(split.comm);
+  return split;
+}
+
 }  // namespace detail
 
 Comm Comm::world() {

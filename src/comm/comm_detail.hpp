@@ -62,4 +62,21 @@ std::vector<OriginalRank> all_ranks(int original_size);
 /// may be freed).
 int make_pair(MPI_Comm comm, MPI_Comm& application, MPI_Comm& internal);
 
+/// What `split_everywhere` built: `comm` is MPI_COMM_NULL where the split
+/// failed anywhere or this process's colour was MPI_UNDEFINED.
+struct Split {
+  bool ok = false;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+/// Collective over `parent`, every live member calling it: splits `parent`
+/// by `color` and `key` where `ok`, then agrees over `parent` that the
+/// split worked everywhere (a process that comes with `ok` false skips the
+/// split and revokes `parent`, so that the others leave it). ULFM reports a
+/// failure during a creation only where it was seen: a process that failed
+/// its split while others built theirs would leave them waiting forever in
+/// the next collective on the new communicator, for a failure of a process
+/// that is not a member of it (RELIABILITY.md, defect 49).
+Split split_everywhere(MPI_Comm parent, bool ok, int color, int key);
+
 }  // namespace reprise::detail

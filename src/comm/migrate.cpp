@@ -71,13 +71,10 @@ bool finish_migration(MPI_Comm merged, MigrationSide& side) {
   const int first_new = merged_size - static_cast<int>(plan.newcomers.size());
   const bool is_new = merged_rank >= first_new;
   const int leaving = ok && !is_new ? leaving_index(plan, me) : -1;
-  MPI_Comm ordered = MPI_COMM_NULL;
-  if (ok && MPI_Comm_split(merged, leaving >= 0 ? MPI_UNDEFINED : 0, me.value(), &ordered) != MPI_SUCCESS) {
-    ok = false;
-    ordered = MPI_COMM_NULL;  // a failed split can leave a released handle, fatal to free
-  }
-  if (ok && leaving < 0) ok = detail::make_pair(ordered, side.application, side.internal) == MPI_SUCCESS;
-  detail::ulfm::release(ordered);
+  detail::Split ordered = detail::split_everywhere(merged, ok, leaving >= 0 ? MPI_UNDEFINED : 0, me.value());
+  ok = ordered.ok;
+  if (ok && leaving < 0) ok = detail::make_pair(ordered.comm, side.application, side.internal) == MPI_SUCCESS;
+  detail::ulfm::release(ordered.comm);
   // Every process has built its communicators before any goes on to the
   // handover: Open MPI 5.0.11 crashes a process that learns of a failure while
   // it is still activating a communicator (docs/RELIABILITY.md, defect 23), so

@@ -204,13 +204,9 @@ void abandon(const char* why) {
 bool finish_respawn(MPI_Comm merged, Assignment& assignment, OriginalRank& me, MPI_Comm& application,
                     MPI_Comm& internal) {
   bool ok = share_assignment(merged, assignment, me);
-  MPI_Comm ordered = MPI_COMM_NULL;
-  if (ok && MPI_Comm_split(merged, 0, me.value(), &ordered) != MPI_SUCCESS) {
-    ok = false;
-    ordered = MPI_COMM_NULL;  // a failed split can leave a released handle, fatal to free
-  }
-  ok = ok && make_pair(ordered, application, internal) == MPI_SUCCESS;
-  ulfm::release(ordered);
+  Split ordered = split_everywhere(merged, ok, 0, me.value());
+  ok = ordered.ok && make_pair(ordered.comm, application, internal) == MPI_SUCCESS;
+  ulfm::release(ordered.comm);
   const int rc = ulfm::agree_on_step(merged, ok);
   if (rc == MPI_SUCCESS && ok) return true;
   ulfm::retire(internal);

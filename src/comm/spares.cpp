@@ -323,17 +323,12 @@ class Comm::PoolAttempt {
   /// The new communicator, ordered by original rank, and its private
   /// duplicate, in the processes active after the round.
   void split() {
-    MPI_Comm ordered = MPI_COMM_NULL;
     _color = _enough && _new_original >= 0 ? 0 : MPI_UNDEFINED;
-    if (_ok && MPI_Comm_split(_shrunk, _color, _new_original, &ordered) != MPI_SUCCESS) {
-      // A split that failed (a process died during it) can leave a handle
-      // Open MPI already released: freeing it is fatal (MPI_ERR_COMM).
-      _ok = false;
-      ordered = MPI_COMM_NULL;
-    }
-    if (ordered != MPI_COMM_NULL) {
-      _ok = _ok && detail::make_pair(ordered, _parts.comm, _parts.internal) == MPI_SUCCESS;
-      detail::ulfm::release(ordered);
+    detail::Split ordered = detail::split_everywhere(_shrunk, _ok, _color, _new_original);
+    _ok = ordered.ok;
+    if (ordered.comm != MPI_COMM_NULL) {
+      _ok = detail::make_pair(ordered.comm, _parts.comm, _parts.internal) == MPI_SUCCESS;
+      detail::ulfm::release(ordered.comm);
     }
   }
 

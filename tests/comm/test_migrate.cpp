@@ -5,6 +5,7 @@
 // migrated_in() tells them apart.
 
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -16,9 +17,24 @@
 #include <vector>
 
 #include "failure_helpers.hpp"
+#include "partial_failure.hpp"
 #include "reprise/comm.hpp"
 #include "reprise/detail/comm_internals.hpp"
 #include "reprise/inject.hpp"
+
+namespace {
+
+/// The split that orders a migration's new communicator, when a test arms it.
+reprise::test::PartialFailure split_failure;
+
+}  // namespace
+
+/// When armed: every process completes the split, then one dies and those
+/// armed to report it get its death as the result.
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  return split_failure.finish(rc, comm);
+}
 
 namespace reprise {
 namespace {
@@ -312,6 +328,38 @@ TEST(Migrate, TheLeavingProcessKilledDuringAMigration) {
                                 [&] { (void)detail::CommInternals::migrate(comm, std::vector{leaving}, {}); });
   comm = comm.shrink();
   EXPECT_EQ(comm.members().size(), static_cast<std::size_t>(comm.original_size() - 1));
+  test::expect_working(comm);
+}
+
+// The leaving process dies as the split that orders the new communicator
+// ends, and only the processes taking its rank learn of it there: the split
+// ended well on the others (chaos seed 995 hung so, the parents in the
+// duplicate of a communicator the new processes had given up). Every parent
+// raises, the new process gives up (a spare waits on), and the others
+// shrink and go on.
+TEST(Migrate, TheLeavingProcessKilledAsTheSplitEndsWhereOnlyItsSuccessorSeesIt) {
+  using Role = test::PartialFailure::Role;
+  const OriginalRank leaving{1};
+  // Before Comm::world(), where a new process joins and a spare waits: a
+  // spare's first split makes the pool of active processes.
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  const char* spares = std::getenv("REPRISE_SPARES");
+  int world_rank = 0;
+  int world_size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  const bool spare = parent == MPI_COMM_NULL && spares != nullptr && world_rank >= world_size - std::atoi(spares);
+  if (parent != MPI_COMM_NULL || spare) split_failure.arm_alone(Role::kReportFailure, OriginalRank{-1}, spare ? 2 : 1);
+  auto comm = Comm::world();
+  ASSERT_FALSE(comm.migrated_in()) << "the new process must have given up";
+  split_failure.arm_alone(comm.original_rank() == leaving ? Role::kDie : Role::kGoOn, comm.original_rank());
+  const auto mine = comm.original_rank() == leaving ? state_of(leaving, three_mib(leaving)) : std::vector<std::byte>{};
+  test::expect_failure_reported(comm, {leaving},
+                                [&] { (void)detail::CommInternals::migrate(comm, std::vector{leaving}, mine); });
+  comm = comm.shrink();
+  EXPECT_EQ(comm.members().size(), static_cast<std::size_t>(comm.original_size() - 1));
+  EXPECT_FALSE(comm.rank_of(leaving).has_value());
   test::expect_working(comm);
 }
 
