@@ -64,10 +64,6 @@ using reprise::detail::interpose::refuse;
 constexpr const char* kRma =
     "one-sided communication (MPI_Win_*) is not supported by the message log (libreprise_msglog.so): use "
     "point-to-point messages, or run without the library";
-constexpr const char* kNewComm =
-    "this way of making a communicator is not supported by the message log (libreprise_msglog.so), whose "
-    "messages on it would go unlogged: make it from a communicator of the processes of MPI_COMM_WORLD (MPI_Comm_dup, "
-    "MPI_Comm_split, MPI_Comm_create_group, MPI_Intercomm_create, ...)";
 
 /// A replacement replaying: `*created` is the communicator a recovery made
 /// again for this creation from `info` (then true, and no collective).
@@ -672,10 +668,59 @@ REPRISE_MSGLOG_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int inde
   });
 }
 
+// ---- processes outside the log ------------------------------------------------------
+
+/// A call collective over `comm` that connects the program to processes the
+/// log does not follow (spawned, or of another job): `connect` runs it on
+/// the physical communicator, after the pending determinants as before any
+/// collective. The intercommunicator it makes is not followed (the other
+/// side would not read the log's headers); made by the program (on a
+/// communicator the log follows, or MPI_COMM_SELF: reprise's own spawns
+/// use neither), it makes every later failure roll every process back
+/// (Runtime::connected_outside).
+template <class Connect>
+int outside(const char* call, MPI_Comm comm, Connect&& connect) {
+  Runtime* runtime = Runtime::current();
+  const bool by_program = runtime != nullptr && (logged(comm) != nullptr || comm == MPI_COMM_SELF);
+  MPI_Comm physical = comm;
+  if (const int code = collective(call, physical); code != MPI_SUCCESS) return code;
+  const int code = connect(physical);
+  if (code != MPI_SUCCESS || !by_program) return code;
+  return guarded(call, comm, [&] {
+    runtime->connected_outside(call);
+    return MPI_SUCCESS;
+  });
+}
+
 REPRISE_MSGLOG_EXPORT int MPI_Comm_spawn(const char* command, char* argv[], int maxprocs, MPI_Info info, int root,
                                          MPI_Comm comm, MPI_Comm* intercomm, int errcodes[]) {
-  if (logged(comm) != nullptr) return refuse("MPI_Comm_spawn", kNewComm, comm);
-  return PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm, intercomm, errcodes);
+  return outside("MPI_Comm_spawn", comm, [&](MPI_Comm physical) {
+    return PMPI_Comm_spawn(command, argv, maxprocs, info, root, physical, intercomm, errcodes);
+  });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_spawn_multiple(int count, char* commands[], char** argvs[], const int maxprocs[],
+                                                  const MPI_Info infos[], int root, MPI_Comm comm, MPI_Comm* intercomm,
+                                                  int errcodes[]) {
+  // #lizard forgives: MPI's signature
+  return outside("MPI_Comm_spawn_multiple", comm, [&](MPI_Comm physical) {
+    return PMPI_Comm_spawn_multiple(count, commands, argvs, maxprocs, infos, root, physical, intercomm, errcodes);
+  });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_connect(const char* port, MPI_Info info, int root, MPI_Comm comm,
+                                           MPI_Comm* newcomm) {
+  return outside("MPI_Comm_connect", comm,
+                 [&](MPI_Comm physical) { return PMPI_Comm_connect(port, info, root, physical, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_accept(const char* port, MPI_Info info, int root, MPI_Comm comm, MPI_Comm* newcomm) {
+  return outside("MPI_Comm_accept", comm,
+                 [&](MPI_Comm physical) { return PMPI_Comm_accept(port, info, root, physical, newcomm); });
+}
+
+REPRISE_MSGLOG_EXPORT int MPI_Comm_join(int fd, MPI_Comm* intercomm) {
+  return outside("MPI_Comm_join", MPI_COMM_SELF, [&](MPI_Comm) { return PMPI_Comm_join(fd, intercomm); });
 }
 
 // ---- MPI-IO ------------------------------------------------------------------------

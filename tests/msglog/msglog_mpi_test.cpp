@@ -903,6 +903,27 @@ TEST(MsglogMpi, UncoveredCallsAreRefusedByName) {
   EXPECT_EQ(window, MPI_WIN_NULL);
 }
 
+// A process started with MPI_Comm_spawn over a logged communicator is
+// outside the log, and so is the intercommunicator to it: the numbers go to
+// the new process and back as without the log, and none is logged.
+TEST(MsglogMpi, AProcessSpawnedOverALoggedCommunicatorTalksToItUnlogged) {
+  const int me = rank_of(MPI_COMM_WORLD);
+  const reprise_msglog_counters before = reprise::msglog::counters();
+  MPI_Comm helper = MPI_COMM_NULL;
+  char command[] = REPRISE_SPAWNED_HELPER;
+  int code = MPI_SUCCESS;
+  ASSERT_EQ(MPI_Comm_spawn(command, MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &helper, &code), MPI_SUCCESS);
+  EXPECT_EQ(code, MPI_SUCCESS);
+  long long value = 1000 + me;
+  ASSERT_EQ(MPI_Send(&value, 1, MPI_LONG_LONG, 0, 0, helper), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Recv(&value, 1, MPI_LONG_LONG, 0, 1, helper, MPI_STATUS_IGNORE), MPI_SUCCESS);
+  EXPECT_EQ(value, 2 * (1000 + me));
+  EXPECT_EQ(MPI_Comm_disconnect(&helper), MPI_SUCCESS);
+  const reprise_msglog_counters after = reprise::msglog::counters();
+  EXPECT_EQ(after.messages_sent, before.messages_sent);
+  EXPECT_EQ(after.messages_logged, before.messages_logged);
+}
+
 // A logged send is not cancelled (MPI lets a cancel fail): an MPI_Issend to
 // oneself stays pending, MPI_Request_get_status says so, and once received
 // it completes, not cancelled.

@@ -17,7 +17,8 @@
 // (one line says why); the program makes its communicators again from the
 // Driver's in Driver::on_recovery. A program on the Driver's communicator
 // that holds a duplicate of MPI_COMM_WORLD, unused since the checkpoint,
-// rolls back too (the recovery revoked it). Without the revocation each waited
+// rolls back too (the recovery revoked it), and so does one that started a
+// process with MPI_Comm_spawn, whose messages the log does not hold. Without the revocation each waited
 // forever. Checked: every process's state equals, bitwise, that of the same
 // steps run again afterwards without a failure, and each survivor ran the
 // steps in order, going back once, to the checkpoint.
@@ -51,6 +52,7 @@ struct Use {
   bool on_world = true;      ///< rows, columns and pipeline on MPI_COMM_WORLD (else on the Driver's communicator)
   bool barrier = false;      ///< an MPI_Ibarrier on the column first in each step
   bool holds_world = false;  ///< a duplicate of MPI_COMM_WORLD made at the first step, unused after its barrier
+  bool spawns = false;       ///< process 0 starts a process at the first step and exchanges a number with it
 };
 
 class WorldGrid : public tests::MixedCells {
@@ -72,6 +74,10 @@ class WorldGrid : public tests::MixedCells {
     if (_use.holds_world && _held == MPI_COMM_NULL) {
       comm.check(MPI_Comm_dup(MPI_COMM_WORLD, &_held), "MPI_Comm_dup (world)");
       comm.check(MPI_Barrier(_held), "MPI_Barrier (world's duplicate)");
+    }
+    if (_use.spawns && comm.rank().value() == 0) {
+      _use.spawns = false;
+      ask_a_spawned_process(comm);
     }
     die_if(comm, step, kill, KillPoint::kStepStart);
     if (_use.barrier) {
@@ -115,6 +121,20 @@ class WorldGrid : public tests::MixedCells {
   }
 
  private:
+  /// Starts a process outside the log (MPI_Comm_spawn on MPI_COMM_SELF),
+  /// which doubles a number.
+  static void ask_a_spawned_process(Comm& comm) {
+    MPI_Comm helper = MPI_COMM_NULL;
+    char command[] = REPRISE_SPAWNED_HELPER;
+    comm.check(MPI_Comm_spawn(command, MPI_ARGV_NULL, 1, MPI_INFO_NULL, 0, MPI_COMM_SELF, &helper, MPI_ERRCODES_IGNORE),
+               "MPI_Comm_spawn");
+    long long value = 21;
+    comm.check(MPI_Send(&value, 1, MPI_LONG_LONG, 0, 0, helper), "MPI_Send (spawned)");
+    comm.check(MPI_Recv(&value, 1, MPI_LONG_LONG, 0, 1, helper, MPI_STATUS_IGNORE), "MPI_Recv (spawned)");
+    EXPECT_EQ(value, 42);
+    comm.check(MPI_Comm_disconnect(&helper), "MPI_Comm_disconnect (spawned)");
+  }
+
   static MPI_Comm split(Comm& comm, MPI_Comm base, int colour) {
     MPI_Comm made = MPI_COMM_NULL;
     comm.check(MPI_Comm_split(base, colour, comm.rank().value(), &made), "MPI_Comm_split");
@@ -183,6 +203,13 @@ TEST(ReplayWorld, ASurvivorWaitingForOneThatMetTheFailureOutsideTheLogRollsBackW
 
 TEST(ReplayWorld, AProgramHoldingADuplicateOfWorldRollsBackInsteadOfReplaying) {
   world_run({.rank = 3, .step = 9, .point = KillPoint::kMidStep}, {.on_world = false, .holds_world = true});
+}
+
+// Process 0 started a process outside the log (MPI_Comm_spawn) at the first
+// step: the log does not hold what went to it or came from it, so a failure
+// later rolls every process back (one line says why).
+TEST(ReplayWorld, AProgramThatStartedAProcessRollsBackInsteadOfReplaying) {
+  world_run({.rank = 3, .step = 9, .point = KillPoint::kMidStep}, {.on_world = false, .spawns = true});
 }
 
 TEST(ReplayWorld, AFailureFreeRunAgreesWithOpenMpi) { world_run({}); }
