@@ -24,6 +24,8 @@ typedef struct reprise_msglog_counters {
                                    longer recoverable */
   uint64_t determinant_batches; /**< batches of determinants stored at the buddy: written to memory shared with it on
                                    one host, else sent and acknowledged (the log's only extra messages, outside MPI) */
+  uint64_t log_bytes_mapped;    /**< the part of the log's reserved memory its buffers have used so far, which it
+                                   keeps mapped and uses again (buffers taken from the heap when it is full aside) */
 } reprise_msglog_counters;
 /** Fills *counters; returns 0 when the message log is active in this process, nonzero otherwise. */
 int reprise_msglog_get_counters(reprise_msglog_counters* counters);

@@ -371,6 +371,10 @@ std::vector<ConsumedReport> Runtime::consumed_reports(MPI_Comm over) {
 }
 
 void Runtime::apply_mark(const std::vector<ConsumedReport>& reports) {
+  // Sends that finished give their entries back, so the ring can use their
+  // memory again once the log drops them (a recovery's resends are held
+  // there until received).
+  release_detached();
   for (const ConsumedReport& report : reports) {
     _log.drop_consumed(report.channel, report.consumed.next(), report.consumed.out_of_order());
   }
@@ -395,6 +399,7 @@ reprise_msglog_counters Runtime::counters() const noexcept {
   counters.log_bytes_now = _log.bytes();
   counters.log_bytes_peak = _log.peak_bytes();
   counters.determinant_batches = _buddies->batches_sent();
+  counters.log_bytes_mapped = _arena.touched_bytes();
   return counters;
 }
 
