@@ -3,7 +3,8 @@
 // preloaded) against the global rollback every process does without it
 // (RecoveryMode::kRespawn). One job per mode: each runs the application
 // twice on the same processes under reprise's Driver, checkpointing every
-// --every steps, first without a failure, then with one process killed for
+// --every steps (after a warm-up of --every steps, untimed), first without a
+// failure, then with one process killed for
 // real (SIGKILL) at one step, both drawn from --seed (the same in the jobs of
 // both modes, so they compare) unless --victim and --kill-step name them.
 // Applications:
@@ -17,12 +18,19 @@
 // One JSON line per job (times in seconds, each the slowest survivor's):
 //   {"bench":"replay","app":..,"mode":"replay"|"rollback","replacement":"spawned"|"spare","ranks":..,
 //    "steps":..,"every":..,"seed":..,"kill_step":..,"victim":..,"failure_free_s":..,"total_s":..,"failure_cost_s":..,
-//    "recovery_s":..,"survivor_lost_s":..}
+//    "recovery_s":..,"survivor_lost_s":..,"redo_s":..,"redo_cpu_s":..}
 // failure_free_s: the run without a failure (in the replay job, logged);
 // total_s: the run with the failure; failure_cost_s = total_s -
 // failure_free_s; recovery_s: the recovery as the Driver timed it (the
 // slowest process); survivor_lost_s: the mean over the survivors of the time
-// the failure added to their run (waiting, recovering, computing again).
+// the failure added to their steps around it (waiting, recovering, computing
+// again), from the step before the victim's last one to the step after the
+// next checkpoint, against the same steps of the failure-free run (so the
+// noise of the rest of the run, which failure_cost_s carries, stays out);
+// redo_s, redo_cpu_s: the replacement's steps from its checkpoint up to the
+// one at which its predecessor died, wall clock and its main thread's CPU
+// (in a replay, what a survivor that needs the lost process's next message
+// waits for; in a rollback, what every process computes again).
 //
 //   replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--seed S]
 //                [--kill-step S] [--victim R] [--edge E] [--planes P] [--task-work W]
@@ -33,6 +41,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -212,35 +221,106 @@ Failure draw_failure(const Options& options, int size) {
   return {.victim = options.victim.value_or(victim), .step = options.kill_step.value_or(step)};
 }
 
+/// Seconds of the wall clock and of this thread's CPU.
+struct Clocks {
+  double wall = 0;
+  double cpu = 0;
+};
+
+Clocks clocks_now() {
+  timespec cpu{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  return {.wall = MPI_Wtime(), .cpu = static_cast<double>(cpu.tv_sec) + 1e-9 * static_cast<double>(cpu.tv_nsec)};
+}
+
+/// The steps over which a survivor's loss is measured: from the first start
+/// of the step before the one at which the victim dies (no survivor has
+/// met the failure yet) to the last start of the step after the next
+/// checkpoint (after any catch-up, recovery or computing again), or to the
+/// end of the run when that step is past it.
+struct Window {
+  std::uint64_t first = 0;
+  std::uint64_t last = 0;
+};
+
+Window window_around(const Options& options, std::uint64_t kill_step) {
+  return {.first = kill_step == 0 ? 0 : kill_step - 1, .last = (kill_step / options.every + 1) * options.every + 1};
+}
+
+/// What one run's steps took on this process: the window around the
+/// failure and, in the replacement, its steps from the checkpoint up to
+/// the one at which its predecessor died (`redo`).
+class StepClocks {
+ public:
+  StepClocks(Window window, std::uint64_t kill_step, bool replacement)
+      : _window(window), _kill_step(kill_step), _replacement(replacement) {}
+
+  void at_step(std::uint64_t step) {
+    const double now = MPI_Wtime();
+    if (step == _window.first && !_window_start) _window_start = now;
+    if (step == _window.last) _window_end = now;
+    if (!_replacement) return;
+    if (!_redo_start) _redo_start = clocks_now();
+    if (step == _kill_step) {
+      const Clocks end = clocks_now();
+      _redo = {.wall = end.wall - _redo_start->wall, .cpu = end.cpu - _redo_start->cpu};
+    }
+  }
+
+  void at_end(std::uint64_t steps) {
+    if (_window.last >= steps) _window_end = MPI_Wtime();
+  }
+
+  [[nodiscard]] double window_seconds() const { return _window_end - _window_start.value_or(_window_end); }
+  [[nodiscard]] const Clocks& redo() const noexcept { return _redo; }
+
+ private:
+  Window _window;
+  std::uint64_t _kill_step;
+  bool _replacement;
+  std::optional<double> _window_start;
+  double _window_end = 0;
+  std::optional<Clocks> _redo_start;
+  Clocks _redo;
+};
+
 /// One run of the application under the Driver, with `failure`. Returns this
-/// process's seconds and the Driver's recoveries.
+/// process's seconds, the Driver's recoveries, the window's seconds and the redo.
 struct RunResult {
   double seconds = 0;
   double recovery_seconds = 0;
+  double window_seconds = 0;
+  Clocks redo;
 };
 
 template <class App>
-RunResult run_once(reprise::Comm& comm, const Options& options, const Failure& failure) {
+RunResult run_once(reprise::Comm& comm, const Options& options, const Failure& failure, Window window) {
   reprise::Checkpoint checkpoint(comm);
   App app(comm, checkpoint, options);
   const auto mode = options.mode == "replay" ? reprise::RecoveryMode::kReplay : reprise::RecoveryMode::kRespawn;
   reprise::Driver driver(comm, checkpoint, {.mode = mode, .cadence = {.every_steps = options.every}});
   if (!comm.is_replacement()) comm.barrier();
   const double start = MPI_Wtime();
+  StepClocks clocks(window, failure.step, comm.is_replacement());
   driver.run(options.steps, [&](std::uint64_t step) {
     if (step == failure.step && comm.rank().value() == failure.victim && !comm.is_replacement()) {
       reprise::inject::kill_self(comm.original_rank());
     }
+    clocks.at_step(step);
     app.step();
   });
-  RunResult result{.seconds = MPI_Wtime() - start, .recovery_seconds = 0};
+  clocks.at_end(options.steps);
+  RunResult result{.seconds = MPI_Wtime() - start,
+                   .recovery_seconds = 0,
+                   .window_seconds = clocks.window_seconds(),
+                   .redo = clocks.redo()};
   for (const auto& recovery : driver.recoveries()) result.recovery_seconds += recovery.seconds;
   return result;
 }
 
-RunResult run_app(reprise::Comm& comm, const Options& options, const Failure& failure) {
-  return options.app == "heat3d" ? run_once<Heat3d>(comm, options, failure)
-                                 : run_once<MasterWorker>(comm, options, failure);
+RunResult run_app(reprise::Comm& comm, const Options& options, const Failure& failure, Window window) {
+  return options.app == "heat3d" ? run_once<Heat3d>(comm, options, failure, window)
+                                 : run_once<MasterWorker>(comm, options, failure, window);
 }
 
 /// Whether the job runs with a pool of spare processes.
@@ -249,37 +329,59 @@ bool spares_in_use() {
   return spares != nullptr && std::string(spares) != "0" && *spares != '\0';
 }
 
-void report(reprise::Comm& comm, const Options& options, const Failure& failure, double free_seconds,
-            const RunResult& failed) {
-  // Per process: survivor?, the failure-free time, the time with the failure, the recovery.
-  const double mine[4] = {comm.is_replacement() ? 0.0 : 1.0, free_seconds, failed.seconds, failed.recovery_seconds};
-  std::vector<double> all(4 * static_cast<std::size_t>(comm.size()));
-  comm.check(MPI_Allgather(mine, 4, MPI_DOUBLE, all.data(), 4, MPI_DOUBLE, comm.raw()), "MPI_Allgather");
-  double free_s = 0;
-  double total_s = 0;
-  double recovery_s = 0;
-  double lost = 0;
+/// The job's figures, gathered from every process.
+struct Summary {
+  double free_s = 0;      ///< the slowest survivor's failure-free run
+  double total_s = 0;     ///< the slowest survivor's run with the failure
+  double recovery_s = 0;  ///< the slowest process's recoveries
+  double lost_s = 0;      ///< the mean over the survivors of what the failure added to the window
+  Clocks redo;            ///< the replacement's
+  int reporter = -1;      ///< the survivor that prints
+};
+
+Summary summarize(reprise::Comm& comm, const RunResult& free, const RunResult& failed) {
+  // Per process: survivor?, the two runs, the recovery, the redo, the window in both runs.
+  constexpr int kFields = 8;
+  const double mine[kFields] = {comm.is_replacement() ? 0.0 : 1.0,
+                                free.seconds,
+                                failed.seconds,
+                                failed.recovery_seconds,
+                                failed.redo.wall,
+                                failed.redo.cpu,
+                                free.window_seconds,
+                                failed.window_seconds};
+  std::vector<double> all(kFields * static_cast<std::size_t>(comm.size()));
+  comm.check(MPI_Allgather(mine, kFields, MPI_DOUBLE, all.data(), kFields, MPI_DOUBLE, comm.raw()), "MPI_Allgather");
+  Summary summary;
   int survivors = 0;
-  int reporter = -1;
   for (int r = 0; r < comm.size(); ++r) {
-    const double* row = &all[4 * static_cast<std::size_t>(r)];
-    recovery_s = std::max(recovery_s, row[3]);
+    const double* row = &all[kFields * static_cast<std::size_t>(r)];
+    summary.recovery_s = std::max(summary.recovery_s, row[3]);
+    summary.redo = {.wall = std::max(summary.redo.wall, row[4]), .cpu = std::max(summary.redo.cpu, row[5])};
     if (row[0] == 0) continue;
-    if (reporter < 0) reporter = r;
+    if (summary.reporter < 0) summary.reporter = r;
     ++survivors;
-    free_s = std::max(free_s, row[1]);
-    total_s = std::max(total_s, row[2]);
-    lost += row[2] - row[1];
+    summary.free_s = std::max(summary.free_s, row[1]);
+    summary.total_s = std::max(summary.total_s, row[2]);
+    summary.lost_s += row[7] - row[6];
   }
-  if (comm.rank().value() != reporter) return;
+  summary.lost_s /= survivors;
+  return summary;
+}
+
+void report(reprise::Comm& comm, const Options& options, const Failure& failure, const RunResult& free,
+            const RunResult& failed) {
+  const Summary summary = summarize(comm, free, failed);
+  if (comm.rank().value() != summary.reporter) return;
   std::printf("{\"bench\":\"replay\",\"app\":\"%s\",\"mode\":\"%s\",\"replacement\":\"%s\",\"ranks\":%d,"
               "\"steps\":%llu,\"every\":%llu,\"seed\":%llu,"
               "\"kill_step\":%llu,\"victim\":%d,\"failure_free_s\":%.4f,\"total_s\":%.4f,\"failure_cost_s\":%.4f,"
-              "\"recovery_s\":%.4f,\"survivor_lost_s\":%.4f}\n",
+              "\"recovery_s\":%.4f,\"survivor_lost_s\":%.4f,\"redo_s\":%.4f,\"redo_cpu_s\":%.4f}\n",
               options.app.c_str(), options.mode.c_str(), spares_in_use() ? "spare" : "spawned", comm.size(),
               static_cast<unsigned long long>(options.steps), static_cast<unsigned long long>(options.every),
               static_cast<unsigned long long>(options.seed), static_cast<unsigned long long>(failure.step),
-              failure.victim, free_s, total_s, total_s - free_s, recovery_s, lost / survivors);
+              failure.victim, summary.free_s, summary.total_s, summary.total_s - summary.free_s, summary.recovery_s,
+              summary.lost_s, summary.redo.wall, summary.redo.cpu);
   std::fflush(stdout);
 }
 
@@ -291,9 +393,17 @@ int main(int argc, char** argv) {
     const Failure failure = draw_failure(options, comm.size());
     if (failure.victim >= comm.size()) throw std::runtime_error("replay_bench: --victim is not a process of the job");
     // A replacement joins the second run, the one with the failure.
-    const double free_seconds = comm.is_replacement() ? 0.0 : run_app(comm, options, Failure{}).seconds;
-    const RunResult failed = run_app(comm, options, failure);
-    report(comm, options, failure, free_seconds, failed);
+    const Window window = window_around(options, failure.step);
+    if (!comm.is_replacement()) {
+      // A warm-up as long as a checkpoint interval, so that the failure-free
+      // run finds the log's memory already touched, as the run with the failure does.
+      Options warm_up = options;
+      warm_up.steps = std::min(options.steps, options.every + 1);
+      run_app(comm, warm_up, Failure{}, window);
+    }
+    const RunResult free = comm.is_replacement() ? RunResult{} : run_app(comm, options, Failure{}, window);
+    const RunResult failed = run_app(comm, options, failure, window);
+    report(comm, options, failure, free, failed);
     reprise::inject::record_outcome(reprise::inject::Outcome::kPassed, comm.original_rank());
   });
 }
