@@ -359,9 +359,11 @@ int spawning_rank(Comm& healed) {
   healed.check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, healed.raw()),
                "respawn: choosing the process that spawns");
   if (lowest == INT_MAX) {
-    throw MpiError("respawn: every process has an earlier MPI_Comm_spawn that never returned (new processes died "
-                   "while they started, " +
-                       std::to_string(stuck_spawns.load()) + " of them here); the job cannot start new processes",
+    throw MpiError("respawn: every process has an earlier MPI_Comm_spawn that never returned (" +
+                       std::to_string(stuck_spawns.load()) + " of them here, each given up after " +
+                       std::to_string(spawn_timeout().count()) +
+                       " s: a new process died while it started, or starting them took longer; on a loaded machine "
+                       "set a larger REPRISE_SPAWN_TIMEOUT); the job cannot start new processes",
                    MPI_ERR_SPAWN);
   }
   return lowest;
@@ -379,7 +381,8 @@ int spawning_rank(Comm& healed) {
     healed.revoke();
     throw Revoked("respawn: starting " + std::to_string(count) + " new process(es) did not end within " +
                       std::to_string(spawn_timeout().count()) +
-                      " s (REPRISE_SPAWN_TIMEOUT): one of them died while it started; they are given up",
+                      " s (REPRISE_SPAWN_TIMEOUT): one of them died while it started, or starting them takes longer "
+                      "here; they are given up",
                   ulfm::revoked_error_class());
   }
   throw MpiError(
