@@ -13,6 +13,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 
 #include "interpose.hpp"
 
@@ -677,7 +678,7 @@ REPRISE_MSGLOG_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int inde
 /// side would not read the log's headers); made by the program (on a
 /// communicator the log follows, or MPI_COMM_SELF: reprise's own spawns
 /// use neither), it makes every later failure roll every process back
-/// (Runtime::connected_outside).
+/// (Runtime::passed_unlogged).
 template <class Connect>
 int outside(const char* call, MPI_Comm comm, Connect&& connect) {
   Runtime* runtime = Runtime::current();
@@ -687,7 +688,8 @@ int outside(const char* call, MPI_Comm comm, Connect&& connect) {
   const int code = connect(physical);
   if (code != MPI_SUCCESS || !by_program) return code;
   return guarded(call, comm, [&] {
-    runtime->connected_outside(call);
+    runtime->passed_unlogged(std::string("the program connected to processes the log does not follow (") + call +
+                             "), whose messages a replay would miss or send again");
     return MPI_SUCCESS;
   });
 }
@@ -732,31 +734,44 @@ REPRISE_MSGLOG_EXPORT int MPI_File_open(MPI_Comm comm, const char* filename, int
   return PMPI_File_open(comm, filename, amode, info, fh);
 }
 
-// ---- refused -------------------------------------------------------------------------
+// ---- partitioned communication -----------------------------------------------------
+
+/// MPI_Psend_init or MPI_Precv_init over `comm`: `init` runs on the
+/// physical communicator, and the operation is MPI's own (its starts,
+/// MPI_Pready*, MPI_Parrived and completions go to MPI). The log does not
+/// keep partitioned messages: they match only partitioned operations, so
+/// they leave the log's channels alone, but a replay would miss them, so
+/// from the first on a communicator the log follows every failure rolls
+/// every process back (Runtime::passed_unlogged).
+template <class Init>
+int partitioned(const char* call, MPI_Comm comm, Init&& init) {
+  CommInfo* info = logged(comm);
+  if (info == nullptr) return init(comm);
+  if (const int code = init(info->physical); code != MPI_SUCCESS) return code;
+  return guarded(call, comm, [&] {
+    Runtime::current()->passed_unlogged(std::string("the program used partitioned communication (") + call +
+                                        "), whose messages the log does not keep");
+    return MPI_SUCCESS;
+  });
+}
 
 REPRISE_MSGLOG_EXPORT int MPI_Psend_init(const void* buf, int partitions, MPI_Count count, MPI_Datatype type, int dest,
                                          int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   // #lizard forgives: MPI's signature
-  if (logged(comm) != nullptr) {
-    return refuse("MPI_Psend_init",
-                  "partitioned communication is not supported by the message log (libreprise_msglog.so): use "
-                  "MPI_Send_init",
-                  comm);
-  }
-  return PMPI_Psend_init(buf, partitions, count, type, dest, tag, comm, info, request);
+  return partitioned("MPI_Psend_init", comm, [&](MPI_Comm physical) {
+    return PMPI_Psend_init(buf, partitions, count, type, dest, tag, physical, info, request);
+  });
 }
 
 REPRISE_MSGLOG_EXPORT int MPI_Precv_init(void* buf, int partitions, MPI_Count count, MPI_Datatype type, int source,
                                          int tag, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
   // #lizard forgives: MPI's signature
-  if (logged(comm) != nullptr) {
-    return refuse("MPI_Precv_init",
-                  "partitioned communication is not supported by the message log (libreprise_msglog.so): use "
-                  "MPI_Recv_init",
-                  comm);
-  }
-  return PMPI_Precv_init(buf, partitions, count, type, source, tag, comm, info, request);
+  return partitioned("MPI_Precv_init", comm, [&](MPI_Comm physical) {
+    return PMPI_Precv_init(buf, partitions, count, type, source, tag, physical, info, request);
+  });
 }
+
+// ---- refused -------------------------------------------------------------------------
 
 REPRISE_MSGLOG_EXPORT int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
                                          MPI_Win* win) {

@@ -232,10 +232,7 @@ void Runtime::resume(MPI_Comm healed, std::span<const int> lost) {
 std::string Runtime::replay_refusal(std::span<const int> lost) const {
   if (_app_key == 0) return "no checkpoint of the Driver's has marked the log yet";
   if (std::string why = remap_refusal(); !why.empty()) return why;
-  if (!_outside.empty()) {
-    return "the program connected to processes the log does not follow (" + _outside +
-           "), whose messages a replay would miss or send again";
-  }
+  if (!_unlogged.empty()) return _unlogged;
   if (_foreign_collectives != 0) {
     return "the program called a collective on a communicator other than the Driver's since the checkpoint, which "
            "the replay cannot serve: call collectives on Comm::raw() of the Driver's communicator";

@@ -327,11 +327,13 @@ class Runtime {
     flush_determinants();
     ++_collectives;
   }
-  /// The program connected to processes the log does not follow (`call`:
-  /// MPI_Comm_spawn, MPI_Comm_connect, ...): their messages are not logged,
-  /// so from now on a failure rolls every process back (replay_refusal).
-  void connected_outside(const char* call) {
-    if (_outside.empty()) _outside = call;
+  /// The program exchanged messages the log does not keep (`why`: which
+  /// call, and what a replay would get wrong): processes the log does not
+  /// follow (MPI_Comm_spawn, MPI_Comm_connect, ...) or partitioned
+  /// communication; from now on a failure rolls every process back
+  /// (replay_refusal gives the first `why`).
+  void passed_unlogged(std::string why) {
+    if (_unlogged.empty()) _unlogged = std::move(why);
   }
   /// A collective on `comm` whose result is the same on every member
   /// (MPI_Barrier, MPI_Bcast, MPI_Allreduce, MPI_Allgather(v)), `call` on
@@ -632,7 +634,7 @@ class Runtime {
   std::map<std::uint64_t, std::uint64_t> _restored_children;    ///< read_derived's counts of creations, by key
   std::optional<std::uint64_t> _collectives_before_checkpoint;  ///< _collectives when a checkpoint began
   std::string _refusal;                                         ///< why the last can_replay() refused
-  std::string _outside;  ///< the first call that connected the program to processes the log does not follow
+  std::string _unlogged;  ///< why the first messages the log does not keep make a replay unsound
   /// uniform_collective's results since the last mark (packed), per communicator key
   std::map<std::uint64_t, std::vector<std::vector<std::byte>>> _collective_results;
   /// A recovery: results of collectives others finished, by communicator key, then number.

@@ -18,7 +18,8 @@
 // Driver's in Driver::on_recovery. A program on the Driver's communicator
 // that holds a duplicate of MPI_COMM_WORLD, unused since the checkpoint,
 // rolls back too (the recovery revoked it), and so does one that started a
-// process with MPI_Comm_spawn, whose messages the log does not hold. Without the revocation each waited
+// process with MPI_Comm_spawn, or passed messages in partitions
+// (MPI_Psend_init), whose messages the log does not hold. Without the revocation each waited
 // forever. Checked: every process's state equals, bitwise, that of the same
 // steps run again afterwards without a failure, and each survivor ran the
 // steps in order, going back once, to the checkpoint.
@@ -26,6 +27,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -43,6 +45,7 @@ namespace {
 constexpr std::uint64_t kSteps = 18;
 constexpr std::uint64_t kCheckpointEvery = 6;
 constexpr int kPipelineTag = 11;
+constexpr int kPartitionedTag = 12;
 
 using tests::Kill;
 using tests::KillPoint;
@@ -53,6 +56,7 @@ struct Use {
   bool barrier = false;      ///< an MPI_Ibarrier on the column first in each step
   bool holds_world = false;  ///< a duplicate of MPI_COMM_WORLD made at the first step, unused after its barrier
   bool spawns = false;       ///< process 0 starts a process at the first step and exchanges a number with it
+  bool partitioned = false;  ///< a number passed round the ring in partitions at the first step
 };
 
 class WorldGrid : public tests::MixedCells {
@@ -78,6 +82,10 @@ class WorldGrid : public tests::MixedCells {
     if (_use.spawns && comm.rank().value() == 0) {
       _use.spawns = false;
       ask_a_spawned_process(comm);
+    }
+    if (_use.partitioned) {
+      _use.partitioned = false;
+      pass_partitioned(comm);
     }
     die_if(comm, step, kill, KillPoint::kStepStart);
     if (_use.barrier) {
@@ -133,6 +141,31 @@ class WorldGrid : public tests::MixedCells {
     comm.check(MPI_Recv(&value, 1, MPI_LONG_LONG, 0, 1, helper, MPI_STATUS_IGNORE), "MPI_Recv (spawned)");
     EXPECT_EQ(value, 42);
     comm.check(MPI_Comm_disconnect(&helper), "MPI_Comm_disconnect (spawned)");
+  }
+
+  /// Passes two numbers to the next process round the ring, one per
+  /// partition (MPI_Psend_init, MPI_Precv_init), which the log does not keep.
+  static void pass_partitioned(Comm& comm) {
+    constexpr int kPartitions = 2;
+    const int me = comm.rank().value();
+    const int next = (me + 1) % comm.size();
+    const int previous = (me + comm.size() - 1) % comm.size();
+    const std::array<long long, kPartitions> sent{100LL * me, 100LL * me + 1};
+    std::array<long long, kPartitions> got{-1, -1};
+    std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    comm.check(MPI_Precv_init(got.data(), kPartitions, 1, MPI_LONG_LONG, previous, kPartitionedTag, comm.raw(),
+                              MPI_INFO_NULL, &requests[0]),
+               "MPI_Precv_init");
+    comm.check(MPI_Psend_init(sent.data(), kPartitions, 1, MPI_LONG_LONG, next, kPartitionedTag, comm.raw(),
+                              MPI_INFO_NULL, &requests[1]),
+               "MPI_Psend_init");
+    comm.check(MPI_Startall(2, requests.data()), "MPI_Startall (partitioned)");
+    for (int partition = kPartitions - 1; partition >= 0; --partition) {
+      comm.check(MPI_Pready(partition, requests[1]), "MPI_Pready");
+    }
+    comm.check(MPI_Waitall(2, requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall (partitioned)");
+    EXPECT_EQ(got, (std::array<long long, kPartitions>{100LL * previous, 100LL * previous + 1}));
+    for (MPI_Request& request : requests) comm.check(MPI_Request_free(&request), "MPI_Request_free (partitioned)");
   }
 
   static MPI_Comm split(Comm& comm, MPI_Comm base, int colour) {
@@ -210,6 +243,13 @@ TEST(ReplayWorld, AProgramHoldingADuplicateOfWorldRollsBackInsteadOfReplaying) {
 // later rolls every process back (one line says why).
 TEST(ReplayWorld, AProgramThatStartedAProcessRollsBackInsteadOfReplaying) {
   world_run({.rank = 3, .step = 9, .point = KillPoint::kMidStep}, {.on_world = false, .spawns = true});
+}
+
+// Every process passed numbers round the ring in partitions at the first
+// step: the log does not keep partitioned messages, so a failure later rolls
+// every process back (one line says why).
+TEST(ReplayWorld, AProgramThatUsedPartitionedCommunicationRollsBackInsteadOfReplaying) {
+  world_run({.rank = 3, .step = 9, .point = KillPoint::kMidStep}, {.on_world = false, .partitioned = true});
 }
 
 TEST(ReplayWorld, AFailureFreeRunAgreesWithOpenMpi) { world_run({}); }
