@@ -81,7 +81,8 @@ inline constexpr Setting kSpawnHosts{
     true};
 inline constexpr Setting kSpawnTimeout{
     "REPRISE_SPAWN_TIMEOUT", Kind::kSeconds, "60", 1, kDay, "",
-    "seconds the parent that spawns new processes waits for `MPI_Comm_spawn` before another parent spawns again; "
+    "seconds the parent that spawns new processes waits for `MPI_Comm_spawn` before another parent (or itself, when "
+    "none other is left) spawns again; "
     "a new process whose `MPI_Init` has not returned 10 s after that leaves (§5)",
     true};
 inline constexpr Setting kFinalizeTimeout{

@@ -241,8 +241,8 @@ namespace {
 // (its root waits in PMIx_Connect for the dead member). A new process that
 // dies while it starts still leaves the spawn waiting: with threads the
 // spawn runs on a thread of its own, which the parent gives up on after
-// spawn_timeout(). Such a parent does not spawn again while that thread is
-// stuck.
+// spawn_timeout(). Another parent spawns next, or the same one where every
+// parent has a spawn stuck (spawning_rank).
 constexpr int kBridgeTag = 0x5e9c;
 constexpr int kSpawnRunning = 0;
 constexpr int kSpawnDone = 1;
@@ -250,6 +250,8 @@ constexpr int kSpawnAbandoned = 2;
 
 /// Spawns given up on whose MPI_Comm_spawn has not returned yet.
 std::atomic<int> stuck_spawns{0};
+/// A process with this many spawns stuck spawns no more.
+constexpr int kMostStuckSpawns = 2;
 
 /// One MPI_Comm_spawn from MPI_COMM_SELF, with what it needs of its own, so
 /// that a thread given up on can outlive its caller.
@@ -352,21 +354,28 @@ Spawned spawn_from_self(const std::shared_ptr<SelfSpawn>& spawn, MPI_Comm& inter
   return Spawned::kStarted;
 }
 
-/// Collective: the lowest rank of `healed` with no spawn stuck.
+/// Collective: the process of `healed` that spawns: the lowest rank with no
+/// spawn stuck, else the lowest with fewer than kMostStuckSpawns (a spawn
+/// that never returned leaves its thread in MPI, but MPI_Comm_spawn can run
+/// again beside it: with one survivor, or every survivor stuck, there is no
+/// one else to spawn).
 int spawning_rank(Comm& healed) {
-  const int mine = stuck_spawns.load() > 0 ? INT_MAX : healed.rank().value();
+  const int stuck = stuck_spawns.load();
+  const int size = healed.size();
+  const int me = healed.rank().value();
+  const int mine = stuck == 0 ? me : stuck < kMostStuckSpawns ? size + me : INT_MAX;
   int lowest = INT_MAX;
   healed.check(MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, healed.raw()),
                "respawn: choosing the process that spawns");
   if (lowest == INT_MAX) {
-    throw MpiError("respawn: every process has an earlier MPI_Comm_spawn that never returned (" +
-                       std::to_string(stuck_spawns.load()) + " of them here, each given up after " +
+    throw MpiError("respawn: every process has " + std::to_string(kMostStuckSpawns) +
+                       " earlier MPI_Comm_spawn calls that never returned (each given up after " +
                        std::to_string(spawn_timeout().count()) +
-                       " s: a new process died while it started, or starting them took longer; on a loaded machine "
-                       "set a larger REPRISE_SPAWN_TIMEOUT); the job cannot start new processes",
+                       " s: a new process died or hung while it started, or starting them took longer; on a loaded "
+                       "machine set a larger REPRISE_SPAWN_TIMEOUT); the job cannot start new processes",
                    MPI_ERR_SPAWN);
   }
-  return lowest;
+  return lowest < size ? lowest : lowest - size;
 }
 
 /// After an agreement that the spawn did not work and no member failed:
