@@ -14,10 +14,13 @@
 // - master_worker: process 0 hands a task to every worker each step and
 //   takes the results from MPI_ANY_SOURCE; a task is a fixed amount of work.
 // The replacement is spawned, or with REPRISE_SPARES=1 (one more process)
-// a spare started with the job takes the lost process's place.
+// a spare started with the job takes the lost process's place. In a replay
+// each process sends its holder --snapshots snapshots of its state per
+// checkpoint interval (DriverConfig::snapshots_per_interval, default 16; 0:
+// none), from the last of which a replacement replays when it can.
 // One JSON line per job (times in seconds, each the slowest survivor's):
 //   {"bench":"replay","app":..,"mode":"replay"|"rollback","replacement":"spawned"|"spare","ranks":..,
-//    "steps":..,"every":..,"seed":..,"kill_step":..,"victim":..,"failure_free_s":..,"total_s":..,"failure_cost_s":..,
+//    "steps":..,"every":..,"snapshots":..,"seed":..,"kill_step":..,"victim":..,"failure_free_s":..,"total_s":..,"failure_cost_s":..,
 //    "recovery_s":..,"survivor_lost_s":..,"redo_s":..,"redo_cpu_s":..}
 // failure_free_s: the run without a failure (in the replay job, logged);
 // total_s: the run with the failure; failure_cost_s = total_s -
@@ -27,13 +30,14 @@
 // again), from the step before the victim's last one to the step after the
 // next checkpoint, against the same steps of the failure-free run (so the
 // noise of the rest of the run, which failure_cost_s carries, stays out);
-// redo_s, redo_cpu_s: the replacement's steps from its checkpoint up to the
-// one at which its predecessor died, wall clock and its main thread's CPU
-// (in a replay, what a survivor that needs the lost process's next message
-// waits for; in a rollback, what every process computes again).
+// redo_s, redo_cpu_s: the replacement's steps from its checkpoint (or
+// snapshot) up to the one at which its predecessor died, wall clock and its
+// main thread's CPU (in a replay, what a survivor that needs the lost
+// process's next message waits for; in a rollback, what every process
+// computes again).
 //
 //   replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--seed S]
-//                [--kill-step S] [--victim R] [--edge E] [--planes P] [--task-work W]
+//                [--kill-step S] [--victim R] [--edge E] [--planes P] [--task-work W] [--snapshots N]
 
 #include <mpi.h>
 
@@ -60,7 +64,7 @@ using namespace bench;
 
 constexpr const char* kUsage =
     "usage: replay_bench --app heat3d|master_worker --mode replay|rollback [--steps N] [--every K] [--seed S]\n"
-    "                    [--kill-step S] [--victim R] [--edge E] [--planes P] [--task-work W]\n"
+    "                    [--kill-step S] [--victim R] [--edge E] [--planes P] [--task-work W] [--snapshots N]\n"
     "  (--mode replay with LD_PRELOAD=libreprise_msglog.so; at least 3 processes; the victim and its\n"
     "   step, in [1, steps), are drawn from --seed, default 1, unless --victim and --kill-step name them)\n";
 
@@ -69,12 +73,13 @@ struct Options {
   std::string mode = "replay";
   std::uint64_t steps = 1200;
   std::uint64_t every = 400;
-  std::uint64_t seed = 1;                  // draws the victim and its step
-  std::optional<std::uint64_t> kill_step;  // default: drawn from the seed
-  std::optional<int> victim;               // default: drawn from the seed
-  std::size_t edge = 64;                   // heat3d: points along x and y
-  std::size_t planes = 32;                 // heat3d: z planes per process
-  std::uint64_t task_work = 200000;        // master_worker: mixing rounds per task
+  std::uint64_t seed = 1;                                          // draws the victim and its step
+  std::optional<std::uint64_t> kill_step;                          // default: drawn from the seed
+  std::optional<int> victim;                                       // default: drawn from the seed
+  std::size_t edge = 64;                                           // heat3d: points along x and y
+  std::size_t planes = 32;                                         // heat3d: z planes per process
+  std::uint64_t task_work = 200000;                                // master_worker: mixing rounds per task
+  int snapshots = reprise::DriverConfig{}.snapshots_per_interval;  // replay: per checkpoint interval
 };
 
 Options parse(int argc, char** argv) {
@@ -102,6 +107,8 @@ Options parse(int argc, char** argv) {
       options.planes = number<std::size_t>(flag, value, 1);
     } else if (flag == "--task-work") {
       options.task_work = number<std::uint64_t>(flag, value, 1);
+    } else if (flag == "--snapshots") {
+      options.snapshots = number<int>(flag, value, 0);
     } else {
       throw BadOption("unknown flag " + flag);
     }
@@ -298,7 +305,9 @@ RunResult run_once(reprise::Comm& comm, const Options& options, const Failure& f
   reprise::Checkpoint checkpoint(comm);
   App app(comm, checkpoint, options);
   const auto mode = options.mode == "replay" ? reprise::RecoveryMode::kReplay : reprise::RecoveryMode::kRespawn;
-  reprise::Driver driver(comm, checkpoint, {.mode = mode, .cadence = {.every_steps = options.every}});
+  reprise::Driver driver(
+      comm, checkpoint,
+      {.mode = mode, .cadence = {.every_steps = options.every}, .snapshots_per_interval = options.snapshots});
   if (!comm.is_replacement()) comm.barrier();
   const double start = MPI_Wtime();
   StepClocks clocks(window, failure.step, comm.is_replacement());
@@ -374,14 +383,15 @@ void report(reprise::Comm& comm, const Options& options, const Failure& failure,
   const Summary summary = summarize(comm, free, failed);
   if (comm.rank().value() != summary.reporter) return;
   std::printf("{\"bench\":\"replay\",\"app\":\"%s\",\"mode\":\"%s\",\"replacement\":\"%s\",\"ranks\":%d,"
-              "\"steps\":%llu,\"every\":%llu,\"seed\":%llu,"
+              "\"steps\":%llu,\"every\":%llu,\"snapshots\":%d,\"seed\":%llu,"
               "\"kill_step\":%llu,\"victim\":%d,\"failure_free_s\":%.4f,\"total_s\":%.4f,\"failure_cost_s\":%.4f,"
               "\"recovery_s\":%.4f,\"survivor_lost_s\":%.4f,\"redo_s\":%.4f,\"redo_cpu_s\":%.4f}\n",
               options.app.c_str(), options.mode.c_str(), spares_in_use() ? "spare" : "spawned", comm.size(),
               static_cast<unsigned long long>(options.steps), static_cast<unsigned long long>(options.every),
-              static_cast<unsigned long long>(options.seed), static_cast<unsigned long long>(failure.step),
-              failure.victim, summary.free_s, summary.total_s, summary.total_s - summary.free_s, summary.recovery_s,
-              summary.lost_s, summary.redo.wall, summary.redo.cpu);
+              options.mode == "replay" ? options.snapshots : 0, static_cast<unsigned long long>(options.seed),
+              static_cast<unsigned long long>(failure.step), failure.victim, summary.free_s, summary.total_s,
+              summary.total_s - summary.free_s, summary.recovery_s, summary.lost_s, summary.redo.wall,
+              summary.redo.cpu);
   std::fflush(stdout);
 }
 

@@ -251,8 +251,28 @@ class Checkpoint {
   /// commit, for `Driver`'s replay: registered as a piece of state, filled
   /// by the log before the copies are taken, the log marked once committed.
   void carry_message_log();
+  /// The name under which `carry_message_log` registers the log's state.
+  static constexpr std::string_view kMessageLogPiece = "reprise::Driver message log";
   /// The log's state saved with the last committed (or restored) version.
   [[nodiscard]] const std::vector<std::byte>& message_log_state() const noexcept { return _log_state; }
+  // Snapshots between two checkpoints, for the Driver's replay (snapshots.cpp): each process sends
+  // its state, with the log's state for a snapshot, to the first holder of its checkpoint's copy,
+  // which keeps the last one it received of this version; restore_as(kReplacements) serves a lone
+  // replacement its snapshot instead when the log says it can.
+  void enable_snapshots() noexcept { _snapshots_enabled = true; }
+  /// Sends this process's snapshot, unless the last one is still on its way (not collective).
+  void send_snapshot();
+  /// Keeps the snapshots that arrived here (not collective).
+  void receive_snapshots();
+  void keep_snapshot();
+  [[nodiscard]] std::optional<Rank> snapshot_holder() const;
+  /// restore_as(kReplacements) with one replacement, of `owner`, whose
+  /// state `holder` serves (collective): every survivor reports to it what it
+  /// consumed from the lost process; true at the holder if it serves the
+  /// snapshot, which the log says covers them all, instead of the copy.
+  [[nodiscard]] bool snapshot_serves(OriginalRank owner, Rank holder);
+  /// The snapshots on their way on a communicator a recovery replaced are let go.
+  void abandon_snapshot_transfers();
 
   struct Item {
     std::string name;
@@ -309,6 +329,14 @@ class Checkpoint {
   std::uint64_t _next_hook = 1;
   bool _carries_log = false;          // carry_message_log()
   std::vector<std::byte> _log_state;  // the message log's state, saved with each commit
+  bool _snapshots_enabled = false;
+  std::vector<std::byte> _snapshot_out;  // this process's last snapshot (the version appended), while it is sent
+  MPI_Request _snapshot_send = MPI_REQUEST_NULL;
+  std::vector<std::vector<std::byte>> _abandoned_snapshots;   // transfers a recovery let go: MPI may still use them
+  std::map<OriginalRank, std::vector<std::byte>> _snapshots;  // the last one of each process, of this version
+  std::vector<std::byte> _snapshot_in;                        // the buffer the next one arrives in
+  MPI_Request _snapshot_receive = MPI_REQUEST_NULL;
+  OriginalRank _snapshot_from{0};  // whose is arriving
   // Last, so that they go first: the copies still landing, and whose they are.
   mutable std::vector<OriginalRank> _arriving_owners;
   mutable std::function<std::optional<std::map<OriginalRank, std::vector<std::byte>>>()> _copies_arriving;

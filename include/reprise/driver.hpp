@@ -71,6 +71,17 @@ struct DriverConfig {
   /// that the step need not; replacements never fail by it. The driver
   /// reads and checks the plan on construction.
   bool inject_faults = false;
+  /// `RecoveryMode::kReplay`: how many snapshots of its own state each
+  /// process sends the first holder of its checkpoint's copy between two
+  /// checkpoints of `run(steps, step)`, evenly spaced (0: none). A lone
+  /// replacement replays from its predecessor's last snapshot instead of
+  /// from the checkpoint when every other process consumed all that its
+  /// predecessor sent before it, so that the others wait for a few steps of
+  /// catch-up instead of all the steps since the checkpoint. Costs a copy of
+  /// the state per snapshot (sent without a collective, taken by the holder
+  /// between two of its steps) and, on the holder, the memory of one more
+  /// copy.
+  int snapshots_per_interval = 16;
 };
 
 /// The checkpoints `Driver::run(steps, step)` took on this process.
@@ -190,6 +201,8 @@ class Driver {
   int heal_from_log(int* healed, int* lost, int capacity, int* count) noexcept;
   int decide_from_log(int replay_here) noexcept;
   void plan_from_here();
+  /// kReplay: the snapshots that arrived, and this process's own when one is due before this step.
+  void take_snapshots();
   [[nodiscard]] double interval_seconds(double checkpoint_seconds) const;
   void checkpoint_and_plan();
   void plan_then_checkpoint();
@@ -213,9 +226,9 @@ class Driver {
     std::uint64_t next_checkpoint = 0;
     std::uint64_t probe_step = 0;  // time-based cadence: measure the step time here first
     std::uint64_t measured_from = 0;
-    // 1 in a checkpoint that run(steps, step) planned from before its commit
-    // (kReplay): a replacement restored from it goes on with that plan, as
-    // the process it replaces did.
+    // 1 (kReplay) in a checkpoint that run(steps, step) planned from before
+    // its commit, and in a snapshot once the loop planned: a replacement
+    // restored from it goes on with that plan, as the process it replaces did.
     std::uint64_t planned_before_commit = 0;
   };
   Progress _progress;

@@ -65,6 +65,21 @@ using reprise_msglog_revoke_fn = int (*)();
 /// survivors' resynchronisation. `lost`: the original ranks replaced.
 using reprise_msglog_rejoin_fn = int (*)(int app, const void* state, std::size_t size, const int* lost, int count,
                                          int rolled_back);
+/// reprise_msglog_snapshot_state(sink, context): the log's state for a
+/// snapshot of this process alone between two checkpoints (not collective),
+/// handed to `sink`; none (size 0) when no snapshot can be taken now.
+using reprise_msglog_snapshot_state_fn = int (*)(void (*sink)(void* context, const void* bytes, std::size_t size),
+                                                 void* context);
+/// reprise_msglog_consumed_from(lost, sink, context): what this process
+/// consumed from the process of original rank `lost` (a report for covers).
+using reprise_msglog_consumed_from_fn = int (*)(int lost,
+                                                void (*sink)(void* context, const void* bytes, std::size_t size),
+                                                void* context);
+/// reprise_msglog_covers(state, size, reports, reports_size): 1 if the
+/// snapshot's log `state` can serve a recovery, every receiver's report
+/// (consumed_from's, back to back) saying it consumed all sent before it.
+using reprise_msglog_covers_fn = int (*)(const void* state, std::size_t size, const void* reports,
+                                         std::size_t reports_size);
 }
 
 namespace reprise::detail {
@@ -78,4 +93,7 @@ inline constexpr const char* kMsglogRefusal = "reprise_msglog_refusal";
 inline constexpr const char* kMsglogHeldBytes = "reprise_msglog_held_bytes";
 inline constexpr const char* kMsglogRejoin = "reprise_msglog_rejoin";
 inline constexpr const char* kMsglogRevoke = "reprise_msglog_revoke";
+inline constexpr const char* kMsglogSnapshotState = "reprise_msglog_snapshot_state";
+inline constexpr const char* kMsglogConsumedFrom = "reprise_msglog_consumed_from";
+inline constexpr const char* kMsglogCovers = "reprise_msglog_covers";
 }  // namespace reprise::detail

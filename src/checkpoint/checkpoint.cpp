@@ -80,7 +80,7 @@ void Checkpoint::carry_message_log() {
       dlsym(RTLD_DEFAULT, detail::kMsglogCommitState) == nullptr) {
     throw UsageError(std::string(kWhere) + ": the message log is not loaded: link or preload libreprise_msglog.so");
   }
-  protect("reprise::Driver message log", _log_state);
+  protect(std::string(kMessageLogPiece), _log_state);
   _carries_log = true;
 }
 
@@ -287,6 +287,7 @@ std::uint64_t Checkpoint::checkpoint() try {
   _holds_copies = true;
   _slots = std::move(slots);
   ++_version;
+  _snapshots.clear();  // older than this version
   if (_carries_log) {
     commit_message_log(_comm);
   } else {

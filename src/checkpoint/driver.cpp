@@ -38,6 +38,10 @@ inject::Schedule planned_faults(int processes) {
 
 Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
     : _comm(comm), _checkpoint(checkpoint), _config(config) {
+  if (_config.snapshots_per_interval < 0) {
+    throw UsageError("reprise::Driver: snapshots_per_interval is " + std::to_string(_config.snapshots_per_interval) +
+                     "; use 0 (none) or more");
+  }
   if (_config.max_recoveries < 0) {
     throw UsageError("reprise::Driver: max_recoveries is " + std::to_string(_config.max_recoveries) +
                      "; use 0 or more");
@@ -192,6 +196,9 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
       _measuring_since = MPI_Wtime();
     } else {
       plan_from_here();
+      // In replay mode the snapshots carry this plan: a replacement
+      // restored from one goes on with it, as the process it replaces did.
+      if (_config.mode == RecoveryMode::kReplay) _progress.planned_before_commit = 1;
     }
     _resume_in_place = false;
     _restored_plan = false;
@@ -213,6 +220,7 @@ void Driver::run(std::uint64_t steps, const std::function<void(std::uint64_t ste
         checkpoint_and_plan();
         _in_checkpoint = false;
       }
+      if (_config.mode == RecoveryMode::kReplay) take_snapshots();
       _faults.apply(_comm.original_rank(), _progress.step, _comm.is_replacement());
       step(_progress.step);
       ++_progress.step;

@@ -28,6 +28,7 @@ void Driver::enable_replay() {
                      "libreprise_msglog.so");
   }
   _checkpoint.carry_message_log();
+  if (_config.snapshots_per_interval > 0) _checkpoint.enable_snapshots();
   const reprise_msglog_recovery_hooks hooks{
       .context = this,
       .heal = [](void* driver, int* healed, int* lost, int capacity,
@@ -167,6 +168,17 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
                     .attempts = attempts};
   if (_on_recovery) _on_recovery(recovery);
   _recoveries.push_back(std::move(recovery));
+}
+
+// Evenly spaced between the checkpoint the plan was made at and the next.
+void Driver::take_snapshots() {
+  if (_config.snapshots_per_interval == 0) return;
+  _checkpoint.receive_snapshots();
+  const std::uint64_t interval = _progress.next_checkpoint - _progress.measured_from;
+  const std::uint64_t every =
+      std::max<std::uint64_t>(1, interval / static_cast<std::uint64_t>(_config.snapshots_per_interval));
+  const std::uint64_t since = _progress.step - _progress.measured_from;
+  if (since > 0 && since % every == 0 && _progress.step < _progress.next_checkpoint) _checkpoint.send_snapshot();
 }
 
 bool Driver::message_log_can_replay() const {

@@ -117,19 +117,16 @@ void Checkpoint::restore_as(RestoreScope scope) try {
   const auto holders = live_holders(holds_of);
   // Every saved state must still have a live copy: the members' to restore
   // them, the departed ones' to fetch them.
-  std::vector<GatherMessage> messages;
+  std::vector<std::pair<Rank, std::size_t>> needs;  // a process to serve, and the slot of its state
   std::vector<OriginalRank> lost;
   for (std::size_t slot = 0; slot < _slots.owners().size(); ++slot) {
     const OriginalRank owner = _slots.owners()[slot];
-    const auto& holder = holders[slot];
-    if (!holder) {
+    if (!holders[slot]) {
       lost.push_back(owner);
       continue;
     }
     const auto needy = _comm.rank_of(owner);
-    if (needy && holds_of[static_cast<std::size_t>(needy->value())] == 0 && *holder == _comm.rank()) {
-      messages.push_back({*needy, {_held.at(owner)}});
-    }
+    if (needy && holds_of[static_cast<std::size_t>(needy->value())] == 0) needs.emplace_back(*needy, slot);
   }
   if (!lost.empty()) {
     // Every process found the same states lost. Raising at once would
@@ -138,6 +135,16 @@ void Checkpoint::restore_as(RestoreScope scope) try {
     // agreement lets every process get there first.
     (void)_comm.agree(false);
     throw_lost(lost, "restore", _version);
+  }
+  abandon_snapshot_transfers();
+  // A lone replacement in a replay may be served its snapshot (snapshots.cpp).
+  const bool lone = scope == RestoreScope::kReplacements && _snapshots_enabled && needs.size() == 1;
+  std::vector<GatherMessage> messages;
+  for (const auto& [needy, slot] : needs) {
+    const OriginalRank owner = _slots.owners()[slot];
+    const Rank holder = *holders[slot];
+    const bool snapshot = lone && snapshot_serves(owner, holder);
+    if (holder == _comm.rank()) messages.push_back({needy, {snapshot ? _snapshots.at(owner) : _held.at(owner)}});
   }
   _comm.sparse_all_to_all(messages, [&](Rank, std::size_t bytes) {
     auto& copy = _held[_comm.original_rank()];

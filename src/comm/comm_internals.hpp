@@ -50,6 +50,10 @@ struct CommInternals {
   /// Whether a `SettledByCaller` marks `comm`.
   static bool& settled_by_caller(Comm& comm) noexcept { return comm._settled_by_caller; }
 
+  /// `comm`'s private duplicate for reprise's own traffic (the message log
+  /// does not see it); a tag of the caller's own keeps its messages apart.
+  [[nodiscard]] static MPI_Comm internal(const Comm& comm) noexcept { return comm._internal; }
+
   /// Collective over every member: moves the processes of original ranks
   /// `leaving` (their node is failing, say) to new processes of this
   /// program, started with MPI_Comm_spawn on `hosts` (comma-separated) if

@@ -81,6 +81,7 @@ int Runtime::request_get_status(MPI_Request request, int* flag, MPI_Status* stat
 
 void Runtime::choice(std::uint64_t active, bool succeeded, std::span<const int> outcome) {
   if (active == 0) return;
+  ++_choices_since_mark;
   const std::uint64_t clock = _determinants.tick();
   if (succeeded) {
     _determinants.delivery(clock, std::vector<int>(outcome.begin(), outcome.end()));

@@ -171,7 +171,7 @@ void Runtime::repost(const std::map<std::uint64_t, MPI_Comm>& keys) {
 }
 
 void Runtime::append_channels(std::vector<std::byte>& out, const Members& members,
-                              const std::vector<ConsumedReport>& reports) const {
+                              const std::vector<ConsumedReport>& reports, StateKind kind) const {
   append_word(out, members.channels.size());
   for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
     const Channel& channel = members.channels[peer];
@@ -180,7 +180,7 @@ void Runtime::append_channels(std::vector<std::byte>& out, const Members& member
     append_window(out, channel.received);
     const ChannelKey key{members.key, static_cast<int>(peer)};
     const auto report = std::ranges::find_if(reports, [&](const ConsumedReport& r) { return r.channel == key; });
-    std::vector<LogEntry> entries = _log.entries(key);
+    std::vector<LogEntry> entries = kind == StateKind::kCheckpoint ? _log.entries(key) : std::vector<LogEntry>{};
     if (report != reports.end()) {
       std::erase_if(entries, [&](const LogEntry& entry) { return report->consumed.consumed(entry.sequence); });
     }
@@ -220,7 +220,8 @@ void Runtime::read_channels(WordReader& in, Members& members) {
   if (!in.ok()) throw CorruptData("reprise msglog: the log's saved state is cut short");
 }
 
-void Runtime::append_derived(std::vector<std::byte>& out, const std::vector<ConsumedReport>& reports) const {
+void Runtime::append_derived(std::vector<std::byte>& out, const std::vector<ConsumedReport>& reports,
+                             StateKind kind) const {
   std::vector<const Members*> derived;
   for (const auto& [key, members] : _members) {
     if (!members.freed && made_from_driver(members)) derived.push_back(&members);
@@ -242,7 +243,7 @@ void Runtime::append_derived(std::vector<std::byte>& out, const std::vector<Cons
     append_word(out, static_cast<std::uint64_t>(members->rank));
     append_word(out, members->errors_return ? 1 : 0);
     append_word(out, children);
-    append_channels(out, *members, reports);
+    append_channels(out, *members, reports, kind);
   }
 }
 

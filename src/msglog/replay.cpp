@@ -286,6 +286,14 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
              " since the checkpoint were lost with its buddy in an earlier failure";
     }
   }
+  for (std::size_t late = 0; late < _late_logs.size(); ++late) {
+    if (_late_logs[late] != 0 && std::ranges::find(lost, static_cast<int>(late)) == lost.end()) {
+      return "process " + std::to_string(late) +
+             " was restored from a snapshot of its own since the checkpoint, and the messages it sent before that "
+             "snapshot, which process " +
+             std::to_string(lost.front()) + " may need again, are in no log";
+    }
+  }
   return {};
 }
 
@@ -369,34 +377,55 @@ void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool 
       const bool was_incomplete = at < _incomplete.size() && _incomplete[at] != 0;
       incomplete[at] = !is_lost(r) && (held_elsewhere || was_incomplete) ? 1 : 0;
     }
-    check(PMPI_Allreduce(MPI_IN_PLACE, incomplete.data(), size, MPI_INT, MPI_MAX, _internal),
+    // Whose log lacks what it sent before a snapshot it was restored from.
+    int me = 0;
+    PMPI_Comm_rank(_internal, &me);
+    incomplete.resize(2 * static_cast<std::size_t>(size), 0);
+    incomplete[static_cast<std::size_t>(size + me)] = _late_log ? 1 : 0;
+    check(PMPI_Allreduce(MPI_IN_PLACE, incomplete.data(), 2 * size, MPI_INT, MPI_MAX, _internal),
           "sharing whose determinants are complete");
+    _late_logs.assign(incomplete.begin() + size, incomplete.end());
+    incomplete.resize(static_cast<std::size_t>(size));
     std::vector<Event> mine;
     for (const auto& bytes : exchange_bytes(_internal, events)) {
       const std::vector<Event> decoded = decode_events(bytes);
       mine.insert(mine.end(), decoded.begin(), decoded.end());
-      for (const Event& event : decoded) {
-        if (event.kind == EventKind::kMatching) {
-          _pinned[event.ordinal] = event.source;
-          continue;
-        }
-        if (event.kind == EventKind::kValue) {
-          _replayed_values.push_back(event.bytes);
-          continue;
-        }
-        // A run of unsuccessful calls, then (unless the run was cut by a send) the one that succeeded.
-        for (std::uint64_t f = 0; f < event.failures; ++f) _replayed.push_back(ReplayedChoice{});
-        if (!event.outcome.empty()) _replayed.push_back(ReplayedChoice{.succeeded = true, .outcome = event.outcome});
-      }
     }
+    follow_events(mine);
     // A replaced process's events go to its new buddy before it sends
-    // anything, so that it can be replayed again if it is lost again.
+    // anything, so that it can be replayed again if it is lost again (all of
+    // them: restored from its checkpoint, it needs those before a snapshot too).
     if (!mine.empty()) {
       _buddies->store(mine);
       _events_since_checkpoint = true;
     }
   }
   _incomplete = std::move(incomplete);
+  if (rolled_back) _late_logs.assign(static_cast<std::size_t>(size), 0);
+}
+
+void Runtime::follow_events(const std::vector<Event>& events) {
+  for (const Event& event : events) {
+    if (event.kind == EventKind::kMatching) {
+      _pinned[event.ordinal] = event.source;
+      continue;
+    }
+    if (event.kind == EventKind::kValue) {
+      _replayed_values.push_back(event.bytes);
+      continue;
+    }
+    // A run of unsuccessful calls, then (unless the run was cut by a send) the one that succeeded.
+    for (std::uint64_t f = 0; f < event.failures; ++f) _replayed.push_back(ReplayedChoice{});
+    if (!event.outcome.empty()) _replayed.push_back(ReplayedChoice{.succeeded = true, .outcome = event.outcome});
+  }
+  // Restored from a snapshot: the choices and values it had made since the
+  // checkpoint are done (a matching event is found by its ordinal, which
+  // goes on from the snapshot's count).
+  _replayed.erase(_replayed.begin(), _replayed.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(
+                                                             _choices_since_mark, _replayed.size())));
+  _replayed_values.erase(_replayed_values.begin(),
+                         _replayed_values.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(
+                                                        _values_since_mark, _replayed_values.size())));
 }
 
 void Runtime::send_again(const std::map<std::uint64_t, MPI_Comm>& keys) {
@@ -482,6 +511,7 @@ void Runtime::share_collective_results(const std::map<std::uint64_t, MPI_Comm>& 
 
 std::optional<ReplayedChoice> Runtime::replayed_choice(std::uint64_t active) {
   if (active == 0 || _replayed.empty()) return std::nullopt;
+  ++_choices_since_mark;
   ReplayedChoice next = std::move(_replayed.front());
   _replayed.pop_front();
   return next;
@@ -558,6 +588,7 @@ int Runtime::replay_probe(const ReplayedChoice& replayed, int tag, const CommInf
 
 void Runtime::replayable(std::span<std::byte> value) {
   const std::uint64_t clock = _determinants.tick();
+  ++_values_since_mark;
   if (_replayed_values.empty()) {
     _determinants.value(clock, value);
     return;
@@ -582,7 +613,7 @@ std::vector<std::byte> Runtime::prepare_mark(MPI_Comm over) {
   }
   _app_key = info->members->key;
   _pending_mark = consumed_reports(over);
-  return save_state(_pending_mark);
+  return save_state(_pending_mark, StateKind::kCheckpoint);
 }
 
 void Runtime::finish_mark() {
@@ -597,15 +628,22 @@ void Runtime::finish_mark() {
   _served.clear();
   _collectives_before_checkpoint.reset();
   std::ranges::fill(_incomplete, 0);
+  _late_log = false;
+  std::ranges::fill(_late_logs, 0);
+  _choices_since_mark = 0;
+  _values_since_mark = 0;
 }
 
-std::vector<std::byte> Runtime::save_state(const std::vector<ConsumedReport>& reports) const {
+std::vector<std::byte> Runtime::save_state(const std::vector<ConsumedReport>& reports, StateKind kind) const {
   // The clock, the MPI_ANY_SOURCE receives posted, the Driver's
   // communicator (key, children made) and its channels (per channel the
-  // next number to send, what was consumed, and the entries not yet
-  // consumed), then the communicators made from it.
+  // next number to send, what was consumed, and for a checkpoint the
+  // entries not yet consumed), then the communicators made from it. A
+  // snapshot's starts with every channel's next number (for `covers`) and
+  // ends with the results of the collectives since the checkpoint.
   std::vector<std::byte> out;
-  append_word(out, kStateTag);
+  append_word(out, kind == StateKind::kCheckpoint ? kStateTag : kSnapshotStateTag);
+  if (kind == StateKind::kSnapshot) append_next_sends(out);
   append_word(out, _determinants.clock());
   append_word(out, _any_posted);
   const Members& members = _members.at(_app_key);
@@ -615,16 +653,24 @@ std::vector<std::byte> Runtime::save_state(const std::vector<ConsumedReport>& re
   }
   append_word(out, _app_key);
   append_word(out, children);
-  append_channels(out, members, reports);
-  append_derived(out, reports);
+  append_channels(out, members, reports, kind);
+  append_derived(out, reports, kind);
+  if (kind == StateKind::kSnapshot) {
+    append_collective_results(out);
+    append_word(out, _choices_since_mark);
+    append_word(out, _values_since_mark);
+  }
   return out;
 }
 
 void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   WordReader in(state);
-  if (in.word() != kStateTag) {
+  const std::uint64_t tag = in.word();
+  if (tag != kStateTag && tag != kSnapshotStateTag) {
     throw CorruptData("reprise msglog: the log's state saved with the checkpoint is not one this version reads");
   }
+  const bool snapshot = tag == kSnapshotStateTag;
+  if (snapshot) (void)read_next_sends(in);
   const std::uint64_t clock = in.word();
   _any_posted = in.word();
   // A survivor rolled back keeps its handles of the communicators made
@@ -653,6 +699,8 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   Members& members = add_members(app, _app_key, rank, {});
   read_channels(in, members);
   read_derived(in);
+  auto results = snapshot ? read_collective_results(in) : decltype(_collective_results){};
+  const MadeSinceMark counts = snapshot ? MadeSinceMark{.choices = in.word(), .values = in.word()} : MadeSinceMark{};
   if (!in.ok() || in.remaining() != 0) throw CorruptData("reprise msglog: the log's saved state is cut short");
   _comms[app] = CommInfo{.key = _app_key, .physical = app, .rank = rank, .children = children, .members = &members};
   for (const auto& [handle, key] : held) {
@@ -673,11 +721,14 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   _pinned.clear();
   _replayed.clear();
   _replayed_values.clear();
-  _collective_results.clear();
+  _collective_results = std::move(results);
   _served.clear();
   _collectives = 0;
   _collectives_before_checkpoint.reset();
   _foreign_collectives = 0;
+  _late_log = snapshot;
+  _choices_since_mark = counts.choices;
+  _values_since_mark = counts.values;
 }
 
 void Runtime::rejoin(MPI_Comm app, std::span<const std::byte> state, std::span<const int> lost, bool rolled_back) {
@@ -790,4 +841,29 @@ extern "C" __attribute__((visibility("default"))) int reprise_msglog_rejoin(int 
     runtime.rejoin(MPI_Comm_f2c(app), {static_cast<const std::byte*>(state), size},
                    {lost, static_cast<std::size_t>(count)}, rolled_back != 0);
   });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_snapshot_state(
+    void (*sink)(void* context, const void* bytes, std::size_t size), void* context) {
+  return with_runtime("reprise_msglog_snapshot_state", [&](reprise::detail::Runtime& runtime) {
+    const std::vector<std::byte> state = runtime.snapshot_state();
+    sink(context, state.data(), state.size());
+  });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_consumed_from(
+    int lost, void (*sink)(void* context, const void* bytes, std::size_t size), void* context) {
+  return with_runtime("reprise_msglog_consumed_from", [&](reprise::detail::Runtime& runtime) {
+    const std::vector<std::byte> report = runtime.consumed_from(lost);
+    sink(context, report.data(), report.size());
+  });
+}
+
+extern "C" __attribute__((visibility("default"))) int reprise_msglog_covers(const void* state, std::size_t size,
+                                                                            const void* reports,
+                                                                            std::size_t reports_size) {
+  return reprise::detail::Runtime::covers({static_cast<const std::byte*>(state), size},
+                                          {static_cast<const std::byte*>(reports), reports_size})
+             ? 1
+             : 0;
 }

@@ -170,6 +170,19 @@ struct ConsumedReport {
   ReceiveWindow<Sequence> consumed;
 };
 
+/// What a saved state of the log is for: a checkpoint (collective, with the
+/// messages its receivers had not consumed) or a snapshot of one process
+/// between two checkpoints (without a collective, nor any message).
+enum class StateKind { kCheckpoint, kSnapshot };
+/// A snapshot's counts of what the process made since the last mark.
+struct MadeSinceMark {
+  std::uint64_t choices = 0;
+  std::uint64_t values = 0;
+};
+
+/// The first word of a snapshot's state (the format's version).
+inline constexpr std::uint64_t kSnapshotStateTag = 0x7265706c61790003;
+
 /// Where part of a collective's result lies: `count` elements of `type` at `buffer`.
 struct ResultPiece {
   void* buffer = nullptr;
@@ -415,6 +428,20 @@ class Runtime {
   /// over `app`); `lost`: the original ranks replaced; `rolled_back`: every
   /// process restarts from its checkpoint (else this one replays alone).
   void rejoin(MPI_Comm app, std::span<const std::byte> state, std::span<const int> lost, bool rolled_back);
+  /// The log's state for a snapshot of this process alone, taken between
+  /// two checkpoints without a collective (snapshot.cpp): the pending
+  /// determinants go to the buddy first; it holds no logged message, so it
+  /// serves a recovery only if every receiver consumed all that this
+  /// process sent before it (`covers`). Empty when a message this process
+  /// sent to itself is not consumed yet (no snapshot then).
+  [[nodiscard]] std::vector<std::byte> snapshot_state();
+  /// What this process consumed from the process of world rank `lost`, per
+  /// communicator, for `covers`.
+  [[nodiscard]] std::vector<std::byte> consumed_from(int lost) const;
+  /// Whether the snapshot's `state` can serve a recovery: each receiver's
+  /// report in `reports` (consumed_from's, back to back) says it consumed
+  /// every message sent before the snapshot.
+  [[nodiscard]] static bool covers(std::span<const std::byte> state, std::span<const std::byte> reports);
 
  private:
   /// Where MPI receives a message: a staging buffer, or a datatype over
@@ -552,11 +579,11 @@ class Runtime {
   void repost(const std::map<std::uint64_t, MPI_Comm>& keys);
   /// The members and channels of the communicators made from the Driver's,
   /// for the saved state, and back (a replacement's, before remake_derived).
-  void append_derived(std::vector<std::byte>& out, const std::vector<ConsumedReport>& reports) const;
+  void append_derived(std::vector<std::byte>& out, const std::vector<ConsumedReport>& reports, StateKind kind) const;
   void read_derived(WordReader& in);
-  /// A communicator's channels, and the logged messages `reports` do not say consumed.
-  void append_channels(std::vector<std::byte>& out, const Members& members,
-                       const std::vector<ConsumedReport>& reports) const;
+  /// A communicator's channels, and (for a checkpoint) the logged messages `reports` do not say consumed.
+  void append_channels(std::vector<std::byte>& out, const Members& members, const std::vector<ConsumedReport>& reports,
+                       StateKind kind) const;
   void read_channels(WordReader& in, Members& members);
   /// The survivor's side: the Driver's communicator is `healed` now.
   void remap(MPI_Comm healed);
@@ -583,8 +610,20 @@ class Runtime {
   void unpack_result(std::span<const std::byte> packed, std::span<const ResultPiece> result) const;
   /// The log's state (the Driver's communicator's channels, the messages
   /// `reports` do not say consumed, the clock).
-  [[nodiscard]] std::vector<std::byte> save_state(const std::vector<ConsumedReport>& reports) const;
+  [[nodiscard]] std::vector<std::byte> save_state(const std::vector<ConsumedReport>& reports, StateKind kind) const;
   void load_state(std::span<const std::byte> state, MPI_Comm app);
+  /// A snapshot's state: first every channel's next number (`covers` reads them), last the collectives' results
+  /// since the checkpoint; and back.
+  void append_next_sends(std::vector<std::byte>& out) const;
+  /// Whether the saved state holds `members`' channels: the Driver's communicator and those made from it.
+  [[nodiscard]] bool in_state(const Members& members) const;
+  [[nodiscard]] static std::vector<std::array<std::uint64_t, 3>> read_next_sends(WordReader& in);
+  void append_collective_results(std::vector<std::byte>& out) const;
+  [[nodiscard]] static std::map<std::uint64_t, std::vector<std::vector<std::byte>>> read_collective_results(
+      WordReader& in);
+  /// relink_buddies(): the replaced process's own events, which it follows
+  /// from the clock of the state it was restored from.
+  void follow_events(const std::vector<Event>& events);
 
   mutable std::recursive_mutex _mutex;  ///< see enter()
   bool _shared = false;
@@ -616,6 +655,16 @@ class Runtime {
   std::uint64_t _app_key = 0;               ///< the key of the Driver's communicator (at the last mark_and_save)
   std::uint64_t _discarded_at_mark = 0;     ///< log bytes discarded at the bound before the last mark
   std::vector<int> _incomplete;             ///< by world rank: events since the checkpoint lost with the buddy
+  /// Restored from a snapshot since the last mark: what it sent between the
+  /// checkpoint and the snapshot is in no log; `_late_logs`, by world rank,
+  /// whose log is so (at the last resynchronisation).
+  bool _late_log = false;
+  std::vector<int> _late_logs;
+  /// Non-deterministic calls (each a choice a replay gives back) and values
+  /// from outside MPI since the last mark: a replacement restored from a
+  /// snapshot skips as many of its events.
+  std::uint64_t _choices_since_mark = 0;
+  std::uint64_t _values_since_mark = 0;
   std::unordered_map<ChannelKey, ReceiveWindow<Sequence>, ChannelKeyHash>
       _peer_consumed;  ///< at the last resynchronisation
   std::unordered_map<std::uint64_t, int>

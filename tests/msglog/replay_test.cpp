@@ -200,32 +200,56 @@ void expect_consistent(Comm& comm, const State& state) {
     EXPECT_EQ(chains[static_cast<std::size_t>(w)], worker_chain[static_cast<std::size_t>(w)]);
 }
 
+/// Where a replacement restarts: from its checkpoint (the Driver sends no
+/// snapshots), from a snapshot its predecessor sent after it, or either (a
+/// snapshot serves only if every survivor consumed what was sent before it).
+enum class Restart { kCheckpoint, kSnapshot, kEither };
+
+/// A replacement ran each step once from where `restart` says up to the end.
+void expect_restarted(const Comm& comm, const std::vector<Kill>& kills, const std::vector<std::uint64_t>& executed,
+                      Restart restart) {
+  ASSERT_FALSE(executed.empty());
+  const auto last = std::ranges::find_if(kills.rbegin(), kills.rend(),
+                                         [&](const Kill& kill) { return kill.rank == comm.original_rank().value(); });
+  ASSERT_NE(last, kills.rend());
+  const std::uint64_t checkpointed = last->step / kCheckpointEvery * kCheckpointEvery;
+  if (restart == Restart::kCheckpoint) {
+    EXPECT_EQ(executed.front(), checkpointed) << "restarted from its checkpoint";
+  }
+  if (restart == Restart::kSnapshot) {
+    EXPECT_GT(executed.front(), checkpointed) << "restarted from a snapshot";
+  }
+  EXPECT_GE(executed.front(), checkpointed);
+  EXPECT_LE(executed.front(), last->step) << "restarted before the step its predecessor died in";
+  for (std::size_t i = 1; i < executed.size(); ++i) EXPECT_EQ(executed[i], executed[i - 1] + 1);
+  EXPECT_EQ(executed.back(), kSteps - 1);
+}
+
 /// The run under the driver in replay mode with `kills`. With `replays`,
 /// each lost process replays alone (a survivor runs every step once); else
 /// the one failure makes every process roll back to the checkpoint before it.
-void replay_run(const std::vector<Kill>& kills, bool replays, Gather gather = Gather::kAnySource) {
+void replay_run(const std::vector<Kill>& kills, bool replays, Gather gather = Gather::kAnySource,
+                Restart restart = Restart::kEither) {
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
   Checkpoint checkpoint(comm);
   MasterWorker app(comm, checkpoint, gather);
-  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  DriverConfig config{.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}};
+  if (restart == Restart::kCheckpoint) config.snapshots_per_interval = 0;
+  Driver driver(comm, checkpoint, config);
   driver.run(kSteps, [&](std::uint64_t step) { app.step(step, kills); });
   expect_consistent(comm, app.state());
   const std::vector<std::uint64_t>& executed = app.executed();
   if (comm.is_replacement()) {
-    // From its checkpoint to the end, each step once.
-    ASSERT_FALSE(executed.empty());
-    EXPECT_EQ(executed.front() % kCheckpointEvery, 0U) << "restarted from a checkpoint";
-    for (std::size_t i = 1; i < executed.size(); ++i) EXPECT_EQ(executed[i], executed[i - 1] + 1);
-    EXPECT_EQ(executed.back(), kSteps - 1);
+    expect_restarted(comm, kills, executed, restart);
     return;
   }
   const std::uint64_t failed_at = kills.front().step;
-  const std::uint64_t restart = failed_at / kCheckpointEvery * kCheckpointEvery;
+  const std::uint64_t checkpointed = failed_at / kCheckpointEvery * kCheckpointEvery;
   // Rolled back, a survivor ran the steps from the checkpoint to the failure twice.
   std::vector<std::uint64_t> expected;
   for (std::uint64_t s = 0; s < (replays ? kSteps : failed_at + 1); ++s) expected.push_back(s);
-  for (std::uint64_t s = restart; s < kSteps && !replays; ++s) expected.push_back(s);
+  for (std::uint64_t s = checkpointed; s < kSteps && !replays; ++s) expected.push_back(s);
   EXPECT_EQ(executed, expected);
   if (!replays) {
     ASSERT_EQ(driver.recoveries().size(), 1U);
@@ -340,7 +364,7 @@ class Halo {
 /// The halo exchange under the driver in replay mode, `victim` killed at
 /// step `kill_at` where `point` says, checkpointing as `cadence` says.
 void halo_run(int victim, std::uint64_t kill_at, Halo::KillPoint point,
-              Cadence cadence = {.every_steps = kCheckpointEvery}) {
+              Cadence cadence = {.every_steps = kCheckpointEvery}, Restart restart = Restart::kEither) {
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
   Checkpoint checkpoint(comm);
@@ -351,7 +375,11 @@ void halo_run(int victim, std::uint64_t kill_at, Halo::KillPoint point,
   const auto expected = Halo::failure_free(comm.size(), kSteps, chains);
   EXPECT_EQ(app.cells(), expected[static_cast<std::size_t>(comm.rank().value())]) << "every cell, bitwise";
   EXPECT_EQ(app.chain(), chains[static_cast<std::size_t>(comm.rank().value())]);
-  if (comm.is_replacement()) return;
+  if (comm.is_replacement()) {
+    // Where the checkpoints fall is known only with every_steps and no bound of the log.
+    if (restart != Restart::kEither) expect_restarted(comm, {{victim, kill_at, 0}}, app.executed(), restart);
+    return;
+  }
   std::vector<std::uint64_t> once(kSteps);
   for (std::uint64_t s = 0; s < kSteps; ++s) once[s] = s;
   EXPECT_EQ(app.executed(), once) << "a survivor never runs a step twice";
@@ -477,6 +505,10 @@ TEST(Replay, AHaloExchangeWithAllreducesReplaysAKillInsideTheCollective) {
 
 TEST(Replay, AHaloExchangeReplaysAKillJustAfterACheckpoint) { halo_run(1, 6, Halo::KillPoint::kStepStart); }
 
+TEST(Replay, AHaloExchangeReplaysFromTheLastSnapshot) {
+  halo_run(1, 11, Halo::KillPoint::kBeforeAllreduce, {.every_steps = kCheckpointEvery}, Restart::kSnapshot);
+}
+
 // Run with a log bound of 150 bytes (msglog_replay_bounded): 6 steps of the
 // halo exchange (40 bytes per step per process) would pass it, so the
 // driver checkpoints every step once it has measured the rate; the kill at
@@ -492,6 +524,21 @@ TEST(Replay, AHaloExchangeAtATimeBasedCadenceReplays) {
 }
 
 TEST(Replay, AKilledWorkerReplaysAloneAndNoSurvivorRollsBack) { replay_run({{2, 9, 0}}, true); }
+
+TEST(Replay, AKilledWorkerReplaysFromItsCheckpointWithoutSnapshots) {
+  replay_run({{2, 9, 0}}, true, Gather::kAnySource, Restart::kCheckpoint);
+}
+
+// Killed at step 11, five steps after its checkpoint: a snapshot sent
+// before step 7 reached its holder two steps before (every process is
+// within a step of the master), and the survivors consumed all it sent before.
+TEST(Replay, AKilledWorkerReplaysFromItsLastSnapshot) {
+  replay_run({{2, 11, 0}}, true, Gather::kAnySource, Restart::kSnapshot);
+}
+
+TEST(Replay, AKilledMasterReplaysItsTestsomePollingFromItsLastSnapshot) {
+  replay_run({{0, 11, 0}}, true, Gather::kTestsome, Restart::kSnapshot);
+}
 
 TEST(Replay, AKilledMasterReplaysItsAnySourceMatchesFromItsBuddy) { replay_run({{0, 9, 0}}, true); }
 
@@ -512,12 +559,41 @@ TEST(Replay, TwoProcessesKilledAtDifferentTimesEachReplayAlone) {
 // the second replacement replays from step 6 again, with every event the
 // first master made (its replacement stored them at its buddy again).
 TEST(Replay, AProcessKilledAgainDuringItsReplayReplaysAgain) {
-  replay_run({{0, 9, 0}, {0, 7, 1}}, true, Gather::kTestsome);
+  replay_run({{0, 9, 0}, {0, 7, 1}}, true, Gather::kTestsome, Restart::kCheckpoint);
+}
+
+// The master at step 11, and its replacement, replaying from a snapshot,
+// at step 11 again: the second one replays from a snapshot again.
+TEST(Replay, AProcessKilledAgainDuringItsReplayFromASnapshotReplaysAgain) {
+  replay_run({{0, 11, 0}, {0, 11, 1}}, true, Gather::kTestsome, Restart::kSnapshot);
 }
 
 // Process 2 holds the determinants of process 1 (on one host, the next
 // rank): losing both, nobody can replay 1, and every process rolls back.
 TEST(Replay, AProcessLostWithItsBuddyRollsEveryProcessBack) { replay_run({{1, 9, 0}, {2, 9, 0}}, false); }
+
+// Process 2 at step 8 replays from a snapshot; process 3 at step 10, before
+// the next checkpoint (12), may need what 2 sent between the checkpoint and
+// that snapshot, which no log holds: every process rolls back to step 6,
+// and the result is still the failure-free one.
+TEST(Replay, ASecondFailureAfterAReplayFromASnapshotRollsEveryProcessBack) {
+  const std::vector<Kill> kills = {{2, 8, 0}, {3, 10, 1}};
+  ASSERT_TRUE(msglog::active());
+  Comm comm = Comm::world();
+  Checkpoint checkpoint(comm);
+  MasterWorker app(comm, checkpoint, Gather::kAnySource);
+  Driver driver(comm, checkpoint, {.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}});
+  driver.run(kSteps, [&](std::uint64_t step) { app.step(step, kills); });
+  expect_consistent(comm, app.state());
+  if (comm.is_replacement()) return;
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t s = 0; s <= 10; ++s) expected.push_back(s);
+  for (std::uint64_t s = 6; s < kSteps; ++s) expected.push_back(s);
+  EXPECT_EQ(app.executed(), expected) << "the survivors rolled back once, at the second failure";
+  ASSERT_EQ(driver.recoveries().size(), 2U);
+  EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
+  EXPECT_EQ(driver.recoveries()[1].mode, RecoveryMode::kRespawn);
+}
 
 // Processes 1 and 3 at step 9: on 4 processes with 2 copies each holds the
 // other's checkpoint, so both states are lost, though each one's buddy (the
