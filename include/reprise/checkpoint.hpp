@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,6 +30,7 @@ namespace reprise {
 
 namespace detail {
 struct CheckpointInternals;
+struct SnapshotTransfers;
 /// Asks the kernel for transparent huge pages on the whole huge pages of
 /// [data, data + bytes), which nothing has touched yet: a restore's fresh
 /// memory faults in faster and a later move pins fewer pages. A hint only.
@@ -259,7 +261,7 @@ class Checkpoint {
   // its state, with the log's state for a snapshot, to the first holder of its checkpoint's copy,
   // which keeps the last one it received of this version; restore_as(kReplacements) serves a lone
   // replacement its snapshot instead when the log says it can.
-  void enable_snapshots() noexcept { _snapshots_enabled = true; }
+  void enable_snapshots();
   /// Sends this process's snapshot, unless the last one is still on its way (not collective).
   void send_snapshot();
   /// Keeps the snapshots that arrived here (not collective).
@@ -329,14 +331,10 @@ class Checkpoint {
   std::uint64_t _next_hook = 1;
   bool _carries_log = false;          // carry_message_log()
   std::vector<std::byte> _log_state;  // the message log's state, saved with each commit
-  bool _snapshots_enabled = false;
-  std::vector<std::byte> _snapshot_out;  // this process's last snapshot (the version appended), while it is sent
-  MPI_Request _snapshot_send = MPI_REQUEST_NULL;
-  std::vector<std::vector<std::byte>> _abandoned_snapshots;   // transfers a recovery let go: MPI may still use them
-  std::map<OriginalRank, std::vector<std::byte>> _snapshots;  // the last one of each process, of this version
-  std::vector<std::byte> _snapshot_in;                        // the buffer the next one arrives in
-  MPI_Request _snapshot_receive = MPI_REQUEST_NULL;
-  OriginalRank _snapshot_from{0};  // whose is arriving
+  // enable_snapshots(): the snapshots on their way (snapshots.cpp; what MPI may still use outlives
+  // the checkpoint), and the last one of each process received here, of this version.
+  std::shared_ptr<detail::SnapshotTransfers> _transfers;
+  std::map<OriginalRank, std::vector<std::byte>> _snapshots;
   // Last, so that they go first: the copies still landing, and whose they are.
   mutable std::vector<OriginalRank> _arriving_owners;
   mutable std::function<std::optional<std::map<OriginalRank, std::vector<std::byte>>>()> _copies_arriving;

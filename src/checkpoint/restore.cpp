@@ -138,7 +138,7 @@ void Checkpoint::restore_as(RestoreScope scope) try {
   }
   abandon_snapshot_transfers();
   // A lone replacement in a replay may be served its snapshot (snapshots.cpp).
-  const bool lone = scope == RestoreScope::kReplacements && _snapshots_enabled && needs.size() == 1;
+  const bool lone = scope == RestoreScope::kReplacements && _transfers != nullptr && needs.size() == 1;
   std::vector<GatherMessage> messages;
   for (const auto& [needy, slot] : needs) {
     const OriginalRank owner = _slots.owners()[slot];

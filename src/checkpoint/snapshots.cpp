@@ -40,6 +40,45 @@ void assign_bytes(void* context, const void* bytes, std::size_t size) {
 
 }  // namespace
 
+namespace detail {
+
+/// This process's snapshot on its way to its holder, and the one arriving
+/// here. MPI may still use their buffers after a recovery let them go, or
+/// after the checkpoint is gone (a holder that never took the last one):
+/// those buffers are kept to the end of the process.
+struct SnapshotTransfers {
+  std::vector<std::byte> out;  // the version appended
+  MPI_Request send = MPI_REQUEST_NULL;
+  std::vector<std::byte> in;
+  MPI_Request receive = MPI_REQUEST_NULL;
+  OriginalRank from{0};  // whose is arriving
+
+  SnapshotTransfers() = default;
+  SnapshotTransfers(const SnapshotTransfers&) = delete;
+  SnapshotTransfers& operator=(const SnapshotTransfers&) = delete;
+  ~SnapshotTransfers() { let_go(); }
+
+  void let_go() noexcept {
+    int finalized = 0;
+    PMPI_Finalized(&finalized);
+    if (finalized != 0) return;  // MPI uses nothing any more
+    static auto* const kept = new std::vector<std::vector<std::byte>>;
+    for (auto* request : {&send, &receive}) {
+      if (*request == MPI_REQUEST_NULL) continue;
+      PMPI_Request_free(request);
+      kept->push_back(std::move(request == &send ? out : in));
+    }
+    out.clear();
+    in.clear();
+  }
+};
+
+}  // namespace detail
+
+void Checkpoint::enable_snapshots() {
+  if (_transfers == nullptr) _transfers = std::make_shared<detail::SnapshotTransfers>();
+}
+
 std::optional<Rank> Checkpoint::snapshot_holder() const {
   const auto mine = _slots.slot_of(_comm.original_rank());
   if (!mine) return std::nullopt;
@@ -56,10 +95,11 @@ std::optional<Rank> Checkpoint::snapshot_holder() const {
 }
 
 void Checkpoint::send_snapshot() {
-  if (!_snapshots_enabled || !has_commit()) return;
-  if (_snapshot_send != MPI_REQUEST_NULL) {
+  if (_transfers == nullptr || !has_commit()) return;
+  detail::SnapshotTransfers& t = *_transfers;
+  if (t.send != MPI_REQUEST_NULL) {
     int sent = 0;
-    if (PMPI_Test(&_snapshot_send, &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS || sent == 0) return;
+    if (PMPI_Test(&t.send, &sent, MPI_STATUS_IGNORE) != MPI_SUCCESS || sent == 0) return;
   }
   const auto holder = snapshot_holder();
   if (!holder || *holder == _comm.rank()) return;
@@ -68,25 +108,26 @@ void Checkpoint::send_snapshot() {
   std::vector<std::byte> log_state;
   if (snapshot_state == nullptr || snapshot_state(assign_bytes, &log_state) != 0 || log_state.empty()) return;
   std::swap(_log_state, log_state);
-  serialize(_snapshot_out);
+  serialize(t.out);
   std::swap(_log_state, log_state);
-  detail::append_word(_snapshot_out, _version);
-  if (PMPI_Isend(_snapshot_out.data(), detail::mpi_count(_snapshot_out.size()), MPI_BYTE, holder->value(), kSnapshotTag,
-                 detail::CommInternals::internal(_comm), &_snapshot_send) != MPI_SUCCESS) {
-    _snapshot_send = MPI_REQUEST_NULL;  // a failure: the recovery follows
+  detail::append_word(t.out, _version);
+  if (PMPI_Isend(t.out.data(), detail::mpi_count(t.out.size()), MPI_BYTE, holder->value(), kSnapshotTag,
+                 detail::CommInternals::internal(_comm), &t.send) != MPI_SUCCESS) {
+    t.send = MPI_REQUEST_NULL;  // a failure: the recovery follows
   }
 }
 
 // One at a time, received without waiting: its sender may be computing,
 // far from the MPI call that would move the bytes.
 void Checkpoint::receive_snapshots() {
-  if (!_snapshots_enabled) return;
+  if (_transfers == nullptr) return;
+  detail::SnapshotTransfers& t = *_transfers;
   const MPI_Comm internal = detail::CommInternals::internal(_comm);
   for (;;) {
     // An error (a failure not yet acknowledged) leaves it to the recovery.
-    if (_snapshot_receive != MPI_REQUEST_NULL) {
+    if (t.receive != MPI_REQUEST_NULL) {
       int arrived = 0;
-      if (PMPI_Test(&_snapshot_receive, &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS || arrived == 0) return;
+      if (PMPI_Test(&t.receive, &arrived, MPI_STATUS_IGNORE) != MPI_SUCCESS || arrived == 0) return;
       keep_snapshot();
     }
     int found = 0;
@@ -97,33 +138,27 @@ void Checkpoint::receive_snapshots() {
     }
     int bytes = 0;
     PMPI_Get_count(&status, MPI_BYTE, &bytes);
-    _snapshot_in.resize(static_cast<std::size_t>(bytes));
-    _snapshot_from = _comm.original_rank(Rank{status.MPI_SOURCE});
-    if (PMPI_Imrecv(_snapshot_in.data(), bytes, MPI_BYTE, &message, &_snapshot_receive) != MPI_SUCCESS) {
-      _snapshot_receive = MPI_REQUEST_NULL;
+    t.in.resize(static_cast<std::size_t>(bytes));
+    t.from = _comm.original_rank(Rank{status.MPI_SOURCE});
+    if (PMPI_Imrecv(t.in.data(), bytes, MPI_BYTE, &message, &t.receive) != MPI_SUCCESS) {
+      t.receive = MPI_REQUEST_NULL;
       return;
     }
   }
 }
 
 void Checkpoint::keep_snapshot() {
+  std::vector<std::byte>& in = _transfers->in;
   std::uint64_t version = 0;
-  if (_snapshot_in.size() < sizeof version) return;
-  std::memcpy(&version, _snapshot_in.data() + _snapshot_in.size() - sizeof version, sizeof version);
+  if (in.size() < sizeof version) return;
+  std::memcpy(&version, in.data() + in.size() - sizeof version, sizeof version);
   if (version != _version) return;  // taken before the last commit
-  _snapshot_in.resize(_snapshot_in.size() - sizeof version);
-  std::swap(_snapshots[_snapshot_from], _snapshot_in);
+  in.resize(in.size() - sizeof version);
+  std::swap(_snapshots[_transfers->from], in);
 }
 
 void Checkpoint::abandon_snapshot_transfers() {
-  // MPI may still use their buffers: they are kept.
-  for (auto* request : {&_snapshot_send, &_snapshot_receive}) {
-    if (*request == MPI_REQUEST_NULL) continue;
-    PMPI_Request_free(request);
-    _abandoned_snapshots.push_back(std::move(request == &_snapshot_send ? _snapshot_out : _snapshot_in));
-  }
-  _snapshot_out.clear();
-  _snapshot_in.clear();
+  if (_transfers != nullptr) _transfers->let_go();
 }
 
 bool Checkpoint::snapshot_serves(OriginalRank owner, Rank holder) {
