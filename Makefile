@@ -219,8 +219,9 @@ bench: build
 # The chaos campaign (docs/RELIABILITY.md): CHAOS_SEEDS seeded scenarios of
 # store, variable store, checkpoint/driver and incremental checkpoints with
 # real kills at random moments, each put in one category, then
-# CHAOS_REPLAY_SEEDS of the replay family (the message log's replay); the
-# last line of each is a JSON summary.
+# CHAOS_REPLAY_SEEDS of the replay family (the message log's replay) and as
+# many of replay-steps (the same under Driver::run(steps, step), with
+# snapshots); the last line of each is a JSON summary.
 # make chaos CHAOS_SEEDS=1000 is the long campaign.
 CHAOS_SEEDS ?= 60
 CHAOS_FIRST_SEED ?= 1
@@ -228,6 +229,8 @@ CHAOS_REPLAY_SEEDS ?= 20
 chaos: build
 	@scripts/chaos --seeds $(CHAOS_SEEDS) --first-seed $(CHAOS_FIRST_SEED) --build $(BUILD)
 	@scripts/chaos --seeds $(CHAOS_REPLAY_SEEDS) --first-seed $(CHAOS_FIRST_SEED) --family replay --build $(BUILD)
+	@scripts/chaos --seeds $(CHAOS_REPLAY_SEEDS) --first-seed $(CHAOS_FIRST_SEED) --family replay-steps \
+	  --build $(BUILD)
 
 clean:
 	rm -rf build

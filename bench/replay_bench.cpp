@@ -16,7 +16,7 @@
 // The replacement is spawned, or with REPRISE_SPARES=1 (one more process)
 // a spare started with the job takes the lost process's place. In a replay
 // each process sends its holder --snapshots snapshots of its state per
-// checkpoint interval (DriverConfig::snapshots_per_interval, default 16; 0:
+// checkpoint interval (Cadence::snapshots_per_interval, default 16; 0:
 // none), from the last of which a replacement replays when it can.
 // One JSON line per job (times in seconds, each the slowest survivor's):
 //   {"bench":"replay","app":..,"mode":"replay"|"rollback","replacement":"spawned"|"spare","ranks":..,
@@ -73,13 +73,13 @@ struct Options {
   std::string mode = "replay";
   std::uint64_t steps = 1200;
   std::uint64_t every = 400;
-  std::uint64_t seed = 1;                                          // draws the victim and its step
-  std::optional<std::uint64_t> kill_step;                          // default: drawn from the seed
-  std::optional<int> victim;                                       // default: drawn from the seed
-  std::size_t edge = 64;                                           // heat3d: points along x and y
-  std::size_t planes = 32;                                         // heat3d: z planes per process
-  std::uint64_t task_work = 200000;                                // master_worker: mixing rounds per task
-  int snapshots = reprise::DriverConfig{}.snapshots_per_interval;  // replay: per checkpoint interval
+  std::uint64_t seed = 1;                               // draws the victim and its step
+  std::optional<std::uint64_t> kill_step;               // default: drawn from the seed
+  std::optional<int> victim;                            // default: drawn from the seed
+  std::size_t edge = 64;                                // heat3d: points along x and y
+  std::size_t planes = 32;                              // heat3d: z planes per process
+  std::uint64_t task_work = 200000;                     // master_worker: mixing rounds per task
+  int snapshots = reprise::Cadence::kDefaultSnapshots;  // replay: per checkpoint interval
 };
 
 Options parse(int argc, char** argv) {
@@ -307,7 +307,7 @@ RunResult run_once(reprise::Comm& comm, const Options& options, const Failure& f
   const auto mode = options.mode == "replay" ? reprise::RecoveryMode::kReplay : reprise::RecoveryMode::kRespawn;
   reprise::Driver driver(
       comm, checkpoint,
-      {.mode = mode, .cadence = {.every_steps = options.every}, .snapshots_per_interval = options.snapshots});
+      {.mode = mode, .cadence = {.every_steps = options.every, .snapshots_per_interval = options.snapshots}});
   if (!comm.is_replacement()) comm.barrier();
   const double start = MPI_Wtime();
   StepClocks clocks(window, failure.step, comm.is_replacement());

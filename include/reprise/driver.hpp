@@ -45,19 +45,33 @@ struct Recovery {
   int attempts = 1;                            ///< more than 1 if processes failed during the recovery
 };
 
-/// How often `Driver::run(steps, step)` checkpoints: set at most one; with
-/// none set (`Cadence{}`, the default) about every `kDefaultSeconds` seconds.
-/// Intervals in seconds become a number of steps, from the slowest process's
-/// measured time per step (and checkpoint cost), so every process decides
-/// alike without a collective per step.
+/// How often `Driver::run(steps, step)` checkpoints, and in replay mode how
+/// many snapshots it takes between two checkpoints. Of the interval's
+/// three settings, set at most one; with none set (`Cadence{}`, the
+/// default) about every `kDefaultSeconds` seconds. Intervals in seconds
+/// become a number of steps, from the slowest process's measured time per
+/// step (and checkpoint cost), so every process decides alike without a
+/// collective per step.
 struct Cadence {
   /// The interval, in seconds of steps, when none of the three is set.
   static constexpr double kDefaultSeconds = 10;
+  /// The snapshots per interval unless set.
+  static constexpr int kDefaultSnapshots = 16;
   std::uint64_t every_steps = 0;  ///< before every n-th step
   double every_seconds = 0;       ///< about every this many seconds of steps
   /// Young/Daly's optimal interval (`young_daly_interval`) for this mean
   /// time between failures and the measured checkpoint cost.
   double mtbf_seconds = 0;
+  /// `RecoveryMode::kReplay`: how many snapshots of its own state each
+  /// process sends the first holder of its checkpoint's copy between two
+  /// checkpoints, evenly spaced (0: none). A lone replacement replays from
+  /// its predecessor's last snapshot instead of from the checkpoint when
+  /// every other process consumed all that its predecessor sent before it,
+  /// so that the others wait for a few steps of catch-up instead of all the
+  /// steps since the checkpoint. Costs a copy of the state per snapshot
+  /// (sent without a collective, taken by the holder between two of its
+  /// steps) and, on the holder, the memory of one more copy.
+  int snapshots_per_interval = kDefaultSnapshots;
 };
 
 /// How the driver behaves.
@@ -71,17 +85,6 @@ struct DriverConfig {
   /// that the step need not; replacements never fail by it. The driver
   /// reads and checks the plan on construction.
   bool inject_faults = false;
-  /// `RecoveryMode::kReplay`: how many snapshots of its own state each
-  /// process sends the first holder of its checkpoint's copy between two
-  /// checkpoints of `run(steps, step)`, evenly spaced (0: none). A lone
-  /// replacement replays from its predecessor's last snapshot instead of
-  /// from the checkpoint when every other process consumed all that its
-  /// predecessor sent before it, so that the others wait for a few steps of
-  /// catch-up instead of all the steps since the checkpoint. Costs a copy of
-  /// the state per snapshot (sent without a collective, taken by the holder
-  /// between two of its steps) and, on the holder, the memory of one more
-  /// copy.
-  int snapshots_per_interval = 16;
 };
 
 /// The checkpoints `Driver::run(steps, step)` took on this process.
@@ -238,6 +241,7 @@ class Driver {
   bool _rollback_agreed = false;
   std::exception_ptr _log_error;  // met in a hook of the message log, not a failure: the loop raises it
   bool _in_checkpoint = false;    // run(steps, step) met the failure in its checkpoint, between two steps
+  std::uint64_t _version_before_checkpoint = 0;  // kReplay: the checkpoint's version when that checkpoint began
   // kReplay: in the checkpoint a rollback takes, which a replacement replaying would not take
   // (a failure met there rolls back again), and whether this process refused a replay for it.
   bool _in_rollback_checkpoint = false;

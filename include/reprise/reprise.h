@@ -193,8 +193,8 @@ typedef enum reprise_recovery_mode {
   REPRISE_REPLAY = 2   /**< the lost process alone is replayed from the message log (docs/guide/msglog.md) */
 } reprise_recovery_mode;
 /** Configuration of a driver; zero fields take the defaults (`{0}`: respawn, a checkpoint about every
- * 10 seconds of steps, at most 64 recoveries, no faults injected). Of the cadence, `every_steps`,
- * `every_seconds` and `mtbf_seconds`, set at most one (`reprise_driver_run` refuses two with
+ * 10 seconds of steps, at most 64 recoveries, no faults injected, 16 snapshots per interval in replay mode). Of the
+ * cadence, `every_steps`, `every_seconds` and `mtbf_seconds`, set at most one (`reprise_driver_run` refuses two with
  * `REPRISE_ERR_USAGE`); with none set the driver checkpoints about every 10 seconds of steps. */
 typedef struct reprise_driver_config {
   reprise_recovery_mode mode; /**< how to recover; 0: `REPRISE_RESPAWN` */
@@ -206,6 +206,9 @@ typedef struct reprise_driver_config {
                                    dies at step 30) before each step, as `reprise_faults_apply` would in the
                                    step; `reprise_driver_create` refuses a malformed plan, a rank the job never
                                    had or a node fault with `REPRISE_ERR_USAGE`; 0: none */
+  int snapshots_per_interval; /**< `REPRISE_REPLAY`: snapshots of each process's state between two checkpoints,
+                                   from which a lone replacement replays instead of from the checkpoint
+                                   (docs/guide/msglog.md); 0: 16; negative: none */
 } reprise_driver_config;
 /** A recovery the driver made, as its recovery function sees it. */
 typedef struct reprise_recovery {

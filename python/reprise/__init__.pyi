@@ -181,15 +181,18 @@ class Recovery:
         """More than 1 if processes failed during the recovery."""
 
 class Cadence:
-    """How often Driver.run(steps, step) checkpoints: set at most one of every_steps (before every n-th step),
-    every_seconds (about every this many seconds of steps) and mtbf_seconds (Young/Daly's interval for this
-    mean time between failures); with none set (Cadence(), the Driver's default), about every 10 seconds of
-    steps."""
+    """How often Driver.run(steps, step) checkpoints, and in replay mode how many snapshots it takes between two
+    checkpoints. Of the interval, set at most one of every_steps (before every n-th step), every_seconds (about
+    every this many seconds of steps) and mtbf_seconds (Young/Daly's interval for this mean time between
+    failures); with none set (Cadence(), the Driver's default), about every 10 seconds of steps."""
     every_steps: int
     every_seconds: float
     mtbf_seconds: float
-    def __init__(self, every_steps: int = 0, every_seconds: float = 0.0, mtbf_seconds: float = 0.0) -> None:
-        """A cadence; Driver.run(steps, step) raises UsageError if more than one is set."""
+    snapshots_per_interval: int
+    def __init__(self, every_steps: int = 0, every_seconds: float = 0.0, mtbf_seconds: float = 0.0,
+                 snapshots_per_interval: int = 16) -> None:
+        """A cadence; Driver.run(steps, step) raises UsageError if more than one interval is set, the Driver if
+        snapshots_per_interval is negative."""
 
 class Driver:
     """Runs the main loop and recovers it from process failures (respawn or shrink), rolling every process back

@@ -80,16 +80,21 @@ void bind_recovery(nb::module_& module) {
       .def_ro("seconds", &Recovery::seconds, "From catching the failure to the state restored.")
       .def_ro("attempts", &Recovery::attempts, "More than 1 if processes failed during the recovery.");
   nb::class_<Cadence>(module, "Cadence",
-                      "How often Driver.run(steps, step) checkpoints: set at most one of every_steps (before every "
+                      "How often Driver.run(steps, step) checkpoints, and in replay mode how many snapshots it takes "
+                      "between two checkpoints. Of the interval, set at most one of every_steps (before every "
                       "n-th step), every_seconds (about every this many seconds of steps) and mtbf_seconds "
                       "(Young/Daly's interval for this mean time between failures); with none set (Cadence(), "
                       "the Driver's default), about every 10 seconds of steps.")
-      .def(nb::init<std::uint64_t, double, double>(), nb::arg("every_steps") = 0, nb::arg("every_seconds") = 0.0,
-           nb::arg("mtbf_seconds") = 0.0,
-           "A cadence; Driver.run(steps, step) raises UsageError if more than one is set.")
+      .def(nb::init<std::uint64_t, double, double, int>(), nb::arg("every_steps") = 0, nb::arg("every_seconds") = 0.0,
+           nb::arg("mtbf_seconds") = 0.0, nb::arg("snapshots_per_interval") = Cadence::kDefaultSnapshots,
+           "A cadence; Driver.run(steps, step) raises UsageError if more than one interval is set, the Driver "
+           "if snapshots_per_interval is negative.")
       .def_rw("every_steps", &Cadence::every_steps, "Before every n-th step.")
       .def_rw("every_seconds", &Cadence::every_seconds, "About every this many seconds of steps.")
-      .def_rw("mtbf_seconds", &Cadence::mtbf_seconds, "Young/Daly's interval for this mean time between failures.");
+      .def_rw("mtbf_seconds", &Cadence::mtbf_seconds, "Young/Daly's interval for this mean time between failures.")
+      .def_rw("snapshots_per_interval", &Cadence::snapshots_per_interval,
+              "Replay mode: snapshots of each process's state between two checkpoints, from which a lone "
+              "replacement replays instead of from the checkpoint (0: none).");
 }
 
 }  // namespace

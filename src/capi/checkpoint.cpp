@@ -1,4 +1,5 @@
 // The C interface: checkpoints and the recovery driver.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -40,7 +41,12 @@ reprise::DriverConfig driver_config_of(const reprise_driver_config* config) {
   }
   result.mode = static_cast<reprise::RecoveryMode>(config->mode);
   result.max_recoveries = or_default(config->max_recoveries, result.max_recoveries);
-  result.cadence = {config->every_steps, config->every_seconds, config->mtbf_seconds};
+  const int snapshots = config->snapshots_per_interval;
+  result.cadence = {
+      .every_steps = config->every_steps,
+      .every_seconds = config->every_seconds,
+      .mtbf_seconds = config->mtbf_seconds,
+      .snapshots_per_interval = snapshots == 0 ? reprise::Cadence::kDefaultSnapshots : std::max(snapshots, 0)};
   result.inject_faults = config->inject_faults != 0;
   return result;
 }

@@ -38,9 +38,9 @@ inject::Schedule planned_faults(int processes) {
 
 Driver::Driver(Comm& comm, Checkpoint& checkpoint, DriverConfig config)
     : _comm(comm), _checkpoint(checkpoint), _config(config) {
-  if (_config.snapshots_per_interval < 0) {
-    throw UsageError("reprise::Driver: snapshots_per_interval is " + std::to_string(_config.snapshots_per_interval) +
-                     "; use 0 (none) or more");
+  if (_config.cadence.snapshots_per_interval < 0) {
+    throw UsageError("reprise::Driver: Cadence::snapshots_per_interval is " +
+                     std::to_string(_config.cadence.snapshots_per_interval) + "; use 0 (none) or more");
   }
   if (_config.max_recoveries < 0) {
     throw UsageError("reprise::Driver: max_recoveries is " + std::to_string(_config.max_recoveries) +
@@ -148,6 +148,7 @@ void Driver::plan_then_checkpoint() {
   _progress.next_checkpoint = _progress.step + planned;
   _progress.measured_from = _progress.step;
   _progress.planned_before_commit = 1;
+  _version_before_checkpoint = _checkpoint.version();
   _checkpoint.checkpoint();
   ++_stats.count;
   _last_checkpoint_cost = MPI_Wtime() - before;

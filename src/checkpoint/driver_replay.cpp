@@ -28,7 +28,7 @@ void Driver::enable_replay() {
                      "libreprise_msglog.so");
   }
   _checkpoint.carry_message_log();
-  if (_config.snapshots_per_interval > 0) _checkpoint.enable_snapshots();
+  if (_config.cadence.snapshots_per_interval > 0) _checkpoint.enable_snapshots();
   const reprise_msglog_recovery_hooks hooks{
       .context = this,
       .heal = [](void* driver, int* healed, int* lost, int capacity,
@@ -119,14 +119,19 @@ int Driver::decide_from_log(int replay_here) noexcept {
 // (the survivors serve them from decide_from_log), after a rollback every process.
 void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
   bool replay = false;
-  // A survivor that met the failure outside the log, not between two steps.
+  // A survivor that met the failure outside the log, not between two steps;
+  // or in a checkpoint between two steps that it did not commit, which a
+  // replacement replaying from the checkpoint before would take there and
+  // the survivors, going on, would not.
   const bool outside = !_rollback_agreed && !joined_now && !_in_checkpoint;
+  const bool uncommitted =
+      !_rollback_agreed && !joined_now && _in_checkpoint && _checkpoint.version() == _version_before_checkpoint;
   if (!_rollback_agreed) {
     learn_lost(joined_now);
-    // A survivor here met the failure outside the log: in a checkpoint of
-    // run(steps, step), between two steps, it can go on where it was if the
-    // log can replay; anywhere else every process rolls back.
-    replay = _comm.agree(joined_now || (_in_checkpoint && message_log_can_replay()));
+    // A survivor here met the failure outside the log: in a committed
+    // checkpoint of run(steps, step), between two steps, it can go on where
+    // it was if the log can replay; anywhere else every process rolls back.
+    replay = _comm.agree(joined_now || (_in_checkpoint && !uncommitted && message_log_can_replay()));
   }
   _rollback_agreed = false;
   _in_checkpoint = false;
@@ -143,14 +148,17 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
   } else {
     // One line says why, from the first process that knows.
     const std::string me_named = "process #" + std::to_string(_comm.original_rank().value());
-    const std::string why = outside
-                                ? me_named + " met the failure outside the message log inside the loop (in reprise's "
-                                             "own communication, or in a call the log passes straight to MPI, such "
-                                             "as the completion of an MPI_Ibarrier), where a replay cannot resume it"
-                            : std::exchange(_refused_in_rollback_checkpoint, false)
-                                ? me_named + " met the failure in the checkpoint that the rollback before takes, "
-                                             "which a replacement replaying would not take"
-                                : message_log_refusal();
+    const std::string why =
+        outside       ? me_named + " met the failure outside the message log inside the loop (in reprise's "
+                                   "own communication, or in a call the log passes straight to MPI, such "
+                                   "as the completion of an MPI_Ibarrier), where a replay cannot resume it"
+        : uncommitted ? me_named + " met the failure in a checkpoint between two steps that it did not "
+                                   "commit, which a replacement replaying from the checkpoint before "
+                                   "would take again alone"
+        : std::exchange(_refused_in_rollback_checkpoint, false)
+            ? me_named + " met the failure in the checkpoint that the rollback before takes, "
+                         "which a replacement replaying would not take"
+            : message_log_refusal();
     const int me = _comm.rank().value();
     if (_comm.allreduce(why.empty() ? _comm.size() : me, MPI_MIN) == me) {
       logging::warning("every process rolls back to its checkpoint instead of replaying: %s", why.c_str());
@@ -172,11 +180,11 @@ void Driver::restore_for_replay(bool joined_now, double started, int attempts) {
 
 // Evenly spaced between the checkpoint the plan was made at and the next.
 void Driver::take_snapshots() {
-  if (_config.snapshots_per_interval == 0) return;
+  if (_config.cadence.snapshots_per_interval == 0) return;
   _checkpoint.receive_snapshots();
   const std::uint64_t interval = _progress.next_checkpoint - _progress.measured_from;
   const std::uint64_t every =
-      std::max<std::uint64_t>(1, interval / static_cast<std::uint64_t>(_config.snapshots_per_interval));
+      std::max<std::uint64_t>(1, interval / static_cast<std::uint64_t>(_config.cadence.snapshots_per_interval));
   const std::uint64_t since = _progress.step - _progress.measured_from;
   if (since > 0 && since % every == 0 && _progress.step < _progress.next_checkpoint) _checkpoint.send_snapshot();
 }

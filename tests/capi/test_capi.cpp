@@ -132,7 +132,8 @@ TEST(CInterface, TheDriverRespawnsAKilledProcessAndRestoresItsState) {
                                      .every_steps = 5,
                                      .every_seconds = 0,
                                      .mtbf_seconds = 0,
-                                     .inject_faults = 0};
+                                     .inject_faults = 0,
+                                     .snapshots_per_interval = 0};
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
   int recoveries_seen = 0;
   ASSERT_EQ(reprise_driver_on_recovery(
@@ -170,7 +171,8 @@ TEST(CInterface, TheDriverCarriesOutTheFaultPlanWhenAsked) {
                                      .every_steps = 5,
                                      .every_seconds = 0,
                                      .mtbf_seconds = 0,
-                                     .inject_faults = 1};
+                                     .inject_faults = 1,
+                                     .snapshots_per_interval = 0};
   reprise_driver* driver = nullptr;
   setenv("REPRISE_FAULTS", "9@2", 1);
   EXPECT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_ERR_USAGE);
@@ -202,7 +204,8 @@ TEST(CInterface, AStepsOwnErrorEndsTheRunOnEveryProcess) {
                                      .every_steps = 2,
                                      .every_seconds = 0,
                                      .mtbf_seconds = 0,
-                                     .inject_faults = 0};
+                                     .inject_faults = 0,
+                                     .snapshots_per_interval = 0};
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
   Sums failing{.comm = world.comm};
   const auto status = reprise_driver_run(
@@ -411,7 +414,8 @@ TEST(CInterface, AShrinkFetchesTheDepartedProcessesObject) {
                                      .every_steps = 4,
                                      .every_seconds = 0,
                                      .mtbf_seconds = 0,
-                                     .inject_faults = 1};
+                                     .inject_faults = 1,
+                                     .snapshots_per_interval = 0};
   setenv("REPRISE_FAULTS", (std::to_string(victim) + "@6").c_str(), 1);
   reprise_driver* driver = nullptr;
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();
@@ -537,7 +541,8 @@ TEST(CInterface, TheHeartbeatKillsAHungProcessAndTheDriverRecovers) {
                                      .every_steps = 3,
                                      .every_seconds = 0,
                                      .mtbf_seconds = 0,
-                                     .inject_faults = 1};
+                                     .inject_faults = 1,
+                                     .snapshots_per_interval = 0};
   setenv("REPRISE_FAULTS", (std::to_string(kVictim) + "@5:hang").c_str(), 1);
   reprise_driver* driver = nullptr;
   ASSERT_EQ(reprise_driver_create(world.comm, checkpoint, &config, &driver), REPRISE_OK) << reprise_last_error();

@@ -187,13 +187,16 @@ TEST(DriverSteps, NoCadenceIsTheDefaultIntervalAndAKillRollsBackToTheStart) {
   }
 }
 
-TEST(DriverSteps, TwoCadencesOrANegativeIntervalAreRefused) {
+TEST(DriverSteps, TwoCadencesANegativeIntervalOrNegativeSnapshotsAreRefused) {
   Comm comm = Comm::world();
   Checkpoint two_checkpoint{comm};
   Driver two(comm, two_checkpoint, {.cadence = {.every_steps = 2, .every_seconds = 1.0}});
   EXPECT_THROW(two.run(3, [](std::uint64_t) {}), UsageError);
   Checkpoint negative_checkpoint{comm};
   EXPECT_THROW(Driver(comm, negative_checkpoint, {.cadence = {.every_seconds = -1.0}}), UsageError);
+  Checkpoint snapshots_checkpoint{comm};
+  EXPECT_THROW(Driver(comm, snapshots_checkpoint, {.cadence = {.every_steps = 2, .snapshots_per_interval = -1}}),
+               UsageError);
 }
 
 // A plain value (a struct of scalars, an array) is restored in place.

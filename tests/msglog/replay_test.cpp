@@ -235,7 +235,7 @@ void replay_run(const std::vector<Kill>& kills, bool replays, Gather gather = Ga
   Checkpoint checkpoint(comm);
   MasterWorker app(comm, checkpoint, gather);
   DriverConfig config{.mode = RecoveryMode::kReplay, .cadence = {.every_steps = kCheckpointEvery}};
-  if (restart == Restart::kCheckpoint) config.snapshots_per_interval = 0;
+  if (restart == Restart::kCheckpoint) config.cadence.snapshots_per_interval = 0;
   Driver driver(comm, checkpoint, config);
   driver.run(kSteps, [&](std::uint64_t step) { app.step(step, kills); });
   expect_consistent(comm, app.state());

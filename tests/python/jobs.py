@@ -424,22 +424,25 @@ def ring_next(mine, from_left, total, step):
     return (mine * 31 + from_left * 7 + total + step) % 1_000_000_007
 
 
-def replay(steps):
+def replay(steps, snapshots):
     """RecoveryMode replay, the message log preloaded: each step every process passes its value around a ring
-    (Sendrecv) and adds the sum over all (Allreduce). A process killed by REPRISE_FAULTS restarts from its
-    checkpoint and replays from the others' logs; the others never run a step twice. Every value is checked
-    against a serial run."""
+    (Sendrecv) and adds the sum over all (Allreduce), a checkpoint every 10 steps with `snapshots` snapshots
+    between two. A process killed by REPRISE_FAULTS restarts from its last snapshot (or checkpoint) and replays
+    from the others' logs; the others never run a step twice. Every value is checked against a serial run, and
+    where the replacement resumed is said."""
     comm = reprise.Comm.world()
     value = np.array([comm.original_rank + 1], dtype=np.uint64)
     checkpoint = reprise.Checkpoint(comm)
     checkpoint.protect("value", value)
-    driver = reprise.Driver(comm, checkpoint, mode="replay", cadence=reprise.Cadence(every_steps=10),
+    driver = reprise.Driver(comm, checkpoint, mode="replay",
+                            cadence=reprise.Cadence(every_steps=10, snapshots_per_interval=snapshots),
                             inject_faults=True)
-    steps_run = 0
+    steps_run, first_step = 0, None
 
     def step(s):
-        nonlocal steps_run
+        nonlocal steps_run, first_step
         steps_run += 1
+        first_step = s if first_step is None else first_step
         me, size = comm.rank, comm.size
         from_left, total = np.zeros(1, dtype=np.uint64), np.zeros(1, dtype=np.uint64)
         comm.mpi.Sendrecv(value, (me + 1) % size, 0, from_left, (me + size - 1) % size, 0)
@@ -454,9 +457,13 @@ def replay(steps):
     right = np.array([int(value[0]) == serial[comm.rank] and (comm.is_replacement or steps_run == steps)],
                      dtype=np.int32)
     comm.mpi.Allreduce(MPI.IN_PLACE, right, op=MPI.MIN)
+    resumed = np.array([first_step if comm.is_replacement and first_step is not None else 0], dtype=np.uint64)
+    comm.mpi.Allreduce(MPI.IN_PLACE, resumed, op=MPI.MAX)
     replays = sum(1 for recovery in driver.recoveries if recovery.mode == "replay")
     if comm.rank == 0:
-        print(f"replay: {comm.size} processes, {replays} recovered by replay, no survivor ran a step twice, "
+        restart = "its checkpoint" if resumed[0] % 10 == 0 else "a snapshot"
+        print(f"replay: {comm.size} processes, {replays} recovered by replay, the replacement resumed at step "
+              f"{resumed[0]} ({restart}), no survivor ran a step twice, "
               f"every value: {'CORRECT' if right[0] else 'WRONG'}")
 
 
@@ -469,7 +476,7 @@ if __name__ == "__main__":
              "exits": lambda: exits(int(arguments[0])), "incremental": incremental, "heartbeat": heartbeat,
              "incremental_directory": lambda: incremental_directory(arguments[0]),
              "incremental_cow": lambda: incremental_cow(arguments[0]), "stubs": stubs,
-             "data_lost": data_lost, "replay": lambda: replay(int(arguments[0])),
+             "data_lost": data_lost, "replay": lambda: replay(int(arguments[0]), int(arguments[1])),
              "migrate": lambda: migrate(*map(int, arguments))}
     if case == "bad_protect":
         bad_protect(arguments[0])

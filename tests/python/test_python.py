@@ -257,9 +257,19 @@ def test_data_lost_is_raised_with_its_report():
     assert "1 killed on purpose" in output, output
 
 
-def test_replay_mode_replays_a_killed_process_alone():
-    status, output, _ = launch(4, [JOBS, "replay", 40], faults="2@17", preload=os.environ["REPRISE_MSGLOG_LIBRARY"])
+def test_replay_mode_replays_a_killed_process_alone_from_its_last_snapshot():
+    # Killed at step 17: the snapshots (16 per interval of 10 steps: one before every step) of steps up to 16
+    # reached their holder, which serves the last one.
+    status, output, _ = launch(4, [JOBS, "replay", 40, 16], faults="2@17",
+                               preload=os.environ["REPRISE_MSGLOG_LIBRARY"])
     assert status == 0, output
-    assert "replay: 4 processes, 1 recovered by replay, no survivor ran a step twice, every value: CORRECT\n" \
-        in output, output
+    assert re.search(r"replay: 4 processes, 1 recovered by replay, the replacement resumed at step 1[1-7] "
+                     r"\(a snapshot\), no survivor ran a step twice, every value: CORRECT\n", output), output
     assert "1 killed on purpose" in output, output
+
+
+def test_replay_mode_without_snapshots_replays_from_the_checkpoint():
+    status, output, _ = launch(4, [JOBS, "replay", 40, 0], faults="2@17", preload=os.environ["REPRISE_MSGLOG_LIBRARY"])
+    assert status == 0, output
+    assert "replay: 4 processes, 1 recovered by replay, the replacement resumed at step 10 (its checkpoint), no " \
+        "survivor ran a step twice, every value: CORRECT\n" in output, output

@@ -2,7 +2,7 @@
 // ULFM and writes each process's verdict to $CHAOS_RESULT_DIR/<pid>.json for
 // scripts/chaos, which combines them.
 //
-//   chaos_scenario --seed S [--family store|...|migration|disk|replay] [--plan] [--restart]
+//   chaos_scenario --seed S [--family store|...|migration|disk|replay|replay-steps] [--plan] [--restart]
 //
 // --plan prints the scenario as one JSON line without starting MPI (the
 // driver learns from it how many processes to start).
@@ -954,6 +954,20 @@ struct CheckpointLoop {
   DerivedComms& derived;
 };
 
+/// Iteration `at` of the checkpoint family: the kills due there, then the
+/// sum over every process and each item's next value.
+void run_iteration(const Scenario& s, const CheckpointLoop& loop, Work& work, std::uint64_t at,
+                   std::vector<bool>& armed) {
+  if (static_cast<int>(at) == s.loss_round) kill_loss_victims(s, loop.comm);
+  arm_kills(s, static_cast<int>(at), loop.comm, armed);
+  kill_if_due(s, static_cast<int>(at), Moment::kBeforeSubmit, loop.comm);
+  if (loop.derived.used()) {
+    advance_with(work, loop.derived.sum(loop.comm, at, local_sum(work)));
+  } else {
+    advance(loop.comm, work);
+  }
+}
+
 /// The loop of the checkpoint family under `loop.driver`, checked at the end.
 void run_checkpoint_loop(const Scenario& s, const CheckpointLoop& loop, Work& work,
                          const std::vector<std::vector<std::uint64_t>>& expected, std::vector<bool>& armed) {
@@ -967,17 +981,52 @@ void run_checkpoint_loop(const Scenario& s, const CheckpointLoop& loop, Work& wo
         work.iteration[1] = at;
         checkpoint.checkpoint();
       }
-      if (static_cast<int>(at) == s.loss_round) kill_loss_victims(s, comm);
-      arm_kills(s, static_cast<int>(at), comm, armed);
-      kill_if_due(s, static_cast<int>(at), Moment::kBeforeSubmit, comm);
-      if (derived.used()) {
-        advance_with(work, derived.sum(comm, at, local_sum(work)));
-      } else {
-        advance(comm, work);
-      }
+      run_iteration(s, loop, work, at, armed);
     }
     check_result(comm, work, expected);  // inside the loop, so a failure here is recovered too
   });
+}
+
+/// How far a process got in `Driver::run(steps, step)`: a replay must never
+/// take it back, only a rollback may.
+struct Forward {
+  std::uint64_t next = 0;  ///< the step after the last one it completed
+};
+
+/// The replay-steps family's loop under `Driver::run(steps, step)`, which
+/// checkpoints (and snapshots) before the steps: the state must be at the
+/// driver's step before each, a survivor's step never goes back without a
+/// rollback, and the result is checked in the last step.
+void run_stepped_loop(const Scenario& s, const CheckpointLoop& loop, Work& work,
+                      const std::vector<std::vector<std::uint64_t>>& expected, std::vector<bool>& armed,
+                      Forward& forward) {
+  auto& [comm, checkpoint, driver, derived] = loop;
+  const auto iterations = static_cast<std::uint64_t>(s.rounds);
+  driver.run(iterations, [&](std::uint64_t at) {
+    const std::string me = "#" + std::to_string(comm.original_rank().value());
+    if (work.iteration[0] != at) {
+      throw Finding{Verdict::kWrongData, me + "'s state is at iteration " + std::to_string(work.iteration[0]) +
+                                             " at the driver's step " + std::to_string(at)};
+    }
+    if (at < forward.next) {
+      throw Finding{Verdict::kWrongData, me + " went back from step " + std::to_string(forward.next) + " to step " +
+                                             std::to_string(at) + " without a rollback"};
+    }
+    run_iteration(s, loop, work, at, armed);
+    forward.next = at + 1;
+    if (at + 1 == iterations) check_result(comm, work, expected);  // in a step, so a failure here is recovered too
+  });
+}
+
+/// The driver's settings for scenario `s`.
+DriverConfig driver_config(const Scenario& s) {
+  const RecoveryMode mode = s.mode == Mode::kShrink   ? RecoveryMode::kShrink
+                            : s.mode == Mode::kReplay ? RecoveryMode::kReplay
+                                                      : RecoveryMode::kRespawn;
+  if (s.loop == Loop::kOwn) return {.mode = mode};
+  return {.mode = mode,
+          .cadence = {.every_steps = static_cast<std::uint64_t>(s.checkpoint_every),
+                      .snapshots_per_interval = s.loop == Loop::kStepsAndSnapshots ? Cadence::kDefaultSnapshots : 0}};
 }
 
 /// The checkpoint family: an integer iteration under `Driver` whose every
@@ -994,10 +1043,8 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
   Checkpoint checkpoint(comm, {.copies = s.copies});
   protect(checkpoint, work);
   derived.protect(checkpoint);
-  const RecoveryMode mode = s.mode == Mode::kShrink   ? RecoveryMode::kShrink
-                            : s.mode == Mode::kReplay ? RecoveryMode::kReplay
-                                                      : RecoveryMode::kRespawn;
-  Driver driver(comm, checkpoint, {.mode = mode});
+  Driver driver(comm, checkpoint, driver_config(s));
+  Forward forward;
   driver.on_recovery([&](const Recovery& recovery) {
     // A rollback forgets the communicators made since the checkpoint: the next step makes them again.
     if (recovery.mode != RecoveryMode::kReplay) derived.forget_made_since_checkpoint();
@@ -1020,11 +1067,21 @@ Verdict run_checkpoint_family(const Scenario& s, Comm& comm) {
         work.values.insert(work.values.end(), values.begin(), values.end());
       }
     }
-    check_state(work, expected, "after a recovery");
+    if (s.loop == Loop::kOwn) {
+      check_state(work, expected, "after a recovery");
+    } else {
+      // Restored from a checkpoint or a snapshot, or a survivor between steps.
+      check_state(work, expected, "after a recovery", false);
+      if (recovery.mode != RecoveryMode::kReplay) forward.next = 0;
+    }
   });
   const auto expected_loss = s.loss_round >= 0 ? checkpoint_loss(s) : std::set<std::uint64_t>{};
   try {
-    run_checkpoint_loop(s, {comm, checkpoint, driver, derived}, work, expected, armed);
+    if (s.loop == Loop::kOwn) {
+      run_checkpoint_loop(s, {comm, checkpoint, driver, derived}, work, expected, armed);
+    } else {
+      run_stepped_loop(s, {comm, checkpoint, driver, derived}, work, expected, armed, forward);
+    }
   } catch (const DataLost& error) {
     const auto named = ids_of(error.lost());
     if (named != expected_loss) {
@@ -1378,7 +1435,7 @@ int main(int argc, char** argv) {
   const auto options = parse(argc, argv);
   if (!options) {
     std::fprintf(stderr, "usage: chaos_scenario --seed S [--family store|varstore|checkpoint|incremental|storemix|"
-                         "pieces|migration|disk|replay] [--plan] [--restart]\n"
+                         "pieces|migration|disk|replay|replay-steps] [--plan] [--restart]\n"
                          "  S is a non-negative integer; the family is forced if given, otherwise drawn from S;\n"
                          "  --restart runs the second job of a disk scenario\n");
     return 2;

@@ -64,6 +64,8 @@ const char* family_name(Family family) {
       return "disk";
     case Family::kReplay:
       return "replay";
+    case Family::kReplaySteps:
+      return "replay-steps";
   }
   return "?";
 }
@@ -322,12 +324,14 @@ Scenario make_disk_scenario(std::uint64_t seed, Draw& draw) {
 /// (every process then rolls back, and states may be lost). In 3 of 4
 /// scenarios the iteration also runs on communicators made from the
 /// Driver's (drawn from a stream of their own, so the rest of a seed's
-/// scenario is what it drew before them).
-Scenario make_replay_scenario(std::uint64_t seed) {
+/// scenario is what it drew before them). The replay-steps family
+/// (`family`) draws the same, its iteration under `Driver::run(steps,
+/// step)`, with snapshots in 2 of 3 scenarios.
+Scenario make_replay_scenario(std::uint64_t seed, Family family) {
   Draw draw(seed ^ 0x7265706c61792121ULL);
   Scenario s;
   s.seed = seed;
-  s.family = Family::kReplay;
+  s.family = family;
   s.mode = Mode::kReplay;
   s.processes = draw.between(4, 6);
   s.copies = 2;
@@ -342,6 +346,10 @@ Scenario make_replay_scenario(std::uint64_t seed) {
   plan_checkpoint_loss(s, draw);
   Draw derived(seed ^ 0x6465726976656421ULL);
   s.derived = derived.pick(std::array{Derived::kNone, Derived::kKept, Derived::kKept, Derived::kEveryStep});
+  if (family == Family::kReplaySteps) {
+    Draw loop(seed ^ 0x6c6f6f7073746570ULL);
+    s.loop = loop.pick(std::array{Loop::kSteps, Loop::kStepsAndSnapshots, Loop::kStepsAndSnapshots});
+  }
   return s;
 }
 
@@ -393,7 +401,7 @@ const char* mpi_kind_name(MpiKind kind) {
 
 std::optional<Family> parse_family(std::string_view name) {
   for (auto family : {Family::kStore, Family::kVarstore, Family::kCheckpoint, Family::kIncremental, Family::kStoreMix,
-                      Family::kPieces, Family::kMigration, Family::kDisk, Family::kReplay}) {
+                      Family::kPieces, Family::kMigration, Family::kDisk, Family::kReplay, Family::kReplaySteps}) {
     if (name == family_name(family)) return family;
   }
   return std::nullopt;
@@ -491,7 +499,7 @@ void plan_second_recovery(Scenario& s, Draw& newer, std::vector<int>& pool) {
 }  // namespace
 
 Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
-  if (family == Family::kReplay) return make_replay_scenario(seed);
+  if (family == Family::kReplay || family == Family::kReplaySteps) return make_replay_scenario(seed, *family);
   // The newer families come from a stream of their own, so that every other
   // seed draws the scenario it drew before they existed.
   Draw newer(seed ^ 0x6e657765722d6661ULL);
@@ -531,6 +539,24 @@ Scenario make_scenario(std::uint64_t seed, std::optional<Family> family) {
   return s;
 }
 
+namespace {
+
+/// The replay families' communicators and loop, as `describe` says them.
+std::string replay_text(const Scenario& s) {
+  std::string text;
+  if (s.derived != Derived::kNone) {
+    text += ", on halves of the Driver's communicator (split), a duplicate of the half and one of the whole, kept";
+    if (s.derived == Derived::kEveryStep) text += ", and a duplicate of the half made and freed every step";
+  }
+  if (s.loop != Loop::kOwn) {
+    text += ", Driver::run(steps, step)";
+    if (s.loop == Loop::kStepsAndSnapshots) text += " with snapshots";
+  }
+  return text;
+}
+
+}  // namespace
+
 std::string Scenario::describe() const {
   std::ostringstream out;
   out << "seed " << seed << ": " << family_name(family) << ", " << processes << " processes";
@@ -539,14 +565,10 @@ std::string Scenario::describe() const {
     out << ", " << std::array{"shrink", "respawn", "shrink then respawn", "replay"}[static_cast<std::size_t>(mode)];
   }
   out << ", " << copies << " copies";
-  if (family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk ||
-      family == Family::kReplay) {
+  if (family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk || replay()) {
     out << ", " << rounds << " iterations, checkpoint every " << checkpoint_every << ", " << items
         << " items per process";
-    if (derived != Derived::kNone) {
-      out << ", on halves of the Driver's communicator (split), a duplicate of the half and one of the whole, kept";
-      if (derived == Derived::kEveryStep) out << ", and a duplicate of the half made and freed every step";
-    }
+    out << replay_text(*this);
     for (const auto& move : moves) {
       out << "; moving at iteration " << move.iteration << ":";
       for (int mover : move.movers) out << " #" << mover;
@@ -578,8 +600,8 @@ std::string Scenario::describe() const {
   out << "; kills:";
   if (kills.empty() && loss_victims.empty()) out << " none";
   for (const auto& kill : kills) {
-    const bool stepping = family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk ||
-                          family == Family::kReplay;
+    const bool stepping =
+        family == Family::kCheckpoint || family == Family::kMigration || family == Family::kDisk || replay();
     out << " #" << kill.victim << (kill.generation > 0 ? "'s replacement" : "")
         << (family == Family::kMigration
                 ? std::array{" (leaving)", " (bystander)", " (its new process)"}[static_cast<std::size_t>(kill.role)]
@@ -603,8 +625,8 @@ std::string Scenario::describe() const {
     out << ";";
   }
   if (!loss_victims.empty()) {
-    out << (family == Family::kCheckpoint || family == Family::kReplay ? " at once after the checkpoint of iteration "
-                                                                       : " at once after the submit of round ")
+    out << (checkpoint_iteration() ? " at once after the checkpoint of iteration "
+                                   : " at once after the submit of round ")
         << loss_round << ":";
     for (int victim : loss_victims) out << " #" << victim << (loss_generation(victim) > 0 ? "'s replacement" : "");
   }

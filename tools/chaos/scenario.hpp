@@ -26,8 +26,22 @@ namespace reprise::chaos {
 /// process count or the same.
 /// `kReplay` is the checkpoint family's iteration with the message log
 /// preloaded and the driver in `RecoveryMode::kReplay`: drawn only when
-/// asked for (`--family replay`), so that no seed's scenario changes.
-enum class Family { kStore, kVarstore, kCheckpoint, kIncremental, kStoreMix, kPieces, kMigration, kDisk, kReplay };
+/// asked for (`--family replay`), so that no seed's scenario changes;
+/// `kReplaySteps` is seed for seed the same scenario with the iteration
+/// under `Driver::run(steps, step)`, snapshots between its checkpoints in 2
+/// of 3 scenarios (`--family replay-steps`).
+enum class Family {
+  kStore,
+  kVarstore,
+  kCheckpoint,
+  kIncremental,
+  kStoreMix,
+  kPieces,
+  kMigration,
+  kDisk,
+  kReplay,
+  kReplaySteps
+};
 
 /// How the survivors recover: `kMixed` shrinks from an even epoch and
 /// respawns from an odd one (every process agrees on the epoch), so a run
@@ -42,6 +56,13 @@ enum class Derived {
   kKept,       ///< its halves (a split), a duplicate of the half and one of the whole, made at the first step a
                ///< process runs and kept across checkpoints
   kEveryStep,  ///< those, and a duplicate of the half made and freed at every step
+};
+
+/// In the replay families: how the Driver runs the iteration.
+enum class Loop {
+  kOwn,                ///< `Driver::run(loop)`, the loop checkpointing itself (replay)
+  kSteps,              ///< `Driver::run(steps, step)`, checkpointing every `checkpoint_every` steps (replay-steps)
+  kStepsAndSnapshots,  ///< that, with snapshots of every process's state between checkpoints (replay-steps)
 };
 
 /// How a victim dies.
@@ -123,6 +144,7 @@ struct Scenario {
   int items = 0;                      ///< checkpoint: items per process
   int commit_mode = 0;                ///< incremental: 0 sync, 1 address order, 2 learned order
   Derived derived = Derived::kNone;   ///< replay: the communicators made from the Driver's
+  Loop loop = Loop::kOwn;             ///< replay families: how the Driver runs the iteration
   bool variable = false;              ///< storemix: a VariableStore (else a Store)
   int cow_pages = 0;                  ///< incremental: pages of the copy-on-write buffer
   std::vector<Move> moves;            ///< migration: the moves asked for, in order
@@ -142,12 +164,14 @@ struct Scenario {
 
   /// Whether the store's blocks vary in size (varstore, or a variable storemix).
   /// Whether it is the checkpoint family's iteration (checkpoint, replay).
-  [[nodiscard]] bool checkpoint_iteration() const { return family == Family::kCheckpoint || family == Family::kReplay; }
+  [[nodiscard]] bool checkpoint_iteration() const { return family == Family::kCheckpoint || replay(); }
+  /// Whether it is a replay family (replay, replay-steps).
+  [[nodiscard]] bool replay() const { return family == Family::kReplay || family == Family::kReplaySteps; }
   /// Whether lost processes are replaced (respawn, replay).
   [[nodiscard]] bool replaces() const { return mode == Mode::kRespawn || mode == Mode::kReplay; }
 
   /// Whether the scenario runs with the message log (libreprise_msglog.so preloaded).
-  [[nodiscard]] bool message_log() const { return family == Family::kReplay; }
+  [[nodiscard]] bool message_log() const { return replay(); }
 
   [[nodiscard]] bool variable_blocks() const {
     return family == Family::kVarstore || (family == Family::kStoreMix && variable);
