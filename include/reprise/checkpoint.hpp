@@ -246,7 +246,9 @@ class Checkpoint {
   enum class RestoreScope {
     kEveryone,          ///< every process rolls back, then a fresh checkpoint (`restore()`)
     kEveryoneNoRetake,  ///< every process rolls back; the caller takes the next checkpoint
-    kReplacements,      ///< only the processes that hold no copies (replacements): the others keep their state
+    /// only the processes that hold no copies (the replacements of this recovery; those of an earlier one
+    /// were handed copies): the others keep their state
+    kReplacements,
   };
   void restore_as(RestoreScope scope);
   /// Carries the message log's state (libreprise_msglog.so) with every
@@ -311,6 +313,11 @@ class Checkpoint {
   [[nodiscard]] std::vector<int> who_holds_copies();
   [[nodiscard]] std::vector<int> share_holders(const char* operation);
   [[nodiscard]] std::vector<std::optional<Rank>> live_holders(const std::vector<int>& holds_of) const;
+  /// The placement of the last commit's slots.
+  [[nodiscard]] Placement slot_placement() const;
+  /// After the restore of a replay: the copies of the others' states each
+  /// replacement's predecessor held, from their live holders.
+  void hand_over_copies(std::span<const Rank> replacements, const std::vector<std::optional<Rank>>& holders);
 
   Comm& _comm;
   CheckpointConfig _config;

@@ -62,12 +62,17 @@ std::vector<int> Checkpoint::who_holds_copies() { return _comm.allgather(_holds_
 // For each slot of the committed layout, the first process along its copies
 // that is a member and took part in the last commit; the same answer
 // everywhere.
+Placement Checkpoint::slot_placement() const {
+  const int p = _slots.size();
+  return Placement({.blocks = static_cast<std::uint64_t>(p),
+                    .slots = p,
+                    .copies = std::min(_config.copies, p),
+                    .node_of_slot = _slots.nodes()});
+}
+
 std::vector<std::optional<Rank>> Checkpoint::live_holders(const std::vector<int>& holds_of) const {
   const int p = _slots.size();
-  const Placement placement({.blocks = static_cast<std::uint64_t>(p),
-                             .slots = p,
-                             .copies = std::min(_config.copies, p),
-                             .node_of_slot = _slots.nodes()});
+  const Placement placement = slot_placement();
   // A holder is live if it is a member that holds this version's copies.
   const auto holds_copies = [&](OriginalRank owner) {
     const auto rank = _comm.rank_of(owner);
@@ -140,11 +145,13 @@ void Checkpoint::restore_as(RestoreScope scope) try {
   // A lone replacement in a replay may be served its snapshot (snapshots.cpp).
   const bool lone = scope == RestoreScope::kReplacements && _transfers != nullptr && needs.size() == 1;
   std::vector<GatherMessage> messages;
+  std::vector<Rank> replacements;
   for (const auto& [needy, slot] : needs) {
     const OriginalRank owner = _slots.owners()[slot];
     const Rank holder = *holders[slot];
     const bool snapshot = lone && snapshot_serves(owner, holder);
     if (holder == _comm.rank()) messages.push_back({needy, {snapshot ? _snapshots.at(owner) : _held.at(owner)}});
+    replacements.push_back(needy);
   }
   _comm.sparse_all_to_all(messages, [&](Rank, std::size_t bytes) {
     auto& copy = _held[_comm.original_rank()];
@@ -164,11 +171,56 @@ void Checkpoint::restore_as(RestoreScope scope) try {
                                      : problem);
   }
   // After a respawn the copies the failed processes held are gone: take
-  // them again. After a shrink the application first fetches and
-  // redistributes the departed processes' state.
+  // them again (in a replay, where the others go on, hand them over). After
+  // a shrink the application first fetches and redistributes the departed
+  // processes' state.
   if (scope == RestoreScope::kEveryone && departed().empty()) checkpoint();
+  if (scope == RestoreScope::kReplacements) hand_over_copies(replacements, holders);
 } catch (const Error&) {
   detail::rethrow_naming("reprise::Checkpoint::restore");
+}
+
+// No checkpoint follows a replay's restore, so the copies its lost
+// processes held would be missing until the next one, and a second failure
+// before it could lose a state (its other holder). Each replacement takes
+// them from the live holder of each state its slot holds a copy of, and its
+// own state's committed copy too (it may have been served a snapshot), so
+// that it is a holder like any other.
+void Checkpoint::hand_over_copies(std::span<const Rank> replacements, const std::vector<std::optional<Rank>>& holders) {
+  const Placement placement = slot_placement();
+  std::map<int, std::vector<std::byte>> outgoing;  // by current rank: (owner, size, bytes)...
+  for (int slot = 0; slot < _slots.size(); ++slot) {
+    const auto& holder = holders[static_cast<std::size_t>(slot)];
+    if (!holder || *holder != _comm.rank()) continue;
+    const OriginalRank owner = _slots.owners()[static_cast<std::size_t>(slot)];
+    const std::vector<std::byte>& copy = _held.at(owner);
+    for (const Slot held_by : placement.holders(BlockId{static_cast<std::uint64_t>(slot)})) {
+      const auto rank = _comm.rank_of(_slots.owner(held_by));
+      if (!rank || std::ranges::find(replacements, *rank) == replacements.end()) continue;
+      auto& out = outgoing[rank->value()];
+      for (const std::uint64_t word : {static_cast<std::uint64_t>(owner.value()), std::uint64_t{copy.size()}}) {
+        const auto* bytes = reinterpret_cast<const std::byte*>(&word);
+        out.insert(out.end(), bytes, bytes + sizeof word);
+      }
+      out.insert(out.end(), copy.begin(), copy.end());
+    }
+  }
+  std::vector<OutgoingMessage> messages;
+  for (const auto& [rank, bytes] : outgoing) messages.push_back({Rank{rank}, bytes});
+  for (const IncomingMessage& message : _comm.sparse_all_to_all(messages)) {
+    std::span<const std::byte> rest = message.payload;
+    while (rest.size() >= 2 * sizeof(std::uint64_t)) {
+      std::uint64_t words[2] = {0, 0};
+      std::memcpy(words, rest.data(), sizeof words);
+      rest = rest.subspan(sizeof words);
+      if (words[1] > rest.size()) break;
+      const auto copy = rest.first(static_cast<std::size_t>(words[1]));
+      _held[OriginalRank{static_cast<int>(words[0])}].assign(copy.begin(), copy.end());
+      rest = rest.subspan(copy.size());
+    }
+    if (!rest.empty()) throw CorruptData(std::string(kWhere) + "::restore: a copy handed over is cut short");
+  }
+  if (std::ranges::find(replacements, _comm.rank()) != replacements.end()) _holds_copies = true;
 }
 
 std::map<OriginalRank, SavedState> Checkpoint::fetch(std::span<const OriginalRank> wanted) try {

@@ -286,12 +286,14 @@ std::string Runtime::replay_refusal(std::span<const int> lost) const {
              " since the checkpoint were lost with its buddy in an earlier failure";
     }
   }
-  for (std::size_t late = 0; late < _late_logs.size(); ++late) {
-    if (_late_logs[late] != 0 && std::ranges::find(lost, static_cast<int>(late)) == lost.end()) {
-      return "process " + std::to_string(late) +
-             " was restored from a snapshot of its own since the checkpoint, and the messages it sent before that "
-             "snapshot, which process " +
-             std::to_string(lost.front()) + " may need again, are in no log";
+  for (const int rank : lost) {
+    if (std::ranges::find(_late_peers, rank) != _late_peers.end()) {
+      int me = 0;
+      PMPI_Comm_rank(_internal, &me);
+      return "process " + std::to_string(me) +
+             " was restored from a snapshot of its own since the checkpoint, and the messages it sent process " +
+             std::to_string(rank) + " before that snapshot, which the replay of " + std::to_string(rank) +
+             " may need, are in no log";
     }
   }
   return {};
@@ -377,15 +379,8 @@ void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool 
       const bool was_incomplete = at < _incomplete.size() && _incomplete[at] != 0;
       incomplete[at] = !is_lost(r) && (held_elsewhere || was_incomplete) ? 1 : 0;
     }
-    // Whose log lacks what it sent before a snapshot it was restored from.
-    int me = 0;
-    PMPI_Comm_rank(_internal, &me);
-    incomplete.resize(2 * static_cast<std::size_t>(size), 0);
-    incomplete[static_cast<std::size_t>(size + me)] = _late_log ? 1 : 0;
-    check(PMPI_Allreduce(MPI_IN_PLACE, incomplete.data(), 2 * size, MPI_INT, MPI_MAX, _internal),
+    check(PMPI_Allreduce(MPI_IN_PLACE, incomplete.data(), size, MPI_INT, MPI_MAX, _internal),
           "sharing whose determinants are complete");
-    _late_logs.assign(incomplete.begin() + size, incomplete.end());
-    incomplete.resize(static_cast<std::size_t>(size));
     std::vector<Event> mine;
     for (const auto& bytes : exchange_bytes(_internal, events)) {
       const std::vector<Event> decoded = decode_events(bytes);
@@ -401,7 +396,6 @@ void Runtime::relink_buddies(MPI_Comm internal, std::span<const int> lost, bool 
     }
   }
   _incomplete = std::move(incomplete);
-  if (rolled_back) _late_logs.assign(static_cast<std::size_t>(size), 0);
 }
 
 void Runtime::follow_events(const std::vector<Event>& events) {
@@ -628,8 +622,7 @@ void Runtime::finish_mark() {
   _served.clear();
   _collectives_before_checkpoint.reset();
   std::ranges::fill(_incomplete, 0);
-  _late_log = false;
-  std::ranges::fill(_late_logs, 0);
+  _late_peers.clear();
   _choices_since_mark = 0;
   _values_since_mark = 0;
 }
@@ -659,6 +652,7 @@ std::vector<std::byte> Runtime::save_state(const std::vector<ConsumedReport>& re
     append_collective_results(out);
     append_word(out, _choices_since_mark);
     append_word(out, _values_since_mark);
+    append_late_peers(out);
   }
   return out;
 }
@@ -701,6 +695,7 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   read_derived(in);
   auto results = snapshot ? read_collective_results(in) : decltype(_collective_results){};
   const MadeSinceMark counts = snapshot ? MadeSinceMark{.choices = in.word(), .values = in.word()} : MadeSinceMark{};
+  std::vector<int> late_peers = snapshot ? read_late_peers(in) : std::vector<int>{};
   if (!in.ok() || in.remaining() != 0) throw CorruptData("reprise msglog: the log's saved state is cut short");
   _comms[app] = CommInfo{.key = _app_key, .physical = app, .rank = rank, .children = children, .members = &members};
   for (const auto& [handle, key] : held) {
@@ -726,7 +721,7 @@ void Runtime::load_state(std::span<const std::byte> state, MPI_Comm app) {
   _collectives = 0;
   _collectives_before_checkpoint.reset();
   _foreign_collectives = 0;
-  _late_log = snapshot;
+  _late_peers = std::move(late_peers);
   _choices_since_mark = counts.choices;
   _values_since_mark = counts.values;
 }

@@ -114,7 +114,6 @@ Runtime::Runtime()
   PMPI_Comm_split(MPI_COMM_WORLD, rank >= size - spares ? 1 : 0, rank, &_internal);
   PMPI_Comm_group(MPI_COMM_WORLD, &_world_group);
   _incomplete.assign(static_cast<std::size_t>(size), 0);
-  _late_logs.assign(static_cast<std::size_t>(size), 0);
   // A process lost before MPI_Finalize makes the barrier there fail, which
   // must not abort the survivors.
   PMPI_Comm_set_errhandler(_internal, MPI_ERRORS_RETURN);

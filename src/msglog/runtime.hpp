@@ -621,6 +621,10 @@ class Runtime {
   void append_collective_results(std::vector<std::byte>& out) const;
   [[nodiscard]] static std::map<std::uint64_t, std::vector<std::vector<std::byte>>> read_collective_results(
       WordReader& in);
+  /// A snapshot's last words: the world ranks this process sent messages to
+  /// since the mark (those its log holds, and its `_late_peers`), and back.
+  void append_late_peers(std::vector<std::byte>& out) const;
+  [[nodiscard]] static std::vector<int> read_late_peers(WordReader& in);
   /// relink_buddies(): the replaced process's own events, which it follows
   /// from the clock of the state it was restored from.
   void follow_events(const std::vector<Event>& events);
@@ -655,11 +659,10 @@ class Runtime {
   std::uint64_t _app_key = 0;               ///< the key of the Driver's communicator (at the last mark_and_save)
   std::uint64_t _discarded_at_mark = 0;     ///< log bytes discarded at the bound before the last mark
   std::vector<int> _incomplete;             ///< by world rank: events since the checkpoint lost with the buddy
-  /// Restored from a snapshot since the last mark: what it sent between the
-  /// checkpoint and the snapshot is in no log; `_late_logs`, by world rank,
-  /// whose log is so (at the last resynchronisation).
-  bool _late_log = false;
-  std::vector<int> _late_logs;
+  /// Restored from a snapshot since the last mark: the world ranks it had
+  /// sent messages to between the checkpoint and that snapshot, which are in
+  /// no log (a replay of one of them is refused until the next mark).
+  std::vector<int> _late_peers;
   /// Non-deterministic calls (each a choice a replay gives back) and values
   /// from outside MPI since the last mark: a replacement restored from a
   /// snapshot skips as many of its events.

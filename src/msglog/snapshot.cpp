@@ -5,8 +5,9 @@
 // instead of from the checkpoint. The snapshot holds no logged message: it
 // serves only if every receiver consumed what the process sent before it
 // (`covers`), and afterwards the messages sent between the checkpoint and
-// the snapshot are in no log, so a later failure of another process rolls
-// every process back until the next checkpoint (`_late_logs`).
+// the snapshot are in no log, so until the next checkpoint a later failure
+// of a process it sent some of them to rolls every process back
+// (`_late_peers`).
 
 #include <algorithm>
 
@@ -57,6 +58,30 @@ std::vector<std::array<std::uint64_t, 3>> Runtime::read_next_sends(WordReader& i
   std::vector<std::array<std::uint64_t, 3>> next_sends;
   for (std::uint64_t i = 0; i < count && in.ok(); ++i) next_sends.push_back({in.word(), in.word(), in.word()});
   return next_sends;
+}
+
+void Runtime::append_late_peers(std::vector<std::byte>& out) const {
+  // Restored from a snapshot before, its log lacks what it sent before that one too.
+  std::vector<int> peers = _late_peers;
+  for (const auto& [key, members] : _members) {
+    if (!in_state(members)) continue;
+    for (std::size_t peer = 0; peer < members.channels.size(); ++peer) {
+      if (static_cast<int>(peer) != members.rank && _log.count(ChannelKey{key, static_cast<int>(peer)}) > 0) {
+        peers.push_back(members.world[peer]);
+      }
+    }
+  }
+  std::ranges::sort(peers);
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+  append_word(out, peers.size());
+  for (const int peer : peers) append_word(out, static_cast<std::uint64_t>(peer));
+}
+
+std::vector<int> Runtime::read_late_peers(WordReader& in) {
+  const std::uint64_t count = in.word();
+  std::vector<int> peers;
+  for (std::uint64_t i = 0; i < count && in.ok(); ++i) peers.push_back(static_cast<int>(in.word()));
+  return peers;
 }
 
 void Runtime::append_collective_results(std::vector<std::byte>& out) const {

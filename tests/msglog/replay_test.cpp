@@ -572,12 +572,12 @@ TEST(Replay, AProcessKilledAgainDuringItsReplayFromASnapshotReplaysAgain) {
 // rank): losing both, nobody can replay 1, and every process rolls back.
 TEST(Replay, AProcessLostWithItsBuddyRollsEveryProcessBack) { replay_run({{1, 9, 0}, {2, 9, 0}}, false); }
 
-// Process 2 at step 8 replays from a snapshot; process 3 at step 10, before
-// the next checkpoint (12), may need what 2 sent between the checkpoint and
-// that snapshot, which no log holds: every process rolls back to step 6,
-// and the result is still the failure-free one.
-TEST(Replay, ASecondFailureAfterAReplayFromASnapshotRollsEveryProcessBack) {
-  const std::vector<Kill> kills = {{2, 8, 0}, {3, 10, 1}};
+// Process 2 at step 8 replays from a snapshot; the master at step 10, before
+// the next checkpoint (12), may need the results 2 sent it between the
+// checkpoint and that snapshot, which no log holds: every process rolls back
+// to step 6, and the result is still the failure-free one.
+TEST(Replay, ASecondFailureOfAProcessThatAReplayFromASnapshotSentToRollsEveryProcessBack) {
+  const std::vector<Kill> kills = {{2, 8, 0}, {0, 10, 1}};
   ASSERT_TRUE(msglog::active());
   Comm comm = Comm::world();
   Checkpoint checkpoint(comm);
@@ -593,6 +593,57 @@ TEST(Replay, ASecondFailureAfterAReplayFromASnapshotRollsEveryProcessBack) {
   ASSERT_EQ(driver.recoveries().size(), 2U);
   EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
   EXPECT_EQ(driver.recoveries()[1].mode, RecoveryMode::kRespawn);
+}
+
+/// Two replays in one checkpoint interval: `kills` (the second at epoch 1),
+/// the first replacement restarting from a snapshot (`Restart::kSnapshot`)
+/// or from its checkpoint (`kCheckpoint`, snapshots off). Both replay, no
+/// survivor ever goes back, the result is the failure-free one.
+void two_replays_in_one_interval(const std::vector<Kill>& kills, Restart first) {
+  ASSERT_TRUE(msglog::active());
+  Comm comm = Comm::world();
+  Checkpoint checkpoint(comm);
+  MasterWorker app(comm, checkpoint, Gather::kAnySource);
+  const int snapshots = first == Restart::kSnapshot ? Cadence::kDefaultSnapshots : 0;
+  Driver driver(comm, checkpoint,
+                {.mode = RecoveryMode::kReplay,
+                 .cadence = {.every_steps = kCheckpointEvery, .snapshots_per_interval = snapshots}});
+  driver.run(kSteps, [&](std::uint64_t step) { app.step(step, kills); });
+  expect_consistent(comm, app.state());
+  if (comm.is_replacement()) {
+    const std::vector<Kill> mine = {kills.front()};
+    if (comm.original_rank().value() == kills.front().rank) expect_restarted(comm, mine, app.executed(), first);
+    return;
+  }
+  std::vector<std::uint64_t> expected;
+  for (std::uint64_t s = 0; s < kSteps; ++s) expected.push_back(s);
+  EXPECT_EQ(app.executed(), expected) << "a survivor went back";
+  ASSERT_EQ(driver.recoveries().size(), 2U);
+  EXPECT_EQ(driver.recoveries()[0].mode, RecoveryMode::kReplay);
+  EXPECT_EQ(driver.recoveries()[1].mode, RecoveryMode::kReplay);
+}
+
+// Process 2 at step 8 replays from a snapshot; worker 3 at step 10, before
+// the next checkpoint, needs only the master's messages, which its log
+// holds: it replays too.
+TEST(Replay, ASecondFailureOfAProcessThatAReplayFromASnapshotNeverSentToReplaysToo) {
+  two_replays_in_one_interval({{2, 8, 0}, {3, 10, 1}}, Restart::kSnapshot);
+}
+
+// Process 2 at step 8 replays from its checkpoint; worker 3 at step 10
+// replays too, and process 2's replacement, which holds no copy from a
+// commit, goes on where it is (it was restored again, back to step 6, and
+// took the master's task of step 11 for the one of step 7).
+TEST(Replay, ASecondReplayInTheIntervalLeavesTheFirstReplacementWhereItIs) {
+  two_replays_in_one_interval({{2, 8, 0}, {3, 10, 1}}, Restart::kCheckpoint);
+}
+
+// Processes 1 and 3 hold each other's checkpoint (4 processes, 2 copies):
+// 1 at step 8, then 3 at step 10, before the next checkpoint. 1's
+// replacement took over the copy of 3's state 1 held, so 3's state is
+// still held twice and 3 replays (without it, DataLost named 1 and 3).
+TEST(Replay, TwoProcessesHoldingEachOthersCheckpointKilledInOneIntervalEachReplay) {
+  two_replays_in_one_interval({{1, 8, 0}, {3, 10, 1}}, Restart::kSnapshot);
 }
 
 // Processes 1 and 3 at step 9: on 4 processes with 2 copies each holds the
