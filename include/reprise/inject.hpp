@@ -36,6 +36,14 @@ enum class Outcome {
 /// unset). Async-signal-safe apart from formatting `reason`.
 void record_outcome(Outcome outcome, OriginalRank me, std::string_view reason = {});
 
+/// Waits until what this process wrote to its stdout and stderr, where each
+/// is a pipe (to `mpirun`, which forwards it), has been read from the pipe:
+/// at most 1 s, nothing to wait for elsewhere. For a process about to end at
+/// once (`_Exit`, a kill) after its last lines: Open MPI 5's `mpirun` now and
+/// then handles such an end before it reads the pipe, and drops what was in
+/// it. Flush the streams first; async-signal-safe.
+void wait_until_output_read() noexcept;
+
 /// The outcome this process recorded last (none before the first record, or
 /// when `$REPRISE_OUTCOME_DIR` is unset). `Environment` uses it so that a
 /// program that records nothing itself is judged by how it ends.

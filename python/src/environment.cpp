@@ -79,6 +79,7 @@ void start(std::vector<std::string> given) {
   const std::string prefix = rank < 0 ? "reprise error: " : "reprise[" + std::to_string(rank) + "] error: ";
   std::fprintf(stderr, "%s%s\n", prefix.c_str(), line.c_str());
   std::fflush(stderr);
+  inject::wait_until_output_read();
   inject::record_outcome(inject::Outcome::kFailed, OriginalRank{rank}, line);
   std::_Exit(kUncaughtExceptionStatus);
 }

@@ -53,6 +53,7 @@ void finalize_at_exit(int status, void* /*unused*/) {
   if (reprise_finalize(status) == REPRISE_OK) return;
   say_last_error();
   std::fflush(nullptr);
+  reprise::inject::wait_until_output_read();
   std::_Exit(status != 0 ? status : 1);
 }
 

@@ -90,6 +90,8 @@ std::string describe_current_exception() {
   }
   line += " ended with " + describe_current_exception();
   logging::error("%s", line.c_str());
+  std::fflush(nullptr);
+  inject::wait_until_output_read();
   inject::record_outcome(inject::Outcome::kFailed, OriginalRank{identity.world_rank}, line);
   std::_Exit(kUncaughtExceptionStatus);
 }

@@ -2,6 +2,9 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,9 +126,10 @@ std::optional<Outcome> recorded_outcome() noexcept {
 }
 
 void kill_self(OriginalRank me) {
-  record_outcome(Outcome::kKilled, me);
   std::fflush(stdout);
   std::fflush(stderr);
+  wait_until_output_read();
+  record_outcome(Outcome::kKilled, me);
   ::kill(::getpid(), SIGKILL);
   std::abort();  // not reached: SIGKILL cannot be caught
 }
@@ -148,10 +152,25 @@ void kill_node(std::span<const NodeMember> node, OriginalRank me) {
   kill_self(me);
 }
 
+void wait_until_output_read() noexcept {
+  constexpr int kPolls = 1000;  // 1 ms apart
+  constexpr timespec kPause{.tv_sec = 0, .tv_nsec = 1'000'000};
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    struct stat about {};
+    if (::fstat(fd, &about) != 0 || !S_ISFIFO(about.st_mode)) continue;
+    for (int poll = 0; poll < kPolls; ++poll) {
+      int unread = 0;
+      if (::ioctl(fd, FIONREAD, &unread) != 0 || unread == 0) break;
+      ::nanosleep(&kPause, nullptr);
+    }
+  }
+}
+
 void hang(OriginalRank me) {
-  record_outcome(Outcome::kHung, me);
   std::fflush(stdout);
   std::fflush(stderr);
+  wait_until_output_read();
+  record_outcome(Outcome::kHung, me);
   // Every thread stops, as on a frozen node; only SIGKILL (or SIGCONT) ends it.
   for (;;) ::kill(::getpid(), SIGSTOP);
 }
